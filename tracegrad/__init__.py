@@ -1,0 +1,50 @@
+"""tracegrad: PyTorch-style define-by-run autograd over numpy that you can see and compile.
+
+`import tracegrad as torch` runs programs written against the documented subset of PyTorch
+(see shared/API.md) and gives the same numbers.
+"""
+from . import _dtype
+from ._dtype import (dtype, float16, float32, float64, int32, int64, bool_ as bool,  # noqa
+                     get_default_dtype, set_default_dtype, promote_types)
+from ._errors import (TracegradError, TracegradRuntimeError, TracegradTypeError,  # noqa: F401
+                      TracegradIndexError, TracegradValueError, InplaceError)
+from ._mode import (no_grad, enable_grad, set_grad_enabled, inference_mode,  # noqa: F401
+                    is_grad_enabled, is_inference_mode_enabled)
+from ._tensor import Tensor, Size  # noqa: F401
+from . import _tensor_methods  # noqa: F401  (attaches methods and operators)
+from .ops import *  # noqa: F401,F403
+from .ops import abs, pow, round, sum, max, min, any, all  # noqa: F401,A004
+from . import autograd  # noqa: F401
+
+half, float, double, int, long = float16, float32, float64, int32, int64  # noqa: A001
+cfloat = None
+
+FloatTensor = DoubleTensor = LongTensor = Tensor
+
+
+def is_tensor(obj):
+    return isinstance(obj, Tensor)
+
+
+def numel(input):
+    return input.numel()
+
+
+def is_floating_point(input):
+    return input.is_floating_point()
+
+
+def result_type(tensor1, tensor2):
+    from .ops.primitive import _operand_dtype
+    return _operand_dtype((tensor1, tensor2))
+
+
+def __getattr__(name):
+    # nn / optim / compile / func / viz load lazily so `import tracegrad` stays light.
+    import importlib
+    if name in ("nn", "optim", "func", "viz", "ir", "passes", "utils"):
+        return importlib.import_module(f".{name}", __name__)
+    raise AttributeError(f"module 'tracegrad' has no attribute {name!r}")
+
+
+__version__ = "0.1.0"

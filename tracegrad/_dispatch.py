@@ -1,0 +1,214 @@
+"""The one place primitives execute: eager (kernel + autograd node) or tracing (a hook).
+
+`dispatch(prim, args, attrs)` is called by every op. When a tracer is active (a context
+variable set by `tracegrad.ir`), the call is handed to it; otherwise the numpy kernel runs
+and, if grad mode is on and an operand requires grad, a grad_fn node is recorded with the
+values the primitive's VJP declared it saves. In-place primitives (`prim.overwrites`) also
+check PyTorch's in-place rules, bump the version counter, and rebase views (CopySlices).
+"""
+import contextvars
+
+import numpy as np
+
+from . import _mode
+from ._dtype import _FROM_NP, can_cast
+from ._errors import InplaceError, TracegradRuntimeError, op_error
+from ._tensor import Tensor, VersionCounter, edge_of
+
+# A tracer installs a callable here; dispatch hands every call to it while it is set.
+trace_hook = contextvars.ContextVar("tracegrad_trace_hook", default=None)
+_get_hook = trace_hook.get
+_grad_on = _mode.grad_enabled
+_inference_on = _mode.inference_enabled
+EMPTY = {}
+
+
+def dispatch(prim, args, attrs=EMPTY):
+    """Execute primitive `prim` on operands `args` (Tensors or Python numbers)."""
+    hook = _get_hook()
+    if hook is not None:
+        return hook(prim, args, attrs)
+    if prim.overwrites:
+        return run_inplace(prim, args, attrs)
+    return run(prim, args, attrs)
+
+
+def _arrays(prim, args):
+    rule = prim.dtype_rule
+    if rule is None:
+        return [a._data if isinstance(a, Tensor) else a for a in args]
+    want = rule(args)
+    out = []
+    for a in args:
+        if isinstance(a, Tensor):
+            d = a._data
+            out.append(d if d.dtype == want else d.astype(want))
+        else:
+            out.append(a)
+    return out
+
+
+def run(prim, args, attrs):
+    """Eager execution of a functional primitive."""
+    arrays = _arrays(prim, args)
+    try:
+        res = prim.kernel(*arrays, **attrs)
+    except TracegradRuntimeError:
+        raise
+    except (ValueError, IndexError, TypeError) as e:
+        raise _translate(prim, e) from None
+    if type(res) is not np.ndarray:
+        res = np.asarray(res)
+    out = Tensor._wrap(res)
+    if prim.aliases is not None:
+        src = args[prim.aliases]
+        out._vc = src._vc
+        if prim.is_view:
+            base = src._base
+            out._base = src if base is None else base
+            out._view_chain = src._view_chain + ((prim, attrs),)
+            out._fn_version = src._vc.v
+    if _inference_on():
+        out._inference = True
+        return out
+    if not prim.nondiff and _grad_on() and res.dtype.kind == "f":
+        needs = None
+        for i, a in enumerate(args):
+            if isinstance(a, Tensor) and a.requires_grad:
+                if needs is None:
+                    needs = [False] * len(args)
+                needs[i] = True
+        if needs is not None:
+            record(prim, args, attrs, out, tuple(needs))
+    return out
+
+
+def record(prim, args, attrs, out, needs, saved_override=None):
+    """Attach a new grad_fn node for `prim` to `out`."""
+    edges = tuple(edge_of(a) if n else None for a, n in zip(args, needs))
+    shapes = tuple(a._data.shape if isinstance(a, Tensor) else () for a in args)
+    dtypes = tuple(_FROM_NP[a._data.dtype] if isinstance(a, Tensor) else None for a in args)
+    node = prim.node_cls(prim, attrs, edges, shapes, dtypes, needs)
+    if prim.saves:
+        saved = []
+        for i in range(len(args)):
+            t = args[i] if i in prim.saves else None
+            if saved_override is not None and i in saved_override:
+                t = saved_override[i]
+            if isinstance(t, Tensor) and t._inference:
+                raise op_error(TracegradRuntimeError, prim.name,
+                               "Inference tensors cannot be saved for backward.",
+                               "To work around you can make a clone to get a normal tensor "
+                               "and use it in autograd.")
+            saved.append(t)
+        node.saved = tuple(saved)
+        node.versions = tuple(t._vc.v if isinstance(t, Tensor) else 0 for t in saved)
+    if prim.saves_out:
+        node.out_saved = (out._data, out._vc, out._vc.v)
+    out._rg = True
+    out._grad_fn = node
+    out._output_nr = 0
+    return node
+
+
+def run_inplace(prim, args, attrs):
+    """Eager execution of an in-place primitive (operand 0 is overwritten)."""
+    target = args[0]
+    grad_on = _grad_on() and not prim.nondiff
+    _check_inplace_target(prim, target, grad_on)
+    func = prim.functional
+    arrays = _arrays(func, args)
+    try:
+        res = func.kernel(*arrays, **attrs)
+    except (ValueError, IndexError, TypeError) as e:
+        raise _translate(prim, e) from None
+    res = np.asarray(res)
+    tdata = target._data
+    if res.dtype != tdata.dtype and not can_cast(_FROM_NP[res.dtype], _FROM_NP[tdata.dtype]):
+        raise op_error(TracegradRuntimeError, prim.name,
+                       f"result type {_FROM_NP[res.dtype].name.capitalize()} can't be cast to "
+                       f"the desired output type {_FROM_NP[tdata.dtype].name.capitalize()}.",
+                       "Convert the tensor first, e.g. `x = x.float()`.")
+    if res.shape != tdata.shape:
+        raise op_error(TracegradRuntimeError, prim.name,
+                       f"output with shape {list(tdata.shape)} doesn't match the broadcast "
+                       f"shape {list(res.shape)}.",
+                       "In-place ops cannot grow a tensor; use the out-of-place op.")
+    needs = None
+    if grad_on and tdata.dtype.kind == "f":
+        needs = tuple(isinstance(a, Tensor) and a.requires_grad for a in args)
+        base = target._base
+        if base is not None and base.requires_grad:
+            needs = (True,) + needs[1:]
+        if not any(needs):
+            needs = None
+    old = None
+    if needs is not None and 0 in prim.saves:
+        old = Tensor._wrap(tdata.copy(), target.requires_grad, target.grad_fn)
+        old._output_nr = target._output_nr
+    np.copyto(tdata, res, casting="unsafe")
+    target._vc.v += 1
+    if needs is None:
+        return target
+    if target._base is not None:
+        _rebase_view(prim, args, attrs, target, needs, old)
+    else:
+        record(prim, args, attrs, target, needs, {0: old} if old is not None else None)
+    return target
+
+
+def _check_inplace_target(prim, t, grad_on):
+    if t._inference and not _inference_on():
+        raise op_error(InplaceError, prim.name,
+                       "Inplace update to inference tensor outside InferenceMode is not "
+                       "allowed.", "You can make a clone to get a normal tensor before doing "
+                       "inplace update.")
+    if not grad_on:
+        return
+    if t.requires_grad and t._grad_fn is None and t._base is None:
+        raise op_error(InplaceError, prim.name,
+                       "a leaf Variable that requires grad is being used in an in-place "
+                       "operation.", "Wrap the update in `with torch.no_grad():`, or clone the "
+                       "tensor first.")
+    b = t._base
+    if b is not None and b.requires_grad and b._grad_fn is None:
+        raise op_error(InplaceError, prim.name,
+                       "a view of a leaf Variable that requires grad is being used in an "
+                       "in-place operation.", "Wrap the update in `with torch.no_grad():`, or "
+                       "clone the leaf first.")
+
+
+def _rebase_view(prim, args, attrs, view, needs, old):
+    """In-place op on a view: record it on the base (CopySlices) and re-derive the view.
+
+    base_new = view_scatter(base_old, f(view_old, *others)) -- every step a real node, so
+    gradients (and gradients of gradients) flow through the ordinary machinery.
+    """
+    from .ops import shape as S
+    base = view._base
+    view_old = Tensor._wrap(view._data, view.requires_grad, view.grad_fn)
+    view_old._output_nr = view._output_nr
+    f_out = Tensor._wrap(view._data)
+    record(prim.functional, (view_old,) + tuple(args[1:]), attrs, f_out, needs,
+           {0: old} if old is not None else None)
+    base_old = Tensor._wrap(base._data, base.requires_grad, base._grad_fn)
+    base_old._output_nr = base._output_nr
+    chain = view._view_chain
+    record(S.view_scatter, (base_old, f_out), {"chain": chain}, base, (base.requires_grad,
+                                                                        True))
+    view._regenerate()
+
+
+def _translate(prim, e):
+    """Turn a numpy error inside a kernel into the error PyTorch raises, naming the op."""
+    from ._errors import TracegradIndexError, TracegradRuntimeError, TracegradTypeError
+    msg = str(e)
+    if "broadcast" in msg:
+        return op_error(TracegradRuntimeError, prim.name,
+                        f"shapes cannot be broadcast together ({msg}).",
+                        "Check the operands' shapes: trailing dimensions must be equal or 1.")
+    if isinstance(e, IndexError):
+        return op_error(TracegradIndexError, prim.name, msg)
+    if isinstance(e, TypeError):
+        return op_error(TracegradTypeError, prim.name, msg)
+    return op_error(TracegradRuntimeError, prim.name, msg)

@@ -1,0 +1,133 @@
+"""Dtypes and PyTorch's type-promotion rules.
+
+A `dtype` object wraps a numpy dtype and prints like PyTorch (`torch.float32`). Promotion
+follows PyTorch's three tiers: dimensioned tensors outrank zero-dim tensors, which outrank
+Python scalars; a lower tier only matters when it belongs to a higher *category*
+(bool < integer < floating). A Python float never upcasts a float32 tensor, and an integer
+tensor combined with a Python float gives the default float dtype.
+"""
+import threading
+
+import numpy as np
+
+
+class dtype:
+    """A tensor element type (`tracegrad.float32`, ...). Compares by identity."""
+
+    __slots__ = ("name", "np", "is_floating_point", "itemsize", "category")
+
+    def __init__(self, name, np_dtype, category):
+        self.name = name
+        self.np = np.dtype(np_dtype)
+        self.category = category            # 0 bool, 1 integer, 2 floating
+        self.is_floating_point = category == 2
+        self.itemsize = self.np.itemsize
+
+    def __repr__(self):
+        return "torch." + self.name
+
+    def __reduce__(self):
+        return (_by_name, (self.name,))
+
+
+float16 = dtype("float16", np.float16, 2)
+float32 = dtype("float32", np.float32, 2)
+float64 = dtype("float64", np.float64, 2)
+int32 = dtype("int32", np.int32, 1)
+int64 = dtype("int64", np.int64, 1)
+bool_ = dtype("bool", np.bool_, 0)
+
+_ALL = (float16, float32, float64, int32, int64, bool_)
+_FROM_NP = {d.np: d for d in _ALL}
+# numpy types users may hand us that have a natural PyTorch counterpart
+for _np_t, _d in ((np.int8, int32), (np.int16, int32), (np.uint8, int64), (np.uint16, int32),
+                  (np.uint32, int64), (np.uint64, int64)):
+    _FROM_NP.setdefault(np.dtype(_np_t), _d)
+
+
+def _by_name(name):
+    return {d.name: d for d in _ALL}[name]
+
+
+def from_numpy_dtype(np_dtype):
+    """Map a numpy dtype to the tracegrad dtype; raise TypeError for unsupported ones."""
+    try:
+        return _FROM_NP[np.dtype(np_dtype)]
+    except KeyError:
+        raise TypeError(
+            f"can't convert np.ndarray of type {np.dtype(np_dtype)}. The only supported types "
+            "are: float64, float32, float16, int64, int32, and bool.") from None
+
+
+_state = threading.local()
+
+
+def get_default_dtype():
+    """The dtype that floating Python numbers and float creation functions produce."""
+    return getattr(_state, "default", float32)
+
+
+def set_default_dtype(d):
+    """Set the default floating dtype (float32 or float64, as in PyTorch)."""
+    if not isinstance(d, dtype) or not d.is_floating_point:
+        raise TypeError(f"only floating-point types are supported as the default type, got {d!r}")
+    _state.default = d
+
+
+_CAT_ORDER = {}
+for _a in _ALL:
+    for _b in _ALL:
+        _CAT_ORDER[_a, _b] = from_numpy_dtype(np.promote_types(_a.np, _b.np))
+
+
+def promote_types(a, b):
+    """The smallest dtype both `a` and `b` can be cast to (torch.promote_types)."""
+    return a if a is b else _CAT_ORDER[a, b]
+
+
+def scalar_category(x):
+    if isinstance(x, bool):
+        return 0
+    if isinstance(x, int):
+        return 1
+    return 2
+
+
+def result_type(tensors_dims, zero_dims, scalars):
+    """PyTorch promotion over three tiers of operands.
+
+    `tensors_dims`, `zero_dims`: dtypes of dimensioned and zero-dim tensors; `scalars`: Python
+    numbers. Returns the result dtype.
+    """
+    res = None
+    for d in tensors_dims:
+        res = d if res is None else promote_types(res, d)
+    zres = None
+    for d in zero_dims:
+        zres = d if zres is None else promote_types(zres, d)
+    if zres is not None and (res is None or zres.category > res.category):
+        res = zres if res is None else (promote_types(res, zres) if res.category == zres.category
+                                        else zres)
+    if scalars:
+        cat = max(scalar_category(s) for s in scalars)
+        if res is None or cat > res.category:
+            res = (bool_, int64, get_default_dtype())[cat]
+    return res
+
+
+def can_cast(frm, to):
+    """PyTorch's same-kind casting rule for in-place results (float into int is refused)."""
+    return frm.category <= to.category
+
+
+def as_dtype(d):
+    """Accept a tracegrad dtype, a numpy dtype, or a Python type (float/int/bool)."""
+    if isinstance(d, dtype):
+        return d
+    if d is float:
+        return get_default_dtype()
+    if d is int:
+        return int64
+    if d is bool:
+        return bool_
+    return from_numpy_dtype(d)

@@ -1,0 +1,59 @@
+"""The TracegradError family, and where in the user's program an error happened.
+
+Every user-facing error subclasses `TracegradError` *and* the builtin PyTorch raises in the
+same situation, so `except RuntimeError` code written for PyTorch keeps working. Messages
+say what happened, in which op and at which user source line, and how to fix it.
+"""
+import os
+import sys
+
+_PKG_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+class TracegradError(Exception):
+    """Base class of all tracegrad errors."""
+
+
+class TracegradRuntimeError(TracegradError, RuntimeError):
+    """Raised where PyTorch raises RuntimeError (autograd misuse, shape mismatches, ...)."""
+
+
+class TracegradTypeError(TracegradError, TypeError):
+    """Raised where PyTorch raises TypeError (wrong argument kinds)."""
+
+
+class TracegradIndexError(TracegradError, IndexError):
+    """Raised where PyTorch raises IndexError (dimension or index out of range)."""
+
+
+class TracegradValueError(TracegradError, ValueError):
+    """Raised where PyTorch raises ValueError."""
+
+
+class InplaceError(TracegradRuntimeError):
+    """An in-place operation invalidated a value autograd saved, or targeted a leaf."""
+
+
+def user_site(skip_pkg=True):
+    """`file:line in function` of the innermost frame outside tracegrad, or None.
+
+    Cheap: walks frames with `sys._getframe`, no traceback objects.
+    """
+    f = sys._getframe(1)
+    while f is not None:
+        fn = f.f_code.co_filename
+        if not (skip_pkg and fn.startswith(_PKG_DIR)) and not fn.startswith("<tracegrad"):
+            return f"{fn}:{f.f_lineno} in {f.f_code.co_name}"
+        f = f.f_back
+    return None
+
+
+def op_error(cls, op, msg, fix=None):
+    """Build an error of class `cls` naming the op and the user's source line."""
+    site = user_site()
+    text = f"{op}: {msg}" if op else msg
+    if fix:
+        text += f" {fix}"
+    if site:
+        text += f"\n  (at {site})"
+    return cls(text)

@@ -1,0 +1,234 @@
+"""The Tensor object: data, storage/version sharing, autograd attributes, and construction.
+
+Methods that compute (math, shape ops, operators) are attached in `_tensor_methods.py` from
+the op modules; this file holds only what a tensor *is*.
+
+Note [Views and versions]
+A view shares its base's `VersionCounter` (`_vc`) and its numpy memory; `_base` points to
+the root base and `_view_chain` lists the (primitive, attrs) steps that re-derive the view
+from the base. After an in-place op through another view rebased the base's grad_fn, a
+view's `grad_fn` is regenerated lazily by replaying the chain (as PyTorch does).
+"""
+import weakref
+
+import numpy as np
+
+from . import _dtype as D
+from . import _mode
+from ._errors import TracegradRuntimeError, op_error
+
+
+class VersionCounter:
+    """Shared by a tensor and all its views (and `detach()` results); bumped by in-place ops."""
+
+    __slots__ = ("v",)
+
+    def __init__(self):
+        self.v = 0
+
+
+class Tensor:
+    """A multi-dimensional array with PyTorch autograd semantics."""
+
+    __slots__ = ("_data", "_vc", "_rg", "_grad_fn", "grad", "_base", "_view_chain",
+                 "_fn_version", "_output_nr", "_accum", "_retains_grad", "_inference",
+                 "__weakref__", "__dict__")
+    __array_priority__ = 1000          # make numpy defer to our reflected operators
+
+    @staticmethod
+    def _wrap(data, requires_grad=False, grad_fn=None):
+        t = object.__new__(Tensor)
+        t._data = data
+        t._vc = VersionCounter()
+        t._rg = requires_grad
+        t._grad_fn = grad_fn
+        t.grad = None
+        t._base = None
+        t._view_chain = ()
+        t._fn_version = 0
+        t._output_nr = 0
+        t._accum = None
+        t._retains_grad = False
+        t._inference = False
+        return t
+
+    def __init__(self, data=None, *args, **kw):
+        raise TypeError("use tracegrad.tensor(data) to create a tensor")
+
+    # -- requires_grad: settable only where PyTorch allows it --
+    @property
+    def requires_grad(self):
+        return self._rg
+
+    @requires_grad.setter
+    def requires_grad(self, flag):
+        self._set_requires_grad(flag)
+
+    def _set_requires_grad(self, flag, op="requires_grad_"):
+        flag = bool(flag)
+        if self._grad_fn is not None and not flag:
+            raise op_error(TracegradRuntimeError, op,
+                           "you can only change requires_grad flags of leaf variables.",
+                           "If you want to use a computed variable in a subgraph that doesn't "
+                           "require differentiation use var_no_grad = var.detach().")
+        if flag and self._data.dtype.kind != "f":
+            raise op_error(TracegradRuntimeError, op,
+                           "only Tensors of floating point dtype can require gradients.",
+                           "Convert first, e.g. `x.float()`.")
+        if flag and self._inference and not _mode.inference_enabled():
+            raise op_error(TracegradRuntimeError, op,
+                           "Setting requires_grad=True on inference tensor outside "
+                           "InferenceMode is not allowed.", "Clone it first.")
+        self._rg = flag
+
+    # -- basic attributes --
+    @property
+    def shape(self):
+        return Size(self._data.shape)
+
+    @property
+    def dtype(self):
+        return D._FROM_NP[self._data.dtype]
+
+    @property
+    def ndim(self):
+        return self._data.ndim
+
+    @property
+    def device(self):
+        return "cpu"
+
+    @property
+    def is_leaf(self):
+        return self._grad_fn is None
+
+    @property
+    def grad_fn(self):
+        b = self._base
+        if b is not None and self._fn_version != self._vc.v and b.requires_grad:
+            self._regenerate()
+        return self._grad_fn
+
+    @property
+    def _version(self):
+        return self._vc.v
+
+    @property
+    def output_nr(self):
+        return self._output_nr
+
+    @property
+    def is_cuda(self):
+        return False
+
+    def _regenerate(self):
+        """Re-derive this view's grad_fn from its base's current grad_fn (see Note)."""
+        from ._dispatch import record
+        base = self._base
+        self._fn_version = self._vc.v
+        if not base.requires_grad:
+            return
+        cur = base
+        for prim, attrs in self._view_chain:
+            nxt = Tensor._wrap(prim.kernel(cur._data, **attrs))
+            record(prim, (cur,), attrs, nxt, (True,))
+            cur = nxt
+        self._grad_fn = cur._grad_fn
+        self._output_nr = 0
+        self._rg = True
+
+    def size(self, dim=None):
+        if dim is None:
+            return self.shape
+        return self._data.shape[_wrap_dim(dim, self._data.ndim, "size")]
+
+    def dim(self):
+        return self._data.ndim
+
+    def numel(self):
+        return int(self._data.size)
+
+    def nelement(self):
+        return int(self._data.size)
+
+    def element_size(self):
+        return self._data.itemsize
+
+    def is_floating_point(self):
+        return self._data.dtype.kind == "f"
+
+    def is_inference(self):
+        return self._inference
+
+    def __len__(self):
+        if self._data.ndim == 0:
+            raise TypeError("len() of a 0-d tensor")
+        return self._data.shape[0]
+
+    def __hash__(self):
+        return id(self)
+
+    def __repr__(self):
+        from ._format import default_suffixes, format_tensor
+        fn = self.grad_fn
+        suffixes = default_suffixes(self._data, D.get_default_dtype().np,
+                                    requires_grad=self.requires_grad and fn is None,
+                                    grad_fn_name=fn.name() if fn is not None else None)
+        return format_tensor(self._data, suffixes)
+
+    __str__ = __repr__
+
+
+class Size(tuple):
+    """A tensor shape: a tuple that prints as `torch.Size([2, 3])`."""
+
+    def __repr__(self):
+        return f"torch.Size({list(self)})"
+
+    def numel(self):
+        n = 1
+        for s in self:
+            n *= s
+        return n
+
+
+def _wrap_dim(dim, ndim, op):
+    n = max(ndim, 1)
+    if not -n <= dim < n:
+        from ._errors import TracegradIndexError
+        raise op_error(TracegradIndexError, op,
+                       f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], "
+                       f"but got {dim})")
+    return dim % n
+
+
+def edge_of(t):
+    """The graph edge a gradient for `t` flows into: its grad_fn, or its leaf accumulator."""
+    fn = t._grad_fn if t._base is None else t.grad_fn
+    if fn is not None:
+        return (fn, t._output_nr)
+    return (accumulator(t), 0)
+
+
+def accumulator(t):
+    """The (cached) AccumulateGrad node of leaf `t`; the tensor holds it weakly."""
+    from .autograd.graph import AccumulateGrad
+    ref = t._accum
+    acc = ref() if ref is not None else None
+    if acc is None:
+        acc = AccumulateGrad(t)
+        t._accum = weakref.ref(acc)
+    return acc
+
+
+def from_array(arr, requires_grad=False):
+    """Wrap a numpy array (no copy) into a Tensor; maps unsupported numpy dtypes."""
+    arr = np.asarray(arr)
+    if arr.dtype not in D._FROM_NP:
+        raise TypeError(f"can't convert np.ndarray of type {arr.dtype}")
+    t = Tensor._wrap(arr)
+    if _mode.inference_enabled():
+        t._inference = True
+    if requires_grad:
+        t._set_requires_grad(True)
+    return t

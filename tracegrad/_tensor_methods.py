@@ -1,0 +1,341 @@
+"""Tensor methods and operators, attached to `Tensor` from the op functions.
+
+Every method is a thin call into an op function (which dispatches a primitive); operators
+map to the same functions, in-place operators to the in-place primitives.
+"""
+import numpy as np
+
+from . import _dtype as D
+from . import _mode
+from . import ops as O
+from ._dispatch import dispatch
+from ._errors import TracegradRuntimeError, TracegradTypeError, op_error
+from ._tensor import Tensor, accumulator, from_array
+from .ops import elementwise as E
+from .ops import shape as S
+from .autograd.graph import RemovableHandle
+
+
+def _attach(names, module=O):
+    for n in names:
+        setattr(Tensor, n, getattr(module, n))
+
+
+_attach("""exp log log1p sqrt rsqrt sin cos tanh sigmoid relu abs sign neg negative reciprocal
+pow clamp clip maximum minimum floor ceil round sum mean prod amax amin max min argmax argmin
+norm var std logsumexp softmax log_softmax matmul mm bmm dot outer einsum expand broadcast_to
+view reshape flatten squeeze unsqueeze permute transpose swapaxes t contiguous repeat split
+chunk unbind narrow select add sub mul div floor_divide remainder square any all eq ne lt le gt
+ge logical_and logical_or logical_not bitwise_not isnan nonzero lerp""".split())
+Tensor.multiply, Tensor.subtract, Tensor.divide, Tensor.true_divide = E.mul, E.sub, E.div, E.div
+Tensor.greater, Tensor.less, Tensor.absolute = E.gt, E.lt, E.abs
+Tensor.sum_to_size = lambda self, *size: S.sum_to(self, S._shape_args(size))
+
+
+def _inplace(prim):
+    def method(self, *args, **attrs):
+        return dispatch(prim, (self,) + args, attrs)
+    method.__name__ = prim.name
+    return method
+
+
+Tensor.add_ = lambda self, other, *, alpha=1: dispatch(
+    E.ADD_, (self, other if alpha == 1 else E.mul(other, alpha)))
+Tensor.sub_ = lambda self, other, *, alpha=1: dispatch(
+    E.SUB_, (self, other if alpha == 1 else E.mul(other, alpha)))
+Tensor.mul_ = _inplace(E.MUL_)
+Tensor.div_ = _inplace(E.DIV_)
+Tensor.pow_ = _inplace(E.POW_)
+Tensor.exp_ = _inplace(E.EXP_)
+Tensor.relu_ = _inplace(E.RELU_)
+Tensor.sigmoid_ = _inplace(E.SIGMOID_)
+Tensor.tanh_ = _inplace(E.TANH_)
+Tensor.neg_ = _inplace(E.NEG_)
+
+
+def clamp_(self, min=None, max=None):
+    return dispatch(E.CLAMP_, (self,), E._clamp_attrs(min, max))
+
+
+def zero_(self):
+    return fill_(self, 0)
+
+
+def fill_(self, value):
+    """Fill with `value` in place (a differentiable op: the old values get zero gradient)."""
+    if isinstance(value, Tensor):
+        value = value.item() if value.ndim == 0 else value
+    S.setitem(self, Ellipsis, value)
+    return self
+
+
+def copy_(self, src, non_blocking=False):
+    """Copy `src` (broadcast, converted) into self in place."""
+    S.setitem(self, Ellipsis, src if isinstance(src, Tensor) else from_array(np.asarray(src)))
+    return self
+
+
+Tensor.clamp_ = clamp_
+Tensor.clip_ = clamp_
+Tensor.zero_ = zero_
+Tensor.fill_ = fill_
+Tensor.copy_ = copy_
+
+
+# ---- operators ----
+def _rev(f):
+    return lambda self, other: f(other, self)
+
+
+Tensor.__add__ = E.add
+Tensor.__radd__ = _rev(E.add)
+Tensor.__sub__ = E.sub
+Tensor.__rsub__ = _rev(E.sub)
+Tensor.__mul__ = E.mul
+Tensor.__rmul__ = _rev(E.mul)
+Tensor.__truediv__ = E.div
+Tensor.__rtruediv__ = _rev(E.div)
+Tensor.__floordiv__ = E.floor_divide
+Tensor.__rfloordiv__ = _rev(E.floor_divide)
+Tensor.__mod__ = E.remainder
+Tensor.__rmod__ = _rev(E.remainder)
+Tensor.__pow__ = E.pow
+Tensor.__rpow__ = _rev(E.pow)
+Tensor.__matmul__ = lambda self, other: O.matmul(self, _tensorize(other))
+Tensor.__rmatmul__ = lambda self, other: O.matmul(_tensorize(other), self)
+Tensor.__neg__ = E.neg
+Tensor.__pos__ = lambda self: self
+Tensor.__abs__ = E.abs
+Tensor.__invert__ = E.bitwise_not
+Tensor.__and__ = E.bitwise_and
+Tensor.__rand__ = _rev(E.bitwise_and)
+Tensor.__or__ = E.bitwise_or
+Tensor.__ror__ = _rev(E.bitwise_or)
+Tensor.__xor__ = E.bitwise_xor
+Tensor.__rxor__ = _rev(E.bitwise_xor)
+Tensor.__eq__ = E.eq
+Tensor.__ne__ = E.ne
+Tensor.__lt__ = E.lt
+Tensor.__le__ = E.le
+Tensor.__gt__ = E.gt
+Tensor.__ge__ = E.ge
+Tensor.__iadd__ = lambda self, other: self.add_(other)
+Tensor.__isub__ = lambda self, other: self.sub_(other)
+Tensor.__imul__ = lambda self, other: self.mul_(other)
+Tensor.__itruediv__ = lambda self, other: self.div_(other)
+Tensor.__getitem__ = S.getitem
+Tensor.__setitem__ = S.setitem
+
+
+def _tensorize(x):
+    if isinstance(x, Tensor):
+        return x
+    return from_array(np.asarray(x))
+
+
+# ---- conversions to Python ----
+def _scalar(self, op):
+    if self._data.size != 1:
+        raise op_error(TracegradRuntimeError, op,
+                       f"a Tensor with {self._data.size} elements cannot be converted to Scalar",
+                       "Reduce it first (e.g. `.sum()`), or index one element.")
+    return self._data.reshape(()).item()
+
+
+def item(self):
+    """The single value as a Python number."""
+    return _scalar(self, "item")
+
+
+def _bool(self):
+    if self._data.size != 1:
+        raise op_error(TracegradRuntimeError, "bool",
+                       f"Boolean value of Tensor with more than one value is ambiguous",
+                       "Use .any() or .all().")
+    return bool(self._data.reshape(()).item())
+
+
+Tensor.item = item
+Tensor.__bool__ = _bool
+Tensor.__float__ = lambda self: float(_scalar(self, "float"))
+Tensor.__int__ = lambda self: int(_scalar(self, "int"))
+
+
+def _index(self):
+    if self._data.dtype.kind not in "iub" or self._data.size != 1:
+        raise op_error(TracegradTypeError, "__index__",
+                       "only integer tensors of a single element can be converted to an index")
+    return int(self._data.reshape(()).item())
+
+
+Tensor.__index__ = _index
+Tensor.__iter__ = lambda self: iter(self.unbind(0)) if self.ndim else _iter0()
+
+
+def _iter0():
+    raise TypeError("iteration over a 0-d tensor")
+
+
+def tolist(self):
+    return self._data.tolist()
+
+
+def numpy(self, *, force=False):
+    """The data as a numpy array sharing memory (refused while the tensor requires grad)."""
+    if self.requires_grad and not force:
+        raise op_error(TracegradRuntimeError, "numpy",
+                       "Can't call numpy() on Tensor that requires grad.",
+                       "Use tensor.detach().numpy() instead.")
+    return self._data
+
+
+def _array(self, dtype=None, copy=None):
+    a = self._data
+    return a.astype(dtype) if dtype is not None else a
+
+
+Tensor.tolist = tolist
+Tensor.numpy = numpy
+Tensor.__array__ = _array
+
+
+# ---- autograd surface ----
+def detach(self):
+    """A new tensor sharing storage (and version counter) that does not require grad."""
+    return dispatch(S.DETACH, (self,))
+
+
+def detach_(self):
+    if self._base is not None:
+        raise op_error(TracegradRuntimeError, "detach_",
+                       "Can't detach views in-place. Use detach() instead.")
+    self._grad_fn = None
+    self._rg = False
+    return self
+
+
+def requires_grad_(self, requires_grad=True):
+    """Set requires_grad in place (leaves only); returns self."""
+    self._set_requires_grad(requires_grad)
+    return self
+
+
+def retain_grad(self):
+    """Keep `.grad` for this non-leaf tensor after backward."""
+    if not self.requires_grad:
+        raise op_error(TracegradRuntimeError, "retain_grad",
+                       "can't retain_grad on Tensor that has requires_grad=False")
+    if self.is_leaf or self._retains_grad:
+        return
+    import weakref
+    ref = weakref.ref(self)
+
+    def hook(g):
+        t = ref()
+        if t is not None:
+            if t.grad is None:
+                t.grad = g if _mode.is_grad_enabled() else from_array(g._data.copy())
+            else:
+                t.grad = t.grad + g
+    self.grad_fn._add_pre_hook(self._output_nr, _Last(hook))
+    self._retains_grad = True
+
+
+class _Last:
+    """Marks the retain_grad hook so it runs after user hooks (as in PyTorch)."""
+
+    def __init__(self, fn):
+        self.fn = fn
+
+    def __call__(self, g):
+        self.fn(g)
+
+
+def register_hook(self, hook):
+    """`hook(grad)` runs when this tensor's gradient is computed; may return a new grad."""
+    if not self.requires_grad:
+        raise op_error(TracegradRuntimeError, "register_hook",
+                       "cannot register a hook on a tensor that doesn't require gradient")
+    node = accumulator(self) if self.is_leaf else self.grad_fn
+    nr = 0 if self.is_leaf else self._output_nr
+    if node.pre_hooks is None:
+        node.pre_hooks = {}
+    lst = node.pre_hooks.setdefault(nr, [])
+    pos = next((i for i, f in enumerate(lst) if isinstance(f, _Last)), len(lst))
+    lst.insert(pos, hook)
+    return RemovableHandle(lst, hook)
+
+
+def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
+    """Compute gradients of this tensor w.r.t. graph leaves (see autograd.backward)."""
+    from .autograd.api import backward as _bw
+    _bw(self, gradient, retain_graph, create_graph, inputs=inputs)
+
+
+Tensor.detach = detach
+Tensor.detach_ = detach_
+Tensor.requires_grad_ = requires_grad_
+Tensor.retain_grad = retain_grad
+Tensor.register_hook = register_hook
+Tensor.backward = backward
+Tensor.retains_grad = property(lambda self: self._retains_grad)
+
+
+def _get_data(self):
+    t = Tensor._wrap(self._data)
+    t._inference = self._inference
+    return t
+
+
+def _set_data(self, value):
+    if not isinstance(value, Tensor):
+        raise op_error(TracegradTypeError, "data", "data must be set to a Tensor")
+    self._data = value._data
+
+
+Tensor.data = property(_get_data, _set_data)
+
+
+# ---- dtype conversion ----
+def to(self, *args, **kwargs):
+    """`to(dtype)` (device strings are accepted and ignored: everything is CPU)."""
+    dtype = kwargs.get("dtype")
+    copy = kwargs.get("copy", False)
+    for a in args:
+        if isinstance(a, D.dtype) or a in (float, int, bool):
+            dtype = a
+        elif isinstance(a, Tensor):
+            dtype = a.dtype
+    if dtype is None:
+        return self.clone() if copy else self
+    return S.to_dtype(self, dtype, copy)
+
+
+Tensor.to = to
+Tensor.type_as = lambda self, other: S.to_dtype(self, other.dtype)
+Tensor.float = lambda self: S.to_dtype(self, D.float32)
+Tensor.double = lambda self: S.to_dtype(self, D.float64)
+Tensor.half = lambda self: S.to_dtype(self, D.float16)
+Tensor.long = lambda self: S.to_dtype(self, D.int64)
+Tensor.int = lambda self: S.to_dtype(self, D.int32)
+Tensor.bool = lambda self: S.to_dtype(self, D.bool_)
+Tensor.cpu = lambda self: self
+Tensor.clone = S.clone
+Tensor.view_as = lambda self, other: S.view(self, tuple(other.shape))
+Tensor.reshape_as = lambda self, other: S.reshape(self, tuple(other.shape))
+Tensor.expand_as = lambda self, other: S.expand(self, tuple(other.shape))
+Tensor.T = property(lambda self: S.permute(self, tuple(range(self.ndim))[::-1]))
+Tensor.mT = property(lambda self: S.transpose(self, -2, -1))
+Tensor.new_zeros = lambda self, *size, dtype=None, requires_grad=False: O.zeros(
+    *size, dtype=dtype or self.dtype, requires_grad=requires_grad)
+Tensor.new_ones = lambda self, *size, dtype=None, requires_grad=False: O.ones(
+    *size, dtype=dtype or self.dtype, requires_grad=requires_grad)
+Tensor.new_tensor = lambda self, data, dtype=None, requires_grad=False: O.tensor(
+    data, dtype=dtype or self.dtype, requires_grad=requires_grad)
+Tensor.new_full = lambda self, size, fill_value, dtype=None, requires_grad=False: O.full(
+    size, fill_value, dtype=dtype or self.dtype, requires_grad=requires_grad)
+Tensor.type = lambda self, dtype=None: (
+    "torch." + {"float32": "FloatTensor", "float64": "DoubleTensor", "float16": "HalfTensor",
+                "int64": "LongTensor", "int32": "IntTensor", "bool": "BoolTensor"}[
+        self._data.dtype.name] if dtype is None else S.to_dtype(self, dtype))
+Tensor.masked_fill = lambda self, mask, value: E.where(mask, value, self)

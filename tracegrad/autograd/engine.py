@@ -1,0 +1,166 @@
+"""The backward engine: iterative reverse traversal of the grad_fn graph.
+
+Note [Ordering]
+Every node gets a global, increasing sequence number at creation, and a node's inputs were
+always created before it. Processing ready nodes highest-sequence-first therefore visits a
+node only after every reachable consumer has contributed to its gradient, with no separate
+dependency-count pass and no recursion (a 10,000-op chain needs no deep stack). Engine state
+is local to one call, so concurrent calls from threads on separate graphs never interact;
+accumulation into a shared leaf takes that leaf's lock.
+"""
+import heapq
+
+from .. import _mode
+from .._errors import TracegradRuntimeError, op_error
+from .._tensor import Tensor, accumulator, edge_of
+from .graph import AccumulateGrad
+
+
+def _root_edge(t, i):
+    if not t.requires_grad:
+        raise op_error(TracegradRuntimeError, "backward",
+                       f"element {i} of tensors does not require grad and does not have a "
+                       "grad_fn", "Make sure an input has requires_grad=True and the "
+                       "computation ran with grad enabled (not under no_grad).")
+    return edge_of(t)
+
+
+def _needed(roots, targets):
+    """Nodes from which some target node is reachable (iterative DFS)."""
+    need = {}
+    order, stack, seen = [], [n for n, _ in roots], set()
+    while stack:
+        n = stack.pop()
+        if id(n) in seen:
+            continue
+        seen.add(id(n))
+        order.append(n)
+        stack.extend(e[0] for e in n.edges if e is not None)
+    tids = {id(t) for t in targets}
+    for n in sorted(order, key=lambda n: n.seq):
+        need[id(n)] = id(n) in tids or any(e is not None and need.get(id(e[0]), False)
+                                           for e in n.edges)
+    return need
+
+
+def run_backward(tensors, grads, retain_graph, create_graph, inputs=None, capture=False,
+                 allow_unused=False):
+    """Backpropagate `grads` from `tensors`.
+
+    With `capture`, returns the gradients of `inputs` instead of accumulating into `.grad`
+    (autograd.grad). With `inputs` and no capture, only those tensors' .grad are updated.
+    """
+    roots = [_root_edge(t, i) for i, t in enumerate(tensors)]
+    targets = None
+    captured = None
+    if inputs is not None:
+        targets = {}
+        for k, t in enumerate(inputs):
+            if not t.requires_grad:
+                raise op_error(TracegradRuntimeError, "grad",
+                               f"One of the differentiated Tensors does not require grad")
+            node, nr = edge_of(t)
+            targets.setdefault(id(node), []).append((k, nr, t))
+        captured = [None] * len(inputs)
+        need = _needed(roots, [e for e in (edge_of(t)[0] for t in inputs)])
+    else:
+        need = None
+    buffers = {}
+    heap = []
+    for (node, nr), g in zip(roots, grads):
+        _add(buffers, heap, node, nr, g)
+    prev = _mode._grad_enabled.set(bool(create_graph))
+    try:
+        while heap:
+            _, _, node = heapq.heappop(heap)
+            gs = buffers.pop(id(node))[1]
+            if need is not None and not need.get(id(node), False):
+                continue
+            gs = _pre_hooks(node, gs)
+            if targets is not None:
+                for k, nr, t in targets.get(id(node), ()):
+                    g = gs[nr]
+                    if capture:
+                        captured[k] = g
+                    elif g is not None:
+                        _accumulate_target(t, g, create_graph)
+                if isinstance(node, AccumulateGrad) or not any(
+                        need.get(id(e[0]), False) for e in node.edges if e is not None):
+                    continue
+            elif isinstance(node, AccumulateGrad):
+                if gs[0] is not None:
+                    node.accumulate(gs[0], create_graph)
+                continue
+            if node.n_outputs == 1:
+                if gs[0] is None:
+                    continue
+            out = node.apply(gs)
+            if node.hooks:
+                for h in node.hooks:
+                    r = h(tuple(out), tuple(gs))
+                    if r is not None:
+                        out = r
+            if not retain_graph:
+                node.release()
+            for e, g, dt in zip(node.edges, out, node.dtypes):
+                if e is None or g is None:
+                    continue
+                if dt is not None and g._data.dtype != dt.np:
+                    g = g.to(dt)
+                nxt = e[0]
+                if need is not None and not need.get(id(nxt), False):
+                    continue
+                _add(buffers, heap, nxt, e[1], g)
+    finally:
+        _mode._grad_enabled.reset(prev)
+    if capture:
+        for k, g in enumerate(captured):
+            if g is None and not allow_unused:
+                raise op_error(TracegradRuntimeError, "grad",
+                               "One of the differentiated Tensors appears to not have been used "
+                               "in the graph. Set allow_unused=True if this is the desired "
+                               "behavior.")
+        return tuple(captured)
+    return None
+
+
+def _add(buffers, heap, node, nr, g):
+    key = id(node)
+    entry = buffers.get(key)
+    if entry is None:
+        gs = [None] * node.n_outputs
+        gs[nr] = g
+        buffers[key] = (node, gs)
+        heapq.heappush(heap, (-node.seq, key, node))
+    else:
+        gs = entry[1]
+        gs[nr] = g if gs[nr] is None else gs[nr] + g
+
+
+def _pre_hooks(node, gs):
+    hooks = node.pre_hooks
+    if not hooks:
+        return gs
+    gs = list(gs)
+    for nr, fns in hooks.items():
+        if nr == -1:
+            for fn in list(fns):
+                r = fn(tuple(gs))
+                if r is not None:
+                    gs = list(r)
+            continue
+        for fn in list(fns):
+            if gs[nr] is None:
+                break
+            r = fn(gs[nr])
+            if r is not None:
+                gs[nr] = r
+    return gs
+
+
+def _accumulate_target(t, g, create_graph):
+    if t.is_leaf:
+        accumulator(t).accumulate(g, create_graph)
+    else:
+        t.grad = g if create_graph else Tensor._wrap(g._data.copy()) if t.grad is None \
+            else t.grad + g

@@ -1,0 +1,178 @@
+"""The recorded autograd graph: `Node` (a tensor's grad_fn) and `AccumulateGrad` for leaves.
+
+Note [Saved values]
+A node keeps the operands its primitive's VJP declared in `saves`, each with the version
+counter value seen when saved. Unpacking compares versions and raises PyTorch's message,
+naming the op, if an in-place operation changed a saved value. The output, when saved, is
+kept as raw data plus version (not as the Tensor) so output -> grad_fn -> output forms no
+reference cycle; it is re-wrapped with this node as its grad_fn on unpack. After backward
+without `retain_graph`, saved values are released and a second unpack raises.
+"""
+import itertools
+import threading
+
+from .._errors import InplaceError, TracegradRuntimeError
+
+_seq = itertools.count()
+
+FREED_MSG = (
+    "Trying to backward through the graph a second time (or directly access saved tensors "
+    "after they have already been freed). Saved intermediate values of the graph are freed "
+    "when you call .backward() or autograd.grad(). Specify retain_graph=True if you need to "
+    "backward through the graph a second time or if you need to access saved tensors after "
+    "calling backward.")
+
+
+class RemovableHandle:
+    """Returned by register_hook; `remove()` unregisters the hook."""
+
+    def __init__(self, container, item):
+        self._container, self._item = container, item
+
+    def remove(self):
+        try:
+            self._container.remove(self._item)
+        except ValueError:
+            pass
+
+
+class Node:
+    """A backward function in the recorded graph (what `tensor.grad_fn` returns)."""
+
+    __slots__ = ("prim", "attrs", "edges", "saved", "versions", "out_saved", "shapes",
+                 "dtypes", "needs", "seq", "pre_hooks", "hooks", "released", "n_outputs",
+                 "metadata", "__weakref__")
+
+    def __init__(self, prim, attrs, edges, shapes, dtypes, needs, n_outputs=1):
+        self.prim = prim
+        self.attrs = attrs
+        self.edges = edges            # tuple of (Node, output_nr) or None, one per operand
+        self.shapes = shapes
+        self.dtypes = dtypes
+        self.needs = needs
+        self.saved = None
+        self.versions = None
+        self.out_saved = None
+        self.seq = next(_seq)
+        self.pre_hooks = None         # {output_nr: [fn(grad) -> grad|None]}
+        self.hooks = None
+        self.released = False
+        self.n_outputs = n_outputs
+        self.metadata = None
+
+    # -- PyTorch-facing surface --
+    def name(self):
+        return type(self).__name__
+
+    def __repr__(self):
+        return f"<{type(self).__name__} object at {id(self):#x}>"
+
+    @property
+    def next_functions(self):
+        return tuple((e[0], e[1]) if e is not None else (None, 0) for e in self.edges)
+
+    def register_hook(self, fn):
+        """`fn(grad_inputs, grad_outputs)` runs after this node computed its gradients."""
+        if self.hooks is None:
+            self.hooks = []
+        self.hooks.append(fn)
+        return RemovableHandle(self.hooks, fn)
+
+    def register_prehook(self, fn):
+        """`fn(grad_outputs)` runs before this node; may return replacement gradients."""
+        return self._add_pre_hook(-1, fn)
+
+    def _add_pre_hook(self, nr, fn):
+        if self.pre_hooks is None:
+            self.pre_hooks = {}
+        lst = self.pre_hooks.setdefault(nr, [])
+        lst.append(fn)
+        return RemovableHandle(lst, fn)
+
+    # -- saved values --
+    def unpack_inputs(self):
+        saved = self.saved
+        if saved is None:
+            return ()
+        if self.released:
+            raise TracegradRuntimeError(FREED_MSG)
+        for t, v in zip(saved, self.versions):
+            vc = getattr(t, "_vc", None)
+            if vc is not None and vc.v != v:
+                raise _version_error(t, v, self)
+        return saved
+
+    def unpack_out(self):
+        if self.out_saved is None:
+            return None
+        if self.released:
+            raise TracegradRuntimeError(FREED_MSG)
+        from .._tensor import Tensor
+        data, vc, v = self.out_saved
+        if vc.v != v:
+            fake = Tensor._wrap(data)
+            fake._vc = vc
+            raise _version_error(fake, v, self, output=True)
+        t = Tensor._wrap(data, True, self)
+        t._vc = vc
+        return t
+
+    def release(self):
+        if self.saved is not None or self.out_saved is not None:
+            self.released = True
+            self.saved = None
+            self.out_saved = None
+
+    def apply(self, grads):
+        """Gradients for each operand from the gradient(s) of this node's output(s)."""
+        ins = self.unpack_inputs()
+        out = self.unpack_out()
+        return self.prim.vjp(grads[0], ins, out, self)
+
+
+def _version_error(t, expected, node, output=False):
+    shape = list(t._data.shape)
+    kind = {"float32": "FloatTensor", "float64": "DoubleTensor", "float16": "HalfTensor",
+            "int64": "LongTensor", "int32": "IntTensor", "bool": "BoolTensor"}[t._data.dtype.name]
+    which = f"output 0 of {node.name()}" if output else _describe(t)
+    return InplaceError(
+        "one of the variables needed for gradient computation has been modified by an inplace "
+        f"operation: [torch.{kind} {shape}], which is {which}, is at version {t._vc.v}; "
+        f"expected version {expected} instead. Hint: the value was saved for {node.name()}; "
+        "clone() it before modifying it in place, or do the in-place op out of place "
+        "(e.g. `x = x + 1` instead of `x += 1`).")
+
+
+def _describe(t):
+    fn = t._grad_fn
+    if fn is None:
+        return "a leaf tensor" if t.requires_grad else "a tensor that does not require grad"
+    return f"output {t._output_nr} of {fn.name()}"
+
+
+class AccumulateGrad(Node):
+    """The sink for a leaf tensor that requires grad: sums incoming gradients into `.grad`."""
+
+    __slots__ = ("variable", "lock")
+
+    def __init__(self, variable):
+        Node.__init__(self, None, None, (), (variable.shape,), (variable.dtype,), (True,))
+        self.variable = variable
+        self.lock = threading.Lock()
+        self.seq = -1
+
+    def accumulate(self, g, create_graph):
+        from .._tensor import Tensor
+        var = self.variable
+        with self.lock:
+            old = var.grad
+            if old is None:
+                if create_graph:
+                    var.grad = g
+                else:
+                    # copy: `g` may be shared (the user's gradient, or passed to two edges)
+                    var.grad = Tensor._wrap(g._data.copy())
+            elif create_graph or old.requires_grad:
+                var.grad = old + g
+            else:
+                old._data += g._data

@@ -1,0 +1,13 @@
+"""The primitive table and the op functions built on it (one module per op family)."""
+from .primitive import REGISTRY, Primitive  # noqa: F401
+from .elementwise import *  # noqa: F401,F403
+from .elementwise import abs, pow, round  # noqa: F401
+from .reduction import (sum, mean, prod, amax, amin, max, min, argmax, argmin, norm,  # noqa
+                        var, std, logsumexp, softmax, log_softmax, any, all)
+from .linalg import matmul, mm, bmm, dot, outer, ger, einsum  # noqa: F401
+from .shape import (sum_to, expand, broadcast_to, broadcast_tensors, view, reshape,  # noqa
+                    flatten, squeeze, unsqueeze, permute, transpose, swapaxes, t, clone,
+                    contiguous, to_dtype, cat, concat, concatenate, stack, repeat, getitem,
+                    setitem, narrow, select, split, chunk, unbind, nonzero)
+from .creation import *  # noqa: F401,F403
+from .creation import Generator, default_generator  # noqa: F401

@@ -1,0 +1,308 @@
+"""Tensor creation: `tensor`, `as_tensor`, `from_numpy`, constant fills, ranges, eye, random
+draws (a global generator reset by `manual_seed`) and the `*_like` variants.
+
+Random draws are primitives (`rand`, `randn`, `randint`, `bernoulli`) taking the generator as
+an explicit operand, so a tracer records them as ops instead of baking numbers in.
+"""
+import numbers
+
+import numpy as np
+
+from .. import _dtype as D
+from .. import _mode
+from .._dispatch import dispatch
+from .._errors import TracegradRuntimeError, TracegradTypeError, op_error
+from .._tensor import Tensor, from_array
+from .primitive import Primitive
+
+
+def _shape(size):
+    if len(size) == 1 and isinstance(size[0], (tuple, list)):
+        size = tuple(size[0])
+    if len(size) == 1 and isinstance(size[0], Tensor):
+        size = tuple(size[0].tolist())
+    try:
+        shape = tuple(int(s) for s in size)
+    except TypeError:
+        raise op_error(TracegradTypeError, "zeros",
+                       f"size must be a tuple of ints, but got {size!r}") from None
+    if any(s < 0 for s in shape):
+        raise op_error(TracegradRuntimeError, "zeros",
+                       f"Trying to create tensor with negative dimension {min(shape)}: "
+                       f"{list(shape)}")
+    return shape
+
+
+def _finish(arr, requires_grad):
+    return from_array(arr, requires_grad)
+
+
+def _float(dtype):
+    return D.as_dtype(dtype) if dtype is not None else D.get_default_dtype()
+
+
+def _infer(data):
+    """dtype of Python data, as torch.tensor infers it."""
+    flat = []
+    stack = [data]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, (list, tuple)):
+            stack.extend(x)
+        elif isinstance(x, Tensor):
+            flat.append(x.dtype)
+        elif isinstance(x, (bool, np.bool_)):
+            flat.append(D.bool_)
+        elif isinstance(x, (numbers.Integral,)):
+            flat.append(D.int64)
+        elif isinstance(x, numbers.Real):
+            flat.append(D.get_default_dtype())
+        else:
+            raise op_error(TracegradTypeError, "tensor",
+                           f"Could not infer dtype of {type(x).__name__}")
+    if not flat:
+        return D.get_default_dtype()
+    cat = max(d.category for d in flat)
+    if cat == 2:
+        return D.get_default_dtype()
+    return D.int64 if cat == 1 else D.bool_
+
+
+def _to_list(data):
+    if isinstance(data, Tensor):
+        return data._data
+    if isinstance(data, (list, tuple)):
+        return [_to_list(d) for d in data]
+    return data
+
+
+def tensor(data, dtype=None, device=None, requires_grad=False, pin_memory=False):
+    """A new tensor holding a copy of `data` (nested lists, numbers, numpy arrays, tensors)."""
+    if isinstance(data, Tensor):
+        arr = data._data.copy()
+    elif isinstance(data, np.ndarray):
+        arr = np.array(data, copy=True)
+        if arr.dtype not in D._FROM_NP:
+            arr = arr.astype(D.from_numpy_dtype(arr.dtype).np)
+    else:
+        inferred = _infer(data)
+        try:
+            arr = np.array(_to_list(data), dtype=(D.as_dtype(dtype) if dtype else inferred).np)
+        except ValueError as e:
+            raise op_error(TracegradValueError, "tensor", str(e)) from None
+    if dtype is not None:
+        arr = arr.astype(D.as_dtype(dtype).np, copy=False)
+    return _finish(arr, requires_grad)
+
+
+from .._errors import TracegradValueError  # noqa: E402
+
+
+def as_tensor(data, dtype=None, device=None):
+    """Like `tensor`, but shares memory with a numpy array or tensor when no conversion."""
+    if isinstance(data, Tensor):
+        return data if dtype is None or D.as_dtype(dtype) is data.dtype else data.to(dtype)
+    if isinstance(data, np.ndarray) and (dtype is None or D.as_dtype(dtype).np == data.dtype):
+        return from_numpy(data)
+    return tensor(data, dtype=dtype)
+
+
+def from_numpy(ndarray):
+    """A tensor sharing memory with `ndarray` (writes to one show in the other)."""
+    if not isinstance(ndarray, np.ndarray):
+        raise op_error(TracegradTypeError, "from_numpy",
+                       f"expected np.ndarray (got {type(ndarray).__name__})")
+    D.from_numpy_dtype(ndarray.dtype)
+    return from_array(ndarray)
+
+
+def _fill(value, size, dtype, requires_grad, default=None):
+    d = D.as_dtype(dtype) if dtype is not None else (default or D.get_default_dtype())
+    return _finish(np.full(_shape(size), value, dtype=d.np), requires_grad)
+
+
+def zeros(*size, dtype=None, device=None, requires_grad=False, out=None):
+    return _fill(0, size, dtype, requires_grad)
+
+
+def ones(*size, dtype=None, device=None, requires_grad=False, out=None):
+    return _fill(1, size, dtype, requires_grad)
+
+
+def empty(*size, dtype=None, device=None, requires_grad=False, out=None):
+    return _fill(0, size, dtype, requires_grad)
+
+
+def full(size, fill_value, *, dtype=None, device=None, requires_grad=False):
+    if isinstance(fill_value, Tensor):
+        fill_value = fill_value.item()
+    default = _infer(fill_value)
+    return _fill(fill_value, (size,) if not isinstance(size, (tuple, list)) else tuple(size),
+                 dtype, requires_grad, default)
+
+
+def eye(n, m=None, *, dtype=None, device=None, requires_grad=False):
+    return _finish(np.eye(n, m if m is not None else n, dtype=_float(dtype).np), requires_grad)
+
+
+def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad=False):
+    if end is None:
+        start, end = 0, start
+    vals = [v.item() if isinstance(v, Tensor) else v for v in (start, end, step)]
+    if step == 0:
+        raise op_error(TracegradRuntimeError, "arange", "step must be nonzero")
+    d = D.as_dtype(dtype) if dtype is not None else _infer(vals)
+    if d is D.bool_:
+        d = D.int64
+    n = int(np.ceil((vals[1] - vals[0]) / vals[2]))
+    arr = (vals[0] + np.arange(max(n, 0)) * vals[2]).astype(d.np)
+    return _finish(arr, requires_grad)
+
+
+def linspace(start, end, steps, *, dtype=None, device=None, requires_grad=False):
+    return _finish(np.linspace(start, end, steps).astype(_float(dtype).np), requires_grad)
+
+
+def logspace(start, end, steps, base=10.0, *, dtype=None, requires_grad=False):
+    return _finish((base ** np.linspace(start, end, steps)).astype(_float(dtype).np),
+                   requires_grad)
+
+
+# ---------------- randomness ----------------
+class Generator:
+    """Random state (numpy PCG64). `manual_seed` resets the default generator."""
+
+    def __init__(self, seed=None):
+        self._rng = np.random.default_rng(seed)
+        self._seed = seed
+
+    def manual_seed(self, seed):
+        self._rng = np.random.default_rng(int(seed))
+        self._seed = int(seed)
+        return self
+
+    def initial_seed(self):
+        return self._seed
+
+    def get_state(self):
+        return self._rng.bit_generator.state
+
+    def set_state(self, state):
+        self._rng.bit_generator.state = state
+
+
+default_generator = Generator(0)
+
+
+def manual_seed(seed):
+    """Seed the default generator (all rand*/dropout draws); returns it."""
+    return default_generator.manual_seed(seed)
+
+
+def seed():
+    s = int(np.random.SeedSequence().entropy % (2 ** 63))
+    default_generator.manual_seed(s)
+    return s
+
+
+def initial_seed():
+    return default_generator.initial_seed()
+
+
+def _rand_kernel(gen, shape, dtype):
+    return gen._rng.random(shape, dtype=np.float64).astype(dtype, copy=False) \
+        if dtype != np.float32 else gen._rng.random(shape, dtype=np.float32)
+
+
+def _randn_kernel(gen, shape, dtype):
+    return gen._rng.standard_normal(shape, dtype=np.float64).astype(dtype, copy=False) \
+        if dtype != np.float32 else gen._rng.standard_normal(shape, dtype=np.float32)
+
+
+def _randint_kernel(gen, low, high, shape, dtype):
+    return gen._rng.integers(low, high, shape).astype(dtype, copy=False)
+
+
+RAND = Primitive("rand", _rand_kernel)
+RANDN = Primitive("randn", _randn_kernel)
+RANDINT = Primitive("randint", _randint_kernel)
+
+
+def _random(prim, size, dtype, requires_grad, generator, **attrs):
+    d = _float(dtype) if prim is not RANDINT else (D.as_dtype(dtype) if dtype else D.int64)
+    if prim is not RANDINT and not d.is_floating_point:
+        raise op_error(TracegradRuntimeError, prim.name,
+                       f'"check_uniform_bounds" not implemented for \'{d.name}\'')
+    t = dispatch(prim, (generator or default_generator,),
+                 dict(attrs, shape=_shape(size), dtype=d.np))
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
+def rand(*size, generator=None, dtype=None, device=None, requires_grad=False):
+    """Uniform [0, 1) samples."""
+    return _random(RAND, size, dtype, requires_grad, generator)
+
+
+def randn(*size, generator=None, dtype=None, device=None, requires_grad=False):
+    """Standard normal samples."""
+    return _random(RANDN, size, dtype, requires_grad, generator)
+
+
+def randint(low=0, high=None, size=None, *, generator=None, dtype=None, device=None,
+            requires_grad=False):
+    if size is None:
+        low, high, size = 0, low, high
+    return _random(RANDINT, (size,) if isinstance(size, int) else tuple(size), dtype,
+                   requires_grad, generator, low=int(low), high=int(high))
+
+
+def randperm(n, *, generator=None, dtype=None):
+    g = generator or default_generator
+    return from_array(g._rng.permutation(n).astype((D.as_dtype(dtype) if dtype else D.int64).np))
+
+
+def normal(mean=0.0, std=1.0, size=None, *, generator=None):
+    from . import elementwise as E
+    return E.add(E.mul(randn(*(size or ()), generator=generator), std), mean)
+
+
+# ---------------- *_like ----------------
+def _like_dtype(t, dtype):
+    return D.as_dtype(dtype) if dtype is not None else t.dtype
+
+
+def zeros_like(input, *, dtype=None, device=None, requires_grad=False, memory_format=None):
+    return zeros(input.shape, dtype=_like_dtype(input, dtype), requires_grad=requires_grad)
+
+
+def ones_like(input, *, dtype=None, device=None, requires_grad=False, memory_format=None):
+    return ones(input.shape, dtype=_like_dtype(input, dtype), requires_grad=requires_grad)
+
+
+def empty_like(input, *, dtype=None, device=None, requires_grad=False, memory_format=None):
+    return empty(input.shape, dtype=_like_dtype(input, dtype), requires_grad=requires_grad)
+
+
+def full_like(input, fill_value, *, dtype=None, device=None, requires_grad=False,
+              memory_format=None):
+    return full(input.shape, fill_value, dtype=_like_dtype(input, dtype),
+                requires_grad=requires_grad)
+
+
+def rand_like(input, *, dtype=None, device=None, requires_grad=False, memory_format=None):
+    return rand(input.shape, dtype=_like_dtype(input, dtype), requires_grad=requires_grad)
+
+
+def randn_like(input, *, dtype=None, device=None, requires_grad=False, memory_format=None):
+    return randn(input.shape, dtype=_like_dtype(input, dtype), requires_grad=requires_grad)
+
+
+def randint_like(input, low=0, high=None, *, dtype=None):
+    if high is None:
+        low, high = 0, low
+    return randint(low, high, tuple(input.shape), dtype=_like_dtype(input, dtype))
+
+
+_ = _mode

@@ -1,0 +1,448 @@
+"""Elementwise primitives: arithmetic, unary math, comparisons and logical ops.
+
+Each declaration carries its kernel, dtype rule and VJP (written with tracegrad ops, so
+higher-order gradients come free). Gradients of broadcast operands are reduced with
+`sum_to`, the single unbroadcast helper.
+"""
+import numpy as np
+
+from .._dispatch import dispatch
+from .primitive import Primitive, inplace_of, promote, promote_float, promote_tail
+
+
+
+
+def _quiet(f):
+    """Kernel wrapper: IEEE results (inf, nan) without numpy warnings, as PyTorch does."""
+    def k(*a, **kw):
+        with np.errstate(all="ignore"):
+            return f(*a, **kw)
+    k.__name__ = getattr(f, "__name__", "kernel")
+    return k
+
+
+def _st(g, shape):
+    from .shape import sum_to
+    return g if g.shape == shape else sum_to(g, shape)
+
+
+# ---------------- binary arithmetic ----------------
+
+def _add_vjp(g, ins, out, n):
+    a, b = n.needs
+    return (_st(g, n.shapes[0]) if a else None, _st(g, n.shapes[1]) if b else None)
+
+
+def _sub_vjp(g, ins, out, n):
+    a, b = n.needs
+    return (_st(g, n.shapes[0]) if a else None, _st(neg(g), n.shapes[1]) if b else None)
+
+
+def _mul_vjp(g, ins, out, n):
+    x, y = ins
+    a, b = n.needs
+    return (_st(mul(g, y), n.shapes[0]) if a else None, _st(mul(g, x), n.shapes[1]) if b else None)
+
+
+def _div_vjp(g, ins, out, n):
+    x, y = ins
+    a, b = n.needs
+    gx = div(g, y)
+    return (_st(gx, n.shapes[0]) if a else None,
+            _st(neg(mul(gx, div(x, y))), n.shapes[1]) if b else None)
+
+
+def _pow_vjp(g, ins, out, n):
+    x, y = ins
+    a, b = n.needs
+    gx = gy = None
+    if a:
+        if isinstance(y, (int, float)):
+            gx = mul(g, y * pow(x, y - 1)) if y != 0 else mul(g, 0.0)
+        else:
+            gx = _st(mul(g, mul(y, pow(x, sub(y, 1)))), n.shapes[0])
+    if b:
+        out = pow(x, y)
+        lx = log(x) if not isinstance(x, (int, float)) else float(np.log(x)) if x > 0 else (
+            float("-inf") if x == 0 else float("nan"))
+        t = mul(g, mul(out, lx))
+        if not isinstance(x, (int, float)):
+            t = where(logical_and(eq(x, 0), ge(y, 0)), 0.0, t)
+        elif x == 0:
+            t = where(ge(y, 0), 0.0, t)
+        gy = _st(t, n.shapes[1])
+    return (gx, gy)
+
+
+def _minmax_vjp(cmp):
+    def vjp(g, ins, out, n):
+        x, y = ins
+        a, b = n.needs
+        win = cmp(x, y)
+        tie = eq(x, y)
+        half = mul(g, 0.5)
+        gx = where(win, g, where(tie, half, 0.0))
+        gy = where(win, 0.0, where(tie, half, g))
+        return (_st(gx, n.shapes[0]) if a else None, _st(gy, n.shapes[1]) if b else None)
+    return vjp
+
+
+def _rem_vjp(g, ins, out, n):
+    x, y = ins
+    a, b = n.needs
+    gy = None
+    if b:
+        gy = _st(neg(mul(g, floor(div(x, y)))), n.shapes[1])
+    return (_st(g, n.shapes[0]) if a else None, gy)
+
+
+def _floor_div(x, y):
+    return np.floor_divide(x, y)
+
+
+ADD = Primitive("add", np.add, vjp=_add_vjp, dtype_rule=promote)
+SUB = Primitive("sub", np.subtract, vjp=_sub_vjp, dtype_rule=promote)
+MUL = Primitive("mul", np.multiply, vjp=_mul_vjp, saves=(0, 1), dtype_rule=promote)
+DIV = Primitive("div", _quiet(np.true_divide), vjp=_div_vjp, saves=(0, 1),
+                dtype_rule=promote_float)
+POW = Primitive("pow", _quiet(np.power), vjp=_pow_vjp, saves=(0, 1), dtype_rule=promote)
+FLOOR_DIVIDE = Primitive("floor_divide", _quiet(_floor_div), dtype_rule=promote)
+REMAINDER = Primitive("remainder", _quiet(np.mod), vjp=_rem_vjp, saves=(0, 1),
+                      dtype_rule=promote)
+MAXIMUM = Primitive("maximum", np.maximum, vjp=_minmax_vjp(lambda x, y: gt(x, y)), saves=(0, 1),
+                    dtype_rule=promote)
+MINIMUM = Primitive("minimum", np.minimum, vjp=_minmax_vjp(lambda x, y: lt(x, y)), saves=(0, 1),
+                    dtype_rule=promote)
+
+
+def _where_kernel(c, x, y):
+    return np.where(c, x, y)
+
+
+def _where_vjp(g, ins, out, n):
+    c = ins[0]
+    _, a, b = n.needs
+    return (None, _st(where(c, g, 0.0), n.shapes[1]) if a else None,
+            _st(where(c, 0.0, g), n.shapes[2]) if b else None)
+
+
+def _where_dtype(args):
+    d = promote_tail(args)
+    return d
+
+
+WHERE = Primitive("where", _where_kernel, vjp=_where_vjp, saves=(0,), dtype_rule=None)
+
+ADD_ = inplace_of(ADD)
+SUB_ = inplace_of(SUB)
+MUL_ = inplace_of(MUL)
+DIV_ = inplace_of(DIV)
+POW_ = inplace_of(POW)
+
+
+def _scalar_or(x):
+    return x
+
+
+def add(input, other, *, alpha=1):
+    """`input + alpha * other` with broadcasting and PyTorch type promotion."""
+    if alpha != 1:
+        other = mul(other, alpha)
+    return dispatch(ADD, (input, other))
+
+
+def sub(input, other, *, alpha=1):
+    if alpha != 1:
+        other = mul(other, alpha)
+    return dispatch(SUB, (input, other))
+
+
+def mul(input, other):
+    return dispatch(MUL, (input, other))
+
+
+def div(input, other, *, rounding_mode=None):
+    if rounding_mode is None:
+        return dispatch(DIV, (input, other))
+    if rounding_mode == "floor":
+        return floor_divide(input, other)
+    if rounding_mode == "trunc":
+        return trunc_div(input, other)
+    raise ValueError(f"div expected rounding_mode to be one of None, 'trunc', or 'floor' but "
+                     f"found '{rounding_mode}'")
+
+
+def trunc_div(x, y):
+    q = div(x, y)
+    return where(lt(q, 0), ceil(q), floor(q)).to(promote_dtype_of(x, y))
+
+
+def promote_dtype_of(*args):
+    from .. import _dtype as D
+    return D._FROM_NP[promote(args)]
+
+
+def pow(input, exponent):
+    return dispatch(POW, (input, exponent))
+
+
+def floor_divide(input, other):
+    return dispatch(FLOOR_DIVIDE, (input, other))
+
+
+def remainder(input, other):
+    return dispatch(REMAINDER, (input, other))
+
+
+def maximum(input, other):
+    return dispatch(MAXIMUM, (input, other))
+
+
+def minimum(input, other):
+    return dispatch(MINIMUM, (input, other))
+
+
+def where(condition, input=None, other=None):
+    """Elementwise `input if condition else other`; `where(cond)` alone gives nonzero indices."""
+    if input is None and other is None:
+        from .shape import nonzero
+        return nonzero(condition, as_tuple=True)
+    d = _where_dtype((condition, input, other))
+    from .._tensor import Tensor
+    args = []
+    for a in (input, other):
+        if isinstance(a, Tensor) and a._data.dtype != d:
+            a = a.to(_np2d(d))
+        elif not isinstance(a, Tensor):
+            a = np.asarray(a, dtype=d)[()]
+            a = a.item()
+        args.append(a)
+    return dispatch(WHERE, (condition, args[0], args[1]))
+
+
+def _np2d(d):
+    from .. import _dtype as D
+    return D._FROM_NP[np.dtype(d)]
+
+
+# ---------------- unary math ----------------
+
+def _unary(name, kernel, vjp, *, saves=(), saves_out=False, float_only=True, grad_fn_name=None):
+    return Primitive(name, kernel, vjp=vjp, saves=saves, saves_out=saves_out,
+                     dtype_rule=promote_float if float_only else promote,
+                     grad_fn_name=grad_fn_name)
+
+
+def _int_safe(f):
+    def k(x, **kw):
+        if x.dtype.kind != "f":
+            return x.copy()
+        return f(x, **kw)
+    return k
+
+
+def _sigmoid(x):
+    with np.errstate(all="ignore"):
+        return 1.0 / (1.0 + np.exp(-x))
+
+
+def _rsqrt(x):
+    with np.errstate(all="ignore"):
+        return 1.0 / np.sqrt(x)
+
+
+def _relu(x):
+    return np.maximum(x, 0) if x.dtype.kind != "b" else x.copy()
+
+
+def _clamp(x, min=None, max=None):
+    if min is not None:
+        x = np.maximum(x, min)
+    if max is not None:
+        x = np.minimum(x, max)
+    return x if (min is not None or max is not None) else x.copy()
+
+
+def _round(x, decimals=0):
+    if x.dtype.kind != "f":
+        return x.copy()
+    return np.round(x, decimals)
+
+
+def _zeros_vjp(g, ins, out, n):
+    return (mul(g, 0.0),)
+
+
+EXP = _unary("exp", _quiet(np.exp), lambda g, i, o, n: (mul(g, o),), saves_out=True)
+LOG = _unary("log", _quiet(np.log), lambda g, i, o, n: (div(g, i[0]),), saves=(0,))
+LOG1P = _unary("log1p", _quiet(np.log1p), lambda g, i, o, n: (div(g, add(i[0], 1.0)),),
+               saves=(0,))
+SQRT = _unary("sqrt", _quiet(np.sqrt), lambda g, i, o, n: (div(g, mul(o, 2.0)),), saves_out=True)
+RSQRT = _unary("rsqrt", _rsqrt, lambda g, i, o, n: (mul(g, mul(pow(o, 3), -0.5)),),
+               saves_out=True)
+SIN = _unary("sin", np.sin, lambda g, i, o, n: (mul(g, cos(i[0])),), saves=(0,))
+COS = _unary("cos", np.cos, lambda g, i, o, n: (neg(mul(g, sin(i[0]))),), saves=(0,))
+TANH = _unary("tanh", np.tanh, lambda g, i, o, n: (mul(g, sub(1.0, mul(o, o))),),
+              saves_out=True)
+SIGMOID = _unary("sigmoid", _sigmoid, lambda g, i, o, n: (mul(g, mul(o, sub(1.0, o))),),
+                 saves_out=True)
+RECIPROCAL = _unary("reciprocal", _quiet(np.reciprocal),
+                    lambda g, i, o, n: (neg(mul(g, mul(o, o))),), saves_out=True)
+NEG = _unary("neg", np.negative, lambda g, i, o, n: (neg(g),), float_only=False)
+ABS = _unary("abs", np.abs, lambda g, i, o, n: (mul(g, sign(i[0])),), saves=(0,),
+             float_only=False)
+SIGN = _unary("sign", np.sign, _zeros_vjp, float_only=False)
+RELU = _unary("relu", _relu, lambda g, i, o, n: (mul(g, gt(o, 0)),), saves_out=True,
+              float_only=False)
+FLOOR = _unary("floor", _int_safe(np.floor), _zeros_vjp, float_only=False)
+CEIL = _unary("ceil", _int_safe(np.ceil), _zeros_vjp, float_only=False)
+ROUND = _unary("round", _round, _zeros_vjp, float_only=False)
+
+
+def _clamp_vjp(g, ins, out, n):
+    x = ins[0]
+    lo, hi = n.attrs.get("min"), n.attrs.get("max")
+    mask = None
+    if lo is not None:
+        mask = ge(x, lo)
+    if hi is not None:
+        m2 = le(x, hi)
+        mask = m2 if mask is None else logical_and(mask, m2)
+    return (mul(g, mask) if mask is not None else g,)
+
+
+CLAMP = _unary("clamp", _clamp, _clamp_vjp, saves=(0,), float_only=False)
+
+EXP_ = inplace_of(EXP)
+RELU_ = inplace_of(RELU)
+SIGMOID_ = inplace_of(SIGMOID)
+TANH_ = inplace_of(TANH)
+CLAMP_ = inplace_of(CLAMP)
+NEG_ = inplace_of(NEG)
+
+
+def _mk_unary(prim):
+    def op(input):
+        return dispatch(prim, (input,))
+    op.__name__ = prim.name
+    op.__doc__ = f"Elementwise `{prim.name}` (PyTorch semantics; differentiable)."
+    return op
+
+
+exp = _mk_unary(EXP)
+log = _mk_unary(LOG)
+log1p = _mk_unary(LOG1P)
+sqrt = _mk_unary(SQRT)
+rsqrt = _mk_unary(RSQRT)
+sin = _mk_unary(SIN)
+cos = _mk_unary(COS)
+tanh = _mk_unary(TANH)
+sigmoid = _mk_unary(SIGMOID)
+reciprocal = _mk_unary(RECIPROCAL)
+neg = _mk_unary(NEG)
+negative = neg
+abs = _mk_unary(ABS)
+sign = _mk_unary(SIGN)
+relu = _mk_unary(RELU)
+floor = _mk_unary(FLOOR)
+ceil = _mk_unary(CEIL)
+
+
+def round(input, *, decimals=0):
+    return dispatch(ROUND, (input,), {"decimals": decimals} if decimals else {})
+
+
+def clamp(input, min=None, max=None):
+    """Clamp into [min, max]; either bound may be None (not both)."""
+    if min is None and max is None:
+        raise _err("clamp", "At least one of 'min' or 'max' must not be None")
+    return dispatch(CLAMP, (input,), _clamp_attrs(min, max))
+
+
+clip = clamp
+
+
+def _clamp_attrs(lo, hi):
+    from .._tensor import Tensor
+    for v in (lo, hi):
+        if isinstance(v, Tensor):
+            raise _err("clamp", "tensor bounds are not supported; pass Python numbers")
+    return {"min": lo, "max": hi}
+
+
+def _err(op, msg):
+    from .._errors import TracegradRuntimeError, op_error
+    return op_error(TracegradRuntimeError, op, msg)
+
+
+# ---------------- comparisons and logic (never differentiable) ----------------
+
+def _cmp(name, kernel):
+    prim = Primitive(name, kernel, dtype_rule=promote, nondiff=True)
+
+    def op(input, other):
+        return dispatch(prim, (input, other))
+    op.__name__ = name
+    return prim, op
+
+
+EQ, eq = _cmp("eq", np.equal)
+NE, ne = _cmp("ne", np.not_equal)
+LT, lt = _cmp("lt", np.less)
+LE, le = _cmp("le", np.less_equal)
+GT, gt = _cmp("gt", np.greater)
+GE, ge = _cmp("ge", np.greater_equal)
+
+
+def _bitwise(name, kernel):
+    def k(x, y):
+        if x.dtype.kind == "f" if hasattr(x, "dtype") else isinstance(x, float):
+            raise TypeError(f'"{name}_cpu" not implemented for \'Float\'')
+        return kernel(x, y)
+    return _cmp(name, k)
+
+
+AND, logical_and_bits = _bitwise("bitwise_and", np.bitwise_and)
+OR, bitwise_or = _bitwise("bitwise_or", np.bitwise_or)
+XOR, bitwise_xor = _bitwise("bitwise_xor", np.bitwise_xor)
+bitwise_and = logical_and_bits
+
+
+def _invert(x):
+    if x.dtype.kind == "f":
+        raise TypeError("bitwise_not is only supported for integer and boolean tensors")
+    return np.invert(x)
+
+
+INVERT = Primitive("bitwise_not", _invert, nondiff=True)
+LOGICAL_AND = Primitive("logical_and", np.logical_and, nondiff=True)
+LOGICAL_OR = Primitive("logical_or", np.logical_or, nondiff=True)
+LOGICAL_NOT = Primitive("logical_not", np.logical_not, nondiff=True)
+
+
+def bitwise_not(input):
+    return dispatch(INVERT, (input,))
+
+
+def logical_and(input, other):
+    return dispatch(LOGICAL_AND, (input, other))
+
+
+def logical_or(input, other):
+    return dispatch(LOGICAL_OR, (input, other))
+
+
+def logical_not(input):
+    return dispatch(LOGICAL_NOT, (input,))
+
+
+def isnan(input):
+    return ne(input, input)
+
+
+def square(input):
+    return mul(input, input)
+
+
+def lerp(input, end, weight):
+    return add(input, mul(weight, sub(end, input)))

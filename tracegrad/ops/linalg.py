@@ -1,0 +1,187 @@
+"""Linear-algebra primitives: matmul (1-D, 2-D, batched with broadcasting), mm, bmm, dot,
+outer and einsum. 1-D operands of matmul are lifted to matrices around one primitive so a
+single VJP rule covers every case.
+"""
+import numpy as np
+
+from .._dispatch import dispatch
+from .._errors import TracegradRuntimeError, op_error
+from . import elementwise as E
+from .primitive import Primitive, promote
+from .shape import permute, sum_to, unsqueeze, squeeze
+
+
+def _mT(x):
+    n = x.ndim
+    return permute(x, tuple(range(n - 2)) + (n - 1, n - 2))
+
+
+def _matmul_vjp(g, ins, out, n):
+    x, y = ins
+    a, b = n.needs
+    gx = sum_to(matmul(g, _mT(y)), n.shapes[0]) if a else None
+    gy = sum_to(matmul(_mT(x), g), n.shapes[1]) if b else None
+    return (gx, gy)
+
+
+MATMUL = Primitive("matmul", np.matmul, vjp=_matmul_vjp, saves=(0, 1), dtype_rule=promote,
+                   grad_fn_name="BmmBackward0")
+MM = Primitive("mm", np.matmul, vjp=_matmul_vjp, saves=(0, 1), dtype_rule=promote)
+
+
+def _dot_vjp(g, ins, out, n):
+    x, y = ins
+    a, b = n.needs
+    return (E.mul(g, y) if a else None, E.mul(g, x) if b else None)
+
+
+DOT = Primitive("dot", np.dot, vjp=_dot_vjp, saves=(0, 1), dtype_rule=promote)
+
+
+def _check_dtypes(op, a, b):
+    if a.dtype is not b.dtype:
+        raise op_error(TracegradRuntimeError, op,
+                       f"expected m1 and m2 to have the same dtype, but got: {a.dtype.name} != "
+                       f"{b.dtype.name}", "Convert one operand, e.g. `b.to(a.dtype)`.")
+
+
+def matmul(input, other):
+    """Matrix product with NumPy/PyTorch broadcasting rules for 1-D and batched operands."""
+    _check_dtypes("matmul", input, other)
+    a, b = input.ndim, other.ndim
+    if a == 0 or b == 0:
+        raise op_error(TracegradRuntimeError, "matmul",
+                       "both arguments to matmul need to be at least 1D, but they are "
+                       f"{a}D and {b}D")
+    if a == 1 and b == 1:
+        return dot(input, other)
+    if a == 2 and b == 2:
+        return mm(input, other)
+    x = unsqueeze(input, 0) if a == 1 else input
+    y = unsqueeze(other, -1) if b == 1 else other
+    if x.shape[-1] != y.shape[-2]:
+        raise op_error(TracegradRuntimeError, "matmul",
+                       f"mat1 and mat2 shapes cannot be multiplied ({_mshape(x)} and "
+                       f"{_mshape(y)})", "The last dim of the first operand must equal the "
+                       "second-to-last dim of the second.")
+    r = dispatch(MATMUL, (x, y))
+    if a == 1:
+        r = squeeze(r, -2)
+    if b == 1:
+        r = squeeze(r, -1)
+    return r
+
+
+def _mshape(x):
+    return f"{x.shape[-2]}x{x.shape[-1]}"
+
+
+def mm(input, mat2):
+    if input.ndim != 2 or mat2.ndim != 2:
+        raise op_error(TracegradRuntimeError, "mm", "self must be a matrix" if input.ndim != 2
+                       else "mat2 must be a matrix")
+    _check_dtypes("mm", input, mat2)
+    if input.shape[1] != mat2.shape[0]:
+        raise op_error(TracegradRuntimeError, "mm",
+                       f"mat1 and mat2 shapes cannot be multiplied ({_mshape(input)} and "
+                       f"{_mshape(mat2)})", "The inner dimensions must agree.")
+    return dispatch(MM, (input, mat2))
+
+
+def bmm(input, mat2):
+    if input.ndim != 3 or mat2.ndim != 3:
+        raise op_error(TracegradRuntimeError, "bmm", "batch1 and batch2 must be 3D tensors")
+    if input.shape[0] != mat2.shape[0] or input.shape[2] != mat2.shape[1]:
+        raise op_error(TracegradRuntimeError, "bmm",
+                       f"Expected size for first two dimensions of batch2 tensor to be: "
+                       f"[{input.shape[0]}, {input.shape[2]}] but got: "
+                       f"[{mat2.shape[0]}, {mat2.shape[1]}].")
+    return matmul(input, mat2)
+
+
+def dot(input, other):
+    if input.ndim != 1 or other.ndim != 1:
+        raise op_error(TracegradRuntimeError, "dot",
+                       f"1D tensors expected, but got {input.ndim}D and {other.ndim}D tensors")
+    _check_dtypes("dot", input, other)
+    if input.shape[0] != other.shape[0]:
+        raise op_error(TracegradRuntimeError, "dot",
+                       "inconsistent tensor size, expected tensor [%d] and src [%d] to have the "
+                       "same number of elements, but got %d and %d elements respectively"
+                       % (input.shape[0], other.shape[0], input.shape[0], other.shape[0]))
+    return dispatch(DOT, (input, other))
+
+
+def outer(input, vec2):
+    return E.mul(unsqueeze(input, 1), unsqueeze(vec2, 0))
+
+
+ger = outer
+
+
+# ---- einsum ----
+def _parse(eq, nops):
+    eq = eq.replace(" ", "")
+    if "..." in eq:
+        raise ValueError("einsum with '...' is not supported yet; write the dimensions out")
+    if "->" in eq:
+        lhs, rhs = eq.split("->")
+    else:
+        lhs = eq
+        letters = lhs.replace(",", "")
+        rhs = "".join(sorted(c for c in set(letters) if letters.count(c) == 1))
+    ins = lhs.split(",")
+    if len(ins) != nops:
+        raise ValueError(f"einsum(): more operands were provided than specified in the equation"
+                         if len(ins) < nops else "einsum(): fewer operands were provided than "
+                         "specified in the equation")
+    return ins, rhs
+
+
+def _einsum_kernel(*xs, eq):
+    return np.einsum(eq, *xs, optimize=len(xs) > 2)
+
+
+def _einsum_vjp(g, ins, out, n):
+    subs, rhs = _parse(n.attrs["eq"], len(ins))
+    grads = []
+    for i, (need, s) in enumerate(zip(n.needs, subs)):
+        if not need:
+            grads.append(None)
+            continue
+        others = [(subs[j], ins[j]) for j in range(len(ins)) if j != i]
+        avail = set(rhs) | set("".join(o[0] for o in others))
+        target = "".join(c for c in dict.fromkeys(s) if c in avail)
+        eq = ",".join([rhs] + [o[0] for o in others]) + "->" + target
+        gi = einsum(eq, g, *[o[1] for o in others])
+        grads.append(_restore(gi, target, s, n.shapes[i]))
+    return tuple(grads)
+
+
+def _restore(gi, target, s, shape):
+    """Expand a gradient over subscripts `target` back to operand subscripts `s`."""
+    if target == s:
+        return gi
+    from .shape import expand, reshape
+    uniq = "".join(dict.fromkeys(s))
+    sizes = {c: shape[s.index(c)] for c in uniq}
+    if len(uniq) != len(s):
+        raise ValueError("einsum gradient with a repeated index inside one operand (a "
+                         "diagonal) is not supported")
+    view = tuple(sizes[c] if c in target else 1 for c in s)
+    perm_src = "".join(c for c in s if c in target)
+    if perm_src != target:
+        gi = einsum(target + "->" + perm_src, gi)
+    return expand(reshape(gi, view), shape)
+
+
+EINSUM = Primitive("einsum", _einsum_kernel, vjp=_einsum_vjp, saves=tuple(range(64)),
+                   dtype_rule=promote)
+
+
+def einsum(equation, *operands):
+    """Einstein summation (explicit or implicit output; no '...')."""
+    if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
+        operands = tuple(operands[0])
+    _parse(equation, len(operands))
+    return dispatch(EINSUM, tuple(operands), {"eq": equation.replace(" ", "")})

@@ -1,0 +1,114 @@
+"""The primitive declaration: everything tracegrad knows about one operation, in one place.
+
+Note [One table]
+A `Primitive` holds the numpy kernel, the dtype rule (which dtype operands are cast to),
+the VJP rule written with tracegrad ops (so it runs eagerly, is recorded by the tracer, and
+differentiates again for higher-order gradients), which saved values the VJP reads, the
+effects (`overwrites`: input positions written in place; `aliases`: the input the output
+shares storage with) and the PyTorch grad_fn name. Eager execution, tracing, the VJP pass,
+code generation and drawing all read this declaration; nothing about an op lives elsewhere.
+
+VJP signature: `vjp(g, ins, out, node) -> tuple` with one gradient (or None) per operand.
+`ins` holds the saved operands (None where not declared in `saves`), `out` the saved output
+(when `saves_out`), and `node` gives `attrs`, operand `shapes` and `needs` (which operands
+need a gradient).
+"""
+import numpy as np
+
+from .. import _dtype as D
+
+REGISTRY = {}
+
+
+class Primitive:
+    """One operation of the primitive table (see Note [One table])."""
+
+    __slots__ = ("name", "kernel", "vjp", "grad_fn_name", "saves", "saves_out", "dtype_rule",
+                 "overwrites", "aliases", "is_view", "functional", "node_cls", "nondiff",
+                 "shape_rule", "doc")
+
+    def __init__(self, name, kernel, *, vjp=None, grad_fn_name=None, saves=(), saves_out=False,
+                 dtype_rule=None, overwrites=(), aliases=None, is_view=None, functional=None,
+                 nondiff=False, shape_rule=None, doc=""):
+        if name in REGISTRY:
+            raise ValueError(f"primitive {name!r} declared twice")
+        self.name = name
+        self.kernel = kernel
+        self.vjp = vjp
+        self.grad_fn_name = grad_fn_name or (_camel(name) + "Backward0")
+        self.saves = tuple(saves)
+        self.saves_out = saves_out
+        self.dtype_rule = dtype_rule
+        self.overwrites = tuple(overwrites)
+        self.aliases = aliases
+        self.is_view = (aliases is not None) if is_view is None else is_view
+        self.functional = functional
+        self.nondiff = nondiff or vjp is None
+        self.shape_rule = shape_rule
+        self.doc = doc
+        from ..autograd.graph import Node
+        self.node_cls = type(self.grad_fn_name, (Node,), {"__slots__": ()})
+        REGISTRY[name] = self
+
+    def __repr__(self):
+        return f"<primitive {self.name}>"
+
+    def __reduce__(self):
+        return (REGISTRY.__getitem__, (self.name,))
+
+
+def _camel(name):
+    return "".join(p.capitalize() for p in name.strip("_").split("_"))
+
+
+def inplace_of(prim, name=None, grad_fn_name=None):
+    """Declare the in-place variant of a functional primitive: same math, writes operand 0."""
+    def kernel(target, *rest, **attrs):
+        res = prim.kernel(target, *rest, **attrs)
+        np.copyto(target, res, casting="unsafe")
+        return target
+    return Primitive(name or prim.name + "_", kernel, vjp=prim.vjp,
+                     grad_fn_name=grad_fn_name or prim.grad_fn_name, saves=prim.saves,
+                     saves_out=prim.saves_out, dtype_rule=prim.dtype_rule, overwrites=(0,),
+                     functional=prim, nondiff=prim.nondiff)
+
+
+# ---- dtype rules: map operands to the numpy dtype they are cast to before the kernel ----
+
+def _operand_dtype(args):
+    dims, zero, scal = [], [], []
+    for a in args:
+        d = getattr(a, "_data", None)
+        if d is not None:
+            (dims if d.ndim else zero).append(a.dtype)
+        elif a is not None and not isinstance(a, (str, tuple, list, slice)):
+            scal.append(a)
+    return D.result_type(dims, zero, scal)
+
+
+def promote(args):
+    """PyTorch type promotion over all operands (Tensors and Python numbers)."""
+    a0 = args[0]
+    d0 = getattr(a0, "_data", None)
+    if d0 is not None and len(args) == 2:           # fast path: tensor op tensor/scalar
+        b = args[1]
+        db = getattr(b, "_data", None)
+        if db is not None:
+            if db.dtype == d0.dtype:
+                return d0.dtype
+        elif type(b) is float and d0.dtype.kind == "f" or type(b) is int and d0.dtype.kind in "fi":
+            return d0.dtype
+    elif d0 is not None and len(args) == 1:
+        return d0.dtype
+    return _operand_dtype(args).np
+
+
+def promote_float(args):
+    """Promotion, then integers and bools become the default float (true division, exp...)."""
+    d = promote(args)
+    return d if d.kind == "f" else D.get_default_dtype().np
+
+
+def promote_tail(args):
+    """Promotion over operands 1.. only (operand 0 is a bool condition, as in `where`)."""
+    return promote(args[1:])

@@ -1,0 +1,476 @@
+"""Reduction primitives: sum, mean, prod, amax/amin, max/min with indices, argmax/argmin, norm,
+var/std, logsumexp, softmax and log_softmax.
+
+`dim` may be None (all dimensions), an int or a tuple; `keepdim` as in PyTorch. VJP rules
+re-insert reduced dimensions with `_expand_back` before broadcasting against the input.
+"""
+import builtins
+
+import numpy as np
+
+from .. import _dtype as D
+from .._dispatch import dispatch
+from .._errors import TracegradRuntimeError, op_error
+from .._tensor import Tensor, _wrap_dim
+from . import elementwise as E
+from .primitive import Primitive
+
+
+def _dims(dim, ndim, op):
+    if dim is None:
+        return tuple(range(ndim))
+    if isinstance(dim, (list, tuple)):
+        if len(dim) == 0:
+            return tuple(range(ndim))
+        out = tuple(sorted(_wrap_dim(d, ndim, op) for d in dim))
+    else:
+        out = (_wrap_dim(dim, ndim, op),)
+    return out if ndim else ()
+
+
+def _expand_back(g, shape, dims, keepdim):
+    """Broadcast a reduced gradient back to `shape`."""
+    from .shape import expand, reshape
+    if not keepdim and dims:
+        kshape = tuple(1 if i in dims else s for i, s in enumerate(shape))
+        g = reshape(g, kshape)
+    return expand(g, shape) if g.shape != tuple(shape) else g
+
+
+def _count(shape, dims):
+    n = 1
+    for d in dims:
+        n *= shape[d]
+    return n
+
+
+# ---- sum / mean ----
+def _sum_kernel(x, dims, keepdim):
+    return np.sum(x, axis=dims, keepdims=keepdim)
+
+
+def _sum_vjp(g, ins, out, n):
+    a = n.attrs
+    return (_expand_back(g, n.shapes[0], a["dims"], a["keepdim"]),)
+
+
+def _mean_kernel(x, dims, keepdim):
+    with np.errstate(all="ignore"):
+        return np.mean(x, axis=dims, keepdims=keepdim)
+
+
+def _mean_vjp(g, ins, out, n):
+    a = n.attrs
+    cnt = _count(n.shapes[0], a["dims"])
+    return (E.div(_expand_back(g, n.shapes[0], a["dims"], a["keepdim"]), cnt),)
+
+
+SUM = Primitive("sum", _sum_kernel, vjp=_sum_vjp)
+MEAN = Primitive("mean", _mean_kernel, vjp=_mean_vjp)
+
+
+def sum(input, dim=None, keepdim=False, *, dtype=None):
+    """Sum over `dim` (all dims when None). Integer and bool inputs sum to int64."""
+    if dtype is not None:
+        input = input.to(dtype)
+    return dispatch(SUM, (input,), {"dims": _dims(dim, input.ndim, "sum"), "keepdim": keepdim})
+
+
+def mean(input, dim=None, keepdim=False, *, dtype=None):
+    """Arithmetic mean; floating inputs only, like PyTorch."""
+    if dtype is not None:
+        input = input.to(dtype)
+    if not input.is_floating_point():
+        raise op_error(TracegradRuntimeError, "mean",
+                       "mean(): could not infer output dtype. Input dtype must be either a "
+                       f"floating point or complex dtype. Got: {_tname(input)}",
+                       "Convert first, e.g. `x.float().mean()`.")
+    return dispatch(MEAN, (input,), {"dims": _dims(dim, input.ndim, "mean"), "keepdim": keepdim})
+
+
+def _tname(t):
+    return {"int64": "Long", "int32": "Int", "bool": "Bool"}.get(t.dtype.name, t.dtype.name)
+
+
+# ---- prod ----
+def _prod_kernel(x, dims, keepdim):
+    return np.prod(x, axis=dims, keepdims=keepdim)
+
+
+def _prod_except_kernel(x, dims):
+    """For each element, the product of the other elements of its reduction group."""
+    moved = np.moveaxis(x, dims, tuple(range(x.ndim - len(dims), x.ndim)))
+    lead = moved.shape[:x.ndim - len(dims)]
+    flat = moved.reshape(lead + (-1,))
+    ones = np.ones(lead + (1,), dtype=x.dtype)
+    left = np.cumprod(np.concatenate([ones, flat[..., :-1]], -1), -1)
+    right = np.flip(np.cumprod(np.flip(np.concatenate([flat[..., 1:], ones], -1), -1), -1), -1)
+    res = (left * right).reshape(moved.shape)
+    return np.moveaxis(res, tuple(range(x.ndim - len(dims), x.ndim)), dims)
+
+
+PROD_EXCEPT = Primitive("prod_except", _prod_except_kernel)
+
+
+def _prod_vjp(g, ins, out, n):
+    x = ins[0]
+    a = n.attrs
+    ge = _expand_back(g, n.shapes[0], a["dims"], a["keepdim"])
+    if bool(E.eq(x, 0).any()):
+        others = dispatch(PROD_EXCEPT, (x,), {"dims": a["dims"]})
+    else:
+        others = E.div(_expand_back(out, n.shapes[0], a["dims"], a["keepdim"]), x)
+    return (E.mul(ge, others),)
+
+
+PROD = Primitive("prod", _prod_kernel, vjp=_prod_vjp, saves=(0,), saves_out=True)
+
+
+def prod(input, dim=None, keepdim=False, *, dtype=None):
+    if dtype is not None:
+        input = input.to(dtype)
+    return dispatch(PROD, (input,), {"dims": _dims(dim, input.ndim, "prod"), "keepdim": keepdim})
+
+
+# ---- amax / amin (gradient shared evenly among ties) ----
+def _even_vjp(g, ins, out, n):
+    x = ins[0]
+    a = n.attrs
+    ob = _expand_back(out, n.shapes[0], a["dims"], a["keepdim"])
+    mask = E.eq(x, ob).to(x.dtype)
+    cnt = sum(mask, a["dims"], keepdim=True)
+    ge = _expand_back(g, n.shapes[0], a["dims"], a["keepdim"])
+    return (E.div(E.mul(ge, mask), cnt),)
+
+
+def _check_nonempty(x, dims, op):
+    if x.size == 0 and (not dims or builtins.any(x.shape[d] == 0 for d in dims)):
+        raise ValueError(f"{op}(): Expected reduction dim to be specified for input.numel() == 0.")
+
+
+def _amax_kernel(x, dims, keepdim):
+    _check_nonempty(x, dims, "amax")
+    return np.amax(x, axis=dims, keepdims=keepdim)
+
+
+def _amin_kernel(x, dims, keepdim):
+    _check_nonempty(x, dims, "amin")
+    return np.amin(x, axis=dims, keepdims=keepdim)
+
+
+AMAX = Primitive("amax", _amax_kernel, vjp=_even_vjp, saves=(0,), saves_out=True)
+AMIN = Primitive("amin", _amin_kernel, vjp=_even_vjp, saves=(0,), saves_out=True)
+MAX_ALL = Primitive("max_all", _amax_kernel, vjp=_even_vjp, saves=(0,), saves_out=True,
+                    grad_fn_name="MaxBackward1")
+MIN_ALL = Primitive("min_all", _amin_kernel, vjp=_even_vjp, saves=(0,), saves_out=True,
+                    grad_fn_name="MinBackward1")
+
+
+def amax(input, dim=(), keepdim=False):
+    return dispatch(AMAX, (input,), {"dims": _dims(dim, input.ndim, "amax"), "keepdim": keepdim})
+
+
+def amin(input, dim=(), keepdim=False):
+    return dispatch(AMIN, (input,), {"dims": _dims(dim, input.ndim, "amin"), "keepdim": keepdim})
+
+
+# ---- max / min along a dim: values get the gradient at the selected index only ----
+def _sel_kernel(arg):
+    def k(x, dim, keepdim):
+        if x.shape and x.shape[dim] == 0 if x.ndim else False:
+            raise IndexError("cannot reduce over a zero-size dimension")
+        idx = arg(x, axis=dim, keepdims=True) if x.ndim else np.zeros((), np.int64)
+        v = np.take_along_axis(x, idx, axis=dim) if x.ndim else x.copy()
+        return v if keepdim or not x.ndim else np.squeeze(v, dim)
+    return k
+
+
+def _sel_vjp(arg):
+    def vjp(g, ins, out, n):
+        x = ins[0]
+        a = n.attrs
+        if x.ndim == 0:
+            return (g,)
+        idx = arg(x, a["dim"], keepdim=True)
+        from .creation import arange
+        from .shape import reshape
+        shape = [1] * x.ndim
+        shape[a["dim"]] = x.shape[a["dim"]]
+        onehot = E.eq(reshape(arange(x.shape[a["dim"]]), shape), idx).to(x.dtype)
+        return (E.mul(_expand_back(g, n.shapes[0], (a["dim"],), a["keepdim"]), onehot),)
+    return vjp
+
+
+def _argmax_kernel(x, dim=None, keepdim=False):
+    if dim is None:
+        r = np.argmax(x.reshape(-1))
+        return np.asarray(r).reshape((1,) * x.ndim if keepdim else ())
+    return np.argmax(x, axis=dim, keepdims=keepdim) if x.ndim else np.zeros((), np.int64)
+
+
+def _argmin_kernel(x, dim=None, keepdim=False):
+    if dim is None:
+        r = np.argmin(x.reshape(-1))
+        return np.asarray(r).reshape((1,) * x.ndim if keepdim else ())
+    return np.argmin(x, axis=dim, keepdims=keepdim) if x.ndim else np.zeros((), np.int64)
+
+
+ARGMAX = Primitive("argmax", _argmax_kernel)
+ARGMIN = Primitive("argmin", _argmin_kernel)
+
+
+def argmax(input, dim=None, keepdim=False):
+    if dim is not None:
+        dim = _wrap_dim(dim, input.ndim, "argmax")
+    return dispatch(ARGMAX, (input,), {"dim": dim, "keepdim": keepdim})
+
+
+def argmin(input, dim=None, keepdim=False):
+    if dim is not None:
+        dim = _wrap_dim(dim, input.ndim, "argmin")
+    return dispatch(ARGMIN, (input,), {"dim": dim, "keepdim": keepdim})
+
+
+MAX_DIM = Primitive("max_dim", _sel_kernel(np.argmax), vjp=_sel_vjp(argmax), saves=(0,),
+                    grad_fn_name="MaxBackward0")
+MIN_DIM = Primitive("min_dim", _sel_kernel(np.argmin), vjp=_sel_vjp(argmin), saves=(0,),
+                    grad_fn_name="MinBackward0")
+
+
+class _MinMax(tuple):
+    """(values, indices) named tuple like torch.return_types.max."""
+
+    values = property(lambda self: self[0])
+    indices = property(lambda self: self[1])
+
+    def __repr__(self):
+        return f"torch.return_types.{self._name}(\nvalues={self[0]!r},\nindices={self[1]!r})"
+
+
+def _minmax(name, all_prim, dim_prim, argf, elementwise):
+    def op(input, dim=None, keepdim=False):
+        if isinstance(dim, Tensor):
+            return elementwise(input, dim)
+        if dim is None:
+            if input.numel() == 0:
+                raise op_error(TracegradRuntimeError, name,
+                               f"{name}(): Expected reduction dim to be specified for "
+                               "input.numel() == 0. Specify the reduction dim with the 'dim' "
+                               "argument.")
+            return dispatch(all_prim, (input,), {"dims": tuple(range(input.ndim)),
+                                                 "keepdim": False})
+        d = _wrap_dim(dim, input.ndim, name)
+        vals = dispatch(dim_prim, (input,), {"dim": d, "keepdim": keepdim})
+        r = _MinMax((vals, argf(input, d, keepdim)))
+        r._name = name
+        return r
+    op.__name__ = name
+    return op
+
+
+class _MinMax(_MinMax):
+    __slots__ = ()
+    _name = "max"
+
+
+max = _minmax("max", MAX_ALL, MAX_DIM, argmax, E.maximum)
+min = _minmax("min", MIN_ALL, MIN_DIM, argmin, E.minimum)
+
+
+# ---- norm ----
+def _norm_kernel(x, p, dims, keepdim):
+    ax = np.abs(x)
+    if p == 2:
+        return np.sqrt(np.sum(x * x, axis=dims, keepdims=keepdim))
+    with np.errstate(all="ignore"):
+        return np.power(np.sum(np.power(ax, p), axis=dims, keepdims=keepdim), 1.0 / p)
+
+
+def _norm_vjp(g, ins, out, n):
+    x = ins[0]
+    a = n.attrs
+    p = a["p"]
+    ge = _expand_back(g, n.shapes[0], a["dims"], a["keepdim"])
+    ob = _expand_back(out, n.shapes[0], a["dims"], a["keepdim"])
+    if p == 2:
+        scale = E.div(x, ob)
+    else:
+        scale = E.div(E.mul(x, E.pow(E.abs(x), p - 2)), E.pow(ob, p - 1))
+    scale = E.where(E.eq(ob, 0), 0.0, scale)
+    return (E.mul(ge, scale),)
+
+
+NORM = Primitive("norm", _norm_kernel, vjp=_norm_vjp, saves=(0,), saves_out=True,
+                 grad_fn_name="NormBackward1")
+
+
+def norm(input, p="fro", dim=None, keepdim=False, dtype=None):
+    """Vector p-norm over `dim` (all elements by default); p may be 'fro', a number or inf."""
+    if not input.is_floating_point():
+        raise op_error(TracegradRuntimeError, "norm",
+                       f"linalg.vector_norm: Expected a floating point or complex tensor as input."
+                       f" Got {_tname(input)}", "Convert first, e.g. `x.float().norm()`.")
+    if p == "fro" or p is None:
+        p = 2
+    dims = _dims(dim, input.ndim, "norm")
+    if p == float("inf"):
+        return amax(E.abs(input), dims, keepdim)
+    if p == float("-inf"):
+        return amin(E.abs(input), dims, keepdim)
+    if p == 1:
+        return sum(E.abs(input), dims, keepdim)
+    if p == 0:
+        return sum(E.ne(input, 0).to(input.dtype), dims, keepdim)
+    return dispatch(NORM, (input,), {"p": p, "dims": dims, "keepdim": keepdim})
+
+
+# ---- var / std ----
+def _var_kernel(x, dims, correction, keepdim):
+    with np.errstate(all="ignore"):
+        return np.var(x, axis=dims, ddof=correction, keepdims=keepdim)
+
+
+def _var_vjp(g, ins, out, n):
+    x = ins[0]
+    a = n.attrs
+    cnt = _count(n.shapes[0], a["dims"]) - a["correction"]
+    centered = E.sub(x, mean(x, a["dims"], keepdim=True))
+    ge = _expand_back(g, n.shapes[0], a["dims"], a["keepdim"])
+    return (E.mul(ge, E.mul(centered, 2.0 / cnt if cnt > 0 else float("inf"))),)
+
+
+def _std_kernel(x, dims, correction, keepdim):
+    with np.errstate(all="ignore"):
+        return np.std(x, axis=dims, ddof=correction, keepdims=keepdim)
+
+
+def _std_vjp(g, ins, out, n):
+    x = ins[0]
+    a = n.attrs
+    cnt = _count(n.shapes[0], a["dims"]) - a["correction"]
+    centered = E.sub(x, mean(x, a["dims"], keepdim=True))
+    ob = _expand_back(out, n.shapes[0], a["dims"], a["keepdim"])
+    ge = _expand_back(g, n.shapes[0], a["dims"], a["keepdim"])
+    return (E.div(E.mul(ge, centered), E.mul(ob, float(cnt))),)
+
+
+VAR = Primitive("var", _var_kernel, vjp=_var_vjp, saves=(0,))
+STD = Primitive("std", _std_kernel, vjp=_std_vjp, saves=(0,), saves_out=True)
+
+
+def _correction(unbiased, correction):
+    if correction is not None:
+        return correction
+    return 1 if unbiased is None or unbiased else 0
+
+
+def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    if isinstance(unbiased, bool) is False and unbiased is not None and dim is None:
+        dim, unbiased = unbiased, None
+    return dispatch(VAR, (input,), {"dims": _dims(dim, input.ndim, "var"),
+                                    "correction": _correction(unbiased, correction),
+                                    "keepdim": keepdim})
+
+
+def std(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    if isinstance(unbiased, bool) is False and unbiased is not None and dim is None:
+        dim, unbiased = unbiased, None
+    return dispatch(STD, (input,), {"dims": _dims(dim, input.ndim, "std"),
+                                    "correction": _correction(unbiased, correction),
+                                    "keepdim": keepdim})
+
+
+# ---- logsumexp, softmax, log_softmax ----
+def _lse_kernel(x, dims, keepdim):
+    if x.size == 0:
+        return np.log(np.sum(np.exp(x), axis=dims, keepdims=keepdim))
+    m = np.amax(x, axis=dims, keepdims=True)
+    m = np.where(np.isfinite(m), m, 0)
+    with np.errstate(all="ignore"):
+        r = np.log(np.sum(np.exp(x - m), axis=dims, keepdims=True)) + m
+    return r if keepdim else np.squeeze(r, dims)
+
+
+def _lse_vjp(g, ins, out, n):
+    x = ins[0]
+    a = n.attrs
+    ob = _expand_back(out, n.shapes[0], a["dims"], a["keepdim"])
+    ge = _expand_back(g, n.shapes[0], a["dims"], a["keepdim"])
+    return (E.mul(ge, E.exp(E.sub(x, ob))),)
+
+
+LOGSUMEXP = Primitive("logsumexp", _lse_kernel, vjp=_lse_vjp, saves=(0,), saves_out=True)
+
+
+def logsumexp(input, dim, keepdim=False):
+    if not input.is_floating_point():
+        input = input.to(D.get_default_dtype())
+    return dispatch(LOGSUMEXP, (input,), {"dims": _dims(dim, input.ndim, "logsumexp"),
+                                          "keepdim": keepdim})
+
+
+def _softmax_kernel(x, dim):
+    if x.ndim == 0:
+        return np.ones_like(x)
+    m = np.amax(x, axis=dim, keepdims=True) if x.size else 0
+    with np.errstate(all="ignore"):
+        e = np.exp(x - m)
+        return e / np.sum(e, axis=dim, keepdims=True)
+
+
+def _softmax_vjp(g, ins, out, n):
+    d = n.attrs["dim"]
+    return (E.mul(out, E.sub(g, sum(E.mul(g, out), d, keepdim=True))),)
+
+
+def _log_softmax_kernel(x, dim):
+    if x.ndim == 0:
+        return np.zeros_like(x)
+    return x - _lse_kernel(x, (dim,), True)
+
+
+def _log_softmax_vjp(g, ins, out, n):
+    d = n.attrs["dim"]
+    return (E.sub(g, E.mul(E.exp(out), sum(g, d, keepdim=True))),)
+
+
+SOFTMAX = Primitive("softmax", _softmax_kernel, vjp=_softmax_vjp, saves_out=True)
+LOG_SOFTMAX = Primitive("log_softmax", _log_softmax_kernel, vjp=_log_softmax_vjp,
+                        saves_out=True)
+
+
+def softmax(input, dim=None, dtype=None):
+    if dtype is not None:
+        input = input.to(dtype)
+    if dim is None:
+        dim = 0 if input.ndim in (0, 1, 3) else 1     # PyTorch's legacy implicit-dim choice
+    return dispatch(SOFTMAX, (input,), {"dim": _wrap_dim(dim, input.ndim, "softmax")})
+
+
+def log_softmax(input, dim=None, dtype=None):
+    if dtype is not None:
+        input = input.to(dtype)
+    if dim is None:
+        dim = 0 if input.ndim in (0, 1, 3) else 1
+    return dispatch(LOG_SOFTMAX, (input,), {"dim": _wrap_dim(dim, input.ndim, "log_softmax")})
+
+
+def _any_kernel(x, dims, keepdim):
+    return np.any(x, axis=dims, keepdims=keepdim)
+
+
+def _all_kernel(x, dims, keepdim):
+    return np.all(x, axis=dims, keepdims=keepdim)
+
+
+ANY = Primitive("any", _any_kernel)
+ALL = Primitive("all", _all_kernel)
+
+
+def any(input, dim=None, keepdim=False):
+    """True where any element (along `dim`) is nonzero; never differentiable."""
+    return dispatch(ANY, (input,), {"dims": _dims(dim, input.ndim, "any"), "keepdim": keepdim})
+
+
+def all(input, dim=None, keepdim=False):
+    return dispatch(ALL, (input,), {"dims": _dims(dim, input.ndim, "all"), "keepdim": keepdim})

@@ -1,0 +1,640 @@
+"""Shape primitives: views (reshape family, permute family, expand, slicing), copies (cat,
+stack, repeat, clone, dtype conversion), and indexing (basic views, advanced gathers, and
+item assignment).
+
+Views declare `aliases=0`: their output shares the operand's numpy memory and version
+counter, and records how to replay itself from the base (see Note [Views and versions] in
+`_tensor.py`). `view_scatter` is the out-of-place inverse of a view chain: it is what an
+in-place op through a view records on the base (PyTorch's CopySlices).
+"""
+import numpy as np
+
+from .. import _dtype as D
+from .._dispatch import dispatch
+from .._errors import TracegradIndexError, TracegradRuntimeError, op_error
+from .._tensor import Tensor, _wrap_dim, from_array
+from .primitive import Primitive, promote
+
+
+def _plain(arr):
+    return from_array(np.asarray(arr))
+
+
+def _shape_args(args):
+    if len(args) == 1 and isinstance(args[0], (tuple, list, np.ndarray)):
+        args = tuple(args[0])
+    return tuple(int(a) for a in args)
+
+
+# ---------------- broadcasting and its inverse ----------------
+def _sum_to_kernel(x, shape):
+    lead = x.ndim - len(shape)
+    axes = tuple(range(lead)) + tuple(lead + i for i, s in enumerate(shape)
+                                      if s == 1 and x.shape[lead + i] != 1)
+    r = np.sum(x, axis=axes, keepdims=True) if axes else x
+    return r.reshape(shape)
+
+
+def _expand_kernel(x, shape):
+    return np.broadcast_to(x, shape)
+
+
+SUM_TO = Primitive("sum_to_size", _sum_to_kernel,
+                   vjp=lambda g, i, o, n: (expand(g, n.shapes[0]),), grad_fn_name="SumBackward1")
+EXPAND = Primitive("expand", _expand_kernel, aliases=0,
+                   vjp=lambda g, i, o, n: (sum_to(g, n.shapes[0]),))
+
+
+def sum_to(x, shape):
+    """Sum `x` down to `shape` (the inverse of broadcasting), as used by every VJP."""
+    shape = tuple(shape)
+    if tuple(x.shape) == shape:
+        return x
+    return dispatch(SUM_TO, (x,), {"shape": shape})
+
+
+def expand(input, *sizes):
+    """Broadcast view to `sizes` (-1 keeps a dimension); no memory is copied."""
+    sizes = _shape_args(sizes)
+    nd = len(sizes)
+    if nd < input.ndim:
+        raise op_error(TracegradRuntimeError, "expand",
+                       f"the number of sizes provided ({nd}) must be greater or equal to the "
+                       f"number of dimensions in the tensor ({input.ndim})")
+    old = (1,) * (nd - input.ndim) + tuple(input.shape)
+    new = []
+    for i, (s, o) in enumerate(zip(sizes, old)):
+        if s == -1:
+            if i < nd - input.ndim:
+                raise op_error(TracegradRuntimeError, "expand",
+                               "The expanded size of the tensor (-1) isn't allowed in a leading,"
+                               " non-existing dimension 0")
+            s = o
+        if o != 1 and s != o:
+            raise op_error(TracegradRuntimeError, "expand",
+                           f"The expanded size of the tensor ({s}) must match the existing size "
+                           f"({o}) at non-singleton dimension {i}.  Target sizes: {list(sizes)}."
+                           f"  Tensor sizes: {list(input.shape)}")
+        new.append(s)
+    new = tuple(new)
+    if new == tuple(input.shape):
+        return dispatch(EXPAND, (input,), {"shape": new}) if input.requires_grad else input
+    return dispatch(EXPAND, (input,), {"shape": new})
+
+
+def broadcast_to(input, shape):
+    return expand(input, tuple(shape))
+
+
+def broadcast_tensors(*tensors):
+    shape = np.broadcast_shapes(*(t.shape for t in tensors))
+    return tuple(expand(t, shape) for t in tensors)
+
+
+# ---------------- reshape family (views) ----------------
+def _reshape_kernel(x, shape):
+    return np.reshape(x, shape, copy=False)
+
+
+def _reshape_vjp(g, i, o, n):
+    return (reshape(g, n.shapes[0]),)
+
+
+VIEW = Primitive("view", _reshape_kernel, aliases=0, vjp=_reshape_vjp)
+RESHAPE_ALIAS = Primitive("reshape_alias", _reshape_kernel, aliases=0, vjp=_reshape_vjp,
+                          grad_fn_name="ViewBackward0")
+SQUEEZE = Primitive("squeeze", _reshape_kernel, aliases=0, vjp=_reshape_vjp)
+UNSQUEEZE = Primitive("unsqueeze", _reshape_kernel, aliases=0, vjp=_reshape_vjp)
+
+
+def _infer_shape(shape, numel, op):
+    shape = list(shape)
+    neg = [i for i, s in enumerate(shape) if s == -1]
+    if len(neg) > 1:
+        raise op_error(TracegradRuntimeError, op, "only one dimension can be inferred")
+    known = 1
+    for s in shape:
+        if s != -1:
+            if s < 0:
+                raise op_error(TracegradRuntimeError, op, f"invalid shape dimension {s}")
+            known *= s
+    if neg:
+        if known == 0 or numel % known:
+            raise op_error(TracegradRuntimeError, op,
+                           f"shape '{shape}' is invalid for input of size {numel}")
+        shape[neg[0]] = numel // known
+    elif known != numel:
+        raise op_error(TracegradRuntimeError, op,
+                       f"shape '{shape}' is invalid for input of size {numel}",
+                       "The new shape must have the same number of elements.")
+    return tuple(shape)
+
+
+def _viewable(arr, shape):
+    if arr.flags.c_contiguous:
+        return True
+    try:
+        np.reshape(arr, shape, copy=False)
+        return True
+    except ValueError:
+        return False
+
+
+def view(input, *shape):
+    """A view with a new shape; raises if the memory layout does not allow one."""
+    if len(shape) == 1 and isinstance(shape[0], D.dtype):
+        raise op_error(TracegradRuntimeError, "view", "view(dtype) is not supported")
+    shape = _infer_shape(_shape_args(shape), input._data.size, "view")
+    if not _viewable(input._data, shape):
+        raise op_error(TracegradRuntimeError, "view",
+                       "view size is not compatible with input tensor's size and stride (at "
+                       "least one dimension spans across two contiguous subspaces).",
+                       "Use .reshape(...) instead.")
+    return dispatch(VIEW, (input,), {"shape": shape})
+
+
+def reshape(input, *shape):
+    """Like `view` when the layout allows it, otherwise a copy (as in PyTorch)."""
+    shape = _infer_shape(_shape_args(shape), input._data.size, "reshape")
+    if not _viewable(input._data, shape):
+        input = clone(input)
+    return dispatch(RESHAPE_ALIAS, (input,), {"shape": shape})
+
+
+def flatten(input, start_dim=0, end_dim=-1):
+    if input.ndim == 0:
+        return reshape(input, (1,))
+    s = _wrap_dim(start_dim, input.ndim, "flatten")
+    e = _wrap_dim(end_dim, input.ndim, "flatten")
+    if s > e:
+        raise op_error(TracegradRuntimeError, "flatten",
+                       "flatten() has invalid args: start_dim cannot come after end_dim")
+    shp = tuple(input.shape)
+    n = 1
+    for d in shp[s:e + 1]:
+        n *= d
+    return reshape(input, shp[:s] + (n,) + shp[e + 1:])
+
+
+def squeeze(input, dim=None):
+    shp = tuple(input.shape)
+    if dim is None:
+        new = tuple(s for s in shp if s != 1)
+    else:
+        dims = dim if isinstance(dim, (tuple, list)) else (dim,)
+        dims = {_wrap_dim(d, input.ndim, "squeeze") for d in dims} if input.ndim else set()
+        new = tuple(s for i, s in enumerate(shp) if not (i in dims and s == 1))
+    return dispatch(SQUEEZE, (input,), {"shape": new})
+
+
+def unsqueeze(input, dim):
+    d = _wrap_dim(dim, input.ndim + 1, "unsqueeze")
+    shp = list(input.shape)
+    shp.insert(d, 1)
+    return dispatch(UNSQUEEZE, (input,), {"shape": tuple(shp)})
+
+
+# ---------------- permute family (views) ----------------
+def _permute_kernel(x, perm):
+    return np.transpose(x, perm)
+
+
+def _permute_vjp(g, i, o, n):
+    inv = tuple(np.argsort(n.attrs["perm"]).tolist())
+    return (permute(g, inv),)
+
+
+PERMUTE = Primitive("permute", _permute_kernel, aliases=0, vjp=_permute_vjp)
+TRANSPOSE = Primitive("transpose", _permute_kernel, aliases=0, vjp=_permute_vjp)
+T_ = Primitive("t", _permute_kernel, aliases=0, vjp=_permute_vjp, grad_fn_name="TBackward0")
+
+
+def permute(input, *dims):
+    dims = _shape_args(dims)
+    if len(dims) != input.ndim:
+        raise op_error(TracegradRuntimeError, "permute",
+                       f"number of dims don't match in permute (got {len(dims)} dims for a "
+                       f"tensor of {input.ndim} dims)")
+    perm = tuple(_wrap_dim(d, input.ndim, "permute") for d in dims)
+    if len(set(perm)) != len(perm):
+        raise op_error(TracegradRuntimeError, "permute", "repeated dim in permute")
+    return dispatch(PERMUTE, (input,), {"perm": perm})
+
+
+def transpose(input, dim0, dim1):
+    n = input.ndim
+    perm = list(range(n))
+    if n:
+        a, b = _wrap_dim(dim0, n, "transpose"), _wrap_dim(dim1, n, "transpose")
+        perm[a], perm[b] = perm[b], perm[a]
+    return dispatch(TRANSPOSE, (input,), {"perm": tuple(perm)})
+
+
+swapaxes = transpose
+
+
+def t(input):
+    if input.ndim > 2:
+        raise op_error(TracegradRuntimeError, "t",
+                       f"t() expects a tensor with <= 2 dimensions, but self is {input.ndim}D",
+                       "Use .transpose(dim0, dim1) or .mT for batched matrices.")
+    return dispatch(T_, (input,), {"perm": tuple(range(input.ndim))[::-1]})
+
+
+# ---------------- copies ----------------
+def _clone_kernel(x):
+    return np.array(x, copy=True)
+
+
+CLONE = Primitive("clone", _clone_kernel, vjp=lambda g, i, o, n: (g,))
+
+
+def clone(input, *, memory_format=None):
+    return dispatch(CLONE, (input,))
+
+
+def contiguous(input, memory_format=None):
+    return input if input._data.flags.c_contiguous else clone(input)
+
+
+def _to_kernel(x, dtype):
+    return x.astype(dtype)
+
+
+TO_COPY = Primitive("to_copy", _to_kernel, vjp=lambda g, i, o, n: (g,),
+                    grad_fn_name="ToCopyBackward0")
+
+
+def to_dtype(input, dtype, copy=False):
+    dtype = D.as_dtype(dtype)
+    if dtype is input.dtype and not copy:
+        return input
+    return dispatch(TO_COPY, (input,), {"dtype": dtype.np})
+
+
+DETACH = Primitive("detach", lambda x: x.view(), aliases=0, is_view=False)
+
+
+def _cat_kernel(*xs, dim):
+    return np.concatenate(xs, axis=dim)
+
+
+def _cat_vjp(g, i, o, n):
+    d = n.attrs["dim"]
+    out, start = [], 0
+    for shp, need in zip(n.shapes, n.needs):
+        size = shp[d] if len(shp) else 0
+        out.append(narrow(g, d, start, size) if need else None)
+        start += size
+    return tuple(out)
+
+
+CAT = Primitive("cat", _cat_kernel, vjp=_cat_vjp, dtype_rule=promote)
+
+
+def cat(tensors, dim=0):
+    """Concatenate along `dim` (type-promoted, like torch.cat)."""
+    tensors = tuple(tensors)
+    if not tensors:
+        raise op_error(TracegradRuntimeError, "cat", "expected a non-empty list of Tensors")
+    live = tuple(t for t in tensors if not (t.ndim == 1 and t.shape[0] == 0)) or tensors[:1]
+    ref = live[0]
+    d = _wrap_dim(dim, ref.ndim, "cat")
+    for k, t in enumerate(live):
+        if t.ndim != ref.ndim:
+            raise op_error(TracegradRuntimeError, "cat",
+                           f"Tensors must have same number of dimensions: got {ref.ndim} and "
+                           f"{t.ndim}")
+        for j in range(ref.ndim):
+            if j != d and t.shape[j] != ref.shape[j]:
+                raise op_error(TracegradRuntimeError, "cat",
+                               f"Sizes of tensors must match except in dimension {d}. Expected "
+                               f"size {ref.shape[j]} but got size {t.shape[j]} for tensor number "
+                               f"{k} in the list.")
+    return dispatch(CAT, live, {"dim": d})
+
+
+concat = concatenate = cat
+
+
+def _stack_kernel(*xs, dim):
+    return np.stack(xs, axis=dim)
+
+
+def _stack_vjp(g, i, o, n):
+    d = n.attrs["dim"]
+    return tuple(select(g, d, k) if need else None for k, need in enumerate(n.needs))
+
+
+STACK = Primitive("stack", _stack_kernel, vjp=_stack_vjp, dtype_rule=promote)
+
+
+def stack(tensors, dim=0):
+    tensors = tuple(tensors)
+    if not tensors:
+        raise op_error(TracegradRuntimeError, "stack", "stack expects a non-empty TensorList")
+    for k, t in enumerate(tensors):
+        if t.shape != tensors[0].shape:
+            raise op_error(TracegradRuntimeError, "stack",
+                           f"stack expects each tensor to be equal size, but got "
+                           f"{list(tensors[0].shape)} at entry 0 and {list(t.shape)} at entry {k}")
+    d = _wrap_dim(dim, tensors[0].ndim + 1, "stack")
+    return dispatch(STACK, tensors, {"dim": d})
+
+
+def _repeat_kernel(x, reps):
+    return np.tile(x.reshape((1,) * (len(reps) - x.ndim) + x.shape), reps)
+
+
+def _repeat_vjp(g, i, o, n):
+    reps = n.attrs["reps"]
+    shp = (1,) * (len(reps) - len(n.shapes[0])) + tuple(n.shapes[0])
+    inter = []
+    for r, s in zip(reps, shp):
+        inter += [r, s]
+    from .reduction import sum as rsum
+    gs = rsum(reshape(g, tuple(inter)), tuple(range(0, 2 * len(reps), 2)))
+    return (reshape(gs, n.shapes[0]),)
+
+
+REPEAT = Primitive("repeat", _repeat_kernel, vjp=_repeat_vjp)
+
+
+def repeat(input, *sizes):
+    reps = _shape_args(sizes)
+    if len(reps) < input.ndim:
+        raise op_error(TracegradRuntimeError, "repeat",
+                       "Number of dimensions of repeat dims can not be smaller than number of "
+                       "dimensions of tensor")
+    return dispatch(REPEAT, (input,), {"reps": reps})
+
+
+# ---------------- indexing ----------------
+class Slot:
+    """Placeholder in an index key for the k-th index-tensor operand."""
+
+    __slots__ = ("k",)
+
+    def __init__(self, k):
+        self.k = k
+
+    def __repr__(self):
+        return f"${self.k}"
+
+    def __eq__(self, other):
+        return isinstance(other, Slot) and other.k == self.k
+
+    def __hash__(self):
+        return hash(("slot", self.k))
+
+
+def _fill(key, idx):
+    return tuple(idx[k.k] if isinstance(k, Slot) else k for k in key)
+
+
+def _view_kernel(x, key):
+    if Ellipsis not in key:
+        key = key + (Ellipsis,)      # always a view, even for a full integer index
+    return x[key]
+
+
+def _view_vjp(g, i, o, n):
+    from .creation import zeros
+    z = zeros(n.shapes[0], dtype=g.dtype)
+    return (dispatch(VIEW_SCATTER, (z, g), {"chain": ((n.prim, n.attrs),)}),)
+
+
+SLICE = Primitive("slice", _view_kernel, aliases=0, vjp=_view_vjp)
+SELECT = Primitive("select", _view_kernel, aliases=0, vjp=_view_vjp)
+
+
+def _index_kernel(x, *idx, key):
+    return x[_fill(key, idx)]
+
+
+def _index_backward_kernel(g, *idx, shape, key):
+    z = np.zeros(shape, dtype=g.dtype)
+    k = tuple(np.nonzero(i)[0] if isinstance(i, np.ndarray) and i.dtype == bool and i.ndim == 1
+              else i for i in _fill(key, idx))
+    if any(isinstance(i, np.ndarray) and i.dtype == bool for i in k):
+        z[k] += g            # multi-dim masks select each element at most once
+    else:
+        np.add.at(z, k, g)
+    return z
+
+
+def _index_vjp(g, ins, o, n):
+    idx = ins[1:]
+    return (dispatch(INDEX_BACKWARD, (g,) + tuple(idx),
+                     {"shape": n.shapes[0], "key": n.attrs["key"]}),) + (None,) * len(idx)
+
+
+def _index_backward_vjp(g, ins, o, n):
+    idx = ins[1:]
+    return (dispatch(INDEX, (g,) + tuple(idx), {"key": n.attrs["key"]}),) + (None,) * len(idx)
+
+
+INDEX = Primitive("index", _index_kernel, vjp=_index_vjp, saves=tuple(range(1, 64)))
+INDEX_BACKWARD = Primitive("index_backward", _index_backward_kernel, vjp=_index_backward_vjp,
+                           saves=tuple(range(1, 64)), grad_fn_name="IndexPutBackward0")
+
+
+def _index_put_kernel(x, v, *idx, key):
+    out = x.copy()
+    out[_fill(key, idx)] = v
+    return out
+
+
+def _index_put_vjp(g, ins, o, n):
+    idx = ins[2:]
+    key = n.attrs["key"]
+    gx = gv = None
+    if n.needs[0]:
+        gx = dispatch(INDEX_PUT, (g, 0.0) + tuple(idx), {"key": key})
+    if n.needs[1]:
+        from .elementwise import _st
+        sel = dispatch(INDEX, (g,) + tuple(idx), {"key": key})
+        gv = _st(sel, n.shapes[1])
+    return (gx, gv) + (None,) * len(idx)
+
+
+INDEX_PUT = Primitive("index_put", _index_put_kernel, vjp=_index_put_vjp,
+                      saves=tuple(range(2, 64)))
+from .primitive import inplace_of  # noqa: E402
+
+INDEX_PUT_ = inplace_of(INDEX_PUT, grad_fn_name="CopySlices")
+
+
+def _view_scatter_kernel(base, src, chain):
+    out = base.copy()
+    v = out
+    for prim, attrs in chain:
+        v = prim.kernel(v, **attrs)
+    v[...] = src
+    return out
+
+
+def _view_scatter_vjp(g, ins, o, n):
+    chain = n.attrs["chain"]
+    gb = gs = None
+    if n.needs[0]:
+        from .creation import zeros
+        gb = dispatch(VIEW_SCATTER, (g, zeros(n.shapes[1], dtype=g.dtype)), {"chain": chain})
+    if n.needs[1]:
+        gs = g
+        for prim, attrs in chain:
+            gs = dispatch(prim, (gs,), attrs)
+        from .elementwise import _st
+        gs = _st(gs, n.shapes[1])
+    return (gb, gs)
+
+
+VIEW_SCATTER = Primitive("view_scatter", _view_scatter_kernel, vjp=_view_scatter_vjp,
+                         grad_fn_name="CopySlices")
+
+
+def _normalize_key(x, key):
+    """Split a user index into (basic key, index tensors, is_advanced)."""
+    if not isinstance(key, tuple):
+        key = (key,)
+    out, tensors, adv = [], [], False
+    for k in key:
+        if isinstance(k, Tensor):
+            if k.dtype.is_floating_point:
+                raise op_error(TracegradIndexError, "index",
+                               "tensors used as indices must be long, int, byte or bool tensors")
+            if k.ndim == 0 and k.dtype is not D.bool_:
+                out.append(int(k._data))
+                continue
+            out.append(Slot(len(tensors)))
+            tensors.append(k)
+            adv = True
+        elif isinstance(k, (list, np.ndarray)) or isinstance(k, bool):
+            arr = np.asarray(k)
+            if arr.dtype.kind == "f":
+                raise op_error(TracegradIndexError, "index",
+                               "tensors used as indices must be long, int, byte or bool tensors")
+            if arr.dtype.kind not in "b":
+                arr = arr.astype(np.int64)
+            out.append(Slot(len(tensors)))
+            tensors.append(from_array(arr))
+            adv = True
+        elif k is None or k is Ellipsis or isinstance(k, slice):
+            if isinstance(k, slice):
+                k = slice(*(None if v is None else _int(v) for v in (k.start, k.stop, k.step)))
+                if k.step is not None and k.step <= 0:
+                    raise op_error(TracegradRuntimeError, "index",
+                                   "step must be greater than zero")
+            out.append(k)
+        else:
+            out.append(_int(k))
+    _check_ints(x, out)
+    return tuple(out), tuple(tensors), adv
+
+
+def _int(v):
+    if isinstance(v, Tensor):
+        return int(v.item())
+    try:
+        return int(v.__index__())
+    except AttributeError:
+        raise op_error(TracegradIndexError, "index",
+                       "only integers, slices (`:`), ellipsis (`...`), None and long or byte "
+                       "Variables are valid indices (got " + type(v).__name__ + ")") from None
+
+
+def _check_ints(x, key):
+    dim = 0
+    consumed = sum(1 for k in key if k is not None and k is not Ellipsis)
+    if consumed > x.ndim and not any(isinstance(k, Slot) for k in key):
+        raise op_error(TracegradIndexError, "index",
+                       f"too many indices for tensor of dimension {x.ndim}")
+    for k in key:
+        if k is Ellipsis:
+            dim += x.ndim - consumed
+        elif k is None:
+            continue
+        elif isinstance(k, int):
+            n = x.shape[dim]
+            if not -n <= k < n:
+                raise op_error(TracegradIndexError, "index",
+                               f"index {k} is out of bounds for dimension {dim} with size {n}")
+            dim += 1
+        else:
+            dim += 1
+
+
+def getitem(x, key):
+    """`x[key]`: basic indexing gives a view; integer-array / bool-mask indexing a copy."""
+    k, tensors, adv = _normalize_key(x, key)
+    if not adv:
+        prim = SELECT if any(isinstance(i, int) for i in k) else SLICE
+        return dispatch(prim, (x,), {"key": k})
+    return dispatch(INDEX, (x,) + tensors, {"key": k})
+
+
+def setitem(x, key, value):
+    """`x[key] = value`: an in-place op on `x` (bumps its version; differentiable)."""
+    k, tensors, adv = _normalize_key(x, key)
+    if isinstance(value, Tensor):
+        if value.dtype is not x.dtype:
+            value = to_dtype(value, x.dtype)
+    elif isinstance(value, (list, tuple, np.ndarray)):
+        value = from_array(np.asarray(value, dtype=x._data.dtype))
+    dispatch(INDEX_PUT_, (x, value) + tensors, {"key": k})
+
+
+def narrow(input, dim, start, length):
+    d = _wrap_dim(dim, input.ndim, "narrow")
+    key = (slice(None),) * d + (slice(start, start + length),)
+    return dispatch(SLICE, (input,), {"key": key})
+
+
+def select(input, dim, index):
+    d = _wrap_dim(dim, input.ndim, "select")
+    return dispatch(SELECT, (input,), {"key": (slice(None),) * d + (int(index),)})
+
+
+def split(tensor, split_size_or_sections, dim=0):
+    d = _wrap_dim(dim, tensor.ndim, "split")
+    n = tensor.shape[d]
+    if isinstance(split_size_or_sections, int):
+        s = split_size_or_sections
+        sizes = [min(s, n - i) for i in range(0, n, s)] if s > 0 else [n]
+    else:
+        sizes = list(split_size_or_sections)
+        if sum(sizes) != n:
+            raise op_error(TracegradRuntimeError, "split",
+                           f"split_with_sizes expects split_sizes to sum exactly to {n} (input "
+                           f"tensor's size at dimension {d}), but got split_sizes={sizes}")
+    out, start = [], 0
+    for s in sizes:
+        out.append(narrow(tensor, d, start, s))
+        start += s
+    return tuple(out)
+
+
+def chunk(input, chunks, dim=0):
+    d = _wrap_dim(dim, input.ndim, "chunk")
+    n = input.shape[d]
+    size = -(-n // chunks) if chunks > 0 else n
+    return split(input, max(size, 1), d) if n else (input,)
+
+
+def unbind(input, dim=0):
+    d = _wrap_dim(dim, input.ndim, "unbind")
+    return tuple(select(input, d, i) for i in range(input.shape[d]))
+
+
+def _nonzero_kernel(x):
+    return np.argwhere(x).astype(np.int64)
+
+
+NONZERO = Primitive("nonzero", _nonzero_kernel)
+
+
+def nonzero(input, *, as_tuple=False):
+    r = dispatch(NONZERO, (input,))
+    if as_tuple:
+        return tuple(select(r, 1, i) for i in range(input.ndim))
+    return r
