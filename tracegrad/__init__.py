@@ -15,6 +15,10 @@ from . import _tensor_methods  # noqa: F401  (attaches methods and operators)
 from .ops import *  # noqa: F401,F403
 from .ops import abs, pow, round, sum, max, min, any, all  # noqa: F401,A004
 from . import autograd  # noqa: F401
+from .compiler import compile  # noqa: F401,A004
+from .ir.tracer import trace  # noqa: F401
+from .codegen import build  # noqa: F401
+from . import ir, passes  # noqa: F401
 
 half, float, double, int, long = float16, float32, float64, int32, int64  # noqa: A001
 cfloat = None
@@ -42,7 +46,7 @@ def result_type(tensor1, tensor2):
 def __getattr__(name):
     # nn / optim / compile / func / viz load lazily so `import tracegrad` stays light.
     import importlib
-    if name in ("nn", "optim", "func", "viz", "ir", "passes", "utils"):
+    if name in ("nn", "optim", "func", "viz", "utils"):
         return importlib.import_module(f".{name}", __name__)
     raise AttributeError(f"module 'tracegrad' has no attribute {name!r}")
 

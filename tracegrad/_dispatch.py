@@ -43,6 +43,8 @@ def _arrays(prim, args):
         if isinstance(a, Tensor):
             d = a._data
             out.append(d if d.dtype == want else d.astype(want))
+        elif isinstance(a, np.ndarray) and a.dtype != want:
+            out.append(a.astype(want))
         else:
             out.append(a)
     return out
@@ -69,40 +71,57 @@ def run(prim, args, attrs):
             out._view_chain = src._view_chain + ((prim, attrs),)
             out._fn_version = src._vc.v
     if _inference_on():
-        out._inference = True
+        # A view (or detach) keeps its source's kind: views of normal tensors stay normal.
+        out._inference = True if prim.aliases is None else args[prim.aliases]._inference
         return out
     if not prim.nondiff and _grad_on() and res.dtype.kind == "f":
-        needs = None
-        for i, a in enumerate(args):
-            if isinstance(a, Tensor) and a.requires_grad:
-                if needs is None:
-                    needs = [False] * len(args)
-                needs[i] = True
-        if needs is not None:
-            record(prim, args, attrs, out, tuple(needs))
+        # one pass over the operands; `_rg` is where `requires_grad` is stored
+        needs = tuple([isinstance(a, Tensor) and a._rg for a in args])
+        if True in needs:
+            record(prim, args, attrs, out, needs)
     return out
 
 
 def record(prim, args, attrs, out, needs, saved_override=None):
     """Attach a new grad_fn node for `prim` to `out`."""
-    edges = tuple(edge_of(a) if n else None for a, n in zip(args, needs))
-    shapes = tuple(a._data.shape if isinstance(a, Tensor) else () for a in args)
-    dtypes = tuple(_FROM_NP[a._data.dtype] if isinstance(a, Tensor) else None for a in args)
-    node = prim.node_cls(prim, attrs, edges, shapes, dtypes, needs)
-    if prim.saves:
-        saved = []
-        for i in range(len(args)):
-            t = args[i] if i in prim.saves else None
+    # One pass over the operands (this runs once per recorded op: keep it lean).
+    edges, shapes, dtypes = [], [], []
+    for a, n in zip(args, needs):
+        if isinstance(a, Tensor):
+            d = a._data
+            shapes.append(d.shape)
+            dtypes.append(_FROM_NP[d.dtype])
+            if not n:
+                edges.append(None)
+            elif a._base is None and a._grad_fn is not None:      # edge_of's common case
+                edges.append((a._grad_fn, a._output_nr))
+            else:
+                edges.append(edge_of(a))
+        else:
+            shapes.append(())
+            dtypes.append(None)
+            edges.append(None)
+    node = prim.node_cls(prim, attrs, tuple(edges), tuple(shapes), tuple(dtypes), needs)
+    saves = prim.saves
+    if saves:
+        saved, versions = [], []
+        for i, t in enumerate(args):
+            if i not in saves:
+                t = None
             if saved_override is not None and i in saved_override:
                 t = saved_override[i]
-            if isinstance(t, Tensor) and t._inference:
-                raise op_error(TracegradRuntimeError, prim.name,
-                               "Inference tensors cannot be saved for backward.",
-                               "To work around you can make a clone to get a normal tensor "
-                               "and use it in autograd.")
+            if isinstance(t, Tensor):
+                if t._inference:
+                    raise op_error(TracegradRuntimeError, prim.name,
+                                   "Inference tensors cannot be saved for backward.",
+                                   "To work around you can make a clone to get a normal "
+                                   "tensor and use it in autograd.")
+                versions.append(t._vc.v)
+            else:
+                versions.append(0)
             saved.append(t)
         node.saved = tuple(saved)
-        node.versions = tuple(t._vc.v if isinstance(t, Tensor) else 0 for t in saved)
+        node.versions = tuple(versions)
     if prim.saves_out:
         node.out_saved = (out._data, out._vc, out._vc.v)
     out._rg = True
@@ -194,7 +213,7 @@ def _rebase_view(prim, args, attrs, view, needs, old):
     base_old = Tensor._wrap(base._data, base.requires_grad, base._grad_fn)
     base_old._output_nr = base._output_nr
     chain = view._view_chain
-    record(S.view_scatter, (base_old, f_out), {"chain": chain}, base, (base.requires_grad,
+    record(S.VIEW_SCATTER, (base_old, f_out), {"chain": chain}, base, (base.requires_grad,
                                                                         True))
     view._regenerate()
 

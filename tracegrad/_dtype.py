@@ -77,7 +77,11 @@ def set_default_dtype(d):
 _CAT_ORDER = {}
 for _a in _ALL:
     for _b in _ALL:
-        _CAT_ORDER[_a, _b] = from_numpy_dtype(np.promote_types(_a.np, _b.np))
+        # Across categories the higher category's dtype wins (int32 + float32 -> float32,
+        # int64 + float16 -> float16); numpy would widen to float64 instead.
+        _CAT_ORDER[_a, _b] = (from_numpy_dtype(np.promote_types(_a.np, _b.np))
+                              if _a.category == _b.category
+                              else (_a if _a.category > _b.category else _b))
 
 
 def promote_types(a, b):

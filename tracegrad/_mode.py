@@ -24,7 +24,17 @@ def is_inference_mode_enabled():
 
 
 class _Mode:
-    """Base: a context manager that is also a decorator (like torch.no_grad)."""
+    """Base: a context manager that is also a decorator (like torch.no_grad).
+
+    As in PyTorch 2.x, `@no_grad` works bare as well as `@no_grad()`.
+    """
+
+    _bare_decorator = True
+
+    def __new__(cls, *args, **kwargs):
+        if cls._bare_decorator and len(args) == 1 and not kwargs and callable(args[0]):
+            return cls()(args[0])
+        return super().__new__(cls)
 
     def __call__(self, fn):
         @functools.wraps(fn)
@@ -58,10 +68,17 @@ class enable_grad(_Mode):
 class set_grad_enabled(_Mode):
     """Set grad mode to `mode`; takes effect immediately, also as a plain call."""
 
+    _bare_decorator = False
+
     def __init__(self, mode):
         self._args = (bool(mode),)
         self._prev = _grad_enabled.get()
         _grad_enabled.set(bool(mode))
+
+    def __call__(self, fn):
+        # Used as a decorator: creating it must not change the mode of the decorating code.
+        _grad_enabled.set(self._prev)
+        return super().__call__(fn)
 
     def __enter__(self):
         self._tokens = []
@@ -83,7 +100,9 @@ class inference_mode(_Mode):
             self._tokens = [(_inference, _inference.set(True)),
                             (_grad_enabled, _grad_enabled.set(False))]
         else:
-            self._tokens = [(_inference, _inference.set(False))]
+            # PyTorch: leaving inference mode this way re-enables grad mode.
+            self._tokens = [(_inference, _inference.set(False)),
+                            (_grad_enabled, _grad_enabled.set(True))]
 
     def __call__(self, fn):
         if not callable(fn):

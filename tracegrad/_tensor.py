@@ -30,7 +30,7 @@ class VersionCounter:
 class Tensor:
     """A multi-dimensional array with PyTorch autograd semantics."""
 
-    __slots__ = ("_data", "_vc", "_rg", "_grad_fn", "grad", "_base", "_view_chain",
+    __slots__ = ("_data", "_vc", "_rg", "_grad_fn", "_grad", "_base", "_view_chain",
                  "_fn_version", "_output_nr", "_accum", "_retains_grad", "_inference",
                  "__weakref__", "__dict__")
     __array_priority__ = 1000          # make numpy defer to our reflected operators
@@ -42,7 +42,7 @@ class Tensor:
         t._vc = VersionCounter()
         t._rg = requires_grad
         t._grad_fn = grad_fn
-        t.grad = None
+        t._grad = None
         t._base = None
         t._view_chain = ()
         t._fn_version = 0
@@ -80,6 +80,25 @@ class Tensor:
                            "Setting requires_grad=True on inference tensor outside "
                            "InferenceMode is not allowed.", "Clone it first.")
         self._rg = flag
+
+    @property
+    def grad(self):
+        g = self._grad
+        if g is None and self._grad_fn is not None and not self._retains_grad:
+            # PyTorch warns: a non-leaf's .grad is never populated unless retain_grad().
+            import warnings
+            warnings.warn(
+                "The .grad attribute of a Tensor that is not a leaf Tensor is being accessed. "
+                "Its .grad attribute won't be populated during autograd.backward(). If you "
+                "indeed want the .grad field to be populated for a non-leaf Tensor, use "
+                ".retain_grad() on the non-leaf Tensor. If you access the non-leaf Tensor by "
+                "mistake, make sure you access the leaf Tensor instead.", UserWarning,
+                stacklevel=2)
+        return g
+
+    @grad.setter
+    def grad(self, value):
+        self._grad = value
 
     # -- basic attributes --
     @property
@@ -218,6 +237,9 @@ def accumulator(t):
     if acc is None:
         acc = AccumulateGrad(t)
         t._accum = weakref.ref(acc)
+        hooks = t.__dict__.get("_leaf_hooks")
+        if hooks is not None:
+            acc.pre_hooks = {0: hooks}
     return acc
 
 
@@ -229,6 +251,10 @@ def from_array(arr, requires_grad=False):
     t = Tensor._wrap(arr)
     if _mode.inference_enabled():
         t._inference = True
+    from ._dispatch import trace_hook
+    hook = trace_hook.get()
+    if hook is not None:
+        hook.__self__.constant(t)
     if requires_grad:
         t._set_requires_grad(True)
     return t

@@ -8,7 +8,7 @@ import numpy as np
 from . import _dtype as D
 from . import _mode
 from . import ops as O
-from ._dispatch import dispatch
+from ._dispatch import dispatch, trace_hook
 from ._errors import TracegradRuntimeError, TracegradTypeError, op_error
 from ._tensor import Tensor, accumulator, from_array
 from .ops import elementwise as E
@@ -139,7 +139,15 @@ def _scalar(self, op):
         raise op_error(TracegradRuntimeError, op,
                        f"a Tensor with {self._data.size} elements cannot be converted to Scalar",
                        "Reduce it first (e.g. `.sum()`), or index one element.")
-    return self._data.reshape(()).item()
+    return _observe(self, op, self._data.reshape(()).item())
+
+
+def _observe(t, kind, result):
+    """Python took a concrete value from `t`: under a tracer this becomes a guard."""
+    hook = trace_hook.get()
+    if hook is not None:
+        hook.__self__.observe(t, kind, result)
+    return result
 
 
 def item(self):
@@ -152,7 +160,7 @@ def _bool(self):
         raise op_error(TracegradRuntimeError, "bool",
                        f"Boolean value of Tensor with more than one value is ambiguous",
                        "Use .any() or .all().")
-    return bool(self._data.reshape(()).item())
+    return _observe(self, "bool", bool(self._data.reshape(()).item()))
 
 
 Tensor.item = item
@@ -165,7 +173,7 @@ def _index(self):
     if self._data.dtype.kind not in "iub" or self._data.size != 1:
         raise op_error(TracegradTypeError, "__index__",
                        "only integer tensors of a single element can be converted to an index")
-    return int(self._data.reshape(()).item())
+    return _observe(self, "int", int(self._data.reshape(()).item()))
 
 
 Tensor.__index__ = _index
@@ -177,7 +185,7 @@ def _iter0():
 
 
 def tolist(self):
-    return self._data.tolist()
+    return _observe(self, "tolist", self._data.tolist())
 
 
 def numpy(self, *, force=False):
@@ -186,7 +194,7 @@ def numpy(self, *, force=False):
         raise op_error(TracegradRuntimeError, "numpy",
                        "Can't call numpy() on Tensor that requires grad.",
                        "Use tensor.detach().numpy() instead.")
-    return self._data
+    return _observe(self, "numpy", self._data)
 
 
 def _array(self, dtype=None, copy=None):
@@ -256,11 +264,19 @@ def register_hook(self, hook):
     if not self.requires_grad:
         raise op_error(TracegradRuntimeError, "register_hook",
                        "cannot register a hook on a tensor that doesn't require gradient")
-    node = accumulator(self) if self.is_leaf else self.grad_fn
-    nr = 0 if self.is_leaf else self._output_nr
-    if node.pre_hooks is None:
-        node.pre_hooks = {}
-    lst = node.pre_hooks.setdefault(nr, [])
+    if self.is_leaf:
+        # The tensor owns its leaf hooks (its AccumulateGrad is only weakly held and may be
+        # re-created); `accumulator()` installs this same list on every AccumulateGrad.
+        lst = self.__dict__.setdefault("_leaf_hooks", [])
+        node = accumulator(self)
+        if node.pre_hooks is None:
+            node.pre_hooks = {}
+        node.pre_hooks[0] = lst
+    else:
+        node = self.grad_fn
+        if node.pre_hooks is None:
+            node.pre_hooks = {}
+        lst = node.pre_hooks.setdefault(self._output_nr, [])
     pos = next((i for i, f in enumerate(lst) if isinstance(f, _Last)), len(lst))
     lst.insert(pos, hook)
     return RemovableHandle(lst, hook)
@@ -282,6 +298,11 @@ Tensor.retains_grad = property(lambda self: self._retains_grad)
 
 
 def _get_data(self):
+    hook = trace_hook.get()
+    if hook is not None:                 # a tracer must know `.data` aliases self
+        t = dispatch(S.DETACH, (self,))
+        t._vc = type(self._vc)()         # .data does not share the version counter
+        return t
     t = Tensor._wrap(self._data)
     t._inference = self._inference
     return t

@@ -70,13 +70,16 @@ def run_backward(tensors, grads, retain_graph, create_graph, inputs=None, captur
     for (node, nr), g in zip(roots, grads):
         _add(buffers, heap, node, nr, g)
     prev = _mode._grad_enabled.set(bool(create_graph))
+    # this loop runs once per graph node: keep lookups in locals, calls off the common path
+    heappop, heappush, take, find = heapq.heappop, heapq.heappush, buffers.pop, buffers.get
     try:
         while heap:
-            _, _, node = heapq.heappop(heap)
-            gs = buffers.pop(id(node))[1]
+            _, _, node = heappop(heap)
+            gs = take(id(node))[1]
             if need is not None and not need.get(id(node), False):
                 continue
-            gs = _pre_hooks(node, gs)
+            if node.pre_hooks:
+                gs = _pre_hooks(node, gs)
             if targets is not None:
                 for k, nr, t in targets.get(id(node), ()):
                     g = gs[nr]
@@ -107,10 +110,19 @@ def run_backward(tensors, grads, retain_graph, create_graph, inputs=None, captur
                     continue
                 if dt is not None and g._data.dtype != dt.np:
                     g = g.to(dt)
-                nxt = e[0]
-                if need is not None and not need.get(id(nxt), False):
+                nxt, nr = e
+                key = id(nxt)
+                if need is not None and not need.get(key, False):
                     continue
-                _add(buffers, heap, nxt, e[1], g)
+                entry = find(key)
+                if entry is None:                       # _add, inlined
+                    buf = [None] * nxt.n_outputs
+                    buf[nr] = g
+                    buffers[key] = (nxt, buf)
+                    heappush(heap, (-nxt.seq, key, nxt))
+                else:
+                    buf = entry[1]
+                    buf[nr] = g if buf[nr] is None else buf[nr] + g
     finally:
         _mode._grad_enabled.reset(prev)
     if capture:
@@ -162,5 +174,8 @@ def _accumulate_target(t, g, create_graph):
     if t.is_leaf:
         accumulator(t).accumulate(g, create_graph)
     else:
-        t.grad = g if create_graph else Tensor._wrap(g._data.copy()) if t.grad is None \
-            else t.grad + g
+        old = t._grad
+        if old is None:
+            t.grad = g if create_graph else Tensor._wrap(g._data.copy())
+        else:
+            t.grad = old + g

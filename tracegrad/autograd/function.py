@@ -21,6 +21,7 @@ class FunctionCtx:
         self._saved = None
         self._versions = None
         self._released = False
+        self._saved_out = None
         self._dirty = ()
         self._non_diff = ()
         self.materialize_grads = True
@@ -39,8 +40,11 @@ class FunctionCtx:
             raise TracegradRuntimeError(FREED_MSG)
         if self._saved is None:
             return ()
-        for t, v in zip(self._saved, self._versions or ()):
+        for k, (t, v) in enumerate(zip(self._saved, self._versions or ())):
             if t is not None and t._vc.v != v:
+                nr = self._saved_out[k] if self._saved_out else None
+                if nr is not None:      # an output of this Function: name this node
+                    raise _version_error(t, v, self._node, output=True, output_nr=nr)
                 raise _version_error(t, v, self._node)
         return tuple(self._saved)
 
@@ -69,7 +73,7 @@ class BackwardCFunction(Node):
         if not isinstance(res, tuple):
             res = (res,)
         n_in = len(self.edges)
-        if len(res) < n_in:
+        if len(res) < n_in or any(g is not None for g in res[n_in:]):
             raise op_error(TracegradRuntimeError, self.name(),
                            f"function {self.name()} returned an incorrect number of gradients "
                            f"(expected {n_in}, got {len(res)})")
@@ -85,6 +89,13 @@ class BackwardCFunction(Node):
     def release(self):
         self.ctx._released = True
         self.ctx._saved = None
+
+
+def _check_dirty(t):
+    if t.requires_grad and t._grad_fn is None and t._base is None:
+        raise op_error(TracegradRuntimeError, "mark_dirty",
+                       "a leaf Variable that requires grad has been used in an in-place "
+                       "operation.", "Clone the input before passing it to the Function.")
 
 
 def _zeros(meta):
@@ -140,7 +151,8 @@ class Function(metaclass=_FunctionMeta):
             for i, o in enumerate(outs):
                 if isinstance(o, Tensor):
                     if id(o) in dirty:
-                        o._vc.v += 0
+                        _check_dirty(o)
+                        o._vc.v += 1          # PyTorch bumps the version of dirty outputs
                     elif any(o is t for t in tens) or o._grad_fn is not None:
                         o = o.view_as(o) if o._grad_fn is None else o
                     if id(o) not in non_diff and o.is_floating_point():
@@ -151,6 +163,8 @@ class Function(metaclass=_FunctionMeta):
             outs = tuple(new_outs)
             if ctx._saved is not None:
                 ctx._versions = tuple(t._vc.v if t is not None else 0 for t in ctx._saved)
+                ctx._saved_out = tuple(next((i for i, o in enumerate(outs) if o is t), None)
+                                       for t in ctx._saved)
         else:
             ctx._node = None
             if ctx._saved is not None:

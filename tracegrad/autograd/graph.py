@@ -12,6 +12,7 @@ import itertools
 import threading
 
 from .._errors import InplaceError, TracegradRuntimeError
+from .._tensor import Tensor     # _tensor imports this module lazily, so no cycle
 
 _seq = itertools.count()
 
@@ -91,11 +92,11 @@ class Node:
 
     # -- saved values --
     def unpack_inputs(self):
+        if self.released:
+            raise TracegradRuntimeError(FREED_MSG)
         saved = self.saved
         if saved is None:
             return ()
-        if self.released:
-            raise TracegradRuntimeError(FREED_MSG)
         for t, v in zip(saved, self.versions):
             vc = getattr(t, "_vc", None)
             if vc is not None and vc.v != v:
@@ -103,11 +104,10 @@ class Node:
         return saved
 
     def unpack_out(self):
-        if self.out_saved is None:
-            return None
         if self.released:
             raise TracegradRuntimeError(FREED_MSG)
-        from .._tensor import Tensor
+        if self.out_saved is None:
+            return None
         data, vc, v = self.out_saved
         if vc.v != v:
             fake = Tensor._wrap(data)
@@ -130,11 +130,11 @@ class Node:
         return self.prim.vjp(grads[0], ins, out, self)
 
 
-def _version_error(t, expected, node, output=False):
+def _version_error(t, expected, node, output=False, output_nr=0):
     shape = list(t._data.shape)
     kind = {"float32": "FloatTensor", "float64": "DoubleTensor", "float16": "HalfTensor",
             "int64": "LongTensor", "int32": "IntTensor", "bool": "BoolTensor"}[t._data.dtype.name]
-    which = f"output 0 of {node.name()}" if output else _describe(t)
+    which = f"output {output_nr} of {node.name()}" if output else _describe(t)
     return InplaceError(
         "one of the variables needed for gradient computation has been modified by an inplace "
         f"operation: [torch.{kind} {shape}], which is {which}, is at version {t._vc.v}; "
@@ -162,10 +162,9 @@ class AccumulateGrad(Node):
         self.seq = -1
 
     def accumulate(self, g, create_graph):
-        from .._tensor import Tensor
         var = self.variable
         with self.lock:
-            old = var.grad
+            old = var._grad
             if old is None:
                 if create_graph:
                     var.grad = g

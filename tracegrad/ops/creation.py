@@ -116,9 +116,19 @@ def from_numpy(ndarray):
     return from_array(ndarray)
 
 
+def _full_kernel(shape, fill_value, dtype):
+    return np.full(shape, fill_value, dtype=dtype)
+
+
+FULL = Primitive("full", _full_kernel)
+
+
 def _fill(value, size, dtype, requires_grad, default=None):
     d = D.as_dtype(dtype) if dtype is not None else (default or D.get_default_dtype())
-    return _finish(np.full(_shape(size), value, dtype=d.np), requires_grad)
+    t = dispatch(FULL, (), {"shape": _shape(size), "fill_value": value, "dtype": d.np})
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
 
 
 def zeros(*size, dtype=None, device=None, requires_grad=False, out=None):
@@ -223,9 +233,9 @@ def _randint_kernel(gen, low, high, shape, dtype):
     return gen._rng.integers(low, high, shape).astype(dtype, copy=False)
 
 
-RAND = Primitive("rand", _rand_kernel)
-RANDN = Primitive("randn", _randn_kernel)
-RANDINT = Primitive("randint", _randint_kernel)
+RAND = Primitive("rand", _rand_kernel, impure=True)
+RANDN = Primitive("randn", _randn_kernel, impure=True)
+RANDINT = Primitive("randint", _randint_kernel, impure=True)
 
 
 def _random(prim, size, dtype, requires_grad, generator, **attrs):

@@ -4,6 +4,8 @@ Each declaration carries its kernel, dtype rule and VJP (written with tracegrad 
 higher-order gradients come free). Gradients of broadcast operands are reduced with
 `sum_to`, the single unbroadcast helper.
 """
+import math
+
 import numpy as np
 
 from .._dispatch import dispatch
@@ -12,18 +14,53 @@ from .primitive import Primitive, inplace_of, promote, promote_float, promote_ta
 
 
 
+# Note [Quiet kernels]
+# PyTorch returns inf/nan silently where numpy warns, so some kernels run with numpy's
+# warnings off. `with np.errstate(all="ignore")` costs about 1 us per call (it builds a new
+# error-state object each time), more than the kernel itself on small tensors. numpy keeps
+# its error state in a context variable; we set it directly to a cached "ignore all" state
+# derived from the caller's current one (so buffer size and error callback are kept), and
+# restore it after. Where that private variable is missing we use the public errstate.
+try:
+    from numpy._core._ufunc_config import _extobj_contextvar as _NP_ERRSTATE
+except ImportError:                                    # pragma: no cover (other numpy)
+    _NP_ERRSTATE = None
+_IGNORING = {}                   # numpy error state -> the same state with all errors ignored
+
+
+def _ignoring(cur):
+    if len(_IGNORING) > 64:      # states made by many `np.errstate` blocks: don't grow forever
+        _IGNORING.clear()
+    with np.errstate(all="ignore"):
+        ign = _IGNORING[cur] = _NP_ERRSTATE.get()
+    return ign
+
+
 def _quiet(f):
     """Kernel wrapper: IEEE results (inf, nan) without numpy warnings, as PyTorch does."""
-    def k(*a, **kw):
-        with np.errstate(all="ignore"):
-            return f(*a, **kw)
+    if _NP_ERRSTATE is None:
+        def k(*a, **kw):
+            with np.errstate(all="ignore"):
+                return f(*a, **kw)
+    else:
+        get, set_, reset = _NP_ERRSTATE.get, _NP_ERRSTATE.set, _NP_ERRSTATE.reset
+
+        def k(*a, **kw):
+            cur = get()
+            token = set_(_IGNORING.get(cur) or _ignoring(cur))
+            try:
+                return f(*a, **kw)
+            finally:
+                reset(token)
     k.__name__ = getattr(f, "__name__", "kernel")
     return k
 
 
 def _st(g, shape):
+    if g.shape == shape:
+        return g
     from .shape import sum_to
-    return g if g.shape == shape else sum_to(g, shape)
+    return sum_to(g, shape)
 
 
 # ---------------- binary arithmetic ----------------
@@ -241,14 +278,14 @@ def _int_safe(f):
     return k
 
 
+@_quiet
 def _sigmoid(x):
-    with np.errstate(all="ignore"):
-        return 1.0 / (1.0 + np.exp(-x))
+    return 1.0 / (1.0 + np.exp(-x))
 
 
+@_quiet
 def _rsqrt(x):
-    with np.errstate(all="ignore"):
-        return 1.0 / np.sqrt(x)
+    return 1.0 / np.sqrt(x)
 
 
 def _relu(x):
@@ -346,6 +383,23 @@ sign = _mk_unary(SIGN)
 relu = _mk_unary(RELU)
 floor = _mk_unary(FLOOR)
 ceil = _mk_unary(CEIL)
+
+
+# erf: numpy has none; math.erf is correctly rounded in float64 (one Python call per element).
+_ERF_UFUNC = np.frompyfunc(math.erf, 1, 1)
+
+
+def _erf_kernel(x):
+    return np.asarray(_ERF_UFUNC(x), dtype=x.dtype)
+
+
+def _erf_vjp(g, ins, out, n):
+    x = ins[0]
+    return (mul(g, mul(exp(neg(mul(x, x))), 2.0 / math.sqrt(math.pi))),)
+
+
+ERF = _unary("erf", _erf_kernel, _erf_vjp, saves=(0,))
+erf = _mk_unary(ERF)
 
 
 def round(input, *, decimals=0):

@@ -25,11 +25,11 @@ class Primitive:
 
     __slots__ = ("name", "kernel", "vjp", "grad_fn_name", "saves", "saves_out", "dtype_rule",
                  "overwrites", "aliases", "is_view", "functional", "node_cls", "nondiff",
-                 "shape_rule", "doc")
+                 "shape_rule", "doc", "impure")
 
     def __init__(self, name, kernel, *, vjp=None, grad_fn_name=None, saves=(), saves_out=False,
                  dtype_rule=None, overwrites=(), aliases=None, is_view=None, functional=None,
-                 nondiff=False, shape_rule=None, doc=""):
+                 nondiff=False, shape_rule=None, doc="", impure=False):
         if name in REGISTRY:
             raise ValueError(f"primitive {name!r} declared twice")
         self.name = name
@@ -46,6 +46,7 @@ class Primitive:
         self.nondiff = nondiff or vjp is None
         self.shape_rule = shape_rule
         self.doc = doc
+        self.impure = impure          # never removed or merged by passes (RNG draws)
         from ..autograd.graph import Node
         self.node_cls = type(self.grad_fn_name, (Node,), {"__slots__": ()})
         REGISTRY[name] = self
@@ -79,8 +80,10 @@ def _operand_dtype(args):
     dims, zero, scal = [], [], []
     for a in args:
         d = getattr(a, "_data", None)
+        if d is None and isinstance(a, np.ndarray):
+            d = a                   # numpy operands promote like tensors (as PyTorch does)
         if d is not None:
-            (dims if d.ndim else zero).append(a.dtype)
+            (dims if d.ndim else zero).append(D.from_numpy_dtype(d.dtype))
         elif a is not None and not isinstance(a, (str, tuple, list, slice)):
             scal.append(a)
     return D.result_type(dims, zero, scal)
@@ -100,6 +103,11 @@ def promote(args):
             return d0.dtype
     elif d0 is not None and len(args) == 1:
         return d0.dtype
+    elif len(args) == 2:                            # fast path: scalar op tensor (1.0 - y)
+        db = getattr(args[1], "_data", None)
+        if db is not None and (type(a0) is float and db.dtype.kind == "f"
+                               or type(a0) is int and db.dtype.kind in "fi"):
+            return db.dtype
     return _operand_dtype(args).np
 
 

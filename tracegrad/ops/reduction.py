@@ -116,10 +116,13 @@ def _prod_vjp(g, ins, out, n):
     x = ins[0]
     a = n.attrs
     ge = _expand_back(g, n.shapes[0], a["dims"], a["keepdim"])
-    if bool(E.eq(x, 0).any()):
-        others = dispatch(PROD_EXCEPT, (x,), {"dims": a["dims"]})
-    else:
-        others = E.div(_expand_back(out, n.shapes[0], a["dims"], a["keepdim"]), x)
+    # No data-dependent branch (a tracer would turn it into a guard): where x == 0 the
+    # product of the others comes from a dedicated kernel (first order only there);
+    # elsewhere out / x, which differentiates again.
+    zero = E.eq(x, 0)
+    safe = E.where(zero, 1.0, x)
+    others = E.where(zero, dispatch(PROD_EXCEPT, (x,), {"dims": a["dims"]}),
+                     E.div(_expand_back(out, n.shapes[0], a["dims"], a["keepdim"]), safe))
     return (E.mul(ge, others),)
 
 

@@ -1,0 +1,3 @@
+"""tracegrad.compiler: `compile`, compiled paths and the CompiledFunctionBackward node."""
+from .function import CompiledFunction, Stats, compile  # noqa: F401
+from .backward_node import CompiledFunctionBackward  # noqa: F401

@@ -1,0 +1,48 @@
+"""`CompiledFunctionBackward`: the one grad_fn a compiled call's outputs share.
+
+It is an ordinary node of the eager graph, so compiled and eager code compose: the engine
+hands it the output gradients, it runs the compiled backward program on the saved arrays,
+and the input gradients flow on to leaves' `.grad`, hooks and further eager nodes.
+
+With `create_graph=True` (grad mode on during backward) it re-runs the path's forward and
+backward graphs through eager dispatch on the original input tensors, so the gradient it
+returns is itself differentiable (exact double backward).
+"""
+import numpy as np
+
+from .. import _mode
+from .._errors import TracegradRuntimeError
+from .._tensor import Tensor
+from ..autograd.graph import FREED_MSG, Node, _version_error
+
+
+class CompiledFunctionBackward(Node):
+    __slots__ = ("path", "saved_arrays", "checks", "inputs", "out_meta")
+
+    def apply(self, grads):
+        if self.released:
+            raise TracegradRuntimeError(FREED_MSG)
+        for t, v in self.checks:
+            if t._vc.v != v:
+                raise _version_error(t, v, self)
+        path = self.path
+        part = path.part
+        cts = []
+        for k in part.cotangent_outputs:
+            g = grads[k]
+            if g is None:
+                shape, dt = self.out_meta[k]
+                cts.append(np.zeros(shape, dt))
+            else:
+                cts.append(g._data)
+        if _mode.is_grad_enabled():
+            return path.eager_backward(self.inputs, grads)
+        res = path.backward_program(*cts, *self.saved_arrays)
+        out = []
+        for r in res:
+            out.append(None if r is None else Tensor._wrap(np.asarray(r)))
+        return tuple(out)
+
+    def release(self):
+        self.released = True
+        self.saved_arrays = None

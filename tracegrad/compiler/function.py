@@ -1,0 +1,232 @@
+"""`tracegrad.compile`: trace once per control-flow path, then run generated programs.
+
+Note [Paths]
+Calls are grouped by entry key (compiler/keys.py). Within an entry, each cached path is a
+sequence of guard outcomes with its own forward/backward programs. A call runs the path that
+last succeeded; a guard that comes out differently raises `GuardFailed(k, actual)` and the
+call continues with a path sharing the first k outcomes and the new one, or re-traces the
+whole call eagerly (recording a new path) when none exists. Every re-trace is logged on the
+`tracegrad` logger with the guard's source line and the expected and actual values. Past
+`cache_limit` paths the function warns once and runs eagerly (still correct).
+"""
+import functools
+import logging
+import warnings
+
+from .. import _mode
+from .._tensor import Tensor
+from ..ir.interpret import GuardFailed
+from ..ir.tracer import Tracer, flatten
+from ..passes import DEFAULT_PIPELINE
+from .keys import describe_difference, entry_key, has_aliasing
+from .path import CompiledPath
+
+log = logging.getLogger("tracegrad")
+
+
+class Stats:
+    """Counters of a compiled function (`.stats`)."""
+
+    def __init__(self):
+        self.calls = 0
+        self.cache_hits = 0
+        self.traces = 0
+        self.eager_calls = 0
+        self.retraces = []          # reasons, in order
+
+    def __repr__(self):
+        return (f"Stats(calls={self.calls}, cache_hits={self.cache_hits}, traces={self.traces},"
+                f" eager_calls={self.eager_calls}, retraces={len(self.retraces)})")
+
+
+class _Entry:
+    def __init__(self, key):
+        self.key = key
+        self.paths = []
+        self.last = None
+
+
+class CompiledFunction:
+    """A function compiled by `tracegrad.compile` (callable like the original)."""
+
+    def __init__(self, fn, cache_limit=8, passes=None, backend="numpy", name=None):
+        if backend != "numpy":
+            raise ValueError(f"unknown backend {backend!r}; only 'numpy' is available")
+        self.fn = fn
+        self.cache_limit = cache_limit
+        self.pipeline = tuple(DEFAULT_PIPELINE if passes is None else passes)
+        self.name = name or getattr(fn, "__name__", type(fn).__name__)
+        self.entries = {}
+        self.stats = Stats()
+        self._warned = False
+        self._last_key = None
+        self.module = None
+        functools.update_wrapper(self, fn, updated=())
+
+    @property
+    def programs(self):
+        """Every cached path (across entries), in creation order."""
+        return [p for e in self.entries.values() for p in e.paths]
+
+    def _n_paths(self):
+        return sum(len(e.paths) for e in self.entries.values())
+
+    def __call__(self, *args, **kwargs):
+        self.stats.calls += 1
+        leaves, _ = flatten((args, kwargs))
+        key = entry_key(leaves)
+        if self.module is not None:
+            key = key + (tuple(m.training for m in self.module.modules()),)
+        if has_aliasing(leaves):
+            self.stats.eager_calls += 1      # aliasing arguments: keep eager semantics
+            return self.fn(*args, **kwargs)
+        entry = self.entries.get(key)
+        reason = None
+        if entry is None:
+            reason = ("first call" if not self.entries else
+                      describe_difference(self._last_key, key) if self._last_key else "new entry")
+        else:
+            out, reason = self._run_cached(entry, leaves)
+            if reason is None:
+                self.stats.cache_hits += 1
+                self._last_key = key
+                return out
+        self._last_key = key
+        return self._trace(key, entry, args, kwargs, leaves, reason)
+
+    def _run_cached(self, entry, leaves):
+        tensors = [x for x in leaves if isinstance(x, Tensor)]
+        path = entry.last
+        tried = set()
+        while path is not None:
+            tried.add(id(path))
+            bad = path.captured_ok()
+            if bad is not None:
+                return None, bad
+            try:
+                outs = path.run(tensors)
+            except GuardFailed as gf:
+                prefix = path.outcomes[:gf.index] + [gf.actual]
+                nxt = next((p for p in entry.paths if id(p) not in tried
+                            and _prefix_eq(p.outcomes, prefix)), None)
+                if nxt is None:
+                    gd = path.guards[gf.index]
+                    return None, (f"guard {gd.kind}(...) at {gd.site}: expected "
+                                  f"{gd.expected!r}, got {gf.actual!r}")
+                path = nxt
+                continue
+            entry.last = path
+            return path.rebuild_outputs(outs), None
+        return None, "no path"
+
+    def _trace(self, key, entry, args, kwargs, leaves, reason):
+        if self._n_paths() >= self.cache_limit:
+            if not self._warned:
+                warnings.warn(f"tracegrad.compile: '{self.name}' reached cache_limit="
+                              f"{self.cache_limit} paths (last reason: {reason}); running "
+                              "eagerly from now on. Raise cache_limit or make the control flow "
+                              "depend less on tensor values.", UserWarning, stacklevel=3)
+                self._warned = True
+            self.stats.eager_calls += 1
+            return self.fn(*args, **kwargs)
+        if self.stats.traces:
+            log.info("tracegrad: re-tracing '%s' (path %d): %s", self.name,
+                     self._n_paths() + 1, reason)
+            self.stats.retraces.append(reason)
+        self.stats.traces += 1
+        tracer = Tracer(self.name)
+        _name_closure(self.module if self.module is not None else self.fn, tracer)
+        names = _arg_names(self.fn, len(leaves))
+        n_args = 0
+        for i, x in enumerate(leaves):
+            if isinstance(x, Tensor):
+                tracer.add_arg(x, names[i] if i < len(names) else f"a{i}")
+                n_args += 1
+        with tracer:
+            out = self.fn(*args, **kwargs)
+        outs, build = flatten(out)
+        tracer.graph.outputs = [tracer.value_of(o) for o in outs if isinstance(o, Tensor)]
+        path = CompiledPath(self.name, tracer, tracer.graph, outs, build, self.pipeline, n_args)
+        if entry is None:
+            entry = self.entries[key] = _Entry(key)
+        entry.paths.append(path)
+        entry.last = path
+        path.trace_reason = reason
+        return out
+
+    def explain(self):
+        """A readable report: per path, its guards with source lines, IR and pass stats."""
+        from .explain import explain
+        return explain(self)
+
+    def __repr__(self):
+        return f"<compiled {self.name}: {self._n_paths()} path(s)>"
+
+    def __get__(self, obj, objtype=None):
+        if obj is None:
+            return self
+        return functools.partial(self.__call__, obj)
+
+    def __getattr__(self, name):
+        module = self.__dict__.get("module")
+        if module is not None:
+            return getattr(module, name)
+        raise AttributeError(f"'CompiledFunction' object has no attribute {name!r}")
+
+
+def _prefix_eq(outcomes, prefix):
+    from ..ir.interpret import same_outcome
+    if len(outcomes) < len(prefix):
+        return False
+    return all(same_outcome(a, b) for a, b in zip(outcomes, prefix))
+
+
+def _arg_names(fn, n):
+    import inspect
+    try:
+        params = list(inspect.signature(fn).parameters)
+    except (TypeError, ValueError):
+        return []
+    return params if len(params) >= n else params + [f"a{i}" for i in range(len(params), n)]
+
+
+def _name_closure(fn, tracer):
+    """Give captured tensors readable names (closure variables, globals, module params)."""
+    named = getattr(fn, "named_parameters", None)
+    if callable(named):
+        for nm, p in named():
+            tracer.names[id(p)] = nm
+        for nm, b in getattr(fn, "named_buffers", lambda: [])():
+            tracer.names[id(b)] = nm
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return
+    for nm, cell in zip(code.co_freevars, getattr(fn, "__closure__", None) or ()):
+        try:
+            v = cell.cell_contents
+        except ValueError:
+            continue
+        if isinstance(v, Tensor):
+            tracer.names[id(v)] = nm
+    g = getattr(fn, "__globals__", {})
+    for nm in code.co_names:
+        v = g.get(nm)
+        if isinstance(v, Tensor):
+            tracer.names[id(v)] = nm
+
+
+def compile(fn=None, *, cache_limit=8, passes=None, backend="numpy", fullgraph=False,
+            dynamic=None, mode=None):
+    """Compile a function or an nn.Module (as `@compile`, `compile(fn, cache_limit=...)`).
+
+    For a module, `forward` is compiled; its parameters and buffers are read by reference
+    each call, and the training flags of all its submodules are part of the entry key.
+    """
+    if fn is None:
+        return lambda f: compile(f, cache_limit=cache_limit, passes=passes, backend=backend)
+    if hasattr(fn, "forward") and hasattr(fn, "parameters"):
+        cf = CompiledFunction(fn.forward, cache_limit, passes, backend,
+                              name=type(fn).__name__)
+        cf.module = fn
+        return cf
+    return CompiledFunction(fn, cache_limit, passes, backend)

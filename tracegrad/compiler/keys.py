@@ -1,0 +1,62 @@
+"""The entry key: what must match, checked with one dict lookup, before a cached trace is
+reused (shapes, dtypes, requires_grad of tensor arguments, which arguments alias, Python
+scalar values, grad and inference mode, module training flags and parameter identities)."""
+from .. import _mode
+from .._tensor import Tensor
+
+
+def entry_key(leaves):
+    parts = []
+    storages = {}
+    for i, x in enumerate(leaves):
+        if isinstance(x, Tensor):
+            vc = id(x._vc)
+            alias = storages.setdefault(vc, i)
+            parts.append(("T", x._data.shape, x._data.dtype, x.requires_grad, alias))
+        elif isinstance(x, (bool, int, float, str, type(None))):
+            parts.append(("S", type(x), x))
+        else:
+            parts.append(("O", id(x), _module_flags(x)))
+    return (tuple(parts), _mode.is_grad_enabled(), _mode.is_inference_mode_enabled())
+
+
+def has_aliasing(leaves):
+    seen = set()
+    for x in leaves:
+        if isinstance(x, Tensor):
+            if id(x._vc) in seen:
+                return True
+            seen.add(id(x._vc))
+    return False
+
+
+def _module_flags(x):
+    modules = getattr(x, "modules", None)
+    if modules is None or not callable(modules):
+        return None
+    try:
+        return tuple(m.training for m in modules())
+    except TypeError:
+        return None
+
+
+def describe_difference(old, new):
+    """Human-readable reason two entry keys differ (for retrace logs)."""
+    if len(old) > 3 and len(new) > 3 and old[3] != new[3]:
+        return f"module training flags changed ({old[3]} -> {new[3]})"
+    (op, og, oi), (np_, ng, ni) = old[:3], new[:3]
+    if og != ng:
+        return f"grad mode changed ({og} -> {ng})"
+    if oi != ni:
+        return f"inference mode changed ({oi} -> {ni})"
+    if len(op) != len(np_):
+        return f"number of arguments changed ({len(op)} -> {len(np_)})"
+    for i, (a, b) in enumerate(zip(op, np_)):
+        if a != b:
+            if a[0] == "T" and b[0] == "T":
+                for name, x, y in zip(("shape", "dtype", "requires_grad", "aliasing"),
+                                      a[1:], b[1:]):
+                    if x != y:
+                        return f"argument {i}: {name} changed ({x} -> {y})"
+            return f"argument {i} changed ({a[1:]} -> {b[1:]})"
+    return "new entry"

@@ -1,0 +1,156 @@
+"""One compiled control-flow path: forward and backward programs plus what they need.
+
+Built from one trace: functionalize -> pipeline passes -> vjp -> check_inplace ->
+partition -> codegen. `run()` executes the forward program on the current input arrays,
+copies input mutations back (bumping versions as eager in-place ops would), wraps fresh
+output tensors and attaches one `CompiledFunctionBackward` node when gradients can flow.
+"""
+import numpy as np
+
+from .. import _mode
+from .._dispatch import dispatch
+from .._tensor import Tensor, edge_of
+from ..codegen import build
+from ..passes import check_inplace, functionalize, partition, vjp
+from .backward_node import CompiledFunctionBackward
+
+
+class CompiledPath:
+    """A specialization for one entry key and one sequence of guard outcomes."""
+
+    def __init__(self, name, tracer, raw, out_tensors, out_build, pipeline, n_args):
+        self.name = name
+        self.raw = raw
+        self.n_args = n_args
+        self.captured = [t for _, t in tracer.captured]
+        self.captured_meta = [_meta(t) for t in self.captured]
+        self.python_guards = list(tracer.python_guards)
+        self.out_build = out_build
+        self.out_is_tensor = [isinstance(o, Tensor) for o in out_tensors]
+        self.out_consts = [None if isinstance(o, Tensor) else o for o in out_tensors]
+        values = dict(tracer.values)
+        fg = functionalize(raw, values=values)
+        for p in pipeline:
+            fg = p(fg)
+        self.functional = fg
+        self.guards = list(fg.guards)
+        self.outcomes = [gd.expected for gd in fg.guards]
+        ins = fg.inputs
+        self.wrt = [i for i, (v, t) in enumerate(zip(ins, self._input_tensors_from(tracer)))
+                    if t.requires_grad and t.is_floating_point()]
+        tens_outs = [o for o in out_tensors if isinstance(o, Tensor)]
+        self.out_requires = [o.requires_grad for o in tens_outs]
+        needs_bwd = _mode.is_grad_enabled() and self.wrt and any(self.out_requires)
+        vr = None
+        if needs_bwd:
+            vr = vjp(fg, [ins[i] for i in self.wrt], values=values,
+                     out_mask=self.out_requires)
+            check_inplace(fg, vr.differentiated)
+        self.part = partition(fg, vr)
+        self.forward_program = build(self.part.forward, name)
+        self.backward_program = (build(self.part.backward, name + "_backward")
+                                 if self.part.backward is not None else None)
+        self.alias_out = {k: ins.index(v) for k, v in enumerate(fg.outputs) if v in ins}
+
+    @staticmethod
+    def _input_tensors_from(tracer):
+        return [t for _, t in tracer.args] + [t for _, t in tracer.captured]
+
+    # -- checks before running --
+    def captured_ok(self):
+        for t, m in zip(self.captured, self.captured_meta):
+            if _meta(t) != m:
+                return f"captured tensor changed: {m} -> {_meta(t)}"
+        for obj, attr, exp, site in self.python_guards:
+            if getattr(obj, attr) != exp:
+                return f"{type(obj).__name__}.{attr} changed ({exp!r} -> {getattr(obj, attr)!r}) at {site}"
+        return None
+
+    # -- running --
+    def run(self, args):
+        inputs = list(args) + self.captured
+        arrays = [t._data for t in inputs]
+        res = self.forward_program(*arrays)
+        part = self.part
+        n_user = part.n_user
+        n_saved_fwd = len(part.saved) - len(part.saved_from_input)
+        muts = res[n_user + n_saved_fwd:]
+        for (pos, count), arr in zip(part.mutations, muts):
+            t = inputs[pos]
+            np.copyto(t._data, arr, casting="unsafe")
+            t._vc.v += count
+        outs = []
+        for k, arr in enumerate(res[:n_user]):
+            if k in self.alias_out:
+                outs.append(inputs[self.alias_out[k]])
+            else:
+                outs.append(Tensor._wrap(np.asarray(arr)))
+        if part.backward is not None and _mode.is_grad_enabled():
+            self._attach(inputs, outs, res[n_user:n_user + n_saved_fwd])
+        return outs
+
+    def _attach(self, inputs, outs, saved_fwd):
+        part = self.part
+        edges = tuple(edge_of(inputs[i]) if g is not None and inputs[i].requires_grad else None
+                      for i, g in zip(self.wrt, part.grads))
+        node = CompiledFunctionBackward(None, None, edges,
+                                        tuple(tuple(inputs[i].shape) for i in self.wrt),
+                                        tuple(inputs[i].dtype for i in self.wrt),
+                                        tuple(e is not None for e in edges),
+                                        n_outputs=len(outs))
+        node.path = self
+        it = iter(saved_fwd)
+        saved, checks = [], []
+        for k in range(len(part.saved)):
+            if k in part.saved_from_input:
+                t = inputs[part.saved_from_input[k]]
+                saved.append(t._data)
+                checks.append((t, t._vc.v))
+            else:
+                saved.append(next(it))
+        node.saved_arrays = saved
+        node.inputs = inputs
+        node.out_meta = [(o._data.shape, o._data.dtype) for o in outs]
+        for k, (o, req) in enumerate(zip(outs, self.out_requires)):
+            if req and k not in self.alias_out:
+                o._grad_fn = node
+                o._output_nr = k
+                o._rg = True
+                checks.append((o, o._vc.v))
+        node.checks = checks
+
+    def eager_backward(self, inputs, grads):
+        """Differentiable backward: replay forward and backward graphs through dispatch."""
+        fg = self.part.forward
+        env = dict(zip(fg.inputs, inputs))
+        for n in fg.nodes:
+            env[n.output] = dispatch(n.prim, tuple(env[a] if _isval(a) else a
+                                                   for a in n.inputs), n.attrs)
+        bg = self.part.backward
+        cts = []
+        for k in self.part.cotangent_outputs:
+            g = grads[k]
+            if g is None:
+                from ..ops.creation import zeros
+                v = fg.outputs[k]
+                g = zeros(v.type.shape, dtype=v.type.dtype)
+            cts.append(g)
+        saved = [env[v] if v in env else None for v in self.part.saved]
+        benv = dict(zip(bg.inputs, cts + saved))
+        for n in bg.nodes:
+            benv[n.output] = dispatch(n.prim, tuple(benv[a] if _isval(a) else a
+                                                    for a in n.inputs), n.attrs)
+        return tuple(benv[v] if v is not None else None for v in bg.outputs)
+
+    def rebuild_outputs(self, outs):
+        it = iter(outs)
+        return self.out_build([next(it) if is_t else c
+                               for is_t, c in zip(self.out_is_tensor, self.out_consts)])
+
+
+def _meta(t):
+    return (tuple(t._data.shape), t._data.dtype, t.requires_grad)
+
+
+def _isval(a):
+    return hasattr(a, "type") and hasattr(a, "id")

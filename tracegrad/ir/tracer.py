@@ -1,0 +1,188 @@
+"""The tracer: runs a function eagerly on real inputs while recording every primitive into
+a Graph (raw form: views alias, in-place nodes overwrite; see passes/functionalize.py).
+
+It plugs into the single dispatch point (`_dispatch.trace_hook`). Each recorded node runs the
+eager path for its concrete value, so user code behaves exactly as in eager mode (even
+autograd inside the traced function works, its VJP ops being recorded too).
+
+Note [Inputs, captures and constants]
+- Explicit arguments are registered up front (`add_arg`).
+- A tensor the tracer has never seen (a closure variable, a global, a module parameter) is a
+  *captured* input, read by reference: the compiled program reads its current data each call.
+- Tensors made by creation functions inside the traced function are constants or `full`
+  nodes, never captures.
+- Python reading a concrete value out of a traced tensor (`bool`, `item`, `float`, `int`,
+  `tolist`, `numpy`) records a Guard; data-dependent output shapes record `shape` guards.
+"""
+import numpy as np
+
+from .. import _dispatch
+from .._errors import user_site
+from .._tensor import Tensor
+from ..ops.primitive import Primitive
+from .graph import Graph, Guard
+from .types import TensorType
+
+
+def _constant_kernel(value):
+    return value.copy()
+
+
+CONSTANT = Primitive("constant", _constant_kernel)
+_DYNAMIC_SHAPE = {"nonzero", "index"}
+
+
+class Tracer:
+    """Records dispatches into `self.graph`; keeps concrete values for later passes."""
+
+    def __init__(self, name="graph", phase="fwd"):
+        self.graph = Graph(name)
+        self.phase = phase
+        self.env = {}            # id(tensor) -> Value (latest definition)
+        self.keep = []           # keeps traced tensors alive so ids stay unique
+        self.values = {}         # Value -> concrete ndarray (snapshots where overwritten)
+        self.captured = []       # [(Value, tensor)] implicit inputs
+        self.args = []           # [(Value, tensor)] explicit inputs
+        self.python_guards = []  # [(obj, attr, expected, site)]
+        self.names = {}          # id(tensor) -> preferred name for captured inputs
+        self.site = None         # when set, recorded as every node's site (VJP pass)
+
+    # -- inputs --
+    def add_arg(self, t, name=None, role="arg"):
+        v = self.graph.add_input(TensorType.of(t._data), name, role)
+        self._bind(t, v, snapshot=True)
+        (self.captured if role == "captured" else self.args).append((v, t))
+        return v
+
+    def _bind(self, t, v, snapshot=False):
+        self.env[id(t)] = v
+        self.keep.append(t)
+        self.values[v] = t._data.copy() if snapshot else t._data
+
+    def value_of(self, t):
+        v = self.env.get(id(t))
+        if v is None:
+            v = self.add_arg(t, self.names.get(id(t)), role="captured")
+        return v
+
+    def constant(self, t):
+        """A tensor created from data inside the traced function."""
+        v = self.graph.add_node(CONSTANT, (), {"value": t._data.copy()},
+                                TensorType.of(t._data), self.site or user_site(), self.phase)
+        self._bind(t, v)
+
+    # -- the dispatch hook --
+    def record(self, prim, args, attrs):
+        func = prim.functional or prim
+        rule = func.dtype_rule
+        want = rule(args) if rule is not None else None
+        ins = []
+        for a in args:
+            if isinstance(a, Tensor):
+                v = self.value_of(a)
+                if want is not None and a._data.dtype != want:
+                    v = self._cast(a, v, want)
+                ins.append(v)
+            else:
+                ins.append(a)
+        if prim.overwrites:
+            self._snapshot_aliases(args[0])
+            out = _dispatch.run_inplace(prim, args, attrs)
+        else:
+            out = _dispatch.run(prim, args, attrs)
+        v = self.graph.add_node(prim, ins, attrs, TensorType.of(out._data),
+                                self.site or user_site(), self.phase)
+        self._bind(out, v, snapshot=bool(prim.impure))
+        if prim.name in _DYNAMIC_SHAPE and (prim.name == "nonzero" or any(
+                isinstance(a, Tensor) and a._data.dtype == np.bool_ for a in args[1:])):
+            self._guard(v, "shape", tuple(out._data.shape))
+        return out
+
+    def _cast(self, t, v, want):
+        from ..ops.shape import TO_COPY
+        arr = t._data.astype(want)
+        cv = self.graph.add_node(TO_COPY, (v,), {"dtype": np.dtype(want)}, TensorType.of(arr),
+                                 self.site or user_site(), self.phase)
+        self.values[cv] = arr
+        return cv
+
+    def _snapshot_aliases(self, target):
+        """Before an in-place write, copy recorded values that share the target's memory."""
+        mem = target._data
+        for v, arr in list(self.values.items()):
+            if arr is not None and np.may_share_memory(arr, mem):
+                self.values[v] = arr.copy()
+
+    # -- guards --
+    def observe(self, t, kind, result):
+        v = self.value_of(t)
+        if kind == "numpy":
+            result = np.array(result, copy=True)
+        self._guard(v, kind, result)
+
+    def _guard(self, v, kind, expected):
+        self.graph.guards.append(Guard(v, kind, expected, user_site(), len(self.graph.nodes)))
+
+    def python_guard(self, obj, attr, expected):
+        self.python_guards.append((obj, attr, expected, user_site()))
+
+    # -- running --
+    def __enter__(self):
+        self._token = _dispatch.trace_hook.set(self.record)
+        return self
+
+    def __exit__(self, *exc):
+        _dispatch.trace_hook.reset(self._token)
+        return False
+
+
+def active_tracer():
+    hook = _dispatch.trace_hook.get()
+    return getattr(hook, "__self__", None)
+
+
+def flatten(obj):
+    """Flatten nested tuples/lists/dicts into (leaves, rebuild) (a tiny pytree)."""
+    leaves = []
+
+    def walk(x):
+        if isinstance(x, (tuple, list)):
+            kinds = [walk(i) for i in x]
+            typ = type(x)
+            if typ in (tuple, list):
+                return lambda it: typ(k(it) for k in kinds)
+            return lambda it: typ(*(k(it) for k in kinds))   # namedtuples
+        if isinstance(x, dict):
+            keys = list(x.keys())
+            kinds = [walk(x[k]) for k in keys]
+            return lambda it: {k: f(it) for k, f in zip(keys, kinds)}
+        leaves.append(x)
+        return lambda it: next(it)
+
+    build = walk(obj)
+    return leaves, lambda new: build(iter(new))
+
+
+def trace(fn, *example_args, name=None, **example_kwargs):
+    """Run `fn` on the example arguments and return the recorded raw Graph.
+
+    >>> g = tracegrad.trace(lambda x: (x * 2).sum(), tracegrad.ones(3))
+    >>> print(g)   # graph <lambda>(%x: f32[3]) -> (%1) { ... }
+    """
+    import inspect
+    tracer = Tracer(name or getattr(fn, "__name__", "graph"))
+    try:
+        names = list(inspect.signature(fn).parameters)
+    except (TypeError, ValueError):
+        names = []
+    leaves, _ = flatten((example_args, example_kwargs))
+    for i, x in enumerate(leaves):
+        if isinstance(x, Tensor):
+            nm = names[i] if i < len(names) and len(leaves) == len(example_args) else f"a{i}"
+            tracer.add_arg(x, nm)
+    with tracer:
+        out = fn(*example_args, **example_kwargs)
+    outs, _ = flatten(out)
+    tracer.graph.outputs = [tracer.value_of(o) for o in outs if isinstance(o, Tensor)]
+    tracer.graph.tracer = tracer
+    return tracer.graph

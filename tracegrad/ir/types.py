@@ -1,0 +1,29 @@
+"""Value types of the IR: `TensorType(shape, dtype)`, printed like `f32[4,3]`."""
+from dataclasses import dataclass
+
+from .. import _dtype as D
+
+_SHORT = {"float16": "f16", "float32": "f32", "float64": "f64", "int32": "i32", "int64": "i64",
+          "bool": "bool"}
+
+
+@dataclass(frozen=True)
+class TensorType:
+    """Static shape and dtype of an IR value."""
+
+    shape: tuple
+    dtype: D.dtype
+
+    def __str__(self):
+        return f"{_SHORT[self.dtype.name]}[{','.join(str(s) for s in self.shape)}]"
+
+    @property
+    def nbytes(self):
+        n = self.dtype.itemsize
+        for s in self.shape:
+            n *= s
+        return n
+
+    @staticmethod
+    def of(array):
+        return TensorType(tuple(array.shape), D._FROM_NP[array.dtype])

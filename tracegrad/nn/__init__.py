@@ -1,0 +1,12 @@
+"""`tracegrad.nn`: modules, parameters, layers and losses with PyTorch's names and semantics.
+
+`functional` holds the stateless functions, `init` the initializers.
+"""
+from . import functional, init  # noqa: F401
+from .batchnorm import BatchNorm1d  # noqa: F401
+from .container import ModuleList, Sequential  # noqa: F401
+from .layers import (GELU, Dropout, Embedding, Flatten, Identity, LeakyReLU,  # noqa: F401
+                     Linear, LogSoftmax, ReLU, Sigmoid, Softmax, Tanh)
+from .loss import CrossEntropyLoss, MSELoss, NLLLoss  # noqa: F401
+from .module import Module  # noqa: F401
+from .parameter import Parameter  # noqa: F401

@@ -1,0 +1,209 @@
+"""`nn.functional`: stateless layer functions (PyTorch names, signatures and semantics).
+
+Everything here is composed from tracegrad ops, so gradients (and gradients of gradients)
+come from the primitives' VJP rules and a tracer records these functions like any other
+code. Random masks come from `tracegrad.rand` (the seeded generator, recorded as an op).
+Loss functions live in `_losses.py` and are re-exported here.
+"""
+import math
+import warnings
+
+from .. import _dtype as D
+from .. import _mode
+from .. import ops as O
+from .._errors import TracegradRuntimeError, TracegradValueError, op_error
+from ._losses import cross_entropy, mse_loss, nll_loss  # noqa: F401
+
+__all__ = ["linear", "relu", "relu_", "leaky_relu", "tanh", "sigmoid", "gelu", "softmax",
+           "log_softmax", "dropout", "batch_norm", "embedding", "one_hot", "mse_loss",
+           "cross_entropy", "nll_loss"]
+
+
+def linear(input, weight, bias=None):
+    """`input @ weight.T + bias`, for input (*, in) and weight (out, in).
+
+    >>> linear(tracegrad.ones(2, 3), tracegrad.ones(4, 3)).shape
+    torch.Size([2, 4])
+    """
+    out = O.matmul(input, O.t(weight))
+    return out if bias is None else O.add(out, bias)
+
+
+def relu(input, inplace=False):
+    return input.relu_() if inplace else O.relu(input)
+
+
+def relu_(input):
+    return input.relu_()
+
+
+def leaky_relu(input, negative_slope=0.01, inplace=False):
+    """`x` where x > 0, else `negative_slope * x` (gradient at 0 is the slope, as in torch)."""
+    if inplace:
+        return input.mul_(O.where(O.gt(input, 0), 1.0, negative_slope))
+    return O.where(O.gt(input, 0), input, O.mul(input, negative_slope))
+
+
+def tanh(input):
+    return O.tanh(input)
+
+
+def sigmoid(input):
+    return O.sigmoid(input)
+
+
+def gelu(input, approximate="none"):
+    """Gaussian error linear unit: exact `x * Phi(x)` (erf) or the 'tanh' approximation."""
+    if approximate == "none":
+        return O.mul(O.mul(input, 0.5), O.add(O.erf(O.mul(input, 1.0 / math.sqrt(2.0))), 1.0))
+    if approximate == "tanh":
+        inner = O.mul(O.add(input, O.mul(O.mul(O.mul(input, input), input), 0.044715)),
+                      math.sqrt(2.0 / math.pi))
+        return O.mul(O.mul(input, 0.5), O.add(O.tanh(inner), 1.0))
+    raise op_error(TracegradRuntimeError, "gelu",
+                   "approximate argument must be either none or tanh.")
+
+
+def _implicit_dim(name, ndim):
+    warnings.warn(f"Implicit dimension choice for {name} has been deprecated. Change the call "
+                  "to include dim=X as an argument.", stacklevel=3)
+    return 0 if ndim in (0, 1, 3) else 1
+
+
+def softmax(input, dim=None, _stacklevel=3, dtype=None):
+    if dim is None:
+        dim = _implicit_dim("softmax", input.ndim)
+    return O.softmax(input, dim, dtype=dtype)
+
+
+def log_softmax(input, dim=None, _stacklevel=3, dtype=None):
+    if dim is None:
+        dim = _implicit_dim("log_softmax", input.ndim)
+    return O.log_softmax(input, dim, dtype=dtype)
+
+
+def dropout(input, p=0.5, training=True, inplace=False):
+    """Zero each element with probability `p` and scale the rest by `1 / (1 - p)`.
+
+    Identity when `training` is False. The keep mask is `rand(...) < 1 - p`, drawn from
+    tracegrad's generator (reproducible under `manual_seed`).
+    """
+    if p < 0.0 or p > 1.0:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+    if not training or p == 0 or input.numel() == 0:
+        return input
+    if p == 1:
+        return input.mul_(0.0) if inplace else O.mul(input, 0.0)
+    keep = O.lt(O.rand(tuple(input.shape), dtype=input.dtype), 1.0 - p)
+    noise = O.div(keep.to(input.dtype), 1.0 - p)
+    return input.mul_(noise) if inplace else O.mul(input, noise)
+
+
+def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False,
+               momentum=0.1, eps=1e-5):
+    """Normalize over all dims but 1 (channels): batch statistics when `training` (and then
+    update the running statistics in place, under no_grad, with the unbiased variance),
+    otherwise the running statistics."""
+    if input.ndim < 2:
+        raise op_error(TracegradValueError, "batch_norm",
+                       f"expected at least 2D input (got {input.ndim}D input)")
+    c = input.shape[1]
+    for name, t in (("running_mean", running_mean), ("running_var", running_var),
+                    ("weight", weight), ("bias", bias)):
+        if t is not None and t.numel() != c:
+            raise op_error(TracegradRuntimeError, "batch_norm",
+                           f"{name} should contain {c} elements not {t.numel()}")
+    dims = (0,) + tuple(range(2, input.ndim))
+    shape = (1, c) + (1,) * (input.ndim - 2)
+    if training:
+        per_channel = input.numel() // c if c else 0
+        if per_channel == 1:
+            raise op_error(TracegradValueError, "batch_norm",
+                           "Expected more than 1 value per channel when training, got input "
+                           f"size {input.shape}")
+        mean = O.mean(input, dims)
+        var = O.var(input, dims, correction=0)
+        if running_mean is not None or running_var is not None:
+            _update_running(running_mean, running_var, mean, var, per_channel, momentum)
+    else:
+        if running_mean is None or running_var is None:
+            raise op_error(TracegradRuntimeError, "batch_norm",
+                           "running_mean must be defined in evaluation mode")
+        mean, var = running_mean, running_var
+    y = O.mul(O.sub(input, O.reshape(mean, shape)), O.rsqrt(O.add(O.reshape(var, shape), eps)))
+    if weight is not None:
+        y = O.mul(y, O.reshape(weight, shape))
+    if bias is not None:
+        y = O.add(y, O.reshape(bias, shape))
+    return y
+
+
+def _update_running(running_mean, running_var, mean, var, n, momentum):
+    """running = (1 - momentum) * running + momentum * batch_stat (variance unbiased)."""
+    with _mode.no_grad():
+        if running_mean is not None:
+            running_mean.mul_(1.0 - momentum).add_(O.mul(mean.detach(), momentum))
+        if running_var is not None:
+            unbiased = O.mul(var.detach(), n / (n - 1))
+            running_var.mul_(1.0 - momentum).add_(O.mul(unbiased, momentum))
+
+
+def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
+              scale_grad_by_freq=False, sparse=False):
+    """Rows of `weight` selected by the integer tensor `input` (shape `input.shape + (dim,)`).
+
+    Repeated indices accumulate gradient; the `padding_idx` row receives none.
+    """
+    if scale_grad_by_freq:
+        raise NotImplementedError("embedding: scale_grad_by_freq=True is not supported")
+    n = weight.shape[0]
+    if padding_idx is not None:
+        padding_idx = _padding_index(padding_idx, n)
+    if max_norm is not None:
+        _renorm_rows(weight, input, max_norm, norm_type)
+    out = weight[input]
+    if padding_idx is not None:
+        # Route no gradient from positions that looked up the padding row.
+        at_pad = O.unsqueeze(O.eq(input, padding_idx), -1)
+        out = O.where(at_pad, out.detach(), out)
+    return out
+
+
+class PaddingIndexError(TracegradValueError, AssertionError):
+    """`padding_idx` outside `[-num_embeddings, num_embeddings)` (PyTorch asserts)."""
+
+
+def _padding_index(padding_idx, n):
+    if not -n <= padding_idx < n:
+        raise PaddingIndexError("Padding_idx must be within num_embeddings")
+    return padding_idx % n
+
+
+def _renorm_rows(weight, input, max_norm, norm_type):
+    """Rescale in place (no_grad) the looked-up rows whose norm exceeds `max_norm`."""
+    with _mode.no_grad():
+        rows = weight[input.reshape(-1)]
+        norms = O.norm(rows, norm_type, dim=1, keepdim=True)
+        scale = O.where(O.gt(norms, max_norm), O.div(max_norm, O.add(norms, 1e-7)), 1.0)
+        weight[input.reshape(-1)] = O.mul(rows, scale)
+
+
+def one_hot(tensor, num_classes=-1):
+    """int64 tensor of shape `tensor.shape + (num_classes,)` with ones at the given classes."""
+    if tensor.dtype is not D.int64:
+        raise op_error(TracegradRuntimeError, "one_hot",
+                       "one_hot is only applicable to index tensor of type LongTensor.")
+    if tensor.numel() == 0:
+        if num_classes <= 0:
+            raise op_error(TracegradRuntimeError, "one_hot",
+                           "Can not infer total number of classes from empty tensor.")
+    else:
+        if O.amin(tensor).item() < 0:
+            raise op_error(TracegradRuntimeError, "one_hot", "Class values must be non-negative.")
+        top = O.amax(tensor).item()
+        if num_classes == -1:
+            num_classes = top + 1
+        elif top >= num_classes:
+            raise op_error(TracegradRuntimeError, "one_hot",
+                           "Class values must be smaller than num_classes.")
+    return O.eq(O.unsqueeze(tensor, -1), O.arange(num_classes)).long()

@@ -1,0 +1,505 @@
+"""`Module`: the base class of layers and models (PyTorch's `nn.Module` contract).
+
+A module owns three ordered registries, filled by attribute assignment:
+`_parameters` (Parameters), `_buffers` (Tensors such as running statistics) and `_modules`
+(child modules). Everything else (`parameters()`, `state_dict()`, `train()`, `repr`...) is
+a walk over those registries, in registration order, so names and orders match PyTorch:
+`state_dict` keys are `prefix + name`, a module's own parameters before its own buffers
+before its children.
+"""
+from collections import OrderedDict, namedtuple
+from collections.abc import Mapping
+
+from .. import _mode
+from .._tensor import Tensor
+from .parameter import Parameter
+
+
+class _IncompatibleKeys(namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])):
+    """What `load_state_dict` returns: the keys it could not match."""
+
+    def __repr__(self):
+        if not self.missing_keys and not self.unexpected_keys:
+            return "<All keys matched successfully>"
+        return super().__repr__()
+
+    __str__ = __repr__
+
+
+def _typename(obj):
+    if isinstance(obj, Tensor):
+        return obj.type()
+    t = type(obj)
+    return t.__name__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__qualname__}"
+
+
+def _check_name(kind, name, module, registry):
+    if not isinstance(name, str):
+        raise TypeError(f"{kind} name should be a string. Got {_typename(name)}")
+    if "." in name:
+        raise KeyError(f'{kind} name can\'t contain "."')
+    if name == "":
+        raise KeyError(f'{kind} name can\'t be empty string ""')
+    if hasattr(module, name) and name not in registry:
+        raise KeyError(f"attribute '{name}' already exists")
+
+
+class Module:
+    """Base class for all neural network modules; subclasses define `forward`.
+
+    >>> class Net(Module):
+    ...     def __init__(self):
+    ...         super().__init__()
+    ...         self.fc = Linear(3, 1)
+    ...     def forward(self, x):
+    ...         return self.fc(x)
+    """
+
+    training: bool
+    _version = 1          # state_dict format version, saved in `state_dict()._metadata`
+
+    def __init__(self, *args, **kwargs):
+        if args or kwargs:
+            raise TypeError(f"{type(self).__name__}.__init__() got unexpected arguments")
+        d = self.__dict__
+        d["training"] = True
+        d["_parameters"] = {}
+        d["_buffers"] = {}
+        d["_non_persistent_buffers_set"] = set()
+        d["_modules"] = {}
+        d["_forward_pre_hooks"] = OrderedDict()
+        d["_forward_hooks"] = OrderedDict()
+
+    def forward(self, *input):
+        raise NotImplementedError(
+            f'Module [{type(self).__name__}] is missing the required "forward" function')
+
+    def __call__(self, *args, **kwargs):
+        for hook in tuple(self._forward_pre_hooks.values()):
+            res = hook(self, args)
+            if res is not None:
+                args = res if isinstance(res, tuple) else (res,)
+        out = self.forward(*args, **kwargs)
+        for hook in tuple(self._forward_hooks.values()):
+            res = hook(self, args, out)
+            if res is not None:
+                out = res
+        return out
+
+    def register_forward_pre_hook(self, hook):
+        """`hook(module, args)` runs before forward; may return replacement args."""
+        return _Handle.add(self._forward_pre_hooks, hook)
+
+    def register_forward_hook(self, hook):
+        """`hook(module, args, output)` runs after forward; may return a new output."""
+        return _Handle.add(self._forward_hooks, hook)
+
+    # ---------------- registration ----------------
+    def register_parameter(self, name, param):
+        """Add `param` (a Parameter, or None) under `name`."""
+        if "_parameters" not in self.__dict__:
+            raise AttributeError("cannot assign parameter before Module.__init__() call")
+        _check_name("parameter", name, self, self._parameters)
+        if param is not None and not isinstance(param, Parameter):
+            raise TypeError(f"cannot assign '{_typename(param)}' object to parameter '{name}' "
+                            "(torch.nn.Parameter or None required)")
+        if param is not None and param.grad_fn is not None:
+            raise ValueError(
+                f"Cannot assign non-leaf Tensor to parameter '{name}'. Model parameters must "
+                f"be created explicitly. To express '{name}' as a function of another Tensor, "
+                "compute the value in the forward() method.")
+        self._parameters[name] = param
+
+    def register_buffer(self, name, tensor, persistent=True):
+        """Add a Tensor (or None) that is state but not a parameter, e.g. running stats.
+
+        Persistent buffers appear in `state_dict()`.
+        """
+        if "_buffers" not in self.__dict__:
+            raise AttributeError("cannot assign buffer before Module.__init__() call")
+        _check_name("buffer", name, self, self._buffers)
+        if tensor is not None and not isinstance(tensor, Tensor):
+            raise TypeError(f"cannot assign '{_typename(tensor)}' object to buffer '{name}' "
+                            "(torch Tensor or None required)")
+        self._buffers[name] = tensor
+        if persistent:
+            self._non_persistent_buffers_set.discard(name)
+        else:
+            self._non_persistent_buffers_set.add(name)
+
+    def add_module(self, name, module):
+        """Add a child module (or None) under `name`."""
+        if module is not None and not isinstance(module, Module):
+            raise TypeError(f"{_typename(module)} is not a Module subclass")
+        if not isinstance(name, str):
+            raise TypeError(f"module name should be a string. Got {_typename(name)}")
+        if hasattr(self, name) and name not in self._modules:
+            raise KeyError(f"attribute '{name}' already exists")
+        if "." in name:
+            raise KeyError(f'module name can\'t contain ".", got: {name}')
+        if name == "":
+            raise KeyError('module name can\'t be empty string ""')
+        self._modules[name] = module
+
+    register_module = add_module
+
+    def __getattr__(self, name):
+        # Only called when normal lookup fails: look in the registries.
+        d = self.__dict__
+        for reg in ("_parameters", "_buffers", "_modules"):
+            r = d.get(reg)
+            if r is not None and name in r:
+                return r[name]
+        raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
+
+    def __setattr__(self, name, value):
+        d = self.__dict__
+        params = d.get("_parameters")
+        if isinstance(value, Parameter):
+            if params is None:
+                raise AttributeError("cannot assign parameters before Module.__init__() call")
+            self._forget(name)
+            self.register_parameter(name, value)
+        elif params is not None and name in params:
+            if value is not None:
+                raise TypeError(f"cannot assign '{_typename(value)}' as parameter '{name}' "
+                                "(torch.nn.Parameter or None expected)")
+            params[name] = None
+        elif isinstance(value, Module):
+            if d.get("_modules") is None:
+                raise AttributeError("cannot assign module before Module.__init__() call")
+            self._forget(name)
+            self._modules[name] = value
+        elif d.get("_modules") is not None and name in self._modules:
+            if value is not None:
+                raise TypeError(f"cannot assign '{_typename(value)}' as child module '{name}' "
+                                "(torch.nn.Module or None expected)")
+            self._modules[name] = None
+        elif d.get("_buffers") is not None and name in self._buffers:
+            if value is not None and not isinstance(value, Tensor):
+                raise TypeError(f"cannot assign '{_typename(value)}' as buffer '{name}' "
+                                "(torch.nn.Buffer, torch.Tensor or None expected)")
+            self._buffers[name] = value
+        else:
+            object.__setattr__(self, name, value)
+
+    def _forget(self, name):
+        """Remove `name` from every registry (before re-registering it elsewhere)."""
+        d = self.__dict__
+        d.pop(name, None)
+        for reg in ("_parameters", "_buffers", "_modules"):
+            d[reg].pop(name, None)
+        d["_non_persistent_buffers_set"].discard(name)
+
+    def __delattr__(self, name):
+        d = self.__dict__
+        for reg in ("_parameters", "_buffers", "_modules"):
+            if name in d.get(reg, ()):
+                del d[reg][name]
+                d["_non_persistent_buffers_set"].discard(name)
+                return
+        object.__delattr__(self, name)
+
+    def __dir__(self):
+        extra = list(self._parameters) + list(self._buffers) + list(self._modules)
+        return sorted(set(object.__dir__(self)) | set(extra))
+
+    # ---------------- traversal ----------------
+    def named_modules(self, memo=None, prefix="", remove_duplicate=True):
+        """Yield `(name, module)` for this module and all descendants, depth first."""
+        if memo is None:
+            memo = set()
+        if remove_duplicate:
+            if id(self) in memo:
+                return
+            memo.add(id(self))
+        yield prefix, self
+        for name, child in self._modules.items():
+            if child is None:
+                continue
+            sub = prefix + ("." if prefix else "") + name
+            yield from child.named_modules(memo, sub, remove_duplicate)
+
+    def modules(self):
+        for _, m in self.named_modules():
+            yield m
+
+    def named_children(self):
+        seen = set()
+        for name, child in self._modules.items():
+            if child is not None and id(child) not in seen:
+                seen.add(id(child))
+                yield name, child
+
+    def children(self):
+        for _, m in self.named_children():
+            yield m
+
+    def _named_members(self, registry, prefix, recurse, remove_duplicate=True):
+        mods = self.named_modules(prefix=prefix, remove_duplicate=remove_duplicate) \
+            if recurse else [(prefix, self)]
+        seen = set()
+        for mod_prefix, mod in mods:
+            for name, v in getattr(mod, registry).items():
+                if v is None or (remove_duplicate and id(v) in seen):
+                    continue
+                seen.add(id(v))
+                yield mod_prefix + ("." if mod_prefix else "") + name, v
+
+    def named_parameters(self, prefix="", recurse=True, remove_duplicate=True):
+        """Yield `(qualified_name, Parameter)`; shared parameters appear once."""
+        yield from self._named_members("_parameters", prefix, recurse, remove_duplicate)
+
+    def parameters(self, recurse=True):
+        for _, p in self.named_parameters(recurse=recurse):
+            yield p
+
+    def named_buffers(self, prefix="", recurse=True, remove_duplicate=True):
+        yield from self._named_members("_buffers", prefix, recurse, remove_duplicate)
+
+    def buffers(self, recurse=True):
+        for _, b in self.named_buffers(recurse=recurse):
+            yield b
+
+    def get_submodule(self, target):
+        """The descendant at dotted path `target` ('' is self)."""
+        mod = self
+        for atom in target.split(".") if target else ():
+            if not hasattr(mod, atom):
+                raise AttributeError(f"{mod._get_name()} has no attribute `{atom}`")
+            mod = getattr(mod, atom)
+            if not isinstance(mod, Module):
+                raise AttributeError(f"`{atom}` is not an nn.Module")
+        return mod
+
+    def apply(self, fn):
+        """Call `fn` on every submodule (children first) and on self; returns self."""
+        for child in self.children():
+            child.apply(fn)
+        fn(self)
+        return self
+
+    # ---------------- modes and gradients ----------------
+    def train(self, mode=True):
+        """Set training mode on this module and all descendants; returns self."""
+        if not isinstance(mode, bool):
+            raise ValueError("training mode is expected to be boolean")
+        self.training = mode
+        for child in self.children():
+            child.train(mode)
+        return self
+
+    def eval(self):
+        return self.train(False)
+
+    def requires_grad_(self, requires_grad=True):
+        for p in self.parameters():
+            p.requires_grad_(requires_grad)
+        return self
+
+    def zero_grad(self, set_to_none=True):
+        """Reset `.grad` of every parameter: to None (default) or to zeros in place."""
+        for p in self.parameters():
+            _zero_grad(p, set_to_none)
+
+    # ---------------- dtype conversion ----------------
+    def _apply(self, fn):
+        """Replace every parameter's and buffer's data by `fn(data)`, in place."""
+        for child in self.children():
+            child._apply(fn)
+        for p in self._parameters.values():
+            if p is None:
+                continue
+            p.data = fn(p.data)
+            if p.grad is not None:
+                p.grad = fn(p.grad)
+        for k, b in self._buffers.items():
+            if b is not None:
+                self._buffers[k] = fn(b)
+        return self
+
+    def to(self, *args, **kwargs):
+        """`to(dtype)` converts floating parameters and buffers; devices are ignored."""
+        from .. import _dtype as D
+        dtype = kwargs.get("dtype")
+        for a in args:
+            if isinstance(a, D.dtype):
+                dtype = a
+            elif isinstance(a, Tensor):
+                dtype = a.dtype
+        if dtype is None:
+            return self
+        return self._apply(lambda t: t.to(dtype) if t.is_floating_point() else t)
+
+    def double(self):
+        return self._apply(lambda t: t.double() if t.is_floating_point() else t)
+
+    def float(self):
+        return self._apply(lambda t: t.float() if t.is_floating_point() else t)
+
+    def half(self):
+        return self._apply(lambda t: t.half() if t.is_floating_point() else t)
+
+    def cpu(self):
+        return self
+
+    # ---------------- state dict ----------------
+    def state_dict(self, *, destination=None, prefix="", keep_vars=False):
+        """An ordered dict of every parameter and persistent buffer, by qualified name.
+
+        Values are detached tensors sharing storage with the module (`keep_vars=True`
+        keeps the Parameters themselves).
+        """
+        if destination is None:
+            destination = OrderedDict()
+            destination._metadata = OrderedDict()
+        meta = getattr(destination, "_metadata", None)
+        if meta is not None:
+            meta[prefix[:-1]] = {"version": self._version}
+        for name, p in self._parameters.items():
+            if p is not None:
+                destination[prefix + name] = p if keep_vars else p.detach()
+        for name, b in self._buffers.items():
+            if b is not None and name not in self._non_persistent_buffers_set:
+                destination[prefix + name] = b if keep_vars else b.detach()
+        for name, child in self._modules.items():
+            if child is not None:
+                child.state_dict(destination=destination, prefix=prefix + name + ".",
+                                 keep_vars=keep_vars)
+        return destination
+
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict,
+                              missing_keys, unexpected_keys, error_msgs):
+        """Copy this module's own entries from `state_dict` (subclasses may adapt keys)."""
+        local = {k: v for k, v in self._parameters.items() if v is not None}
+        local.update((k, v) for k, v in self._buffers.items()
+                     if v is not None and k not in self._non_persistent_buffers_set)
+        for name, param in local.items():
+            key = prefix + name
+            if key not in state_dict:
+                if strict:
+                    missing_keys.append(key)
+                continue
+            _copy_entry(key, param, state_dict[key], error_msgs)
+        if strict:
+            for key in state_dict:
+                if key.startswith(prefix):
+                    head = key[len(prefix):].split(".", 1)[0]
+                    if head not in self._modules and head not in local:
+                        unexpected_keys.append(key)
+
+    def load_state_dict(self, state_dict, strict=True, assign=False):
+        """Copy parameters and buffers from `state_dict` in place (under no_grad).
+
+        With `strict=True`, missing or unexpected keys raise a RuntimeError listing them.
+        Returns `(missing_keys, unexpected_keys)`.
+        """
+        if not isinstance(state_dict, Mapping):
+            raise TypeError(f"Expected state_dict to be dict-like, got {type(state_dict)}.")
+        missing, unexpected, errors = [], [], []
+        metadata = getattr(state_dict, "_metadata", None) or {}
+        state_dict = OrderedDict(state_dict)
+
+        def load(module, local, prefix):
+            module._load_from_state_dict(local, prefix, dict(metadata.get(prefix[:-1], {})),
+                                         True, missing, unexpected, errors)
+            for name, child in module._modules.items():
+                if child is not None:
+                    p = prefix + name + "."
+                    load(child, {k: v for k, v in local.items() if k.startswith(p)}, p)
+
+        load(self, state_dict, "")
+        if strict:
+            if unexpected:
+                errors.insert(0, "Unexpected key(s) in state_dict: {}. ".format(
+                    ", ".join(f'"{k}"' for k in unexpected)))
+            if missing:
+                errors.insert(0, "Missing key(s) in state_dict: {}. ".format(
+                    ", ".join(f'"{k}"' for k in missing)))
+        if errors:
+            raise RuntimeError("Error(s) in loading state_dict for {}:\n\t{}".format(
+                type(self).__name__, "\n\t".join(errors)))
+        return _IncompatibleKeys(missing, unexpected)
+
+    # ---------------- printing ----------------
+    def _get_name(self):
+        return type(self).__name__
+
+    def extra_repr(self):
+        """The text inside this module's parentheses in `repr` (override in layers)."""
+        return ""
+
+    def __repr__(self):
+        extra = self.extra_repr()
+        extra_lines = extra.split("\n") if extra else []
+        child_lines = [f"({name}): " + _indent(repr(m), 2)
+                       for name, m in self._modules.items()]
+        lines = extra_lines + child_lines
+        body = ""
+        if len(extra_lines) == 1 and not child_lines:
+            body = extra_lines[0]
+        elif lines:
+            body = "\n  " + "\n  ".join(lines) + "\n"
+        return f"{self._get_name()}({body})"
+
+
+def _indent(text, n):
+    first, *rest = text.split("\n")
+    return "\n".join([first] + [" " * n + line for line in rest])
+
+
+def _copy_entry(key, param, value, errors):
+    """Copy one state_dict value into `param` in place, recording problems in `errors`."""
+    if not hasattr(value, "shape") or not hasattr(value, "__array__"):
+        errors.append(f'While copying the parameter named "{key}", expected torch.Tensor or '
+                      f"Tensor-like object from checkpoint but received {type(value)}")
+        return
+    shape = tuple(value.shape)
+    if len(param.shape) == 0 and shape == (1,):
+        value = value[0]              # old checkpoints stored scalars as 1-element vectors
+        shape = ()
+    if shape != tuple(param.shape):
+        from .._tensor import Size
+        errors.append(f"size mismatch for {key}: copying a param with shape {Size(shape)} from "
+                      f"checkpoint, the shape in current model is {param.shape}.")
+        return
+    try:
+        with _mode.no_grad():
+            param.copy_(value)
+    except Exception as ex:  # noqa: BLE001  (reported like PyTorch, all errors at once)
+        errors.append(f'While copying the parameter named "{key}", whose dimensions in the '
+                      f"model are {param.size()} and whose dimensions in the checkpoint are "
+                      f"{value.shape}, an exception occurred : {ex.args}.")
+
+
+def _zero_grad(p, set_to_none):
+    if p.grad is None:
+        return
+    if set_to_none:
+        p.grad = None
+        return
+    g = p.grad
+    if g.grad_fn is not None:
+        g.detach_()
+    else:
+        g.requires_grad_(False)
+    with _mode.no_grad():
+        g.zero_()
+
+
+class _Handle:
+    """Removable handle for module hooks (`handle.remove()`)."""
+
+    _next = 0
+
+    def __init__(self, registry, key):
+        self._registry, self._key = registry, key
+
+    @classmethod
+    def add(cls, registry, hook):
+        cls._next += 1
+        registry[cls._next] = hook
+        return cls(registry, cls._next)
+
+    def remove(self):
+        self._registry.pop(self._key, None)

@@ -1,0 +1,61 @@
+"""`Parameter`: a Tensor subclass that a `Module` registers as learnable state.
+
+A Parameter is a leaf that (by default) requires grad. It shares storage and the version
+counter with the tensor it was made from (like `detach()`), so `Parameter(t)` costs nothing.
+Ops on a Parameter return plain Tensors, as in PyTorch; `isinstance(p, Tensor)` holds.
+"""
+import numpy as np
+
+from .._tensor import Tensor
+
+
+class Parameter(Tensor):
+    """A learnable tensor: `Parameter(data=None, requires_grad=True)`.
+
+    >>> w = Parameter(tracegrad.zeros(2))
+    >>> w.is_leaf, w.requires_grad
+    (True, True)
+    """
+
+    def __new__(cls, data=None, requires_grad=True):
+        if data is None:
+            data = Tensor._wrap(np.empty((0,), dtype=_default_np()))
+        if not isinstance(data, Tensor):
+            raise TypeError(f"Parameter(): argument 'data' must be Tensor, not "
+                            f"{type(data).__name__}")
+        p = Tensor._wrap(data._data)
+        p.__class__ = cls            # same layout as Tensor: only the type changes
+        p._vc = data._vc             # share the version counter, as detach() does
+        p._inference = data._inference
+        if requires_grad:
+            p._set_requires_grad(True, op="Parameter")
+        return p
+
+    def __init__(self, data=None, requires_grad=True):
+        pass                         # all work happens in __new__ (Tensor.__init__ refuses)
+
+    def __repr__(self):
+        return "Parameter containing:\n" + Tensor.__repr__(self)
+
+    __str__ = __repr__
+
+    def __deepcopy__(self, memo):
+        if id(self) in memo:
+            return memo[id(self)]
+        p = Parameter(Tensor._wrap(self._data.copy()), self.requires_grad)
+        if self.grad is not None:
+            p.grad = Tensor._wrap(self.grad._data.copy())
+        memo[id(self)] = p
+        return p
+
+    def __reduce_ex__(self, proto):
+        return (_rebuild, (self._data.copy(), self.requires_grad))
+
+
+def _rebuild(data, requires_grad):
+    return Parameter(Tensor._wrap(data), requires_grad)
+
+
+def _default_np():
+    from .. import _dtype as D
+    return D.get_default_dtype().np

@@ -1,0 +1,153 @@
+"""functionalize: in-place and aliasing effects become pure SSA.
+
+Guarantees: the result has no in-place nodes; every read of a storage sees the contents the
+raw program would have seen. An in-place op `t.op_(...)` becomes the functional op; when `t`
+is a view, the base's new contents are `view_scatter(base, new_view, chain)`; views taken
+before a write are re-derived from the base's newest contents when read again. Writes to
+program inputs become `graph.mutations` ([(input, final value)]), copied back by the runtime.
+
+It also records, for `check_inplace`, which saved operands would be stale in eager mode
+(`graph.stale`: {(node index, operand index or "out"): site of the overwriting op}).
+
+Note [Storages]
+Every raw value belongs to a storage root (itself, unless produced by an aliasing primitive)
+and carries the chain of view steps from the root. A write bumps the root's version; reads
+compare versions to know when a view must be re-derived.
+"""
+import numpy as np
+
+from ..ops.shape import VIEW_SCATTER
+
+
+class _Storage:
+    __slots__ = ("current", "version", "writes")
+
+    def __init__(self, current):
+        self.current = current   # functional Value with the storage's newest contents
+        self.version = 0
+        self.writes = []         # sites of the in-place ops, in order
+
+
+def functionalize(g, values=None):
+    """Return a pure copy of raw graph `g` (see module docstring)."""
+    out = g.derive()
+    out.inputs = list(g.inputs)
+    root, chain, seen_ver = {}, {}, {}
+    mapping = {}
+    storages = {}
+    for v in g.inputs:
+        root[v], chain[v], seen_ver[v] = v, (), 0
+        mapping[v] = v
+        storages[v] = _Storage(v)
+    uses = []                       # (functional node index, operand idx/"out", root, version)
+    guards = {}
+    for gd in g.guards:
+        guards.setdefault(gd.position, []).append(gd)
+    stats = {"inplace_rewritten": 0, "views_rederived": 0, "scatters": 0}
+
+    def emit(prim, ins, attrs, type, site, phase, raw=None):
+        val = out.add_node(prim, ins, attrs, type, site, phase)
+        if values is not None:
+            if prim.impure:          # never re-draw: reuse what the trace drew
+                values[val] = values[raw]
+            else:
+                with np.errstate(all="ignore"):
+                    values[val] = np.asarray(prim.kernel(
+                        *[values[a] if _isval(a) else a for a in ins], **attrs))
+        return val
+
+    def resolve(v):
+        r = root[v]
+        st = storages[r]
+        if v is r:
+            return st.current
+        if seen_ver[v] != st.version:
+            cur = st.current
+            for prim, attrs in chain[v]:
+                cur = emit(prim, (cur,), attrs, _replay_type(prim, attrs, cur, values),
+                           None, "fwd")
+            mapping[v] = cur
+            seen_ver[v] = st.version
+            stats["views_rederived"] += 1
+        return mapping[v]
+
+    for i, n in enumerate(g.nodes):
+        for gd in guards.get(i, ()):
+            out.guards.append(_moved(gd, resolve(gd.value), len(out.nodes)))
+        ins = [resolve(a) if _isval(a) else a for a in n.inputs]
+        prim = n.prim
+        if prim.overwrites:
+            t = n.inputs[0]
+            r = root[t]
+            st = storages[r]
+            new = emit(prim.functional, ins, n.attrs, n.output.type, n.site, n.phase)
+            _note_uses(uses, len(out.nodes) - 1, prim.functional, n.inputs, root, storages,
+                       skip_first=True)
+            if t is r:
+                st.current = new
+            else:
+                st.current = emit(VIEW_SCATTER, (st.current, new), {"chain": chain[t]},
+                                  st.current.type, n.site, n.phase)
+                stats["scatters"] += 1
+            st.version += 1
+            st.writes.append(n.site)
+            root[n.output], chain[n.output] = r, chain[t]
+            seen_ver[n.output] = st.version
+            mapping[n.output] = new
+            stats["inplace_rewritten"] += 1
+            uses.append((len(out.nodes) - 1, "out", r, st.version))
+            continue
+        new = emit(prim, ins, n.attrs, n.output.type, n.site, n.phase, raw=n.output)
+        _note_uses(uses, len(out.nodes) - 1, prim, n.inputs, root, storages)
+        if prim.aliases is not None:
+            src = n.inputs[prim.aliases]
+            r = root[src]
+            root[n.output] = r
+            chain[n.output] = chain[src] + ((prim, n.attrs),)
+            seen_ver[n.output] = storages[r].version
+            mapping[n.output] = new
+            uses.append((len(out.nodes) - 1, "out", r, storages[r].version))
+        else:
+            root[n.output], chain[n.output], seen_ver[n.output] = n.output, (), 0
+            mapping[n.output] = new
+            storages[n.output] = _Storage(new)
+            uses.append((len(out.nodes) - 1, "out", n.output, 0))
+    for gd in guards.get(len(g.nodes), ()):
+        out.guards.append(_moved(gd, resolve(gd.value), len(out.nodes)))
+    out.outputs = [resolve(v) if v is not None else None for v in g.outputs]
+    out.mutations = [(v, storages[v].current) for v in g.inputs if storages[v].version > 0]
+    out.mutation_counts = {v: storages[v].version for v in g.inputs if storages[v].version > 0}
+    out.stale = {}
+    for idx, which, r, ver in uses:
+        st = storages[r]
+        if st.version != ver:
+            site = st.writes[ver] if ver < len(st.writes) else st.writes[-1]
+            out.stale[(idx, which)] = (site, ver, st.version)
+    out.pass_log.append(("functionalize", stats))
+    return out
+
+
+
+def _note_uses(uses, idx, prim, raw_ins, root, storages, skip_first=False):
+    for k in prim.saves:
+        if k < len(raw_ins) and _isval(raw_ins[k]) and not (skip_first and k == 0):
+            r = root[raw_ins[k]]
+            uses.append((idx, k, r, storages[r].version))
+
+
+def _isval(a):
+    return hasattr(a, "type") and hasattr(a, "id")
+
+
+def _moved(gd, value, position):
+    from ..ir.graph import Guard
+    return Guard(value, gd.kind, gd.expected, gd.site, position)
+
+
+def _replay_type(prim, attrs, cur, values):
+    import numpy as np
+    from ..ir.types import TensorType
+    if values is not None:
+        return TensorType.of(np.asarray(prim.kernel(values[cur], **attrs)))
+    dummy = np.zeros(cur.type.shape, cur.type.dtype.np)
+    return TensorType.of(np.asarray(prim.kernel(dummy, **attrs)))

@@ -1,0 +1,68 @@
+"""partition: split forward and backward into two programs and decide what crosses over.
+
+The policy is "save what backward reads": the backward graph's saved inputs (after dead-code
+elimination) are exactly the forward values it needs. Program inputs among them are not
+saved at all (the runtime keeps a reference and checks their version); the others become
+extra outputs of the forward program. Input mutations become trailing forward outputs.
+"""
+from dataclasses import dataclass, field
+
+from ..ir.graph import Graph
+from .simplify import dce
+
+
+@dataclass
+class Partition:
+    forward: Graph
+    backward: Graph = None
+    n_user: int = 0
+    saved: list = field(default_factory=list)           # forward Values read by backward
+    saved_from_input: dict = field(default_factory=dict)  # saved position -> input position
+    mutations: list = field(default_factory=list)       # [(input position, count)]
+    grads: list = field(default_factory=list)           # backward output per wrt input
+    cotangent_outputs: list = field(default_factory=list)
+
+
+def partition(fg, vjp_result=None):
+    """Build the forward/backward program pair from a functional graph and its VJP."""
+    inputs = {v: i for i, v in enumerate(fg.inputs)}
+    user = list(fg.outputs)
+    part = Partition(forward=None, n_user=len(user))
+    saved_fwd = []
+    if vjp_result is not None:
+        bwd = dce(vjp_result.graph)
+        n_ct = len(vjp_result.cotangent_outputs)
+        used = {a for n in bwd.nodes for a in n.value_inputs()} | {
+            v for v in bwd.outputs if v is not None}
+        keep_inputs = bwd.inputs[:n_ct]
+        for v, fv in zip(bwd.inputs[n_ct:], vjp_result.saved):
+            if v in used:
+                keep_inputs.append(v)
+                part.saved.append(fv)
+        bwd.inputs = keep_inputs
+        part.backward = bwd
+        part.grads = vjp_result.grads
+        part.cotangent_outputs = vjp_result.cotangent_outputs
+        for k, fv in enumerate(part.saved):
+            if fv in inputs:
+                part.saved_from_input[k] = inputs[fv]
+            else:
+                saved_fwd.append(fv)
+    muts = getattr(fg, "mutations", [])
+    counts = getattr(fg, "mutation_counts", {})
+    part.mutations = [(inputs[a], counts.get(a, 1)) for a, _ in muts]
+    fwd = dce(_with_outputs(fg, user + saved_fwd + [b for _, b in muts]))
+    part.forward = fwd
+    return part
+
+
+def _with_outputs(g, outputs):
+    out = g.derive()
+    out.inputs = list(g.inputs)
+    out.nodes = list(g.nodes)
+    out.guards = list(g.guards)
+    out.outputs = outputs
+    out.mutations = list(getattr(g, "mutations", []))
+    out.stale = dict(getattr(g, "stale", {}))
+    out.pass_log = list(g.pass_log)
+    return out

@@ -1,0 +1,113 @@
+"""dce and cse: the two clean-up passes.
+
+`dce(g)`: keeps only nodes that outputs, guards, input mutations or impure nodes (random
+draws, which must advance the generator exactly as eager does) depend on; worklist from
+those roots. `cse(g)`: merges nodes with the same primitive, operands and attributes (never
+impure ones), rewriting later reads to the first occurrence. Both return a new Graph and
+append their statistics to `pass_log`.
+"""
+import numpy as np
+
+from ..ir.graph import Graph, Guard
+
+
+def _copy_shell(g):
+    out = g.derive()
+    out.inputs = list(g.inputs)
+    out.mutations = list(getattr(g, "mutations", []))
+    out.stale = dict(getattr(g, "stale", {}))
+    return out
+
+
+def dce(g, keep=()):
+    """Dead-code elimination. `keep`: extra Values that must stay computed."""
+    prod = {n.output: i for i, n in enumerate(g.nodes)}
+    live = set()
+    work = [v for v in g.outputs if v is not None] + [gd.value for gd in g.guards]
+    work += [m for pair in getattr(g, "mutations", []) for m in pair] + list(keep)
+    work += [n.output for n in g.nodes if n.prim.impure]
+    while work:
+        v = work.pop()
+        if v in live:
+            continue
+        live.add(v)
+        i = prod.get(v)
+        if i is not None:
+            work.extend(g.nodes[i].value_inputs())
+    out = _copy_shell(g)
+    remap_pos = {}
+    kept_index = {}
+    for i, n in enumerate(g.nodes):
+        remap_pos[i] = len(out.nodes)
+        if n.output in live:
+            kept_index[i] = len(out.nodes)
+            out.nodes.append(n)
+    remap_pos[len(g.nodes)] = len(out.nodes)
+    out.guards = [Guard(gd.value, gd.kind, gd.expected, gd.site, remap_pos[gd.position])
+                  for gd in g.guards]
+    out.outputs = list(g.outputs)
+    out.stale = {(kept_index[i], w): s for (i, w), s in out.stale.items() if i in kept_index}
+    out.pass_log.append(("dce", {"removed": len(g.nodes) - len(out.nodes)}))
+    return out
+
+
+def _key(x):
+    if isinstance(x, np.ndarray):
+        return ("arr", id(x))
+    if isinstance(x, (list, tuple)):
+        return tuple(_key(i) for i in x)
+    if isinstance(x, dict):
+        return tuple((k, _key(v)) for k, v in x.items())
+    if isinstance(x, slice):
+        return ("slice", x.start, x.stop, x.step)
+    if isinstance(x, float) and x != x:
+        return ("nan",)
+    try:
+        hash(x)
+        return (type(x).__name__, x)
+    except TypeError:
+        return ("id", id(x))
+
+
+def cse(g):
+    """Common-subexpression elimination over pure nodes."""
+    seen = {}
+    rename = {}
+    out = _copy_shell(g)
+    merged = 0
+    kept_index = {}
+    pos = {}
+
+    def r(v):
+        return rename.get(v, v) if hasattr(v, "type") and hasattr(v, "id") else v
+
+    for i, n in enumerate(g.nodes):
+        pos[i] = len(out.nodes)
+        ins = tuple(r(a) for a in n.inputs)
+        key = None
+        if not n.prim.impure and not n.prim.overwrites:
+            key = (n.prim, tuple(("v", a.id) if hasattr(a, "id") else _key(a) for a in ins),
+                   _key(n.attrs))
+            hit = seen.get(key)
+            if hit is not None and hit.type == n.output.type:
+                rename[n.output] = hit
+                merged += 1
+                continue
+        from ..ir.graph import Node
+        node = Node(n.prim, ins, n.attrs, n.output, n.site, n.phase)
+        kept_index[i] = len(out.nodes)
+        out.nodes.append(node)
+        if key is not None:
+            seen[key] = n.output
+    pos[len(g.nodes)] = len(out.nodes)
+    out.guards = [Guard(r(gd.value), gd.kind, gd.expected, gd.site, pos[gd.position])
+                  for gd in g.guards]
+    out.outputs = [r(v) for v in g.outputs]
+    out.mutations = [(a, r(b)) for a, b in out.mutations]
+    out.stale = {(kept_index[i], w): s for (i, w), s in out.stale.items() if i in kept_index}
+    out.pass_log.append(("cse", {"merged": merged}))
+    out.renamed = rename
+    return out
+
+
+__all__ = ["dce", "cse", "Graph"]

@@ -1,0 +1,128 @@
+"""vjp: derive the backward program of a functional forward graph.
+
+Walks the forward nodes in reverse, calling each primitive's VJP rule under a tracer, so the
+backward program is IR recorded from the very rules eager autograd runs (and the same
+numerics). Cotangents of values used several times are summed in the order eager's engine
+would sum them; nodes that no wrt-input reaches, non-differentiable primitives and symbolic
+zeros (no cotangent) are skipped; gradients are cast to their operand's dtype as the engine
+does. The rules have no data-dependent branches, so concrete values only serve to run the
+kernels while recording (placeholders work when none are given).
+
+Returns a `VJPResult`: the backward graph (inputs: cotangents, then saved forward values),
+`saved` (the forward Values it reads: the partition), `grads` (one backward output per wrt
+input, or None) and `differentiated` (forward node indices whose rule ran).
+"""
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .. import _mode
+from .._tensor import Tensor
+from ..ir.graph import Graph, Value
+from ..ir.interpret import interpret
+from ..ir.tracer import Tracer
+
+
+class _RuleNode:
+    """What a VJP rule reads from its node: attrs, operand shapes/dtypes and needs."""
+
+    __slots__ = ("prim", "attrs", "shapes", "dtypes", "needs")
+
+    def __init__(self, n, needs):
+        self.prim = n.prim
+        self.attrs = n.attrs
+        self.shapes = tuple(a.type.shape if isinstance(a, Value) else () for a in n.inputs)
+        self.dtypes = tuple(a.type.dtype if isinstance(a, Value) else None for a in n.inputs)
+        self.needs = needs
+
+
+@dataclass
+class VJPResult:
+    graph: Graph
+    saved: list
+    grads: list
+    differentiated: set = field(default_factory=set)
+    cotangent_outputs: list = field(default_factory=list)
+
+
+def requires_grad_values(g, wrt):
+    """Forward values that depend differentiably on any of `wrt`."""
+    req = set(wrt)
+    for n in g.nodes:
+        if n.prim.nondiff or n.output.type.dtype.category != 2:
+            continue
+        if any(a in req for a in n.value_inputs()):
+            req.add(n.output)
+    return req
+
+
+def vjp(g, wrt=None, values=None, out_mask=None):
+    """Backward graph of functional graph `g` w.r.t. inputs `wrt` (default: float inputs)."""
+    if wrt is None:
+        wrt = [v for v in g.inputs if v.type.dtype.is_floating_point]
+    if values is None:
+        values = _placeholder_values(g)
+    req = requires_grad_values(g, wrt)
+    if out_mask is None:
+        out_mask = [True] * len(g.outputs)
+    douts = [(k, v) for k, (v, m) in enumerate(zip(g.outputs, out_mask))
+             if m and v is not None and v in req]
+    tracer = Tracer(g.name + "_backward", phase="bwd")
+    ct = {}
+    for k, v in douts:
+        t = Tensor._wrap(np.ones(v.type.shape, v.type.dtype.np))
+        tracer.add_arg(t, f"grad_out{k}", role="cotangent")
+        ct[v] = t if v not in ct else ct[v] + t
+    wrapped = {}
+    saved_of = {}
+
+    def fwd(v):
+        t = wrapped.get(v)
+        if t is None:
+            t = Tensor._wrap(values[v])
+            wrapped[v] = t
+            tracer.names[id(t)] = f"saved{len(wrapped) - 1}"
+            saved_of[id(t)] = v
+        return t
+
+    done = set()
+    with np.errstate(all="ignore"), _mode.no_grad(), tracer:
+        for idx in range(len(g.nodes) - 1, -1, -1):
+            n = g.nodes[idx]
+            gout = ct.pop(n.output, None)
+            if gout is None or n.prim.nondiff:
+                continue
+            needs = tuple(isinstance(a, Value) and a in req for a in n.inputs)
+            if not any(needs):
+                continue
+            saves = n.prim.saves
+            ins = tuple((fwd(a) if isinstance(a, Value) else a) if k in saves else None
+                        for k, a in enumerate(n.inputs)) if saves else ()
+            out = fwd(n.output) if n.prim.saves_out else None
+            tracer.site = n.site
+            grads = n.prim.vjp(gout, ins, out, _RuleNode(n, needs))
+            done.add(idx)
+            for a, gr, need in zip(n.inputs, grads, needs):
+                if not need or gr is None:
+                    continue
+                if gr._data.dtype != a.type.dtype.np:
+                    gr = gr.to(a.type.dtype)
+                ct[a] = gr if a not in ct else ct[a] + gr
+    bwd = tracer.graph
+    if bwd.guards:
+        raise RuntimeError(f"internal error: a VJP rule took a data-dependent decision "
+                           f"({bwd.guards[0]!r}); VJP rules must be branch-free")
+    grads = [tracer.value_of(ct[w]) if w in ct else None for w in wrt]
+    bwd.outputs = grads
+    saved = [saved_of[id(t)] for v_, t in tracer.captured]
+    bwd.pass_log = list(g.pass_log) + [("vjp", {"differentiated": len(done),
+                                                "saved": len(saved)})]
+    return VJPResult(bwd, saved, grads, done, [k for k, _ in douts])
+
+
+def _placeholder_values(g):
+    vals = {}
+    ins = [np.ones(v.type.shape, v.type.dtype.np) for v in g.inputs]
+    with np.errstate(all="ignore"):
+        interpret(g, ins, values=vals, check_guards=False)
+    return vals
