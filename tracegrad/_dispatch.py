@@ -21,6 +21,7 @@ _get_hook = trace_hook.get
 _grad_on = _mode.grad_enabled
 _inference_on = _mode.inference_enabled
 EMPTY = {}
+_ALL_OPERANDS = {n: tuple(range(n)) for n in range(1, 5)}    # `saves` covering every operand
 
 
 def dispatch(prim, args, attrs=EMPTY):
@@ -104,12 +105,13 @@ def record(prim, args, attrs, out, needs, saved_override=None):
     node = prim.node_cls(prim, attrs, tuple(edges), tuple(shapes), tuple(dtypes), needs)
     saves = prim.saves
     if saves:
-        saved, versions = [], []
-        for i, t in enumerate(args):
-            if i not in saves:
-                t = None
-            if saved_override is not None and i in saved_override:
-                t = saved_override[i]
+        if saved_override is None and saves == _ALL_OPERANDS.get(len(args)):
+            saved = tuple(args)                     # every operand (mul, div, ...)
+        else:
+            saved = tuple([saved_override[i] if saved_override and i in saved_override
+                           else a if i in saves else None for i, a in enumerate(args)])
+        versions = []
+        for t in saved:
             if isinstance(t, Tensor):
                 if t._inference:
                     raise op_error(TracegradRuntimeError, prim.name,
@@ -119,8 +121,7 @@ def record(prim, args, attrs, out, needs, saved_override=None):
                 versions.append(t._vc.v)
             else:
                 versions.append(0)
-            saved.append(t)
-        node.saved = tuple(saved)
+        node.saved = saved
         node.versions = tuple(versions)
     if prim.saves_out:
         node.out_saved = (out._data, out._vc, out._vc.v)

@@ -7,7 +7,7 @@ say what happened, in which op and at which user source line, and how to fix it.
 import os
 import sys
 
-_PKG_DIR = os.path.dirname(os.path.abspath(__file__))
+_PKG_DIR = os.path.dirname(os.path.realpath(__file__))
 
 
 class TracegradError(Exception):
@@ -34,15 +34,29 @@ class InplaceError(TracegradRuntimeError):
     """An in-place operation invalidated a value autograd saved, or targeted a leaf."""
 
 
+_inside = {}
+
+
+def _is_internal(filename):
+    r = _inside.get(filename)
+    if r is None:
+        r = filename.startswith("<tracegrad") or (
+            not filename.startswith("<") and
+            os.path.realpath(filename).startswith(_PKG_DIR + os.sep))
+        _inside[filename] = r
+    return r
+
+
 def user_site(skip_pkg=True):
     """`file:line in function` of the innermost frame outside tracegrad, or None.
 
-    Cheap: walks frames with `sys._getframe`, no traceback objects.
+    Cheap: walks frames with `sys._getframe`, no traceback objects; the inside/outside
+    decision is cached per file (paths may reach the package as `bench/../tracegrad`).
     """
     f = sys._getframe(1)
     while f is not None:
         fn = f.f_code.co_filename
-        if not (skip_pkg and fn.startswith(_PKG_DIR)) and not fn.startswith("<tracegrad"):
+        if not (skip_pkg and _is_internal(fn)):
             return f"{fn}:{f.f_lineno} in {f.f_code.co_name}"
         f = f.f_back
     return None

@@ -9,6 +9,7 @@ the root base and `_view_chain` lists the (primitive, attrs) steps that re-deriv
 from the base. After an in-place op through another view rebased the base's grad_fn, a
 view's `grad_fn` is regenerated lazily by replaying the chain (as PyTorch does).
 """
+import threading
 import weakref
 
 import numpy as np
@@ -16,6 +17,9 @@ import numpy as np
 from . import _dtype as D
 from . import _mode
 from ._errors import TracegradRuntimeError, op_error
+
+
+_new = object.__new__
 
 
 class VersionCounter:
@@ -37,9 +41,10 @@ class Tensor:
 
     @staticmethod
     def _wrap(data, requires_grad=False, grad_fn=None):
-        t = object.__new__(Tensor)
+        t = _new(Tensor)
         t._data = data
-        t._vc = VersionCounter()
+        t._vc = vc = _new(VersionCounter)     # = VersionCounter(), without a Python-level call
+        vc.v = 0
         t._rg = requires_grad
         t._grad_fn = grad_fn
         t._grad = None
@@ -230,17 +235,26 @@ def edge_of(t):
 
 
 def accumulator(t):
-    """The (cached) AccumulateGrad node of leaf `t`; the tensor holds it weakly."""
+    """The (cached) AccumulateGrad node of leaf `t` (owned by `t`; it refers back weakly)."""
     from .autograd.graph import AccumulateGrad
-    ref = t._accum
-    acc = ref() if ref is not None else None
+    acc = t._accum
     if acc is None:
-        acc = AccumulateGrad(t)
-        t._accum = weakref.ref(acc)
-        hooks = t.__dict__.get("_leaf_hooks")
-        if hooks is not None:
-            acc.pre_hooks = {0: hooks}
+        # Created under a lock so threads never hold two live accumulators (two locks) for
+        # one leaf at the same time.
+        with _ACCUM_LOCK:
+            acc = t._accum
+            if acc is None:
+                # The tensor owns its accumulator; the accumulator refers back weakly, so
+                # no cycle forms and it is built once per leaf, not once per backward.
+                acc = AccumulateGrad(t)
+                t._accum = acc
+                hooks = t.__dict__.get("_leaf_hooks")
+                if hooks is not None:
+                    acc.pre_hooks = {0: hooks}
     return acc
+
+
+_ACCUM_LOCK = threading.Lock()
 
 
 def from_array(arr, requires_grad=False):

@@ -63,9 +63,11 @@ def zero_(self):
 
 def fill_(self, value):
     """Fill with `value` in place (a differentiable op: the old values get zero gradient)."""
-    if isinstance(value, Tensor):
-        value = value.item() if value.ndim == 0 else value
-    S.setitem(self, Ellipsis, value)
+    if isinstance(value, Tensor) and value.ndim != 0:
+        raise op_error(TracegradRuntimeError, "fill_",
+                       "fill_ only supports 0-dimension value tensor but got tensor with "
+                       f"{value.ndim} dimensions.", "Use copy_(value) to broadcast a tensor.")
+    S.setitem(self, Ellipsis, value)    # a 0-dim tensor value keeps its gradient
     return self
 
 

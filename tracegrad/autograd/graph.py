@@ -10,6 +10,7 @@ without `retain_graph`, saved values are released and a second unpack raises.
 """
 import itertools
 import threading
+import weakref
 
 from .._errors import InplaceError, TracegradRuntimeError
 from .._tensor import Tensor     # _tensor imports this module lazily, so no cycle
@@ -92,10 +93,10 @@ class Node:
 
     # -- saved values --
     def unpack_inputs(self):
-        if self.released:
-            raise TracegradRuntimeError(FREED_MSG)
-        saved = self.saved
+        saved = self.saved             # read once: another thread may release meanwhile
         if saved is None:
+            if self.released:
+                raise TracegradRuntimeError(FREED_MSG)
             return ()
         for t, v in zip(saved, self.versions):
             vc = getattr(t, "_vc", None)
@@ -104,11 +105,12 @@ class Node:
         return saved
 
     def unpack_out(self):
-        if self.released:
-            raise TracegradRuntimeError(FREED_MSG)
-        if self.out_saved is None:
+        out_saved = self.out_saved
+        if out_saved is None:
+            if self.released:
+                raise TracegradRuntimeError(FREED_MSG)
             return None
-        data, vc, v = self.out_saved
+        data, vc, v = out_saved
         if vc.v != v:
             fake = Tensor._wrap(data)
             fake._vc = vc
@@ -153,16 +155,23 @@ def _describe(t):
 class AccumulateGrad(Node):
     """The sink for a leaf tensor that requires grad: sums incoming gradients into `.grad`."""
 
-    __slots__ = ("variable", "lock")
+    __slots__ = ("_var", "lock")
 
     def __init__(self, variable):
         Node.__init__(self, None, None, (), (variable.shape,), (variable.dtype,), (True,))
-        self.variable = variable
+        self._var = weakref.ref(variable)
         self.lock = threading.Lock()
         self.seq = -1
 
+    @property
+    def variable(self):
+        """The leaf tensor (None once the user dropped it: nobody can read its .grad then)."""
+        return self._var()
+
     def accumulate(self, g, create_graph):
-        var = self.variable
+        var = self._var()
+        if var is None:
+            return
         with self.lock:
             old = var._grad
             if old is None:

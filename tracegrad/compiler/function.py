@@ -16,9 +16,9 @@ import warnings
 from .. import _mode
 from .._tensor import Tensor
 from ..ir.interpret import GuardFailed
-from ..ir.tracer import Tracer, flatten
+from ..ir.tracer import Tracer, flatten, leaves_of
 from ..passes import DEFAULT_PIPELINE
-from .keys import describe_difference, entry_key, has_aliasing
+from .keys import describe_difference, entry_key
 from .path import CompiledPath
 
 log = logging.getLogger("tracegrad")
@@ -73,11 +73,13 @@ class CompiledFunction:
 
     def __call__(self, *args, **kwargs):
         self.stats.calls += 1
-        leaves, _ = flatten((args, kwargs))
-        key = entry_key(leaves)
+        leaves = leaves_of(args)
+        if kwargs:
+            leaves_of(kwargs, leaves)
+        key, aliased = entry_key(leaves)
         if self.module is not None:
             key = key + (tuple(m.training for m in self.module.modules()),)
-        if has_aliasing(leaves):
+        if aliased:
             self.stats.eager_calls += 1      # aliasing arguments: keep eager semantics
             return self.fn(*args, **kwargs)
         entry = self.entries.get(key)
@@ -145,6 +147,8 @@ class CompiledFunction:
         with tracer:
             out = self.fn(*args, **kwargs)
         outs, build = flatten(out)
+        if isinstance(out, Tensor):
+            build = _single
         tracer.graph.outputs = [tracer.value_of(o) for o in outs if isinstance(o, Tensor)]
         path = CompiledPath(self.name, tracer, tracer.graph, outs, build, self.pipeline, n_args)
         if entry is None:
@@ -172,6 +176,10 @@ class CompiledFunction:
         if module is not None:
             return getattr(module, name)
         raise AttributeError(f"'CompiledFunction' object has no attribute {name!r}")
+
+
+def _single(outs):
+    return outs[0]
 
 
 def _prefix_eq(outcomes, prefix):

@@ -6,18 +6,22 @@ from .._tensor import Tensor
 
 
 def entry_key(leaves):
+    """(key, aliased): the hashable entry key, and whether two tensor arguments share storage."""
     parts = []
     storages = {}
+    aliased = False
     for i, x in enumerate(leaves):
         if isinstance(x, Tensor):
-            vc = id(x._vc)
-            alias = storages.setdefault(vc, i)
-            parts.append(("T", x._data.shape, x._data.dtype, x.requires_grad, alias))
+            alias = storages.setdefault(id(x._vc), i)
+            if alias != i:
+                aliased = True
+            d = x._data
+            parts.append(("T", d.shape, d.dtype, x._rg, alias))
         elif isinstance(x, (bool, int, float, str, type(None))):
             parts.append(("S", type(x), x))
         else:
             parts.append(("O", id(x), _module_flags(x)))
-    return (tuple(parts), _mode.is_grad_enabled(), _mode.is_inference_mode_enabled())
+    return (tuple(parts), _mode.grad_enabled(), _mode.inference_enabled()), aliased
 
 
 def has_aliasing(leaves):

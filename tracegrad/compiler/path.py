@@ -28,6 +28,7 @@ class CompiledPath:
         self.out_build = out_build
         self.out_is_tensor = [isinstance(o, Tensor) for o in out_tensors]
         self.out_consts = [None if isinstance(o, Tensor) else o for o in out_tensors]
+        self.single = len(out_tensors) == 1 and self.out_is_tensor[0]
         values = dict(tracer.values)
         fg = functionalize(raw, values=values)
         for p in pipeline:
@@ -51,6 +52,8 @@ class CompiledPath:
         self.backward_program = (build(self.part.backward, name + "_backward")
                                  if self.part.backward is not None else None)
         self.alias_out = {k: ins.index(v) for k, v in enumerate(fg.outputs) if v in ins}
+        self.wrt_shapes = tuple(ins[i].type.shape for i in self.wrt)
+        self.wrt_dtypes = tuple(ins[i].type.dtype for i in self.wrt)
 
     @staticmethod
     def _input_tensors_from(tracer):
@@ -58,6 +61,8 @@ class CompiledPath:
 
     # -- checks before running --
     def captured_ok(self):
+        if not self.captured and not self.python_guards:
+            return None
         for t, m in zip(self.captured, self.captured_meta):
             if _meta(t) != m:
                 return f"captured tensor changed: {m} -> {_meta(t)}"
@@ -93,9 +98,7 @@ class CompiledPath:
         part = self.part
         edges = tuple(edge_of(inputs[i]) if g is not None and inputs[i].requires_grad else None
                       for i, g in zip(self.wrt, part.grads))
-        node = CompiledFunctionBackward(None, None, edges,
-                                        tuple(tuple(inputs[i].shape) for i in self.wrt),
-                                        tuple(inputs[i].dtype for i in self.wrt),
+        node = CompiledFunctionBackward(None, None, edges, self.wrt_shapes, self.wrt_dtypes,
                                         tuple(e is not None for e in edges),
                                         n_outputs=len(outs))
         node.path = self
@@ -143,6 +146,8 @@ class CompiledPath:
         return tuple(benv[v] if v is not None else None for v in bg.outputs)
 
     def rebuild_outputs(self, outs):
+        if self.single:
+            return outs[0]
         it = iter(outs)
         return self.out_build([next(it) if is_t else c
                                for is_t, c in zip(self.out_is_tensor, self.out_consts)])

@@ -20,7 +20,8 @@ from .. import _dispatch
 from .._errors import user_site
 from .._tensor import Tensor
 from ..ops.primitive import Primitive
-from .graph import Graph, Guard
+from ..ops.shape import CLONE
+from .graph import Graph, Guard, Node
 from .types import TensorType
 
 
@@ -46,6 +47,8 @@ class Tracer:
         self.python_guards = []  # [(obj, attr, expected, site)]
         self.names = {}          # id(tensor) -> preferred name for captured inputs
         self.site = None         # when set, recorded as every node's site (VJP pass)
+        self.by_data = {}        # id(ndarray) -> Value of the node that produced that array
+        self.snapshots = {}      # id(copy) -> (copy, Value, node index): see _adopt_snapshot
 
     # -- inputs --
     def add_arg(self, t, name=None, role="arg"):
@@ -62,7 +65,36 @@ class Tracer:
     def value_of(self, t):
         v = self.env.get(id(t))
         if v is None:
+            v = self._rewrapped(t)
+        if v is None:
             v = self.add_arg(t, self.names.get(id(t)), role="captured")
+        return v
+
+    def _rewrapped(self, t):
+        """A new Tensor object over data the trace already knows, not a capture.
+
+        Eager autograd re-wraps what it saved: a node's saved output is kept as its bare
+        array and wrapped afresh when the VJP runs, and an in-place op saves a copy of the
+        overwritten operand. Under `autograd.grad` inside a traced function those tensors
+        must read the traced values, never be baked in as captured constants."""
+        v = self.by_data.get(id(t._data))
+        if v is None:
+            snap = self.snapshots.pop(id(t), None)
+            if snap is None:
+                return None
+            copy, pre, idx = snap
+            v = self.graph.new_value(pre.type)
+            self.graph.nodes.insert(idx, Node(CLONE, (pre,), {}, v, self.graph.nodes[idx].site,
+                                              self.phase))
+            for gd in self.graph.guards:
+                if gd.position > idx:
+                    gd.position += 1
+            for k, (_, _, i) in self.snapshots.items():
+                if i >= idx:
+                    self.snapshots[k] = (self.snapshots[k][0], self.snapshots[k][1], i + 1)
+            self.values[v] = copy._data
+        self.env[id(t)] = v
+        self.keep.append(t)
         return v
 
     def constant(self, t):
@@ -88,15 +120,35 @@ class Tracer:
         if prim.overwrites:
             self._snapshot_aliases(args[0])
             out = _dispatch.run_inplace(prim, args, attrs)
+            self._adopt_snapshot(out, ins[0])
         else:
             out = _dispatch.run(prim, args, attrs)
         v = self.graph.add_node(prim, ins, attrs, TensorType.of(out._data),
                                 self.site or user_site(), self.phase)
         self._bind(out, v, snapshot=bool(prim.impure))
+        self.by_data[id(out._data)] = v
+        self.keep.append(out._data)
         if prim.name in _DYNAMIC_SHAPE and (prim.name == "nonzero" or any(
                 isinstance(a, Tensor) and a._data.dtype == np.bool_ for a in args[1:])):
             self._guard(v, "shape", tuple(out._data.shape))
         return out
+
+    def _adopt_snapshot(self, target, pre):
+        """Remember the copy eager autograd saved of `target` before an in-place write.
+
+        Only if a VJP later reads it (autograd inside the traced function) does it become a
+        `clone(pre)` node, inserted just before the in-place node (see `_rewrapped`)."""
+        node = target._grad_fn
+        base = target._base
+        if base is not None:                 # the write was recorded on the base
+            scatter = base._grad_fn
+            edges = getattr(scatter, "edges", ())
+            node = edges[1][0] if len(edges) > 1 and edges[1] is not None else None
+        saved = getattr(node, "saved", None)
+        if saved and isinstance(saved[0], Tensor) and id(saved[0]) not in self.env \
+                and id(saved[0]) not in self.snapshots:
+            self.keep.append(saved[0])
+            self.snapshots[id(saved[0])] = (saved[0], pre, len(self.graph.nodes))
 
     def _cast(self, t, v, want):
         from ..ops.shape import TO_COPY
@@ -161,6 +213,25 @@ def flatten(obj):
 
     build = walk(obj)
     return leaves, lambda new: build(iter(new))
+
+
+def leaves_of(obj, out=None):
+    """The leaves `flatten` would produce, without building a rebuild function (fast)."""
+    if out is None:
+        out = []
+    t = type(obj)
+    if t is tuple or t is list:
+        for x in obj:
+            leaves_of(x, out)
+    elif t is dict:
+        for x in obj.values():
+            leaves_of(x, out)
+    elif isinstance(obj, (tuple, list)):
+        for x in obj:
+            leaves_of(x, out)
+    else:
+        out.append(obj)
+    return out
 
 
 def trace(fn, *example_args, name=None, **example_kwargs):

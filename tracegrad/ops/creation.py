@@ -80,7 +80,7 @@ def tensor(data, dtype=None, device=None, requires_grad=False, pin_memory=False)
     """A new tensor holding a copy of `data` (nested lists, numbers, numpy arrays, tensors)."""
     if isinstance(data, Tensor):
         arr = data._data.copy()
-    elif isinstance(data, np.ndarray):
+    elif isinstance(data, (np.ndarray, np.generic)):    # numpy scalars keep their dtype too
         arr = np.array(data, copy=True)
         if arr.dtype not in D._FROM_NP:
             arr = arr.astype(D.from_numpy_dtype(arr.dtype).np)

@@ -57,7 +57,7 @@ def _quiet(f):
 
 
 def _st(g, shape):
-    if g.shape == shape:
+    if g._data.shape == shape:       # not `g.shape`: VJPs run per op, skip building a Size
         return g
     from .shape import sum_to
     return sum_to(g, shape)
@@ -143,7 +143,13 @@ MUL = Primitive("mul", np.multiply, vjp=_mul_vjp, saves=(0, 1), dtype_rule=promo
 DIV = Primitive("div", _quiet(np.true_divide), vjp=_div_vjp, saves=(0, 1),
                 dtype_rule=promote_float)
 POW = Primitive("pow", _quiet(np.power), vjp=_pow_vjp, saves=(0, 1), dtype_rule=promote)
-FLOOR_DIVIDE = Primitive("floor_divide", _quiet(_floor_div), dtype_rule=promote)
+def _floor_divide_vjp(g, ins, out, n):
+    # PyTorch records a node (the result requires grad) whose backward refuses to run.
+    raise _err("floor_divide", "derivative for aten::floor_divide is not implemented")
+
+
+FLOOR_DIVIDE = Primitive("floor_divide", _quiet(_floor_div), vjp=_floor_divide_vjp,
+                         dtype_rule=promote, grad_fn_name="NotImplemented")
 REMAINDER = Primitive("remainder", _quiet(np.mod), vjp=_rem_vjp, saves=(0, 1),
                       dtype_rule=promote)
 MAXIMUM = Primitive("maximum", np.maximum, vjp=_minmax_vjp(lambda x, y: gt(x, y)), saves=(0, 1),

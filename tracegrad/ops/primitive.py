@@ -74,6 +74,18 @@ def inplace_of(prim, name=None, grad_fn_name=None):
                      functional=prim, nondiff=prim.nondiff)
 
 
+def overload_of(prim, name, grad_fn_name):
+    """Declare another PyTorch overload of `prim`: identical math, its own grad_fn name.
+
+    PyTorch names a node after the overload that ran (`x.sum()` records SumBackward0,
+    `x.sum(0)` SumBackward1); users and tools read those names, so we keep them.
+    """
+    return Primitive(name, prim.kernel, vjp=prim.vjp, grad_fn_name=grad_fn_name,
+                     saves=prim.saves, saves_out=prim.saves_out, dtype_rule=prim.dtype_rule,
+                     aliases=prim.aliases, is_view=prim.is_view, nondiff=prim.nondiff,
+                     shape_rule=prim.shape_rule, doc=prim.doc)
+
+
 # ---- dtype rules: map operands to the numpy dtype they are cast to before the kernel ----
 
 def _operand_dtype(args):

@@ -13,7 +13,7 @@ from .._dispatch import dispatch
 from .._errors import TracegradRuntimeError, op_error
 from .._tensor import Tensor, _wrap_dim
 from . import elementwise as E
-from .primitive import Primitive
+from .primitive import Primitive, overload_of
 
 
 def _dims(dim, ndim, op):
@@ -45,8 +45,11 @@ def _count(shape, dims):
 
 
 # ---- sum / mean ----
+_add_reduce = np.add.reduce      # ufunc.reduce directly: np.sum's wrapper costs microseconds
+
+
 def _sum_kernel(x, dims, keepdim):
-    return np.sum(x, axis=dims, keepdims=keepdim)
+    return _add_reduce(x, axis=dims, keepdims=keepdim)
 
 
 def _sum_vjp(g, ins, out, n):
@@ -55,8 +58,15 @@ def _sum_vjp(g, ins, out, n):
 
 
 def _mean_kernel(x, dims, keepdim):
+    n = 1
+    for d in dims:
+        n *= x.shape[d]
+    if x.dtype == np.float16:          # accumulate half in float32, as np.mean does
+        return (_add_reduce(x, axis=dims, keepdims=keepdim, dtype=np.float32) / n).astype(
+            np.float16)
     with np.errstate(all="ignore"):
-        return np.mean(x, axis=dims, keepdims=keepdim)
+        return np.true_divide(_add_reduce(x, axis=dims, keepdims=keepdim), n,
+                              dtype=x.dtype)
 
 
 def _mean_vjp(g, ins, out, n):
@@ -67,13 +77,16 @@ def _mean_vjp(g, ins, out, n):
 
 SUM = Primitive("sum", _sum_kernel, vjp=_sum_vjp)
 MEAN = Primitive("mean", _mean_kernel, vjp=_mean_vjp)
+SUM_DIM = overload_of(SUM, "sum_dim", "SumBackward1")       # sum(x, dim): another overload
+MEAN_DIM = overload_of(MEAN, "mean_dim", "MeanBackward1")
 
 
 def sum(input, dim=None, keepdim=False, *, dtype=None):
     """Sum over `dim` (all dims when None). Integer and bool inputs sum to int64."""
     if dtype is not None:
         input = input.to(dtype)
-    return dispatch(SUM, (input,), {"dims": _dims(dim, input.ndim, "sum"), "keepdim": keepdim})
+    return dispatch(SUM if dim is None else SUM_DIM, (input,),
+                    {"dims": _dims(dim, input.ndim, "sum"), "keepdim": keepdim})
 
 
 def mean(input, dim=None, keepdim=False, *, dtype=None):
@@ -85,7 +98,8 @@ def mean(input, dim=None, keepdim=False, *, dtype=None):
                        "mean(): could not infer output dtype. Input dtype must be either a "
                        f"floating point or complex dtype. Got: {_tname(input)}",
                        "Convert first, e.g. `x.float().mean()`.")
-    return dispatch(MEAN, (input,), {"dims": _dims(dim, input.ndim, "mean"), "keepdim": keepdim})
+    return dispatch(MEAN if dim is None else MEAN_DIM, (input,),
+                    {"dims": _dims(dim, input.ndim, "mean"), "keepdim": keepdim})
 
 
 def _tname(t):
@@ -117,22 +131,39 @@ def _prod_vjp(g, ins, out, n):
     a = n.attrs
     ge = _expand_back(g, n.shapes[0], a["dims"], a["keepdim"])
     # No data-dependent branch (a tracer would turn it into a guard): where x == 0 the
-    # product of the others comes from a dedicated kernel (first order only there);
+    # product of the others is built from differentiable ops (_others_at_zeros);
     # elsewhere out / x, which differentiates again.
     zero = E.eq(x, 0)
     safe = E.where(zero, 1.0, x)
-    others = E.where(zero, dispatch(PROD_EXCEPT, (x,), {"dims": a["dims"]}),
+    others = E.where(zero, _others_at_zeros(x, zero, safe, a["dims"]),
                      E.div(_expand_back(out, n.shapes[0], a["dims"], a["keepdim"]), safe))
     return (E.mul(ge, others),)
 
 
+def _others_at_zeros(x, zero, safe, dims):
+    """prod of the other group members, for members that are 0, exact to first derivative.
+
+    With P = prod of the nonzero members and r = how many *other* members are zero: r == 0
+    gives P; r == 1 gives P * x_r (value 0, derivative P with respect to that other zero);
+    r >= 2 gives 0. Written with tracegrad ops, so second-order gradients are right.
+    """
+    p = prod(safe, dims, keepdim=True)
+    rest = E.sub(sum(zero, dims, keepdim=True), 1)
+    zx = E.where(zero, x, 0.0)
+    other_zero = E.sub(sum(zx, dims, keepdim=True), zx)
+    factor = E.where(E.eq(rest, 0), 1.0, E.where(E.eq(rest, 1), other_zero, 0.0))
+    return E.mul(p, factor)
+
+
 PROD = Primitive("prod", _prod_kernel, vjp=_prod_vjp, saves=(0,), saves_out=True)
+PROD_DIM = overload_of(PROD, "prod_dim", "ProdBackward1")
 
 
 def prod(input, dim=None, keepdim=False, *, dtype=None):
     if dtype is not None:
         input = input.to(dtype)
-    return dispatch(PROD, (input,), {"dims": _dims(dim, input.ndim, "prod"), "keepdim": keepdim})
+    return dispatch(PROD if dim is None else PROD_DIM, (input,),
+                    {"dims": _dims(dim, input.ndim, "prod"), "keepdim": keepdim})
 
 
 # ---- amax / amin (gradient shared evenly among ties) ----
@@ -284,7 +315,13 @@ min = _minmax("min", MIN_ALL, MIN_DIM, argmin, E.minimum)
 def _norm_kernel(x, p, dims, keepdim):
     ax = np.abs(x)
     if p == 2:
-        return np.sqrt(np.sum(x * x, axis=dims, keepdims=keepdim))
+        return np.sqrt(_add_reduce(x * x, axis=dims, keepdims=keepdim))
+    if p in (INF, -INF):
+        return (np.amax if p > 0 else np.amin)(ax, axis=dims, keepdims=keepdim)
+    if p == 0:
+        return np.sum(ax != 0, axis=dims, keepdims=keepdim).astype(x.dtype)
+    if p == 1:
+        return np.sum(ax, axis=dims, keepdims=keepdim)
     with np.errstate(all="ignore"):
         return np.power(np.sum(np.power(ax, p), axis=dims, keepdims=keepdim), 1.0 / p)
 
@@ -295,6 +332,14 @@ def _norm_vjp(g, ins, out, n):
     p = a["p"]
     ge = _expand_back(g, n.shapes[0], a["dims"], a["keepdim"])
     ob = _expand_back(out, n.shapes[0], a["dims"], a["keepdim"])
+    if p == 0:
+        return (E.mul(ge, 0.0),)
+    if p == 1:
+        return (E.mul(ge, E.sign(x)),)
+    if p in (INF, -INF):            # shared evenly among the elements attaining the norm
+        hit = E.eq(E.abs(x), ob).to(x.dtype)
+        scale = E.div(E.mul(E.sign(x), hit), sum(hit, a["dims"], keepdim=True))
+        return (E.mul(ge, scale),)
     if p == 2:
         scale = E.div(x, ob)
     else:
@@ -304,7 +349,8 @@ def _norm_vjp(g, ins, out, n):
 
 
 NORM = Primitive("norm", _norm_kernel, vjp=_norm_vjp, saves=(0,), saves_out=True,
-                 grad_fn_name="NormBackward1")
+                 grad_fn_name="LinalgVectorNormBackward0")    # torch.norm runs vector_norm
+INF = float("inf")
 
 
 def norm(input, p="fro", dim=None, keepdim=False, dtype=None):
@@ -316,14 +362,6 @@ def norm(input, p="fro", dim=None, keepdim=False, dtype=None):
     if p == "fro" or p is None:
         p = 2
     dims = _dims(dim, input.ndim, "norm")
-    if p == float("inf"):
-        return amax(E.abs(input), dims, keepdim)
-    if p == float("-inf"):
-        return amin(E.abs(input), dims, keepdim)
-    if p == 1:
-        return sum(E.abs(input), dims, keepdim)
-    if p == 0:
-        return sum(E.ne(input, 0).to(input.dtype), dims, keepdim)
     return dispatch(NORM, (input,), {"p": p, "dims": dims, "keepdim": keepdim})
 
 
@@ -429,7 +467,11 @@ def _softmax_vjp(g, ins, out, n):
 def _log_softmax_kernel(x, dim):
     if x.ndim == 0:
         return np.zeros_like(x)
-    return x - _lse_kernel(x, (dim,), True)
+    if x.size == 0:
+        return x.copy()
+    with np.errstate(all="ignore"):
+        s = x - x.max(axis=dim, keepdims=True)
+        return s - np.log(np.exp(s).sum(axis=dim, keepdims=True))
 
 
 def _log_softmax_vjp(g, ins, out, n):

@@ -31,7 +31,7 @@ def _sum_to_kernel(x, shape):
     lead = x.ndim - len(shape)
     axes = tuple(range(lead)) + tuple(lead + i for i, s in enumerate(shape)
                                       if s == 1 and x.shape[lead + i] != 1)
-    r = np.sum(x, axis=axes, keepdims=True) if axes else x
+    r = np.add.reduce(x, axis=axes, keepdims=True) if axes else x
     return r.reshape(shape)
 
 
@@ -243,7 +243,9 @@ def t(input):
 
 # ---------------- copies ----------------
 def _clone_kernel(x):
-    return np.array(x, copy=True)
+    # C order: `contiguous()` and `reshape()` rely on a clone being C-contiguous
+    # (np.array's default order='K' would keep a permuted layout).
+    return np.array(x, copy=True, order="C")
 
 
 CLONE = Primitive("clone", _clone_kernel, vjp=lambda g, i, o, n: (g,))
@@ -504,7 +506,7 @@ def _normalize_key(x, key):
                 raise op_error(TracegradIndexError, "index",
                                "tensors used as indices must be long, int, byte or bool tensors")
             if k.ndim == 0 and k.dtype is not D.bool_:
-                out.append(int(k._data))
+                out.append(int(k))          # observed: a guard under the tracer
                 continue
             out.append(Slot(len(tensors)))
             tensors.append(k)

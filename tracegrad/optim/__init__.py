@@ -1,0 +1,4 @@
+"""`tracegrad.optim`: optimizers with PyTorch's names, options, state layout and update math."""
+from .adam import Adam, AdamW  # noqa: F401
+from .optimizer import Optimizer  # noqa: F401
+from .sgd import SGD  # noqa: F401

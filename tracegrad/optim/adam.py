@@ -1,0 +1,104 @@
+"""`Adam` and `AdamW`, numerically following PyTorch's single-tensor (for-loop) path.
+
+Per parameter, with t the step count (a 0-d float tensor in the state, as in PyTorch):
+    g = -grad if maximize else grad
+    p *= 1 - lr * weight_decay                    (AdamW / decoupled_weight_decay)
+    g = g + weight_decay * p                      (Adam with weight_decay)
+    m = lerp(m, g, 1 - beta1);  v = beta2 * v + (1 - beta2) * g * g
+    vmax = max(vmax, v)                           (amsgrad; used instead of v below)
+    p += -(lr / (1 - beta1**t)) * m / (sqrt(v) / sqrt(1 - beta2**t) + eps)
+"""
+from .. import _dtype as D
+from .. import _mode
+from .. import ops as O
+from .optimizer import Optimizer, _check_unsupported
+
+
+def _lerp_(t, end, weight):
+    """In-place `t + weight * (end - t)`, evaluated the way PyTorch's lerp kernel does."""
+    if abs(weight) < 0.5:
+        return t.add_(O.mul(O.sub(end, t), weight))
+    return t.copy_(O.sub(end, O.mul(O.sub(end, t), 1 - weight)))
+
+
+class Adam(Optimizer):
+    """`Adam(params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, amsgrad=False,
+    *, maximize=False, decoupled_weight_decay=False)`."""
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
+                 amsgrad=False, *, foreach=None, maximize=False, capturable=False,
+                 differentiable=False, fused=None, decoupled_weight_decay=False):
+        if not 0.0 <= lr:
+            raise ValueError(f"Invalid learning rate: {lr}")
+        if not 0.0 <= eps:
+            raise ValueError(f"Invalid epsilon value: {eps}")
+        if not 0.0 <= betas[0] < 1.0:
+            raise ValueError(f"Invalid beta parameter at index 0: {betas[0]}")
+        if not 0.0 <= betas[1] < 1.0:
+            raise ValueError(f"Invalid beta parameter at index 1: {betas[1]}")
+        if not 0.0 <= weight_decay:
+            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+        _check_unsupported(capturable=capturable, differentiable=differentiable, fused=fused)
+        defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
+                        amsgrad=amsgrad, maximize=maximize, foreach=foreach,
+                        capturable=capturable, differentiable=differentiable, fused=fused,
+                        decoupled_weight_decay=decoupled_weight_decay)
+        super().__init__(params, defaults)
+
+    @_mode.no_grad()
+    def step(self, closure=None):
+        """One Adam update of every parameter that has a gradient."""
+        loss = self._closure_loss(closure)
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is not None:
+                    self._update(p, group, self._state_of(p, group))
+        return loss
+
+    def _state_of(self, p, group):
+        state = self.state[p]
+        if not state:
+            # step is a float tensor: float64 under a float64 default dtype, else float32.
+            sd = D.float64 if D.get_default_dtype() is D.float64 else D.float32
+            state["step"] = O.tensor(0.0, dtype=sd)
+            state["exp_avg"] = O.zeros_like(p)
+            state["exp_avg_sq"] = O.zeros_like(p)
+            if group["amsgrad"]:
+                state["max_exp_avg_sq"] = O.zeros_like(p)
+        return state
+
+    def _update(self, p, group, state):
+        lr, eps, wd = group["lr"], group["eps"], group["weight_decay"]
+        beta1, beta2 = group["betas"]
+        g = -p.grad if group["maximize"] else p.grad
+        step_t = state["step"]
+        step_t.add_(1)
+        if wd != 0:
+            if group["decoupled_weight_decay"]:
+                p.mul_(1 - lr * wd)
+            else:
+                g = g.add(p, alpha=wd)
+        m, v = state["exp_avg"], state["exp_avg_sq"]
+        _lerp_(m, g, 1 - beta1)
+        v.mul_(beta2).add_(O.mul(O.mul(g, 1 - beta2), g))
+        step = step_t.item()
+        step_size = lr / (1 - beta1 ** step)
+        bias_correction2_sqrt = (1 - beta2 ** step) ** 0.5
+        if group["amsgrad"]:
+            vmax = state["max_exp_avg_sq"]
+            vmax.copy_(O.maximum(vmax, v))
+            v = vmax
+        denom = O.div(O.sqrt(v), bias_correction2_sqrt).add_(eps)
+        p.add_(O.div(O.mul(m, -step_size), denom))
+
+
+class AdamW(Adam):
+    """Adam with decoupled weight decay (default weight_decay=1e-2)."""
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2,
+                 amsgrad=False, *, maximize=False, foreach=None, capturable=False,
+                 differentiable=False, fused=None):
+        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, foreach=foreach,
+                         maximize=maximize, capturable=capturable,
+                         differentiable=differentiable, fused=fused,
+                         decoupled_weight_decay=True)

@@ -1,0 +1,194 @@
+"""`Optimizer`: parameter groups, per-parameter state, zero_grad and (de)serialization.
+
+The contract is PyTorch's: `param_groups` is a list of dicts (`params` plus every option,
+filled from `defaults` where a group does not set it); `state` maps a parameter to its
+state dict; `state_dict()` replaces parameters by their integer position across groups,
+and `load_state_dict()` maps positions back onto this optimizer's parameters. Subclasses
+implement `step(closure=None)`, which updates parameters in place under no_grad (so their
+version counters bump, as in PyTorch).
+"""
+import warnings
+from collections import defaultdict
+from copy import deepcopy
+from itertools import chain
+
+from .. import _mode
+from .._tensor import Tensor
+from ..nn.module import _typename, _zero_grad
+
+
+class _RequiredParameter:
+    """Marks an option with no default (a group must set it)."""
+
+    def __repr__(self):
+        return "<required parameter>"
+
+
+required = _RequiredParameter()
+
+
+class Optimizer:
+    """Base class of all optimizers: `Optimizer(params, defaults)`.
+
+    `params` is an iterable of Tensors, of `(name, Tensor)` pairs, or of dicts defining
+    parameter groups with their own options.
+    """
+
+    def __init__(self, params, defaults):
+        self.defaults = defaults
+        self.state = defaultdict(dict)
+        self.param_groups = []
+        if isinstance(params, Tensor):
+            raise TypeError("params argument given to the optimizer should be an iterable of "
+                            "Tensors or dicts, but got " + _typename(params))
+        groups = list(params)
+        if not groups:
+            raise ValueError("optimizer got an empty parameter list")
+        if not isinstance(groups[0], dict):
+            groups = [{"params": groups}]
+        for g in groups:
+            self.add_param_group(g)
+
+    def add_param_group(self, param_group):
+        """Add a group (a dict with `params` and any options overriding the defaults)."""
+        if not isinstance(param_group, dict):
+            raise TypeError(f"param_group must be a dict, but got {type(param_group)}")
+        params = param_group["params"]
+        if isinstance(params, Tensor):
+            params = [params]
+        elif isinstance(params, set):
+            raise TypeError("optimizer parameters need to be organized in ordered collections, "
+                            "but the ordering of tensors in sets will change between runs. "
+                            "Please use a list instead.")
+        params = list(params)
+        names = [p[0] for p in params if isinstance(p, tuple)]
+        params = [p[1] if isinstance(p, tuple) else p for p in params]
+        param_group["params"] = params
+        if names:
+            if len(names) != len(params):
+                raise ValueError("all optimizer params should be with/without names. Some "
+                                 "param names are missing")
+            param_group["param_names"] = names
+        for p in params:
+            if not isinstance(p, Tensor):
+                raise TypeError("optimizer can only optimize Tensors, but one of the params is "
+                                + _typename(p))
+            if not (p.is_leaf or p.retains_grad):
+                raise ValueError("can't optimize a non-leaf Tensor")
+        for name, default in self.defaults.items():
+            if default is required and name not in param_group:
+                raise ValueError("parameter group didn't specify a value of required "
+                                 f"optimization parameter {name}")
+            param_group.setdefault(name, default)
+        ids = [id(p) for p in params]
+        if len(ids) != len(set(ids)):
+            warnings.warn("optimizer contains a parameter group with duplicate parameters; in "
+                          "future, this will cause an error; see "
+                          "github.com/pytorch/pytorch/issues/40967 for more information",
+                          stacklevel=3)
+        seen = set()
+        for g in self.param_groups:
+            seen.update(id(p) for p in g["params"])
+            if ("param_names" in param_group) != ("param_names" in g):
+                txt = "with names" if "param_names" in param_group else "without names"
+                raise ValueError("all optimizer param groups should be with/without names. "
+                                 f"cannot add param group {txt} to the optimizer")
+        if not seen.isdisjoint(ids):
+            raise ValueError("some parameters appear in more than one parameter group")
+        self.param_groups.append(param_group)
+
+    def zero_grad(self, set_to_none=True):
+        """Reset the gradients of all optimized parameters (to None by default)."""
+        for g in self.param_groups:
+            for p in g["params"]:
+                _zero_grad(p, set_to_none)
+
+    def step(self, closure=None):
+        raise NotImplementedError
+
+    def _closure_loss(self, closure):
+        """Evaluate `closure` (which recomputes the loss) with grad enabled."""
+        if closure is None:
+            return None
+        with _mode.enable_grad():
+            return closure()
+
+    # ---------------- serialization ----------------
+    def state_dict(self):
+        """`{'state': {index: state}, 'param_groups': [{..., 'params': [index, ...]}]}`."""
+        index = {}
+        groups = []
+        for g in self.param_groups:
+            for p in g["params"]:
+                index.setdefault(id(p), len(index))
+            packed = {k: v for k, v in g.items() if k != "params"}
+            packed["params"] = [index[id(p)] for p in g["params"]]
+            groups.append(packed)
+        state = {(index[id(k)] if isinstance(k, Tensor) else k): v
+                 for k, v in self.state.items()}
+        return {"state": state, "param_groups": groups}
+
+    def load_state_dict(self, state_dict):
+        """Load a `state_dict()`: same group structure; state tensors are cast to each
+        parameter's floating dtype (except `step`)."""
+        state_dict = dict(state_dict)
+        saved_groups = deepcopy(state_dict["param_groups"])
+        groups = self.param_groups
+        if len(groups) != len(saved_groups):
+            raise ValueError("loaded state dict has a different number of parameter groups")
+        if any(len(g["params"]) != len(s["params"]) for g, s in zip(groups, saved_groups)):
+            raise ValueError("loaded state dict contains a parameter group that doesn't match "
+                             "the size of optimizer's group")
+        id_map = dict(zip(chain.from_iterable(s["params"] for s in saved_groups),
+                          chain.from_iterable(g["params"] for g in groups)))
+        state = defaultdict(dict)
+        for k, v in state_dict["state"].items():
+            if k in id_map:
+                p = id_map[k]
+                state[p] = _cast(p, v)
+            else:
+                state[k] = v
+        new_groups = []
+        for g, s in zip(groups, saved_groups):
+            s["params"] = g["params"]
+            if "param_names" in g and "param_names" not in s:
+                s["param_names"] = g["param_names"]
+            new_groups.append(s)
+        self.state = state
+        self.param_groups = new_groups
+
+    def __repr__(self):
+        text = type(self).__name__ + " ("
+        for i, g in enumerate(self.param_groups):
+            text += f"\nParameter Group {i}\n"
+            for key in sorted(g):
+                if key != "params":
+                    text += f"    {key}: {g[key]}\n"
+        return text + ")"
+
+    def __getstate__(self):
+        return {"defaults": self.defaults, "state": self.state,
+                "param_groups": self.param_groups}
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+
+
+def _cast(param, value, key=None):
+    """A loaded state value for `param`: floating tensors take the parameter's dtype."""
+    if isinstance(value, Tensor):
+        if key == "step" or not param.is_floating_point():
+            return value
+        return value.to(param.dtype)
+    if isinstance(value, dict):
+        return {k: _cast(param, v, k) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_cast(param, v) for v in value)
+    return value
+
+
+def _check_unsupported(**flags):
+    """Refuse PyTorch options whose semantics tracegrad does not implement."""
+    for name, v in flags.items():
+        if v:
+            raise NotImplementedError(f"tracegrad optimizers do not support {name}=True")

@@ -1,0 +1,63 @@
+"""`SGD`: stochastic gradient descent with momentum, dampening, Nesterov and weight decay.
+
+Per parameter, in PyTorch's order of operations (single-tensor path):
+    g = -grad if maximize else grad
+    g = g + weight_decay * p                      (if weight_decay)
+    buf = g (first step) | momentum * buf + (1 - dampening) * g
+    g = g + momentum * buf if nesterov else buf   (if momentum)
+    p -= lr * g
+"""
+from .. import _mode
+from .optimizer import Optimizer, _check_unsupported
+
+
+class SGD(Optimizer):
+    """`SGD(params, lr=1e-3, momentum=0, dampening=0, weight_decay=0, nesterov=False,
+    *, maximize=False)`.
+
+    >>> opt = SGD(model.parameters(), lr=0.1, momentum=0.9)     # doctest: +SKIP
+    >>> loss.backward(); opt.step(); opt.zero_grad()              # doctest: +SKIP
+    """
+
+    def __init__(self, params, lr=1e-3, momentum=0, dampening=0, weight_decay=0,
+                 nesterov=False, *, maximize=False, foreach=None, differentiable=False,
+                 fused=None):
+        if lr < 0.0:
+            raise ValueError(f"Invalid learning rate: {lr}")
+        if momentum < 0.0:
+            raise ValueError(f"Invalid momentum value: {momentum}")
+        if weight_decay < 0.0:
+            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+        if nesterov and (momentum <= 0 or dampening != 0):
+            raise ValueError("Nesterov momentum requires a momentum and zero dampening")
+        _check_unsupported(differentiable=differentiable, fused=fused)
+        defaults = dict(lr=lr, momentum=momentum, dampening=dampening,
+                        weight_decay=weight_decay, nesterov=nesterov, maximize=maximize,
+                        foreach=foreach, differentiable=differentiable, fused=fused)
+        super().__init__(params, defaults)
+
+    @_mode.no_grad()
+    def step(self, closure=None):
+        """One update of every parameter that has a gradient; returns the closure's loss."""
+        loss = self._closure_loss(closure)
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is not None:
+                    self._update(p, group)
+        return loss
+
+    def _update(self, p, group):
+        momentum, wd = group["momentum"], group["weight_decay"]
+        g = -p.grad if group["maximize"] else p.grad
+        if wd != 0:
+            g = g.add(p, alpha=wd)
+        if momentum != 0:
+            state = self.state[p]
+            buf = state.get("momentum_buffer")
+            if buf is None:
+                buf = g.detach().clone()
+                state["momentum_buffer"] = buf
+            else:
+                buf.mul_(momentum).add_(g, alpha=1 - group["dampening"])
+            g = g.add(buf, alpha=momentum) if group["nesterov"] else buf
+        p.add_(g, alpha=-group["lr"])
