@@ -221,7 +221,9 @@ def _rebase_view(prim, args, attrs, view, needs, old):
 
 def _translate(prim, e):
     """Turn a numpy error inside a kernel into the error PyTorch raises, naming the op."""
-    from ._errors import TracegradIndexError, TracegradRuntimeError, TracegradTypeError
+    from ._errors import TracegradError, TracegradIndexError, TracegradRuntimeError
+    if isinstance(e, TracegradError):
+        return e                    # a kernel already raised the right error
     msg = str(e)
     if "broadcast" in msg:
         return op_error(TracegradRuntimeError, prim.name,
@@ -229,6 +231,7 @@ def _translate(prim, e):
                         "Check the operands' shapes: trailing dimensions must be equal or 1.")
     if isinstance(e, IndexError):
         return op_error(TracegradIndexError, prim.name, msg)
-    if isinstance(e, TypeError):
-        return op_error(TracegradTypeError, prim.name, msg)
+    # numpy's TypeErrors inside a kernel mean "no loop for these dtypes" (`-` on bool):
+    # PyTorch raises RuntimeError there; kernels raise TracegradTypeError themselves where
+    # PyTorch raises TypeError.
     return op_error(TracegradRuntimeError, prim.name, msg)

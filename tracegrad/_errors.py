@@ -30,6 +30,11 @@ class TracegradValueError(TracegradError, ValueError):
     """Raised where PyTorch raises ValueError."""
 
 
+class TracegradNotImplementedError(TracegradRuntimeError, NotImplementedError):
+    """Raised where PyTorch raises NotImplementedError: an op has no kernel for a dtype
+    (`"abs_cpu" not implemented for 'Bool'`)."""
+
+
 class InplaceError(TracegradRuntimeError):
     """An in-place operation invalidated a value autograd saved, or targeted a leaf."""
 

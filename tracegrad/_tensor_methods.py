@@ -22,7 +22,7 @@ def _attach(names, module=O):
 
 
 _attach("""exp log log1p sqrt rsqrt sin cos tanh sigmoid relu abs sign neg negative reciprocal
-pow clamp clip maximum minimum floor ceil round sum mean prod amax amin max min argmax argmin
+erf pow clamp clip maximum minimum floor ceil round sum mean prod amax amin max min argmax argmin
 norm var std logsumexp softmax log_softmax matmul mm bmm dot outer einsum expand broadcast_to
 view reshape flatten squeeze unsqueeze permute transpose swapaxes t contiguous repeat split
 chunk unbind narrow select add sub mul div floor_divide remainder square any all eq ne lt le gt
@@ -45,7 +45,7 @@ Tensor.sub_ = lambda self, other, *, alpha=1: dispatch(
     E.SUB_, (self, other if alpha == 1 else E.mul(other, alpha)))
 Tensor.mul_ = _inplace(E.MUL_)
 Tensor.div_ = _inplace(E.DIV_)
-Tensor.pow_ = _inplace(E.POW_)
+Tensor.pow_ = E.pow_
 Tensor.exp_ = _inplace(E.EXP_)
 Tensor.relu_ = _inplace(E.RELU_)
 Tensor.sigmoid_ = _inplace(E.SIGMOID_)
@@ -58,7 +58,8 @@ def clamp_(self, min=None, max=None):
 
 
 def zero_(self):
-    return fill_(self, 0)
+    S.setitem(self, Ellipsis, 0, prim=S.ZERO_)
+    return self
 
 
 def fill_(self, value):
@@ -67,13 +68,15 @@ def fill_(self, value):
         raise op_error(TracegradRuntimeError, "fill_",
                        "fill_ only supports 0-dimension value tensor but got tensor with "
                        f"{value.ndim} dimensions.", "Use copy_(value) to broadcast a tensor.")
-    S.setitem(self, Ellipsis, value)    # a 0-dim tensor value keeps its gradient
+    # a 0-dim tensor value keeps its gradient
+    S.setitem(self, Ellipsis, value, prim=S.FILL_TENSOR_ if isinstance(value, Tensor) else S.FILL_)
     return self
 
 
 def copy_(self, src, non_blocking=False):
     """Copy `src` (broadcast, converted) into self in place."""
-    S.setitem(self, Ellipsis, src if isinstance(src, Tensor) else from_array(np.asarray(src)))
+    S.setitem(self, Ellipsis, src if isinstance(src, Tensor) else from_array(np.asarray(src)),
+              prim=S.COPY_)
     return self
 
 
@@ -92,11 +95,11 @@ def _rev(f):
 Tensor.__add__ = E.add
 Tensor.__radd__ = _rev(E.add)
 Tensor.__sub__ = E.sub
-Tensor.__rsub__ = _rev(E.sub)
+Tensor.__rsub__ = E.rsub
 Tensor.__mul__ = E.mul
 Tensor.__rmul__ = _rev(E.mul)
 Tensor.__truediv__ = E.div
-Tensor.__rtruediv__ = _rev(E.div)
+Tensor.__rtruediv__ = lambda self, other: E.mul(E.reciprocal(self), other)  # as torch does
 Tensor.__floordiv__ = E.floor_divide
 Tensor.__rfloordiv__ = _rev(E.floor_divide)
 Tensor.__mod__ = E.remainder

@@ -113,12 +113,21 @@ def _guard_src(gd, k, name, em):
     return f"_o = {conv}\n    if not _same(_o, {e}): raise GuardFailed({k}, _o)"
 
 
-def build(graph, name=None, keep_inputs=True):
+def build(graph, name=None, keep_inputs=True, plan=None, poison=False):
     """Generate and compile `graph` into a Program.
+
+    `plan` (a `passes.plan_memory` MemoryPlan) makes nodes write into dying operands, into
+    mutated inputs, or into per-thread arena slots via `out=`; `poison` fills every buffer
+    with NaN when its value dies (a debug mode: results must not change).
 
     >>> prog = tracegrad.build(graph); outs = prog(*input_arrays)
     """
     em = _Emitter()
+    arena = _Arena(graph, plan) if plan is not None and plan.slots else None
+    if arena is not None:
+        em.globals["_arena"] = arena
+    if poison:
+        em.globals["_poison"] = _poison
     names = {}
     for i, v in enumerate(graph.inputs):
         names[v] = f"i{i}"
@@ -132,6 +141,11 @@ def build(graph, name=None, keep_inputs=True):
     for k, gd in enumerate(graph.guards):
         guards.setdefault(gd.position, []).append((k, gd))
         last[gd.value] = max(last.get(gd.value, -1), gd.position)
+    from .passes.liveness import liveness
+    live = liveness(graph)
+    for root, end in live.last.items():      # a base stays named while views of it live
+        if root in last and end < len(graph.nodes):
+            last[root] = max(last[root], end)
     pinned = {v for v in graph.outputs if v is not None} | set(graph.inputs)
     dead_after = {}
     for v, i in last.items():
@@ -140,6 +154,9 @@ def build(graph, name=None, keep_inputs=True):
     fname = name or graph.name
     filename = f"<tracegrad-{fname}-{next(_counter)}>"
     lines = [f"def {_ident(fname)}({', '.join(names[v] for v in graph.inputs)}):"]
+    if arena is not None:
+        lines.append("    B = _arena.views()")
+    poisoned = _poison_points(graph, plan) if poison else {}
     line_sites = {}
     for i, n in enumerate(graph.nodes):
         for k, gd in guards.get(i, ()):
@@ -148,12 +165,21 @@ def build(graph, name=None, keep_inputs=True):
                 line_sites[len(lines)] = gd.site
         kern = em.bind(n.prim.kernel, f"k_{_ident(n.prim.name)}_")
         args = [em.operand(a, names) for a in n.inputs] + em.attrs(n.attrs)
+        if plan is not None:
+            if i in plan.into_input:
+                args.append(f"out=i{plan.into_input[i]}")
+            elif i in plan.takeover:
+                args.append(f"out={names[n.inputs[plan.takeover[i]]]}")
+            elif arena is not None and n.output in arena.index:
+                args.append(f"out=B[{arena.index[n.output]}]")
         site = _short(n.site)
         call = f"{kern}({', '.join(args)})"
         if not n.output.type.shape:          # numpy reductions may hand back scalars
             call = f"_asarray({call})"
         lines.append(f"    {names[n.output]} = {call}" + (f"  # {site}" if site else ""))
         line_sites[len(lines)] = n.site
+        for v in poisoned.get(i, ()):
+            lines.append(f"    _poison({names[v]})")
         if i in dead_after:
             lines.append(f"    del {', '.join(sorted(dead_after[i]))}")
     for k, gd in guards.get(len(graph.nodes), ()):
@@ -180,3 +206,51 @@ def _short(site):
     import os
     path, _, rest = site.partition(":")
     return f"{os.path.basename(path)}:{rest}"
+
+
+class _Arena:
+    """Per-thread scratch memory for a plan's arena slots (never shared by two threads)."""
+
+    def __init__(self, graph, plan):
+        import threading
+        self.index = {}
+        self.layout = []
+        for k, (root, (off, nbytes)) in enumerate(sorted(plan.slots.items(),
+                                                         key=lambda kv: kv[1][0])):
+            self.index[root] = k
+            self.layout.append((off, root.type.shape, root.type.dtype.np))
+        self.nbytes = plan.arena_bytes
+        self.local = threading.local()
+
+    def views(self):
+        v = getattr(self.local, "views", None)
+        if v is None:
+            raw = np.empty(self.nbytes + 64, np.uint8)
+            base = (-raw.ctypes.data) % 64           # 64-byte aligned slots
+            v = []
+            for off, shape, dt in self.layout:
+                n = int(np.prod(shape, dtype=np.int64)) * dt.itemsize
+                v.append(raw[base + off: base + off + n].view(dt).reshape(shape))
+            self.local.views = v
+        return v
+
+
+def _poison(a):
+    if isinstance(a, np.ndarray) and a.dtype.kind == "f" and a.flags.writeable:
+        a.fill(np.nan)
+
+
+def _poison_points(graph, plan):
+    """node index -> storages that die there and may be overwritten with NaN."""
+    from .passes.liveness import liveness
+    live = liveness(graph)
+    taken = set()
+    if plan is not None:
+        for i, k in plan.takeover.items():
+            taken.add(graph.nodes[i].inputs[k])
+    out = {}
+    for r, last in live.last.items():
+        if r in live.escaping or r in taken or last >= len(graph.nodes):
+            continue
+        out.setdefault(last, []).append(r)
+    return out

@@ -129,8 +129,8 @@ def run_backward(tensors, grads, retain_graph, create_graph, inputs=None, captur
         for k, g in enumerate(captured):
             if g is None and not allow_unused:
                 raise op_error(TracegradRuntimeError, "grad",
-                               "One of the differentiated Tensors appears to not have been used "
-                               "in the graph. Set allow_unused=True if this is the desired "
+                               f"The differentiated Tensor at index {k} appears to not have been "
+                               "used in the graph. Set allow_unused=True if this is the desired "
                                "behavior.")
         return tuple(captured)
     return None

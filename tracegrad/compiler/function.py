@@ -11,9 +11,11 @@ whole call eagerly (recording a new path) when none exists. Every re-trace is lo
 """
 import functools
 import logging
+import os
 import warnings
+import weakref
 
-from .. import _mode
+from .. import _dispatch, _mode
 from .._tensor import Tensor
 from ..ir.interpret import GuardFailed
 from ..ir.tracer import Tracer, flatten, leaves_of
@@ -22,6 +24,22 @@ from .keys import describe_difference, entry_key
 from .path import CompiledPath
 
 log = logging.getLogger("tracegrad")
+
+_registry = []          # weakrefs to every CompiledFunction, in creation order
+_listeners = []         # callables told of each new CompiledFunction (the CLI keeps them alive)
+
+
+def compiled_functions():
+    """Every CompiledFunction still alive, in creation order (used by `python -m tracegrad`)."""
+    alive = [r() for r in list(_registry)]
+    return [f for f in alive if f is not None]
+
+
+def _register(cf):
+    _registry[:] = [r for r in _registry if r() is not None]
+    _registry.append(weakref.ref(cf))
+    for fn in list(_listeners):
+        fn(cf)
 
 
 class Stats:
@@ -36,7 +54,13 @@ class Stats:
 
     def __repr__(self):
         return (f"Stats(calls={self.calls}, cache_hits={self.cache_hits}, traces={self.traces},"
-                f" eager_calls={self.eager_calls}, retraces={len(self.retraces)})")
+                f" eager_calls={self.eager_calls}, retraces={self.retraces!r})")
+
+    def __str__(self):
+        lines = [f"calls={self.calls} cache_hits={self.cache_hits} traces={self.traces} "
+                 f"eager_calls={self.eager_calls} retraces={len(self.retraces)}"]
+        lines += [f"  retrace {k + 1}: {r}" for k, r in enumerate(self.retraces)]
+        return "\n".join(lines)
 
 
 class _Entry:
@@ -49,7 +73,12 @@ class _Entry:
 class CompiledFunction:
     """A function compiled by `tracegrad.compile` (callable like the original)."""
 
-    def __init__(self, fn, cache_limit=8, passes=None, backend="numpy", name=None):
+    def __init__(self, fn, cache_limit=8, passes=None, backend="numpy", name=None,
+                 memory="balanced", debug_nan=False):
+        if memory not in ("off", "balanced", "min"):
+            raise ValueError(f"memory must be 'off', 'balanced' or 'min', got {memory!r}")
+        self.memory = memory
+        self.debug_nan = debug_nan
         if backend != "numpy":
             raise ValueError(f"unknown backend {backend!r}; only 'numpy' is available")
         self.fn = fn
@@ -62,6 +91,7 @@ class CompiledFunction:
         self._last_key = None
         self.module = None
         functools.update_wrapper(self, fn, updated=())
+        _register(self)
 
     @property
     def programs(self):
@@ -73,6 +103,11 @@ class CompiledFunction:
 
     def __call__(self, *args, **kwargs):
         self.stats.calls += 1
+        if _dispatch.trace_hook.get() is not None:
+            # Called while another function is being traced: run inline so the outer trace
+            # records our ops (a nested program's outputs would otherwise become constants).
+            self.stats.eager_calls += 1
+            return self.fn(*args, **kwargs)
         leaves = leaves_of(args)
         if kwargs:
             leaves_of(kwargs, leaves)
@@ -150,12 +185,16 @@ class CompiledFunction:
         if isinstance(out, Tensor):
             build = _single
         tracer.graph.outputs = [tracer.value_of(o) for o in outs if isinstance(o, Tensor)]
-        path = CompiledPath(self.name, tracer, tracer.graph, outs, build, self.pipeline, n_args)
+        path = CompiledPath(self.name, tracer, tracer.graph, outs, build, self.pipeline, n_args,
+                            memory=self.memory, poison=self.debug_nan)
         if entry is None:
             entry = self.entries[key] = _Entry(key)
         entry.paths.append(path)
         entry.last = path
         path.trace_reason = reason
+        if os.environ.get("TRACEGRAD_DUMP_DIR"):
+            from .dump import dump_path      # never raises: a failed dump only logs
+            dump_path(self, path)
         return out
 
     def explain(self):
@@ -223,18 +262,22 @@ def _name_closure(fn, tracer):
             tracer.names[id(v)] = nm
 
 
-def compile(fn=None, *, cache_limit=8, passes=None, backend="numpy", fullgraph=False,
-            dynamic=None, mode=None):
+def compile(fn=None, *, cache_limit=8, passes=None, backend="numpy", memory="balanced",
+            debug_nan=False, fullgraph=False, dynamic=None, mode=None):
     """Compile a function or an nn.Module (as `@compile`, `compile(fn, cache_limit=...)`).
 
     For a module, `forward` is compiled; its parameters and buffers are read by reference
     each call, and the training flags of all its submodules are part of the entry key.
+    `memory`: "balanced" (default: memory-aware order, in-place takeover, packed arena),
+    "min" (also recompute cheap values in backward instead of saving them) or "off".
+    `debug_nan=True` fills every buffer with NaN when its value dies (results must not change).
     """
+    opts = dict(cache_limit=cache_limit, passes=passes, backend=backend, memory=memory,
+                debug_nan=debug_nan)
     if fn is None:
-        return lambda f: compile(f, cache_limit=cache_limit, passes=passes, backend=backend)
+        return lambda f: compile(f, **opts)
     if hasattr(fn, "forward") and hasattr(fn, "parameters"):
-        cf = CompiledFunction(fn.forward, cache_limit, passes, backend,
-                              name=type(fn).__name__)
+        cf = CompiledFunction(fn.forward, name=type(fn).__name__, **opts)
         cf.module = fn
         return cf
-    return CompiledFunction(fn, cache_limit, passes, backend)
+    return CompiledFunction(fn, **opts)

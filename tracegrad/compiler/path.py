@@ -12,13 +12,16 @@ from .._dispatch import dispatch
 from .._tensor import Tensor, edge_of
 from ..codegen import build
 from ..passes import check_inplace, functionalize, partition, vjp
+from ..passes.plan_memory import plan_memory
+from ..passes.schedule import schedule_memory
 from .backward_node import CompiledFunctionBackward
 
 
 class CompiledPath:
     """A specialization for one entry key and one sequence of guard outcomes."""
 
-    def __init__(self, name, tracer, raw, out_tensors, out_build, pipeline, n_args):
+    def __init__(self, name, tracer, raw, out_tensors, out_build, pipeline, n_args,
+                 memory="balanced", poison=False):
         self.name = name
         self.raw = raw
         self.n_args = n_args
@@ -47,13 +50,31 @@ class CompiledPath:
             vr = vjp(fg, [ins[i] for i in self.wrt], values=values,
                      out_mask=self.out_requires)
             check_inplace(fg, vr.differentiated)
-        self.part = partition(fg, vr)
-        self.forward_program = build(self.part.forward, name)
-        self.backward_program = (build(self.part.backward, name + "_backward")
-                                 if self.part.backward is not None else None)
+        self.part = partition(fg, vr, remat=(memory == "min"))
+        self.memory_mode = memory
+        self._plan_and_build(name, memory, poison)
         self.alias_out = {k: ins.index(v) for k, v in enumerate(fg.outputs) if v in ins}
         self.wrt_shapes = tuple(ins[i].type.shape for i in self.wrt)
         self.wrt_dtypes = tuple(ins[i].type.dtype for i in self.wrt)
+
+    def _plan_and_build(self, name, memory, poison):
+        """Schedule and plan memory for both programs (Note [Memory plan]), then codegen."""
+        part = self.part
+        protected = set(part.saved_from_input.values())
+        protected |= {i for i, v in enumerate(part.forward.inputs) if v in part.forward.outputs}
+        self.forward_plan = self.backward_plan = None
+        if memory != "off":
+            part.forward = schedule_memory(part.forward)
+            self.forward_plan = plan_memory(part.forward, protected_inputs=protected)
+            if part.backward is not None:
+                part.backward = schedule_memory(part.backward)
+                self.backward_plan = plan_memory(part.backward,
+                                                 protected_inputs=set(range(len(
+                                                     part.backward.inputs))))
+        self.forward_program = build(part.forward, name, plan=self.forward_plan, poison=poison)
+        self.backward_program = (build(part.backward, name + "_backward",
+                                       plan=self.backward_plan, poison=poison)
+                                 if part.backward is not None else None)
 
     @staticmethod
     def _input_tensors_from(tracer):
@@ -82,7 +103,8 @@ class CompiledPath:
         muts = res[n_user + n_saved_fwd:]
         for (pos, count), arr in zip(part.mutations, muts):
             t = inputs[pos]
-            np.copyto(t._data, arr, casting="unsafe")
+            if arr is not t._data:           # the plan may have written it in place already
+                np.copyto(t._data, arr, casting="unsafe")
             t._vc.v += count
         outs = []
         for k, arr in enumerate(res[:n_user]):

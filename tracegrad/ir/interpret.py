@@ -19,8 +19,10 @@ class GuardFailed(Exception):
 def guard_outcome(kind, arr):
     if kind == "bool":
         return bool(arr.reshape(()).item())
-    if kind in ("item", "float"):
+    if kind == "item":
         return arr.reshape(()).item()
+    if kind == "float":
+        return float(arr.reshape(()).item())
     if kind == "int":
         return int(arr.reshape(()).item())
     if kind == "tolist":

@@ -33,6 +33,9 @@ def format_literal(x):
         return ":".join(parts[:2]) + (f":{parts[2]}" if x.step is not None else "")
     if x is Ellipsis:
         return "..."
+    if isinstance(x, tuple) and len(x) == 2 and hasattr(x[0], "kernel") \
+            and isinstance(x[1], dict):              # one step of a view chain
+        return f"{x[0].name}({', '.join(f'{k}={format_literal(v)}' for k, v in x[1].items())})"
     if isinstance(x, tuple):
         inner = ", ".join(format_literal(i) for i in x)
         return f"({inner}{',' if len(x) == 1 else ''})"
@@ -48,10 +51,13 @@ def format_literal(x):
     return repr(x)
 
 
+_PREFIX = {"captured": "captured", "saved": "saved", "cotangent": "grad_out"}
+
+
 def format_graph(g):
     names = {}
-    for v in g.inputs:
-        names[v] = v.name if v.name is not None else str(len(names))
+    for i, v in enumerate(g.inputs):            # unnamed inputs must not look like nodes
+        names[v] = v.name if v.name is not None else f"{_PREFIX.get(v.role, 'in')}{i}"
     counter = 0
     for n in g.nodes:
         names[n.output] = str(counter)

@@ -20,8 +20,8 @@ from .. import _dispatch
 from .._errors import user_site
 from .._tensor import Tensor
 from ..ops.primitive import Primitive
-from ..ops.shape import CLONE
-from .graph import Graph, Guard, Node
+from ..ops.shape import CLONE, INDEX_PUT, NONZERO
+from .graph import Graph, Guard, Node, Value
 from .types import TensorType
 
 
@@ -102,6 +102,8 @@ class Tracer:
         v = self.graph.add_node(CONSTANT, (), {"value": t._data.copy()},
                                 TensorType.of(t._data), self.site or user_site(), self.phase)
         self._bind(t, v)
+        self.by_data[id(t._data)] = v        # the same array wrapped again is this constant
+        self.keep.append(t._data)
 
     # -- the dispatch hook --
     def record(self, prim, args, attrs):
@@ -117,6 +119,10 @@ class Tracer:
                 ins.append(v)
             else:
                 ins.append(a)
+        if func is INDEX_PUT:
+            self._guard_mask_counts(args[2:])
+        if prim.overwrites and ins[0] is not self.env.get(id(args[0])):
+            return self._record_widening_inplace(prim, args, attrs, ins)
         if prim.overwrites:
             self._snapshot_aliases(args[0])
             out = _dispatch.run_inplace(prim, args, attrs)
@@ -132,6 +138,17 @@ class Tracer:
                 isinstance(a, Tensor) and a._data.dtype == np.bool_ for a in args[1:])):
             self._guard(v, "shape", tuple(out._data.shape))
         return out
+
+    def _guard_mask_counts(self, index_tensors):
+        """`x[mask] = v`: how many elements a mask selects decides how `v` broadcasts and the
+        shapes of the backward program, so it is guarded like `x[mask]`'s result shape."""
+        for m in index_tensors:
+            if isinstance(m, Tensor) and m._data.dtype == np.bool_:
+                arr = NONZERO.kernel(m._data)
+                v = self.graph.add_node(NONZERO, (self.value_of(m),), {}, TensorType.of(arr),
+                                        self.site or user_site(), self.phase)
+                self.values[v] = arr
+                self._guard(v, "shape", tuple(arr.shape))
 
     def _adopt_snapshot(self, target, pre):
         """Remember the copy eager autograd saved of `target` before an in-place write.
@@ -149,6 +166,27 @@ class Tracer:
                 and id(saved[0]) not in self.snapshots:
             self.keep.append(saved[0])
             self.snapshots[id(saved[0])] = (saved[0], pre, len(self.graph.nodes))
+
+    def _record_widening_inplace(self, prim, args, attrs, ins):
+        """`x.add_(y)` with `y` wider than `x`: eager computes in the wider dtype and casts the
+        result back into `x`. Record exactly that (the functional op on the cast operands,
+        then `copy_` into `x`), so the overwritten operand is `x` itself, not a cast of it."""
+        from ..ops.shape import COPY_
+        target = args[0]
+        pre = self.env[id(target)]
+        site = self.site or user_site()
+        res = np.asarray(prim.functional.kernel(
+            *[self.values[a] if isinstance(a, Value) else a for a in ins], **attrs))
+        r = self.graph.add_node(prim.functional, ins, attrs, TensorType.of(res), site, self.phase)
+        self.values[r] = res
+        self._snapshot_aliases(target)
+        out = _dispatch.run_inplace(prim, args, attrs)
+        self._adopt_snapshot(out, pre)
+        v = self.graph.add_node(COPY_, (pre, r), {"key": (Ellipsis,)}, TensorType.of(out._data),
+                                site, self.phase)
+        self._bind(out, v)
+        self.by_data[id(out._data)] = v
+        return out
 
     def _cast(self, t, v, want):
         from ..ops.shape import TO_COPY
@@ -170,6 +208,8 @@ class Tracer:
         v = self.value_of(t)
         if kind == "numpy":
             result = np.array(result, copy=True)
+        elif kind in ("int", "float"):       # `int(t)` observes the raw item: normalize
+            result = int(result) if kind == "int" else float(result)
         self._guard(v, kind, result)
 
     def _guard(self, v, kind, expected):

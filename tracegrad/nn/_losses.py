@@ -21,7 +21,7 @@ def _reduction(reduction, size_average=None, reduce=None):
         warnings.warn("size_average and reduce args will be deprecated, please use "
                       f"reduction='{reduction}' instead.", stacklevel=3)
     if reduction not in ("none", "mean", "sum"):
-        raise ValueError(f"{reduction} is not a valid value for reduction")
+        raise TracegradValueError(f"{reduction} is not a valid value for reduction")
     return reduction
 
 
@@ -43,7 +43,7 @@ def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", we
     if weight is None:
         return _reduce(sq, reduction)
     if tuple(weight.shape) != tuple(input.shape):
-        raise ValueError("Weights and input must have the same size.")
+        raise TracegradValueError("Weights and input must have the same size.")
     sq = O.mul(sq, weight)
     if reduction == "mean":
         return O.div(O.sum(sq), O.sum(weight))

@@ -7,6 +7,7 @@ and their state_dict keys are PyTorch's.
 """
 from .. import _dtype as D
 from .. import _mode
+from .._errors import TracegradValueError
 from ..ops import creation as C
 from . import functional as F
 from . import init
@@ -106,4 +107,4 @@ class BatchNorm1d(_BatchNorm):
 
     def _check_input_dim(self, input):
         if input.dim() not in (2, 3):
-            raise ValueError(f"expected 2D or 3D input (got {input.dim()}D input)")
+            raise TracegradValueError(f"expected 2D or 3D input (got {input.dim()}D input)")

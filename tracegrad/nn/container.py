@@ -6,6 +6,7 @@ state_dict keys match PyTorch (`0.weight`, `1.bias`, ...).
 import operator
 from collections import OrderedDict
 
+from .._errors import TracegradIndexError
 from .module import Module
 
 
@@ -16,7 +17,7 @@ class _IndexedModules(Module):
         idx = operator.index(idx)
         n = len(self._modules)
         if not -n <= idx < n:
-            raise IndexError(f"index {idx} is out of range")
+            raise TracegradIndexError(f"index {idx} is out of range")
         return list(self._modules)[idx % n]
 
     def __getitem__(self, idx):

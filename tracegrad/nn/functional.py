@@ -89,7 +89,7 @@ def dropout(input, p=0.5, training=True, inplace=False):
     tracegrad's generator (reproducible under `manual_seed`).
     """
     if p < 0.0 or p > 1.0:
-        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+        raise TracegradValueError(f"dropout probability has to be between 0 and 1, but got {p}")
     if not training or p == 0 or input.numel() == 0:
         return input
     if p == 1:

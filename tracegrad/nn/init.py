@@ -9,6 +9,7 @@ import numbers
 import warnings
 
 from .. import _mode
+from .._errors import TracegradValueError
 from ..ops import creation as C
 
 
@@ -32,18 +33,18 @@ def calculate_gain(nonlinearity, param=None):
         elif isinstance(param, numbers.Number) and not isinstance(param, bool):
             slope = param
         else:
-            raise ValueError(f"negative_slope {param} not a valid number")
+            raise TracegradValueError(f"negative_slope {param} not a valid number")
         return math.sqrt(2.0 / (1 + slope ** 2))
     if nonlinearity == "selu":
         return 3.0 / 4
-    raise ValueError(f"Unsupported nonlinearity {nonlinearity}")
+    raise TracegradValueError(f"Unsupported nonlinearity {nonlinearity}")
 
 
 def _calculate_fan_in_and_fan_out(tensor):
     """(fan_in, fan_out) of a weight laid out as (out, in, *kernel)."""
     if tensor.dim() < 2:
-        raise ValueError("Fan in and fan out can not be computed for tensor with fewer than "
-                         "2 dimensions")
+        raise TracegradValueError("Fan in and fan out can not be computed for tensor with "
+                                  "fewer than 2 dimensions")
     receptive = 1
     for s in tensor.shape[2:]:
         receptive *= s
@@ -54,7 +55,7 @@ def _calculate_correct_fan(tensor, mode):
     mode = mode.lower()
     valid = ["fan_in", "fan_out"]
     if mode not in valid:
-        raise ValueError(f"Mode {mode} not supported, please use one of {valid}")
+        raise TracegradValueError(f"Mode {mode} not supported, please use one of {valid}")
     fan_in, fan_out = _calculate_fan_in_and_fan_out(tensor)
     return fan_in if mode == "fan_in" else fan_out
 
@@ -95,7 +96,7 @@ def ones_(tensor):
 def eye_(tensor):
     """Fill a 2-D tensor with the identity (ones on the diagonal)."""
     if tensor.dim() != 2:
-        raise ValueError("Only tensors with 2 dimensions are supported")
+        raise TracegradValueError("Only tensors with 2 dimensions are supported")
     return _write(tensor, C.eye(*tensor.shape, dtype=tensor.dtype))
 
 

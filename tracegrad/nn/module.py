@@ -7,41 +7,14 @@ a walk over those registries, in registration order, so names and orders match P
 `state_dict` keys are `prefix + name`, a module's own parameters before its own buffers
 before its children.
 """
-from collections import OrderedDict, namedtuple
+from collections import OrderedDict
 from collections.abc import Mapping
 
-from .. import _mode
+from .._errors import TracegradRuntimeError, TracegradTypeError, TracegradValueError
 from .._tensor import Tensor
+from ._module_helpers import (_Handle, _IncompatibleKeys, _check_name, _copy_entry,  # noqa
+                              _indent, _typename, _zero_grad)
 from .parameter import Parameter
-
-
-class _IncompatibleKeys(namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])):
-    """What `load_state_dict` returns: the keys it could not match."""
-
-    def __repr__(self):
-        if not self.missing_keys and not self.unexpected_keys:
-            return "<All keys matched successfully>"
-        return super().__repr__()
-
-    __str__ = __repr__
-
-
-def _typename(obj):
-    if isinstance(obj, Tensor):
-        return obj.type()
-    t = type(obj)
-    return t.__name__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__qualname__}"
-
-
-def _check_name(kind, name, module, registry):
-    if not isinstance(name, str):
-        raise TypeError(f"{kind} name should be a string. Got {_typename(name)}")
-    if "." in name:
-        raise KeyError(f'{kind} name can\'t contain "."')
-    if name == "":
-        raise KeyError(f'{kind} name can\'t be empty string ""')
-    if hasattr(module, name) and name not in registry:
-        raise KeyError(f"attribute '{name}' already exists")
 
 
 class Module:
@@ -60,7 +33,7 @@ class Module:
 
     def __init__(self, *args, **kwargs):
         if args or kwargs:
-            raise TypeError(f"{type(self).__name__}.__init__() got unexpected arguments")
+            raise TracegradTypeError(f"{type(self).__name__}.__init__() got unexpected arguments")
         d = self.__dict__
         d["training"] = True
         d["_parameters"] = {}
@@ -101,10 +74,10 @@ class Module:
             raise AttributeError("cannot assign parameter before Module.__init__() call")
         _check_name("parameter", name, self, self._parameters)
         if param is not None and not isinstance(param, Parameter):
-            raise TypeError(f"cannot assign '{_typename(param)}' object to parameter '{name}' "
-                            "(torch.nn.Parameter or None required)")
+            raise TracegradTypeError(f"cannot assign '{_typename(param)}' object to parameter "
+                                     f"'{name}' (torch.nn.Parameter or None required)")
         if param is not None and param.grad_fn is not None:
-            raise ValueError(
+            raise TracegradValueError(
                 f"Cannot assign non-leaf Tensor to parameter '{name}'. Model parameters must "
                 f"be created explicitly. To express '{name}' as a function of another Tensor, "
                 "compute the value in the forward() method.")
@@ -119,8 +92,8 @@ class Module:
             raise AttributeError("cannot assign buffer before Module.__init__() call")
         _check_name("buffer", name, self, self._buffers)
         if tensor is not None and not isinstance(tensor, Tensor):
-            raise TypeError(f"cannot assign '{_typename(tensor)}' object to buffer '{name}' "
-                            "(torch Tensor or None required)")
+            raise TracegradTypeError(f"cannot assign '{_typename(tensor)}' object to buffer "
+                                     f"'{name}' (torch Tensor or None required)")
         self._buffers[name] = tensor
         if persistent:
             self._non_persistent_buffers_set.discard(name)
@@ -130,9 +103,9 @@ class Module:
     def add_module(self, name, module):
         """Add a child module (or None) under `name`."""
         if module is not None and not isinstance(module, Module):
-            raise TypeError(f"{_typename(module)} is not a Module subclass")
+            raise TracegradTypeError(f"{_typename(module)} is not a Module subclass")
         if not isinstance(name, str):
-            raise TypeError(f"module name should be a string. Got {_typename(name)}")
+            raise TracegradTypeError(f"module name should be a string. Got {_typename(name)}")
         if hasattr(self, name) and name not in self._modules:
             raise KeyError(f"attribute '{name}' already exists")
         if "." in name:
@@ -162,8 +135,8 @@ class Module:
             self.register_parameter(name, value)
         elif params is not None and name in params:
             if value is not None:
-                raise TypeError(f"cannot assign '{_typename(value)}' as parameter '{name}' "
-                                "(torch.nn.Parameter or None expected)")
+                raise TracegradTypeError(f"cannot assign '{_typename(value)}' as parameter "
+                                         f"'{name}' (torch.nn.Parameter or None expected)")
             params[name] = None
         elif isinstance(value, Module):
             if d.get("_modules") is None:
@@ -172,13 +145,13 @@ class Module:
             self._modules[name] = value
         elif d.get("_modules") is not None and name in self._modules:
             if value is not None:
-                raise TypeError(f"cannot assign '{_typename(value)}' as child module '{name}' "
-                                "(torch.nn.Module or None expected)")
+                raise TracegradTypeError(f"cannot assign '{_typename(value)}' as child module "
+                                         f"'{name}' (torch.nn.Module or None expected)")
             self._modules[name] = None
         elif d.get("_buffers") is not None and name in self._buffers:
             if value is not None and not isinstance(value, Tensor):
-                raise TypeError(f"cannot assign '{_typename(value)}' as buffer '{name}' "
-                                "(torch.nn.Buffer, torch.Tensor or None expected)")
+                raise TracegradTypeError(f"cannot assign '{_typename(value)}' as buffer '{name}' "
+                                         "(torch.nn.Buffer, torch.Tensor or None expected)")
             self._buffers[name] = value
         else:
             object.__setattr__(self, name, value)
@@ -283,7 +256,7 @@ class Module:
     def train(self, mode=True):
         """Set training mode on this module and all descendants; returns self."""
         if not isinstance(mode, bool):
-            raise ValueError("training mode is expected to be boolean")
+            raise TracegradValueError("training mode is expected to be boolean")
         self.training = mode
         for child in self.children():
             child.train(mode)
@@ -395,7 +368,8 @@ class Module:
         Returns `(missing_keys, unexpected_keys)`.
         """
         if not isinstance(state_dict, Mapping):
-            raise TypeError(f"Expected state_dict to be dict-like, got {type(state_dict)}.")
+            raise TracegradTypeError(
+                f"Expected state_dict to be dict-like, got {type(state_dict)}.")
         missing, unexpected, errors = [], [], []
         metadata = getattr(state_dict, "_metadata", None) or {}
         state_dict = OrderedDict(state_dict)
@@ -417,7 +391,7 @@ class Module:
                 errors.insert(0, "Missing key(s) in state_dict: {}. ".format(
                     ", ".join(f'"{k}"' for k in missing)))
         if errors:
-            raise RuntimeError("Error(s) in loading state_dict for {}:\n\t{}".format(
+            raise TracegradRuntimeError("Error(s) in loading state_dict for {}:\n\t{}".format(
                 type(self).__name__, "\n\t".join(errors)))
         return _IncompatibleKeys(missing, unexpected)
 
@@ -441,65 +415,3 @@ class Module:
         elif lines:
             body = "\n  " + "\n  ".join(lines) + "\n"
         return f"{self._get_name()}({body})"
-
-
-def _indent(text, n):
-    first, *rest = text.split("\n")
-    return "\n".join([first] + [" " * n + line for line in rest])
-
-
-def _copy_entry(key, param, value, errors):
-    """Copy one state_dict value into `param` in place, recording problems in `errors`."""
-    if not hasattr(value, "shape") or not hasattr(value, "__array__"):
-        errors.append(f'While copying the parameter named "{key}", expected torch.Tensor or '
-                      f"Tensor-like object from checkpoint but received {type(value)}")
-        return
-    shape = tuple(value.shape)
-    if len(param.shape) == 0 and shape == (1,):
-        value = value[0]              # old checkpoints stored scalars as 1-element vectors
-        shape = ()
-    if shape != tuple(param.shape):
-        from .._tensor import Size
-        errors.append(f"size mismatch for {key}: copying a param with shape {Size(shape)} from "
-                      f"checkpoint, the shape in current model is {param.shape}.")
-        return
-    try:
-        with _mode.no_grad():
-            param.copy_(value)
-    except Exception as ex:  # noqa: BLE001  (reported like PyTorch, all errors at once)
-        errors.append(f'While copying the parameter named "{key}", whose dimensions in the '
-                      f"model are {param.size()} and whose dimensions in the checkpoint are "
-                      f"{value.shape}, an exception occurred : {ex.args}.")
-
-
-def _zero_grad(p, set_to_none):
-    if p.grad is None:
-        return
-    if set_to_none:
-        p.grad = None
-        return
-    g = p.grad
-    if g.grad_fn is not None:
-        g.detach_()
-    else:
-        g.requires_grad_(False)
-    with _mode.no_grad():
-        g.zero_()
-
-
-class _Handle:
-    """Removable handle for module hooks (`handle.remove()`)."""
-
-    _next = 0
-
-    def __init__(self, registry, key):
-        self._registry, self._key = registry, key
-
-    @classmethod
-    def add(cls, registry, hook):
-        cls._next += 1
-        registry[cls._next] = hook
-        return cls(registry, cls._next)
-
-    def remove(self):
-        self._registry.pop(self._key, None)

@@ -6,6 +6,7 @@ Ops on a Parameter return plain Tensors, as in PyTorch; `isinstance(p, Tensor)` 
 """
 import numpy as np
 
+from .._errors import TracegradTypeError
 from .._tensor import Tensor
 
 
@@ -21,8 +22,8 @@ class Parameter(Tensor):
         if data is None:
             data = Tensor._wrap(np.empty((0,), dtype=_default_np()))
         if not isinstance(data, Tensor):
-            raise TypeError(f"Parameter(): argument 'data' must be Tensor, not "
-                            f"{type(data).__name__}")
+            raise TracegradTypeError(f"Parameter(): argument 'data' must be Tensor, not "
+                                     f"{type(data).__name__}")
         p = Tensor._wrap(data._data)
         p.__class__ = cls            # same layout as Tensor: only the type changes
         p._vc = data._vc             # share the version counter, as detach() does

@@ -78,6 +78,9 @@ def _to_list(data):
 
 def tensor(data, dtype=None, device=None, requires_grad=False, pin_memory=False):
     """A new tensor holding a copy of `data` (nested lists, numbers, numpy arrays, tensors)."""
+    from .._dispatch import trace_hook
+    if trace_hook.get() is not None and _holds_tensor(data):
+        return _traced_tensor(data, dtype, requires_grad)
     if isinstance(data, Tensor):
         arr = data._data.copy()
     elif isinstance(data, (np.ndarray, np.generic)):    # numpy scalars keep their dtype too
@@ -96,6 +99,30 @@ def tensor(data, dtype=None, device=None, requires_grad=False, pin_memory=False)
 
 
 from .._errors import TracegradValueError  # noqa: E402
+
+
+def _holds_tensor(data):
+    if isinstance(data, (list, tuple)):
+        return any(_holds_tensor(d) for d in data)
+    return isinstance(data, Tensor)
+
+
+def _traced_tensor(data, dtype, requires_grad):
+    """`tensor(...)` of tensors while tracing: record the copy (detach, cast, stack) so the
+    compiled program reads those tensors on every call instead of baking today's values in."""
+    from .shape import clone, stack, to_dtype
+    want = D.as_dtype(dtype) if dtype is not None else _infer(data)
+
+    def build(d):
+        if isinstance(d, Tensor):
+            return clone(to_dtype(d.detach(), want))
+        if isinstance(d, (list, tuple)):
+            return stack([build(x) for x in d])
+        return tensor(d, dtype=want)
+    t = build(data)
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
 
 
 def as_tensor(data, dtype=None, device=None):

@@ -9,7 +9,8 @@ import math
 import numpy as np
 
 from .._dispatch import dispatch
-from .primitive import Primitive, inplace_of, promote, promote_float, promote_tail
+from .._tensor import Tensor
+from .primitive import Primitive, inplace_of, overload_of, promote, promote_float, promote_tail
 
 
 
@@ -53,6 +54,7 @@ def _quiet(f):
             finally:
                 reset(token)
     k.__name__ = getattr(f, "__name__", "kernel")
+    k.accepts_out = getattr(f, "accepts_out", False) or type(f) is np.ufunc
     return k
 
 
@@ -100,7 +102,11 @@ def _pow_vjp(g, ins, out, n):
             gx = _st(mul(g, mul(y, pow(x, sub(y, 1)))), n.shapes[0])
     if b:
         out = pow(x, y)
-        lx = log(x) if not isinstance(x, (int, float)) else float(np.log(x)) if x > 0 else (
+        # log in the result dtype: an integer base must not be logged in float32
+        if isinstance(x, np.ndarray):
+            x = Tensor._wrap(x)
+        lx = log(x.to(out.dtype)) if not isinstance(x, (int, float)) else float(
+            np.log(x)) if x > 0 else (
             float("-inf") if x == 0 else float("nan"))
         t = mul(g, mul(out, lx))
         if not isinstance(x, (int, float)):
@@ -133,6 +139,15 @@ def _rem_vjp(g, ins, out, n):
     return (_st(g, n.shapes[0]) if a else None, gy)
 
 
+def _int_zero_check(op, f):
+    """Integer division by zero raises, as in PyTorch (floats give inf/nan)."""
+    def k(x, y):
+        if np.result_type(x, y).kind in "iub" and np.any(np.asarray(y) == 0):
+            raise _err(op, "ZeroDivisionError")
+        return f(x, y)
+    return k
+
+
 def _floor_div(x, y):
     return np.floor_divide(x, y)
 
@@ -143,15 +158,29 @@ MUL = Primitive("mul", np.multiply, vjp=_mul_vjp, saves=(0, 1), dtype_rule=promo
 DIV = Primitive("div", _quiet(np.true_divide), vjp=_div_vjp, saves=(0, 1),
                 dtype_rule=promote_float)
 POW = Primitive("pow", _quiet(np.power), vjp=_pow_vjp, saves=(0, 1), dtype_rule=promote)
+POW_TENSOR = overload_of(POW, "pow_tensor", "PowBackward1")          # tensor ** tensor
+POW_SCALAR_BASE = overload_of(POW, "pow_scalar_base", "PowBackward2")  # number ** tensor
+
+
+def _rsub_vjp(g, ins, out, n):
+    a, b = n.needs
+    return (_st(neg(g), n.shapes[0]) if a else None, _st(g, n.shapes[1]) if b else None)
+
+
+RSUB = Primitive("rsub", lambda x, y: np.subtract(y, x), vjp=_rsub_vjp, dtype_rule=promote,
+                 grad_fn_name="RsubBackward1", doc="`other - input` (Python's `2 - x`)")
 def _floor_divide_vjp(g, ins, out, n):
     # PyTorch records a node (the result requires grad) whose backward refuses to run.
     raise _err("floor_divide", "derivative for aten::floor_divide is not implemented")
 
 
-FLOOR_DIVIDE = Primitive("floor_divide", _quiet(_floor_div), vjp=_floor_divide_vjp,
+FLOOR_DIVIDE = Primitive("floor_divide", _int_zero_check("floor_divide", _quiet(_floor_div)),
+                         vjp=_floor_divide_vjp,
                          dtype_rule=promote, grad_fn_name="NotImplemented")
-REMAINDER = Primitive("remainder", _quiet(np.mod), vjp=_rem_vjp, saves=(0, 1),
+REMAINDER = Primitive("remainder", _int_zero_check("remainder", _quiet(np.mod)), vjp=_rem_vjp,
+                      saves=(0, 1),
                       dtype_rule=promote)
+REMAINDER_TENSOR = overload_of(REMAINDER, "remainder_tensor", "RemainderBackward1")
 MAXIMUM = Primitive("maximum", np.maximum, vjp=_minmax_vjp(lambda x, y: gt(x, y)), saves=(0, 1),
                     dtype_rule=promote)
 MINIMUM = Primitive("minimum", np.minimum, vjp=_minmax_vjp(lambda x, y: lt(x, y)), saves=(0, 1),
@@ -181,6 +210,7 @@ SUB_ = inplace_of(SUB)
 MUL_ = inplace_of(MUL)
 DIV_ = inplace_of(DIV)
 POW_ = inplace_of(POW)
+POW_TENSOR_ = inplace_of(POW_TENSOR)
 
 
 def _scalar_or(x):
@@ -226,7 +256,19 @@ def promote_dtype_of(*args):
 
 
 def pow(input, exponent):
+    if isinstance(exponent, Tensor):
+        return dispatch(POW_TENSOR if isinstance(input, Tensor) else POW_SCALAR_BASE,
+                        (input, exponent))
     return dispatch(POW, (input, exponent))
+
+
+def pow_(input, exponent):
+    return dispatch(POW_TENSOR_ if isinstance(exponent, Tensor) else POW_, (input, exponent))
+
+
+def rsub(input, other):
+    """`other - input`, what `2 - x` runs (PyTorch records RsubBackward1 for it)."""
+    return dispatch(RSUB, (input, other))
 
 
 def floor_divide(input, other):
@@ -234,7 +276,8 @@ def floor_divide(input, other):
 
 
 def remainder(input, other):
-    return dispatch(REMAINDER, (input, other))
+    both = isinstance(input, Tensor) and isinstance(other, Tensor)
+    return dispatch(REMAINDER_TENSOR if both else REMAINDER, (input, other))
 
 
 def maximum(input, other):
@@ -250,8 +293,10 @@ def where(condition, input=None, other=None):
     if input is None and other is None:
         from .shape import nonzero
         return nonzero(condition, as_tuple=True)
+    if isinstance(condition, Tensor) and condition.dtype.name != "bool":
+        raise _err("where", "where expected condition to be a boolean tensor, but got a tensor "
+                   f"with dtype {_TORCH_NAMES.get(condition.dtype.name)}")
     d = _where_dtype((condition, input, other))
-    from .._tensor import Tensor
     args = []
     for a in (input, other):
         if isinstance(a, Tensor) and a._data.dtype != d:
@@ -273,7 +318,7 @@ def _np2d(d):
 def _unary(name, kernel, vjp, *, saves=(), saves_out=False, float_only=True, grad_fn_name=None):
     return Primitive(name, kernel, vjp=vjp, saves=saves, saves_out=saves_out,
                      dtype_rule=promote_float if float_only else promote,
-                     grad_fn_name=grad_fn_name)
+                     grad_fn_name=grad_fn_name, elementwise=True)
 
 
 def _int_safe(f):
@@ -284,18 +329,35 @@ def _int_safe(f):
     return k
 
 
-@_quiet
-def _sigmoid(x):
-    return 1.0 / (1.0 + np.exp(-x))
+def _sigmoid(x, out=None):
+    # the same IEEE operations as 1 / (1 + exp(-x)), done in one buffer when `out` is given
+    if out is None and x.ndim == 0:      # numpy hands back scalars for 0-d inputs
+        return np.asarray(1.0 / (1.0 + np.exp(-x)))
+    r = np.negative(x, out=out)
+    np.exp(r, out=r)
+    np.add(r, 1.0, out=r)
+    return np.reciprocal(r, out=r)
 
 
-@_quiet
-def _rsqrt(x):
-    return 1.0 / np.sqrt(x)
+def _rsqrt(x, out=None):
+    if out is None and x.ndim == 0:
+        return np.asarray(1.0 / np.sqrt(x))
+    r = np.sqrt(x, out=out)
+    return np.reciprocal(r, out=r)
 
 
-def _relu(x):
-    return np.maximum(x, 0) if x.dtype.kind != "b" else x.copy()
+_sigmoid.accepts_out = _rsqrt.accepts_out = True
+_sigmoid = _quiet(_sigmoid)
+_rsqrt = _quiet(_rsqrt)
+
+
+def _relu(x, out=None):
+    if x.dtype.kind == "b":
+        return x.copy() if out is None else np.copyto(out, x) or out
+    return np.maximum(x, 0, out=out)
+
+
+_relu.accepts_out = True
 
 
 def _clamp(x, min=None, max=None):
@@ -319,7 +381,7 @@ def _zeros_vjp(g, ins, out, n):
 EXP = _unary("exp", _quiet(np.exp), lambda g, i, o, n: (mul(g, o),), saves_out=True)
 LOG = _unary("log", _quiet(np.log), lambda g, i, o, n: (div(g, i[0]),), saves=(0,))
 LOG1P = _unary("log1p", _quiet(np.log1p), lambda g, i, o, n: (div(g, add(i[0], 1.0)),),
-               saves=(0,))
+               saves=(0,), grad_fn_name="Log1PBackward0")      # PyTorch's spelling
 SQRT = _unary("sqrt", _quiet(np.sqrt), lambda g, i, o, n: (div(g, mul(o, 2.0)),), saves_out=True)
 RSQRT = _unary("rsqrt", _rsqrt, lambda g, i, o, n: (mul(g, mul(pow(o, 3), -0.5)),),
                saves_out=True)
@@ -332,7 +394,13 @@ SIGMOID = _unary("sigmoid", _sigmoid, lambda g, i, o, n: (mul(g, mul(o, sub(1.0,
 RECIPROCAL = _unary("reciprocal", _quiet(np.reciprocal),
                     lambda g, i, o, n: (neg(mul(g, mul(o, o))),), saves_out=True)
 NEG = _unary("neg", np.negative, lambda g, i, o, n: (neg(g),), float_only=False)
-ABS = _unary("abs", np.abs, lambda g, i, o, n: (mul(g, sign(i[0])),), saves=(0,),
+def _abs(x):
+    if x.dtype == np.bool_:
+        raise _no_kernel("abs", "Bool")
+    return np.abs(x)
+
+
+ABS = _unary("abs", _abs, lambda g, i, o, n: (mul(g, sign(i[0])),), saves=(0,),
              float_only=False)
 SIGN = _unary("sign", np.sign, _zeros_vjp, float_only=False)
 RELU = _unary("relu", _relu, lambda g, i, o, n: (mul(g, gt(o, 0)),), saves_out=True,
@@ -340,6 +408,7 @@ RELU = _unary("relu", _relu, lambda g, i, o, n: (mul(g, gt(o, 0)),), saves_out=T
 FLOOR = _unary("floor", _int_safe(np.floor), _zeros_vjp, float_only=False)
 CEIL = _unary("ceil", _int_safe(np.ceil), _zeros_vjp, float_only=False)
 ROUND = _unary("round", _round, _zeros_vjp, float_only=False)
+ROUND_DECIMALS = overload_of(ROUND, "round_decimals", "RoundBackward1")
 
 
 def _clamp_vjp(g, ins, out, n):
@@ -354,7 +423,9 @@ def _clamp_vjp(g, ins, out, n):
     return (mul(g, mask) if mask is not None else g,)
 
 
-CLAMP = _unary("clamp", _clamp, _clamp_vjp, saves=(0,), float_only=False)
+# ClampBackward1 is PyTorch's name for Python-number bounds (the only kind supported here)
+CLAMP = _unary("clamp", _clamp, _clamp_vjp, saves=(0,), float_only=False,
+               grad_fn_name="ClampBackward1")
 
 EXP_ = inplace_of(EXP)
 RELU_ = inplace_of(RELU)
@@ -409,7 +480,9 @@ erf = _mk_unary(ERF)
 
 
 def round(input, *, decimals=0):
-    return dispatch(ROUND, (input,), {"decimals": decimals} if decimals else {})
+    if decimals:
+        return dispatch(ROUND_DECIMALS, (input,), {"decimals": decimals})
+    return dispatch(ROUND, (input,))
 
 
 def clamp(input, min=None, max=None):
@@ -428,6 +501,17 @@ def _clamp_attrs(lo, hi):
         if isinstance(v, Tensor):
             raise _err("clamp", "tensor bounds are not supported; pass Python numbers")
     return {"min": lo, "max": hi}
+
+
+_TORCH_NAMES = {"float16": "Half", "float32": "Float", "float64": "Double", "int32": "Int",
+                "int64": "Long", "bool": "Bool"}
+
+
+def _no_kernel(op, dtype_name):
+    """PyTorch's error for an op without a kernel for this dtype (NotImplementedError)."""
+    from .._errors import TracegradNotImplementedError, op_error
+    return op_error(TracegradNotImplementedError, op,
+                    f'"{op}_cpu" not implemented for \'{dtype_name}\'')
 
 
 def _err(op, msg):
@@ -457,7 +541,7 @@ GE, ge = _cmp("ge", np.greater_equal)
 def _bitwise(name, kernel):
     def k(x, y):
         if x.dtype.kind == "f" if hasattr(x, "dtype") else isinstance(x, float):
-            raise TypeError(f'"{name}_cpu" not implemented for \'Float\'')
+            raise _no_kernel(name, "Float")
         return kernel(x, y)
     return _cmp(name, k)
 
@@ -470,7 +554,10 @@ bitwise_and = logical_and_bits
 
 def _invert(x):
     if x.dtype.kind == "f":
-        raise TypeError("bitwise_not is only supported for integer and boolean tensors")
+        from .._errors import TracegradTypeError, op_error
+        raise op_error(TracegradTypeError, "bitwise_not",
+                       "~ (operator.invert) is only implemented on integer and Boolean-type "
+                       "tensors", "Use logical_not() or compare instead.")
     return np.invert(x)
 
 
@@ -506,3 +593,8 @@ def square(input):
 
 def lerp(input, end, weight):
     return add(input, mul(weight, sub(end, input)))
+
+
+# Binary arithmetic is elementwise too: the memory planner may write results in place.
+for _p in (ADD, SUB, MUL, DIV, POW, REMAINDER, MAXIMUM, MINIMUM, RSUB):
+    _p.elementwise = True

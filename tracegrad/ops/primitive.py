@@ -25,11 +25,12 @@ class Primitive:
 
     __slots__ = ("name", "kernel", "vjp", "grad_fn_name", "saves", "saves_out", "dtype_rule",
                  "overwrites", "aliases", "is_view", "functional", "node_cls", "nondiff",
-                 "shape_rule", "doc", "impure")
+                 "shape_rule", "doc", "impure", "elementwise")
 
     def __init__(self, name, kernel, *, vjp=None, grad_fn_name=None, saves=(), saves_out=False,
                  dtype_rule=None, overwrites=(), aliases=None, is_view=None, functional=None,
-                 nondiff=False, shape_rule=None, doc="", impure=False):
+                 nondiff=False, shape_rule=None, doc="", impure=False,
+                 elementwise=False):
         if name in REGISTRY:
             raise ValueError(f"primitive {name!r} declared twice")
         self.name = name
@@ -47,6 +48,7 @@ class Primitive:
         self.shape_rule = shape_rule
         self.doc = doc
         self.impure = impure          # never removed or merged by passes (RNG draws)
+        self.elementwise = elementwise  # output[i] depends on operand[i] only: may write in place
         from ..autograd.graph import Node
         self.node_cls = type(self.grad_fn_name, (Node,), {"__slots__": ()})
         REGISTRY[name] = self

@@ -333,7 +333,7 @@ def _norm_vjp(g, ins, out, n):
     ge = _expand_back(g, n.shapes[0], a["dims"], a["keepdim"])
     ob = _expand_back(out, n.shapes[0], a["dims"], a["keepdim"])
     if p == 0:
-        return (E.mul(ge, 0.0),)
+        return (None,)              # a count: PyTorch leaves the gradient undefined
     if p == 1:
         return (E.mul(ge, E.sign(x)),)
     if p in (INF, -INF):            # shared evenly among the elements attaining the norm
@@ -405,7 +405,15 @@ def _correction(unbiased, correction):
     return 1 if unbiased is None or unbiased else 0
 
 
+def _check_var_dtype(input, op):
+    if not input.is_floating_point():
+        raise op_error(TracegradRuntimeError, op,
+                       "std and var only support floating point and complex dtypes",
+                       f"Convert first, e.g. `x.float().{op}()`.")
+
+
 def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    _check_var_dtype(input, "var")
     if isinstance(unbiased, bool) is False and unbiased is not None and dim is None:
         dim, unbiased = unbiased, None
     return dispatch(VAR, (input,), {"dims": _dims(dim, input.ndim, "var"),
@@ -414,6 +422,7 @@ def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
 
 
 def std(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    _check_var_dtype(input, "std")
     if isinstance(unbiased, bool) is False and unbiased is not None and dim is None:
         dim, unbiased = unbiased, None
     return dispatch(STD, (input,), {"dims": _dims(dim, input.ndim, "std"),
@@ -489,6 +498,7 @@ def softmax(input, dim=None, dtype=None):
         input = input.to(dtype)
     if dim is None:
         dim = 0 if input.ndim in (0, 1, 3) else 1     # PyTorch's legacy implicit-dim choice
+    _check_float_kernel(input, "softmax_lastdim_kernel_impl")
     return dispatch(SOFTMAX, (input,), {"dim": _wrap_dim(dim, input.ndim, "softmax")})
 
 
@@ -497,7 +507,17 @@ def log_softmax(input, dim=None, dtype=None):
         input = input.to(dtype)
     if dim is None:
         dim = 0 if input.ndim in (0, 1, 3) else 1
+    _check_float_kernel(input, "log_softmax_lastdim_kernel_impl")
     return dispatch(LOG_SOFTMAX, (input,), {"dim": _wrap_dim(dim, input.ndim, "log_softmax")})
+
+
+def _check_float_kernel(input, kernel):
+    """PyTorch has no integer kernel for softmax-like ops: NotImplementedError, named."""
+    if not input.is_floating_point():
+        from .._errors import TracegradNotImplementedError
+        raise op_error(TracegradNotImplementedError, kernel.split("_lastdim")[0],
+                       f'"{kernel}" not implemented for \'{_tname(input)}\'',
+                       "Convert first, e.g. `x.float()`.")
 
 
 def _any_kernel(x, dims, keepdim):

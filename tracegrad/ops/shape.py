@@ -13,7 +13,7 @@ from .. import _dtype as D
 from .._dispatch import dispatch
 from .._errors import TracegradIndexError, TracegradRuntimeError, op_error
 from .._tensor import Tensor, _wrap_dim, from_array
-from .primitive import Primitive, promote
+from .primitive import Primitive, overload_of, promote
 
 
 def _plain(arr):
@@ -31,8 +31,9 @@ def _sum_to_kernel(x, shape):
     lead = x.ndim - len(shape)
     axes = tuple(range(lead)) + tuple(lead + i for i, s in enumerate(shape)
                                       if s == 1 and x.shape[lead + i] != 1)
-    r = np.add.reduce(x, axis=axes, keepdims=True) if axes else x
-    return r.reshape(shape)
+    if not axes:
+        return x.reshape(shape).copy()   # never hand back a view: outputs own their memory
+    return np.add.reduce(x, axis=axes, keepdims=True).reshape(shape)
 
 
 def _expand_kernel(x, shape):
@@ -104,6 +105,8 @@ VIEW = Primitive("view", _reshape_kernel, aliases=0, vjp=_reshape_vjp)
 RESHAPE_ALIAS = Primitive("reshape_alias", _reshape_kernel, aliases=0, vjp=_reshape_vjp,
                           grad_fn_name="ViewBackward0")
 SQUEEZE = Primitive("squeeze", _reshape_kernel, aliases=0, vjp=_reshape_vjp)
+SQUEEZE_DIM = overload_of(SQUEEZE, "squeeze_dim", "SqueezeBackward1")      # squeeze(x, 1)
+SQUEEZE_DIMS = overload_of(SQUEEZE, "squeeze_dims", "SqueezeBackward2")    # squeeze(x, (0, 1))
 UNSQUEEZE = Primitive("unsqueeze", _reshape_kernel, aliases=0, vjp=_reshape_vjp)
 
 
@@ -180,11 +183,14 @@ def squeeze(input, dim=None):
     shp = tuple(input.shape)
     if dim is None:
         new = tuple(s for s in shp if s != 1)
+        prim = SQUEEZE
     else:
-        dims = dim if isinstance(dim, (tuple, list)) else (dim,)
+        many = isinstance(dim, (tuple, list))
+        prim = SQUEEZE_DIMS if many else SQUEEZE_DIM
+        dims = dim if many else (dim,)
         dims = {_wrap_dim(d, input.ndim, "squeeze") for d in dims} if input.ndim else set()
         new = tuple(s for i, s in enumerate(shp) if not (i in dims and s == 1))
-    return dispatch(SQUEEZE, (input,), {"shape": new})
+    return dispatch(prim, (input,), {"shape": new})
 
 
 def unsqueeze(input, dim):
@@ -465,6 +471,12 @@ INDEX_PUT = Primitive("index_put", _index_put_kernel, vjp=_index_put_vjp,
 from .primitive import inplace_of  # noqa: E402
 
 INDEX_PUT_ = inplace_of(INDEX_PUT, grad_fn_name="CopySlices")
+# The same write under the names PyTorch gives its entry points (what grad_fn shows):
+INDEX_PUT_ADV_ = inplace_of(INDEX_PUT, "index_put_adv_", "IndexPutBackward0")  # x[idx] = v
+COPY_ = inplace_of(INDEX_PUT, "copy_", "CopyBackwards")
+FILL_ = inplace_of(INDEX_PUT, "fill_", "FillBackward2")                 # fill_(number)
+FILL_TENSOR_ = inplace_of(INDEX_PUT, "fill_tensor_", "FillBackward3")   # fill_(0-dim tensor)
+ZERO_ = inplace_of(INDEX_PUT, "zero_", "ZeroBackward0")
 
 
 def _view_scatter_kernel(base, src, chain):
@@ -575,15 +587,20 @@ def getitem(x, key):
     return dispatch(INDEX, (x,) + tensors, {"key": k})
 
 
-def setitem(x, key, value):
-    """`x[key] = value`: an in-place op on `x` (bumps its version; differentiable)."""
+def setitem(x, key, value, prim=None):
+    """`x[key] = value`: an in-place op on `x` (bumps its version; differentiable).
+
+    `prim` (an `inplace_of(INDEX_PUT)` variant) names the entry point: copy_, fill_, zero_.
+    """
     k, tensors, adv = _normalize_key(x, key)
     if isinstance(value, Tensor):
         if value.dtype is not x.dtype:
             value = to_dtype(value, x.dtype)
     elif isinstance(value, (list, tuple, np.ndarray)):
         value = from_array(np.asarray(value, dtype=x._data.dtype))
-    dispatch(INDEX_PUT_, (x, value) + tensors, {"key": k})
+    if prim is None:
+        prim = INDEX_PUT_ADV_ if adv else INDEX_PUT_
+    dispatch(prim, (x, value) + tensors, {"key": k})
 
 
 def narrow(input, dim, start, length):

@@ -13,8 +13,9 @@ from copy import deepcopy
 from itertools import chain
 
 from .. import _mode
+from .._errors import TracegradTypeError, TracegradValueError
 from .._tensor import Tensor
-from ..nn.module import _typename, _zero_grad
+from ..nn._module_helpers import _typename, _zero_grad
 
 
 class _RequiredParameter:
@@ -39,11 +40,12 @@ class Optimizer:
         self.state = defaultdict(dict)
         self.param_groups = []
         if isinstance(params, Tensor):
-            raise TypeError("params argument given to the optimizer should be an iterable of "
-                            "Tensors or dicts, but got " + _typename(params))
+            raise TracegradTypeError("params argument given to the optimizer should be an "
+                                     "iterable of Tensors or dicts, but got "
+                                     + _typename(params))
         groups = list(params)
         if not groups:
-            raise ValueError("optimizer got an empty parameter list")
+            raise TracegradValueError("optimizer got an empty parameter list")
         if not isinstance(groups[0], dict):
             groups = [{"params": groups}]
         for g in groups:
@@ -52,33 +54,33 @@ class Optimizer:
     def add_param_group(self, param_group):
         """Add a group (a dict with `params` and any options overriding the defaults)."""
         if not isinstance(param_group, dict):
-            raise TypeError(f"param_group must be a dict, but got {type(param_group)}")
+            raise TracegradTypeError(f"param_group must be a dict, but got {type(param_group)}")
         params = param_group["params"]
         if isinstance(params, Tensor):
             params = [params]
         elif isinstance(params, set):
-            raise TypeError("optimizer parameters need to be organized in ordered collections, "
-                            "but the ordering of tensors in sets will change between runs. "
-                            "Please use a list instead.")
+            raise TracegradTypeError("optimizer parameters need to be organized in ordered "
+                                     "collections, but the ordering of tensors in sets will "
+                                     "change between runs. Please use a list instead.")
         params = list(params)
         names = [p[0] for p in params if isinstance(p, tuple)]
         params = [p[1] if isinstance(p, tuple) else p for p in params]
         param_group["params"] = params
         if names:
             if len(names) != len(params):
-                raise ValueError("all optimizer params should be with/without names. Some "
-                                 "param names are missing")
+                raise TracegradValueError("all optimizer params should be with/without names. Some "
+                                          "param names are missing")
             param_group["param_names"] = names
         for p in params:
             if not isinstance(p, Tensor):
-                raise TypeError("optimizer can only optimize Tensors, but one of the params is "
-                                + _typename(p))
+                raise TracegradTypeError("optimizer can only optimize Tensors, but one of the "
+                                         "params is " + _typename(p))
             if not (p.is_leaf or p.retains_grad):
-                raise ValueError("can't optimize a non-leaf Tensor")
+                raise TracegradValueError("can't optimize a non-leaf Tensor")
         for name, default in self.defaults.items():
             if default is required and name not in param_group:
-                raise ValueError("parameter group didn't specify a value of required "
-                                 f"optimization parameter {name}")
+                raise TracegradValueError("parameter group didn't specify a value of required "
+                                          f"optimization parameter {name}")
             param_group.setdefault(name, default)
         ids = [id(p) for p in params]
         if len(ids) != len(set(ids)):
@@ -91,10 +93,11 @@ class Optimizer:
             seen.update(id(p) for p in g["params"])
             if ("param_names" in param_group) != ("param_names" in g):
                 txt = "with names" if "param_names" in param_group else "without names"
-                raise ValueError("all optimizer param groups should be with/without names. "
-                                 f"cannot add param group {txt} to the optimizer")
+                raise TracegradValueError("all optimizer param groups should be with/without "
+                                          f"names. cannot add param group {txt} to the "
+                                          "optimizer")
         if not seen.isdisjoint(ids):
-            raise ValueError("some parameters appear in more than one parameter group")
+            raise TracegradValueError("some parameters appear in more than one parameter group")
         self.param_groups.append(param_group)
 
     def zero_grad(self, set_to_none=True):
@@ -135,10 +138,11 @@ class Optimizer:
         saved_groups = deepcopy(state_dict["param_groups"])
         groups = self.param_groups
         if len(groups) != len(saved_groups):
-            raise ValueError("loaded state dict has a different number of parameter groups")
+            raise TracegradValueError(
+                "loaded state dict has a different number of parameter groups")
         if any(len(g["params"]) != len(s["params"]) for g, s in zip(groups, saved_groups)):
-            raise ValueError("loaded state dict contains a parameter group that doesn't match "
-                             "the size of optimizer's group")
+            raise TracegradValueError("loaded state dict contains a parameter group that "
+                                      "doesn't match the size of optimizer's group")
         id_map = dict(zip(chain.from_iterable(s["params"] for s in saved_groups),
                           chain.from_iterable(g["params"] for g in groups)))
         state = defaultdict(dict)

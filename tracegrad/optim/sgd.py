@@ -8,6 +8,7 @@ Per parameter, in PyTorch's order of operations (single-tensor path):
     p -= lr * g
 """
 from .. import _mode
+from .._errors import TracegradValueError
 from .optimizer import Optimizer, _check_unsupported
 
 
@@ -23,13 +24,13 @@ class SGD(Optimizer):
                  nesterov=False, *, maximize=False, foreach=None, differentiable=False,
                  fused=None):
         if lr < 0.0:
-            raise ValueError(f"Invalid learning rate: {lr}")
+            raise TracegradValueError(f"Invalid learning rate: {lr}")
         if momentum < 0.0:
-            raise ValueError(f"Invalid momentum value: {momentum}")
+            raise TracegradValueError(f"Invalid momentum value: {momentum}")
         if weight_decay < 0.0:
-            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+            raise TracegradValueError(f"Invalid weight_decay value: {weight_decay}")
         if nesterov and (momentum <= 0 or dampening != 0):
-            raise ValueError("Nesterov momentum requires a momentum and zero dampening")
+            raise TracegradValueError("Nesterov momentum requires a momentum and zero dampening")
         _check_unsupported(differentiable=differentiable, fused=fused)
         defaults = dict(lr=lr, momentum=momentum, dampening=dampening,
                         weight_decay=weight_decay, nesterov=nesterov, maximize=maximize,

@@ -21,10 +21,14 @@ class Partition:
     mutations: list = field(default_factory=list)       # [(input position, count)]
     grads: list = field(default_factory=list)           # backward output per wrt input
     cotangent_outputs: list = field(default_factory=list)
+    recomputed: list = field(default_factory=list)      # forward Values recomputed in backward
 
 
-def partition(fg, vjp_result=None):
-    """Build the forward/backward program pair from a functional graph and its VJP."""
+def partition(fg, vjp_result=None, remat=False):
+    """Build the forward/backward program pair from a functional graph and its VJP.
+
+    With `remat`, cheap elementwise values are recomputed in backward instead of saved
+    when that lowers the saved bytes (see passes/remat.py)."""
     inputs = {v: i for i, v in enumerate(fg.inputs)}
     user = list(fg.outputs)
     part = Partition(forward=None, n_user=len(user))
@@ -32,10 +36,14 @@ def partition(fg, vjp_result=None):
     if vjp_result is not None:
         bwd = dce(vjp_result.graph)
         n_ct = len(vjp_result.cotangent_outputs)
+        saved_list = list(vjp_result.saved)
+        if remat:
+            from .remat import rematerialize
+            bwd, saved_list, part.recomputed = rematerialize(fg, bwd, n_ct, saved_list)
         used = {a for n in bwd.nodes for a in n.value_inputs()} | {
             v for v in bwd.outputs if v is not None}
         keep_inputs = bwd.inputs[:n_ct]
-        for v, fv in zip(bwd.inputs[n_ct:], vjp_result.saved):
+        for v, fv in zip(bwd.inputs[n_ct:], saved_list):
             if v in used:
                 keep_inputs.append(v)
                 part.saved.append(fv)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import _mode
-from .._tensor import Tensor
+from .._tensor import Tensor, from_array
 from ..ir.graph import Graph, Value
 from ..ir.interpret import interpret
 from ..ir.tracer import Tracer
@@ -100,6 +100,9 @@ def vjp(g, wrt=None, values=None, out_mask=None):
                         for k, a in enumerate(n.inputs)) if saves else ()
             out = fwd(n.output) if n.prim.saves_out else None
             tracer.site = n.site
+            for a in ins:                    # a rule may wrap a literal array: a constant
+                if isinstance(a, np.ndarray) and id(a) not in tracer.by_data:
+                    from_array(a)
             grads = n.prim.vjp(gout, ins, out, _RuleNode(n, needs))
             done.add(idx)
             for a, gr, need in zip(n.inputs, grads, needs):
@@ -109,6 +112,9 @@ def vjp(g, wrt=None, values=None, out_mask=None):
                     gr = gr.to(a.type.dtype)
                 ct[a] = gr if a not in ct else ct[a] + gr
     bwd = tracer.graph
+    # Shapes in the backward program follow from forward shapes, which the forward program
+    # already guards (masks: `x[mask]`, `x[mask] = v`), so shape guards here are redundant.
+    bwd.guards = [gd for gd in bwd.guards if gd.kind != "shape"]
     if bwd.guards:
         raise RuntimeError(f"internal error: a VJP rule took a data-dependent decision "
                            f"({bwd.guards[0]!r}); VJP rules must be branch-free")

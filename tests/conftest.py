@@ -1,0 +1,20 @@
+"""Shared pytest setup: the tests folder is importable (for `op_table`), and every test ends
+with the default dtype it started with (tracegrad's and, if loaded, torch's)."""
+import os
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(__file__))
+
+
+@pytest.fixture(autouse=True)
+def _restore_default_dtype():
+    import tracegrad
+    before = tracegrad.get_default_dtype()
+    torch = sys.modules.get("torch")
+    torch_before = torch.get_default_dtype() if torch is not None else None
+    yield
+    tracegrad.set_default_dtype(before)
+    if torch is not None:
+        torch.set_default_dtype(torch_before)

@@ -1,0 +1,100 @@
+"""Helpers of `Module`: name checks, state_dict entry copying, zero_grad, hook handles.
+
+Kept apart from `module.py` so that file holds only the Module contract; `optim` reuses
+`_zero_grad` and `_typename` so modules and optimizers reset gradients identically.
+"""
+from collections import namedtuple
+
+from .. import _mode
+from .._errors import TracegradTypeError
+from .._tensor import Size, Tensor
+
+
+class _IncompatibleKeys(namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])):
+    """What `load_state_dict` returns: the keys it could not match."""
+
+    def __repr__(self):
+        if not self.missing_keys and not self.unexpected_keys:
+            return "<All keys matched successfully>"
+        return super().__repr__()
+
+    __str__ = __repr__
+
+
+def _typename(obj):
+    if isinstance(obj, Tensor):
+        return obj.type()
+    t = type(obj)
+    return t.__name__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__qualname__}"
+
+
+def _check_name(kind, name, module, registry):
+    if not isinstance(name, str):
+        raise TracegradTypeError(f"{kind} name should be a string. Got {_typename(name)}")
+    if "." in name:
+        raise KeyError(f'{kind} name can\'t contain "."')
+    if name == "":
+        raise KeyError(f'{kind} name can\'t be empty string ""')
+    if hasattr(module, name) and name not in registry:
+        raise KeyError(f"attribute '{name}' already exists")
+
+
+def _indent(text, n):
+    first, *rest = text.split("\n")
+    return "\n".join([first] + [" " * n + line for line in rest])
+
+
+def _copy_entry(key, param, value, errors):
+    """Copy one state_dict value into `param` in place, recording problems in `errors`."""
+    if not hasattr(value, "shape") or not hasattr(value, "__array__"):
+        errors.append(f'While copying the parameter named "{key}", expected torch.Tensor or '
+                      f"Tensor-like object from checkpoint but received {type(value)}")
+        return
+    shape = tuple(value.shape)
+    if len(param.shape) == 0 and shape == (1,):
+        value = value[0]              # old checkpoints stored scalars as 1-element vectors
+        shape = ()
+    if shape != tuple(param.shape):
+        errors.append(f"size mismatch for {key}: copying a param with shape {Size(shape)} from "
+                      f"checkpoint, the shape in current model is {param.shape}.")
+        return
+    try:
+        with _mode.no_grad():
+            param.copy_(value)
+    except Exception as ex:  # noqa: BLE001  (reported like PyTorch, all errors at once)
+        errors.append(f'While copying the parameter named "{key}", whose dimensions in the '
+                      f"model are {param.size()} and whose dimensions in the checkpoint are "
+                      f"{value.shape}, an exception occurred : {ex.args}.")
+
+
+def _zero_grad(p, set_to_none):
+    if p.grad is None:
+        return
+    if set_to_none:
+        p.grad = None
+        return
+    g = p.grad
+    if g.grad_fn is not None:
+        g.detach_()
+    else:
+        g.requires_grad_(False)
+    with _mode.no_grad():
+        g.zero_()
+
+
+class _Handle:
+    """Removable handle for module hooks (`handle.remove()`)."""
+
+    _next = 0
+
+    def __init__(self, registry, key):
+        self._registry, self._key = registry, key
+
+    @classmethod
+    def add(cls, registry, hook):
+        cls._next += 1
+        registry[cls._next] = hook
+        return cls(registry, cls._next)
+
+    def remove(self):
+        self._registry.pop(self._key, None)

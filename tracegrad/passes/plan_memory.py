@@ -1,0 +1,232 @@
+"""plan_memory: decide where every intermediate lives (in-place takeover + a packed arena).
+
+Note [Memory plan]
+1. Takeover: an elementwise node whose operand storage dies at that node (same shape and
+   dtype as the result; not a program input, not escaping the program, the operand itself
+   not a view) writes its result into that operand's buffer (`out=`); the two storages
+   merge. A node producing an input-mutation result may likewise write straight into the
+   input's own buffer when nothing reads the old input afterwards, no guard follows, and
+   the input is not saved for backward: the copy-back then costs nothing.
+2. Arena: the remaining large storages (>= `min_bytes`, produced by kernels that accept
+   `out=`) are packed greedily by size into one arena: each takes the lowest offset that
+   overlaps no storage alive at the same time. Small arrays stay with numpy's allocator
+   (for them `out=` does not pay). Arenas are per thread (see codegen), so concurrent calls
+   never share scratch memory; values returned to the user never live in the arena.
+`check_plan` re-verifies a plan by simulating which value occupies each buffer: every read
+must find the value it expects (the versioned-storage check of the optimiser's decisions).
+"""
+from dataclasses import dataclass, field
+
+from .liveness import liveness
+
+ARENA_MIN_BYTES = 64 * 1024
+
+
+@dataclass
+class MemoryPlan:
+    """What codegen needs (`takeover`, `slots`) plus the figures `explain()` reports."""
+    takeover: dict = field(default_factory=dict)      # node index -> operand index
+    into_input: dict = field(default_factory=dict)    # node index -> graph input index
+    slots: dict = field(default_factory=dict)         # storage root Value -> (offset, nbytes)
+    arena_bytes: int = 0
+    naive_bytes: int = 0
+    lower_bound: int = 0
+    planned_peak: int = 0
+    unplanned_peak: int = 0
+
+    def summary(self):
+        return {"naive_bytes": self.naive_bytes, "lower_bound": self.lower_bound,
+                "planned_peak": self.planned_peak, "arena_bytes": self.arena_bytes,
+                "takeovers": len(self.takeover), "in_place_input_updates": len(self.into_input),
+                "arena_values": len(self.slots)}
+
+
+def accepts_out(prim):
+    k = prim.kernel
+    return getattr(k, "accepts_out", False) or type(k).__name__ == "ufunc"
+
+
+def elementwise(prim):
+    return getattr(prim, "elementwise", False)
+
+
+def plan_memory(g, protected_inputs=(), min_bytes=ARENA_MIN_BYTES, arena=True):
+    """Plan buffers for scheduled graph `g`; `protected_inputs`: input indexes never written."""
+    live = liveness(g)
+    storage, last = live.storage_of, live.last
+    inputs = {v: k for k, v in enumerate(g.inputs)}
+    plan = MemoryPlan(naive_bytes=live.naive_bytes)
+    merged = {}                              # storage root -> representative root
+    extent = {r: [live.first[r], last[r]] for r in live.first}
+
+    def rep(r):
+        while r in merged:
+            r = merged[r]
+        return r
+
+    input_reads = {}
+    for i, node in enumerate(g.nodes):
+        for a in node.value_inputs():
+            if storage[a] in inputs:
+                input_reads[storage[a]] = i
+    for gd in g.guards:
+        if storage[gd.value] in inputs:
+            input_reads[storage[gd.value]] = max(input_reads.get(storage[gd.value], 0),
+                                                 gd.position)
+    last_guard = max((gd.position for gd in g.guards), default=-1)
+    mut_final = {b: a for a, b in getattr(g, "mutations", [])}
+    # outputs other than the mutation results themselves (user outputs, saved values)
+    n_out = {}
+    for v in g.outputs:
+        if v is not None:
+            n_out[v] = n_out.get(v, 0) + 1
+    returned = {storage.get(v) for v in g.outputs
+                if v is not None and (v not in mut_final or n_out[v] > 1)}
+    for i, node in enumerate(g.nodes):
+        out = node.output
+        if node.prim.aliases is not None or not (elementwise(node.prim) and accepts_out(node.prim)):
+            continue
+        tgt_in = mut_final.get(out)
+        if tgt_in is not None and out not in returned and i >= last_guard:
+            k = inputs[tgt_in]
+            if (k not in protected_inputs and tgt_in.type == out.type
+                    and input_reads.get(tgt_in, -1) <= i):
+                plan.into_input[i] = k
+                continue
+        for k, a in enumerate(node.inputs):
+            if not _is_val(a) or storage[a] is not a or a in inputs:
+                continue
+            r = rep(a)
+            if (r in live.escaping or a.type != out.type or last[a] != i or
+                    any(_is_val(b) and b is not a and storage[b] is a for b in node.inputs)):
+                continue
+            if out in live.escaping or storage[out] is not out:
+                continue
+            plan.takeover[i] = k
+            merged[out] = r
+            extent[r][1] = max(extent[r][1], extent[out][1])
+            break
+    # merged extents: a chain's storage lives from its head to its last member's last use
+    roots = [r for r in live.first if r not in merged]
+    sizes = {r: live.nbytes[r] for r in roots}
+    escaping = {rep(r) for r in live.escaping}
+    # lower bound after takeover merging
+    n = len(g.nodes)
+    delta = [0] * (n + 2)
+    for r in roots:
+        delta[extent[r][0]] += sizes[r]
+        delta[extent[r][1] + 1] -= sizes[r]
+    cur = lb = 0
+    for i in range(n + 1):
+        cur += delta[i]
+        lb = max(lb, cur)
+    plan.lower_bound = lb
+    cands = []
+    if arena:
+        for r in roots:
+            head = g.nodes[extent[r][0]]
+            if (sizes[r] >= min_bytes and r not in escaping and head.output is r
+                    and accepts_out(head.prim) and extent[r][0] not in plan.into_input):
+                cands.append(r)
+    cands.sort(key=lambda r: (-sizes[r], extent[r][0]))
+    placed = []
+    for r in cands:
+        lo, hi = extent[r]
+        busy = sorted((off, off + sz) for (off, sz, a, b) in placed if not (b < lo or a > hi))
+        off = 0
+        for s, e in busy:
+            if off + sizes[r] <= s:
+                break
+            off = max(off, _align(e))
+        placed.append((off, sizes[r], lo, hi))
+        plan.slots[r] = (off, sizes[r])
+        plan.arena_bytes = max(plan.arena_bytes, off + sizes[r])
+    delta = [0] * (n + 2)
+    for r in roots:
+        if r not in plan.slots:
+            delta[extent[r][0]] += sizes[r]
+            delta[extent[r][1] + 1] -= sizes[r]
+    cur = peak = 0
+    for i in range(n + 1):
+        cur += delta[i]
+        peak = max(peak, cur)
+    plan.unplanned_peak = peak
+    plan.planned_peak = plan.arena_bytes + peak
+    plan.chain_root = {v: rep(v) for v in live.first}
+    return plan
+
+
+def _operand_k(node, v):
+    for k, a in enumerate(node.inputs):
+        if a is v:
+            return k
+    return None
+
+
+def _align(x, a=64):
+    return (x + a - 1) // a * a
+
+
+def _is_val(a):
+    return hasattr(a, "type") and hasattr(a, "id")
+
+
+def check_plan(g, plan):
+    """Simulate buffer occupancy; raise if any read would see an overwritten value."""
+    from .._errors import InplaceError
+    live = liveness(g)
+    storage = live.storage_of
+    buf_of = {}
+    for v in g.inputs:
+        buf_of[v] = ("in", v.id)
+    occupant = {}
+    for v in g.inputs:
+        occupant[buf_of[v]] = v
+    for r, (off, sz) in plan.slots.items():
+        pass
+    for i, node in enumerate(g.nodes):
+        for a in node.value_inputs():
+            r = storage[a]
+            b = buf_of.get(r)
+            if b is not None and occupant.get(b) is not r:
+                raise InplaceError(f"memory plan: node {i} ({node.prim.name}) reads {a!r} but "
+                                   f"its buffer now holds {occupant.get(b)!r}")
+        out = node.output
+        if storage[out] is not out:
+            continue
+        if i in plan.into_input:
+            b = ("in", g.inputs[plan.into_input[i]].id)
+        elif i in plan.takeover:
+            b = buf_of[storage[node.inputs[plan.takeover[i]]]]
+        else:
+            root = plan.chain_root.get(out, out)
+            b = ("arena", plan.slots[root][0]) if root in plan.slots and root is out else \
+                ("own", out.id)
+        if b[0] == "arena":
+            off, sz = plan.slots[out]
+            for key in list(occupant):
+                if key[0] == "arena" and key != b:
+                    o2, s2 = key[1], key[2] if len(key) > 2 else 0
+            b = ("arena", off)
+        buf_of[out] = b
+        occupant[b] = out
+        _overlap_check(plan, occupant, storage, out, i, g, live)
+    return True
+
+
+def _overlap_check(plan, occupant, storage, out, i, g, live):
+    """Arena slots that overlap `out`'s slot must hold dead values only."""
+    root = plan.chain_root.get(out, out)
+    if root not in plan.slots or root is not out:
+        return
+    off, sz = plan.slots[root]
+    for other, (o2, s2) in plan.slots.items():
+        if other is root or o2 >= off + sz or off >= o2 + s2:
+            continue
+        # `other` shares bytes with `out`: it must not be read at or after node i
+        members = [v for v, rr in plan.chain_root.items() if rr is other]
+        for v in members:
+            if live.last.get(v, -1) >= i and live.first.get(v, 10 ** 9) <= i:
+                from .._errors import InplaceError
+                raise InplaceError(f"memory plan: {out!r} (node {i}) overwrites arena bytes of "
+                                   f"{v!r}, which is still live")
