@@ -1,4 +1,4 @@
-"""The examples run as a user runs them (a subprocess) and print what PyTorch prints.
+"""The examples (and the eager benchmark) run as a user runs them: as subprocesses.
 
 `examples/autograd_tour.py` is the classic autograd tutorial. We check its key lines against
 the tutorial's documented output and, when torch is installed, that running it on tracegrad
@@ -16,12 +16,16 @@ ROOT = Path(__file__).resolve().parents[1]
 TOUR = ROOT / "examples" / "autograd_tour.py"
 
 
-def _run(*flags):
+def _env():
     env = dict(os.environ)
     # the checkout itself, so the test works with or without `pip install -e .`
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    return env
+
+
+def _run(*flags):
     proc = subprocess.run([sys.executable, str(TOUR), *flags], capture_output=True, text=True,
-                          env=env, cwd=ROOT, timeout=120)
+                          env=_env(), cwd=ROOT, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr == "", proc.stderr       # no warnings either
     return proc.stdout
@@ -90,3 +94,14 @@ def test_same_output_as_pytorch(tour_out):
     pytest.importorskip("torch")
     theirs = _run("--torch")
     assert _normalise(tour_out) == _normalise(theirs)
+
+
+def test_eager_benchmark_smoke():
+    """The benchmark runs, and its start-up check passes: tracegrad's values and gradients
+    equal the hand-written numpy backward's (and PyTorch's, when installed)."""
+    proc = subprocess.run([sys.executable, str(ROOT / "bench" / "eager_overhead.py"),
+                           "--rounds", "2"], capture_output=True, text=True, env=_env(),
+                          cwd=ROOT, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert re.search(r"^tracegrad\s+\d+\.\d+\s+\d+\.\d+", proc.stdout, re.M), proc.stdout
+    assert "tracegrad / numpy" in proc.stdout

@@ -77,6 +77,18 @@ def test_inplace_bumps_version_once(info):
         assert out._version == 1, f"{info.name}{sample}: _version {out._version}"
 
 
+@pytest.mark.parametrize("name", ["max", "min"])
+def test_max_min_with_dim_return_values_and_indices(name):
+    x = tg.tensor([[1.0, 5.0, 3.0], [4.0, 2.0, 6.0]])
+    r = getattr(x, name)(dim=1)
+    values, indices = r
+    assert r.values is values and r.indices is indices
+    want = np.array([[1.0, 5.0, 3.0], [4.0, 2.0, 6.0]])
+    assert values.tolist() == getattr(want, name)(axis=1).tolist()
+    assert indices.tolist() == getattr(want, "arg" + name)(axis=1).tolist()
+    assert indices.dtype is tg.int64
+
+
 def test_setitem_bumps_version_and_views_see_it():
     x = tg.zeros(3, 4)
     row = x[1]

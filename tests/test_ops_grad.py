@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import tracegrad as tg
-from op_table import F64, OPS, BY_NAME, flat_outputs, np_args, to_lib
+from op_table import F64, OPS, flat_outputs, np_args, to_lib
 
 EPS1, EPS2 = 1e-6, 1e-5
 DIFF = [pytest.param(i, id=i.name) for i in OPS if i.differentiable and F64 in i.dtypes]
@@ -59,16 +59,16 @@ def _dot(gs, vs):
     return sum(float(np.sum(g.numpy() * v)) for g, v in zip(gs, vs) if g is not None)
 
 
-def _samples(info):
-    for sample in info.samples(_rng(info, "samples"), F64):
+def _samples(info, salt=""):
+    for sample in info.samples(_rng(info, "samples" + salt), F64):
         pos = _float_positions(sample)
         if pos:
             yield sample, pos
 
 
-def check_first_order(info):
-    rng = _rng(info, "first")
-    for sample, pos in _samples(info):
+def check_first_order(info, salt=""):
+    rng = _rng(info, "first" + salt)
+    for sample, pos in _samples(info, salt):
         x = {i: sample.args[i] for i in pos}
         leaves, outs = _run(info, sample, x)
         ws = [rng.standard_normal(o.shape) for o in outs]
@@ -101,9 +101,9 @@ def _h(info, sample, x, ws, us, create_graph):
     return leaves, h
 
 
-def check_second_order(info):
-    rng = _rng(info, "second")
-    for sample, pos in _samples(info):
+def check_second_order(info, salt=""):
+    rng = _rng(info, "second" + salt)
+    for sample, pos in _samples(info, salt):
         x = {i: sample.args[i] for i in pos}
         _, outs = _run(info, sample, x)
         ws = [rng.standard_normal(o.shape) for o in outs]
@@ -132,6 +132,15 @@ def test_second_order_matches_finite_differences(info):
     SECOND_RESULTS[info.name] = False
     check_second_order(info)
     SECOND_RESULTS[info.name] = True
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(5))
+def test_gradients_on_more_random_inputs(seed):
+    for p in DIFF:
+        check_first_order(p.values[0], f"/{seed}")
+    for p in SECOND:
+        check_second_order(p.values[0], f"/{seed}")
 
 
 def _x(*shape, seed=0, positive=False):
@@ -184,4 +193,3 @@ def test_second_order_count():
     print(f"\nsecond-order gradient checks: {len(passed)} of {len(SECOND)} ops pass")
     assert not failed, f"second-order failures: {failed}"
     assert len(passed) == len(SECOND)
-    assert BY_NAME["matmul"].second_order

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import tracegrad as tg
-from op_table import F32, F64, FLOATS, OPS, flat_outputs, to_lib
+from op_table import F32, F64, FLOATS, INDEX, OPS, SHAPE, call
 
 torch = pytest.importorskip("torch")
 
@@ -41,11 +41,6 @@ def _close(ours, theirs, dtype, tol, what):
     np.testing.assert_allclose(a, b, rtol=rtol, atol=atol, equal_nan=True, err_msg=what)
 
 
-def _run(m, info, sample, rg):
-    args = [to_lib(m, a, requires_grad=rg) for a in sample.args]
-    return args, flat_outputs(info.op(m, *args, **sample.kwargs))
-
-
 def _loss(m, outs, ws):
     total = 0
     for o, w in zip(outs, ws):
@@ -62,11 +57,10 @@ def _backward(m, info, outs, ws):
     return None
 
 
-def _compare_sample(info, sample, dtype, rng):
-    what = f"{info.name}{sample}"
-    rg = dtype in FLOATS
-    t_args, t_outs = _run(torch, info, sample, rg)
-    o_args, o_outs = _run(tg, info, sample, rg)
+def _compare_sample(info, sample, dtype, rng, rg):
+    what = f"{info.name}{sample} requires_grad={rg}"
+    t_args, t_outs = call(torch, info, sample, rg)
+    o_args, o_outs = call(tg, info, sample, rg)
     assert len(o_outs) == len(t_outs), what
     for k, (o, t) in enumerate(zip(o_outs, t_outs)):
         w = f"{what} output {k}"
@@ -88,8 +82,8 @@ def _compare_sample(info, sample, dtype, rng):
     t_err = _backward(torch, info, [t for _, t in pairs], ws)
     o_err = _backward(tg, info, [o for o, _ in pairs], ws)
     if t_err is not None:
-        # torch lacks some derivatives (floor_divide; remainder with a scalar dividend):
-        # we must raise where it records a node of its own that raises, else may do better.
+        # Where torch lacks a derivative (floor_divide; `2 % x`) we may raise or do better;
+        # for any other backward error we must raise too.
         if "not implemented" not in str(t_err):
             assert isinstance(o_err, RuntimeError), f"{what}: torch backward raised {t_err!r}"
         return
@@ -106,9 +100,33 @@ def _compare_sample(info, sample, dtype, rng):
 def test_matches_torch(info, dtype):
     rng = np.random.default_rng(zlib.crc32(f"{info.name}/{dtype}".encode()))
     for sample in info.samples(rng, dtype):
-        if sample.torch:
-            _compare_sample(info, sample, dtype, rng)
+        if not sample.torch:
+            continue
+        _compare_sample(info, sample, dtype, rng, dtype in FLOATS)
+        floats = [i for i, a in enumerate(sample.args)
+                  if isinstance(a, np.ndarray) and a.dtype.kind == "f"]
+        if len(floats) > 1:             # only some inputs require grad
+            _compare_sample(info, sample, dtype, rng, {floats[-1]})
     CHECKED.add((info.name, dtype))
+
+
+VIEWS = [pytest.param(i, id=i.name) for i in SHAPE + INDEX if not i.name.startswith("set")]
+
+
+@pytest.mark.parametrize("info", VIEWS)
+def test_views_and_copies_match_torch(info):
+    """An output aliases its input (sees a later in-place write, shares the version counter)
+    exactly when torch's does."""
+    rng = np.random.default_rng(zlib.crc32(info.name.encode()))
+    for sample in info.samples(rng, F32):
+        seen = []
+        for m in (tg, torch):
+            args, outs = call(m, info, sample)
+            before = [o.numpy().copy() for o in outs]
+            args[0].add_(1)
+            seen.append([(not np.array_equal(o.numpy(), b), o._version)
+                         for o, b in zip(outs, before)])
+        assert seen[0] == seen[1], f"{info.name}{sample}: (aliases, _version) {seen}"
 
 
 def test_grad_fn_names_match_torch():

@@ -11,7 +11,7 @@ import contextvars
 import numpy as np
 
 from . import _mode
-from ._dtype import _FROM_NP, can_cast
+from ._dtype import _FROM_NP, can_cast, scalar_type_name
 from ._errors import InplaceError, TracegradRuntimeError, op_error
 from ._tensor import Tensor, VersionCounter, edge_of
 
@@ -146,8 +146,8 @@ def run_inplace(prim, args, attrs):
     tdata = target._data
     if res.dtype != tdata.dtype and not can_cast(_FROM_NP[res.dtype], _FROM_NP[tdata.dtype]):
         raise op_error(TracegradRuntimeError, prim.name,
-                       f"result type {_FROM_NP[res.dtype].name.capitalize()} can't be cast to "
-                       f"the desired output type {_FROM_NP[tdata.dtype].name.capitalize()}.",
+                       f"result type {scalar_type_name(_FROM_NP[res.dtype])} can't be cast to "
+                       f"the desired output type {scalar_type_name(_FROM_NP[tdata.dtype])}.",
                        "Convert the tensor first, e.g. `x = x.float()`.")
     if res.shape != tdata.shape:
         raise op_error(TracegradRuntimeError, prim.name,

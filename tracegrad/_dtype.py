@@ -84,6 +84,15 @@ for _a in _ALL:
                               else (_a if _a.category > _b.category else _b))
 
 
+_SCALAR_NAMES = {"float16": "Half", "float32": "Float", "float64": "Double", "int32": "Int",
+                 "int64": "Long", "bool": "Bool"}
+
+
+def scalar_type_name(d):
+    """PyTorch's C++ scalar-type name used in its error messages (`Float`, `Long`, ...)."""
+    return _SCALAR_NAMES[d.name]
+
+
 def promote_types(a, b):
     """The smallest dtype both `a` and `b` can be cast to (torch.promote_types)."""
     return a if a is b else _CAT_ORDER[a, b]

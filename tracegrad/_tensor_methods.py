@@ -9,7 +9,7 @@ from . import _dtype as D
 from . import _mode
 from . import ops as O
 from ._dispatch import dispatch, trace_hook
-from ._errors import TracegradRuntimeError, TracegradTypeError, op_error
+from ._errors import TracegradRuntimeError, TracegradTypeError, TracegradValueError, op_error
 from ._tensor import Tensor, accumulator, from_array
 from .ops import elementwise as E
 from .ops import shape as S
@@ -140,6 +140,10 @@ def _tensorize(x):
 
 # ---- conversions to Python ----
 def _scalar(self, op):
+    if self._data.size != 1 and op in ("float", "int"):     # PyTorch: ValueError here
+        raise op_error(TracegradValueError, op,
+                       "only one element tensors can be converted to Python scalars",
+                       "Reduce it first (e.g. `.sum()`), or index one element.")
     if self._data.size != 1:
         raise op_error(TracegradRuntimeError, op,
                        f"a Tensor with {self._data.size} elements cannot be converted to Scalar",

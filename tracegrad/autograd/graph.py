@@ -12,7 +12,7 @@ import itertools
 import threading
 import weakref
 
-from .._errors import InplaceError, TracegradRuntimeError
+from .._errors import InplaceError, TracegradRuntimeError, op_error
 from .._tensor import Tensor     # _tensor imports this module lazily, so no cycle
 
 _seq = itertools.count()
@@ -95,8 +95,8 @@ class Node:
     def unpack_inputs(self):
         saved = self.saved             # read once: another thread may release meanwhile
         if saved is None:
-            if self.released:
-                raise TracegradRuntimeError(FREED_MSG)
+            if self.released:       # names the user's line that ran backward again
+                raise op_error(TracegradRuntimeError, None, FREED_MSG)
             return ()
         for t, v in zip(saved, self.versions):
             vc = getattr(t, "_vc", None)
@@ -107,8 +107,8 @@ class Node:
     def unpack_out(self):
         out_saved = self.out_saved
         if out_saved is None:
-            if self.released:
-                raise TracegradRuntimeError(FREED_MSG)
+            if self.released:       # names the user's line that ran backward again
+                raise op_error(TracegradRuntimeError, None, FREED_MSG)
             return None
         data, vc, v = out_saved
         if vc.v != v:

@@ -10,14 +10,18 @@ whole call eagerly (recording a new path) when none exists. Every re-trace is lo
 `cache_limit` paths the function warns once and runs eagerly (still correct).
 """
 import functools
+import itertools
 import logging
 import os
 import warnings
+
+import numpy as np
 import weakref
 
 from .. import _dispatch, _mode
 from .._tensor import Tensor
 from ..ir.interpret import GuardFailed
+from ..ir.printer import value_names
 from ..ir.tracer import Tracer, flatten, leaves_of
 from ..passes import DEFAULT_PIPELINE
 from .keys import describe_difference, entry_key
@@ -25,6 +29,7 @@ from .path import CompiledPath
 
 log = logging.getLogger("tracegrad")
 
+_serial = itertools.count()   # orders paths by creation across entries
 _registry = []          # weakrefs to every CompiledFunction, in creation order
 _listeners = []         # callables told of each new CompiledFunction (the CLI keeps them alive)
 
@@ -96,7 +101,8 @@ class CompiledFunction:
     @property
     def programs(self):
         """Every cached path (across entries), in creation order."""
-        return [p for e in self.entries.values() for p in e.paths]
+        return sorted((p for e in self.entries.values() for p in e.paths),
+                      key=lambda p: p.serial)
 
     def _n_paths(self):
         return sum(len(e.paths) for e in self.entries.values())
@@ -148,7 +154,8 @@ class CompiledFunction:
                             and _prefix_eq(p.outcomes, prefix)), None)
                 if nxt is None:
                     gd = path.guards[gf.index]
-                    return None, (f"guard {gd.kind}(...) at {gd.site}: expected "
+                    v = value_names(path.part.forward).get(gd.value, "?")
+                    return None, (f"guard {gd.kind}(%{v}) at {gd.site}: expected "
                                   f"{gd.expected!r}, got {gf.actual!r}")
                 path = nxt
                 continue
@@ -189,18 +196,32 @@ class CompiledFunction:
                             memory=self.memory, poison=self.debug_nan)
         if entry is None:
             entry = self.entries[key] = _Entry(key)
+            # objects keyed by id() must outlive the entry, or a new object could reuse the id
+            entry.keep = [x for x in leaves if not isinstance(
+                x, (Tensor, np.ndarray, bool, int, float, str, type(None)))]
         entry.paths.append(path)
         entry.last = path
         path.trace_reason = reason
+        path.serial = next(_serial)
         if os.environ.get("TRACEGRAD_DUMP_DIR"):
             from .dump import dump_path      # never raises: a failed dump only logs
             dump_path(self, path)
         return out
 
-    def explain(self):
-        """A readable report: per path, its guards with source lines, IR and pass stats."""
+    def explain(self, code=False):
+        """A readable report: per path, its guards with source lines, IR and pass stats
+        (compiler/explain.py); `code=True` adds the generated source."""
         from .explain import explain
-        return explain(self)
+        return explain(self, code=code)
+
+    def to_dot(self, **options):
+        """A graphviz.Digraph of every cached path (see `tracegrad.viz.to_dot`)."""
+        from .. import viz
+        return viz.to_dot(self, **options)
+
+    def _repr_svg_(self):
+        from .. import viz                   # notebook display; None (text) without `dot`
+        return viz.svg(self)
 
     def __repr__(self):
         return f"<compiled {self.name}: {self._n_paths()} path(s)>"

@@ -1,6 +1,8 @@
 """The entry key: what must match, checked with one dict lookup, before a cached trace is
 reused (shapes, dtypes, requires_grad of tensor arguments, which arguments alias, Python
 scalar values, grad and inference mode, module training flags and parameter identities)."""
+import numpy as np
+
 from .. import _mode
 from .._tensor import Tensor
 
@@ -19,7 +21,9 @@ def entry_key(leaves):
             parts.append(("T", d.shape, d.dtype, x._rg, alias))
         elif isinstance(x, (bool, int, float, str, type(None))):
             parts.append(("S", type(x), x))
-        else:
+        elif isinstance(x, np.ndarray):      # the trace baked its values in: key by value
+            parts.append(("A", x.shape, x.dtype.str, x.tobytes()))
+        else:                                # by identity (the entry keeps `x` alive)
             parts.append(("O", id(x), _module_flags(x)))
     return (tuple(parts), _mode.grad_enabled(), _mode.inference_enabled()), aliased
 
@@ -62,5 +66,7 @@ def describe_difference(old, new):
                                       a[1:], b[1:]):
                     if x != y:
                         return f"argument {i}: {name} changed ({x} -> {y})"
+            if a[0] == "A" and b[0] == "A":
+                return f"argument {i}: numpy array changed (its values were traced as constants)"
             return f"argument {i} changed ({a[1:]} -> {b[1:]})"
     return "new entry"

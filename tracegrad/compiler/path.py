@@ -34,8 +34,10 @@ class CompiledPath:
         self.single = len(out_tensors) == 1 and self.out_is_tensor[0]
         values = dict(tracer.values)
         fg = functionalize(raw, values=values)
+        self.stages = [("functionalize", fg)]     # (pass, graph after it): explain and dump
         for p in pipeline:
             fg = p(fg)
+            self.stages.append((getattr(p, "__name__", type(p).__name__), fg))
         self.functional = fg
         self.guards = list(fg.guards)
         self.outcomes = [gd.expected for gd in fg.guards]
@@ -50,6 +52,7 @@ class CompiledPath:
             vr = vjp(fg, [ins[i] for i in self.wrt], values=values,
                      out_mask=self.out_requires)
             check_inplace(fg, vr.differentiated)
+            self.stages.append(("vjp", vr.graph))
         self.part = partition(fg, vr, remat=(memory == "min"))
         self.memory_mode = memory
         self._plan_and_build(name, memory, poison)
@@ -173,6 +176,33 @@ class CompiledPath:
         it = iter(outs)
         return self.out_build([next(it) if is_t else c
                                for is_t, c in zip(self.out_is_tensor, self.out_consts)])
+
+    # -- introspection: what `.programs` entries show (compiler/explain.py) --
+    @property
+    def forward(self):
+        """The forward program's IR Graph, after every pass."""
+        return self.part.forward
+
+    @property
+    def backward(self):
+        """The backward program's IR Graph (None when no gradient can flow)."""
+        return self.part.backward
+
+    @property
+    def code(self):
+        """Generated source of the forward and backward programs, clearly separated."""
+        from .explain import path_code
+        return path_code(self)
+
+    @property
+    def memory(self):
+        """A `MemoryStats`: naive, saved and input bytes (plus plan figures when planned)."""
+        from .explain import memory_stats
+        return memory_stats(self)
+
+    def _repr_svg_(self):
+        from .. import viz                   # notebook display; None (text) without `dot`
+        return viz.svg(self)
 
 
 def _meta(t):

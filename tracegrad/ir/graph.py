@@ -88,6 +88,7 @@ class Graph:
         self.outputs = []
         self.guards = []
         self.pass_log = []          # [(pass name, stats dict)], appended by passes
+        self.values = None          # Value -> concrete array seen while tracing, if known
         self._ids = itertools.count()
 
     def new_value(self, type, name=None, role=None):
@@ -108,6 +109,7 @@ class Graph:
         g = Graph(name or self.name)
         g._ids = itertools.count(max([v.id for v in self.all_values()] + [-1]) + 1)
         g.pass_log = list(self.pass_log)
+        g.values = self.values
         return g
 
     def all_values(self):
@@ -156,6 +158,10 @@ class Graph:
 
     def __repr__(self):
         return f"<Graph {self.name}: {len(self.inputs)} inputs, {len(self.nodes)} nodes>"
+
+    def _repr_svg_(self):
+        from .. import viz                   # notebook display; None (text) without `dot`
+        return viz.svg(self)
 
 
 __all__ = ["Graph", "Node", "Value", "Guard", "TensorType"]

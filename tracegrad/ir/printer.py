@@ -54,14 +54,18 @@ def format_literal(x):
 _PREFIX = {"captured": "captured", "saved": "saved", "cotangent": "grad_out"}
 
 
-def format_graph(g):
+def value_names(g):
+    """Value -> printed name (without `%`); explain() uses it to name guards the same way."""
     names = {}
     for i, v in enumerate(g.inputs):            # unnamed inputs must not look like nodes
         names[v] = v.name if v.name is not None else f"{_PREFIX.get(v.role, 'in')}{i}"
-    counter = 0
-    for n in g.nodes:
+    for counter, n in enumerate(g.nodes):
         names[n.output] = str(counter)
-        counter += 1
+    return names
+
+
+def format_graph(g):
+    names = value_names(g)
 
     def nm(v):
         return "%" + names.get(v, f"?{v.id}")

@@ -296,4 +296,5 @@ def trace(fn, *example_args, name=None, **example_kwargs):
     outs, _ = flatten(out)
     tracer.graph.outputs = [tracer.value_of(o) for o in outs if isinstance(o, Tensor)]
     tracer.graph.tracer = tracer
+    tracer.graph.values = tracer.values      # lets passes see data-dependent shapes
     return tracer.graph

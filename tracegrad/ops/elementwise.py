@@ -9,6 +9,7 @@ import math
 import numpy as np
 
 from .._dispatch import dispatch
+from .._dtype import scalar_type_name
 from .._tensor import Tensor
 from .primitive import Primitive, inplace_of, overload_of, promote, promote_float, promote_tail
 
@@ -295,7 +296,7 @@ def where(condition, input=None, other=None):
         return nonzero(condition, as_tuple=True)
     if isinstance(condition, Tensor) and condition.dtype.name != "bool":
         raise _err("where", "where expected condition to be a boolean tensor, but got a tensor "
-                   f"with dtype {_TORCH_NAMES.get(condition.dtype.name)}")
+                   f"with dtype {scalar_type_name(condition.dtype)}")
     d = _where_dtype((condition, input, other))
     args = []
     for a in (input, other):
@@ -393,7 +394,15 @@ SIGMOID = _unary("sigmoid", _sigmoid, lambda g, i, o, n: (mul(g, mul(o, sub(1.0,
                  saves_out=True)
 RECIPROCAL = _unary("reciprocal", _quiet(np.reciprocal),
                     lambda g, i, o, n: (neg(mul(g, mul(o, o))),), saves_out=True)
-NEG = _unary("neg", np.negative, lambda g, i, o, n: (neg(g),), float_only=False)
+def _neg(x):
+    if x.dtype == np.bool_:
+        raise _err("neg", "Negation, the `-` operator, on a bool tensor is not supported. If "
+                   "you are trying to invert a mask, use the `~` or `logical_not()` operator "
+                   "instead.")
+    return np.negative(x)
+
+
+NEG = _unary("neg", _neg, lambda g, i, o, n: (neg(g),), float_only=False)
 def _abs(x):
     if x.dtype == np.bool_:
         raise _no_kernel("abs", "Bool")
@@ -496,15 +505,10 @@ clip = clamp
 
 
 def _clamp_attrs(lo, hi):
-    from .._tensor import Tensor
     for v in (lo, hi):
         if isinstance(v, Tensor):
             raise _err("clamp", "tensor bounds are not supported; pass Python numbers")
     return {"min": lo, "max": hi}
-
-
-_TORCH_NAMES = {"float16": "Half", "float32": "Float", "float64": "Double", "int32": "Int",
-                "int64": "Long", "bool": "Bool"}
 
 
 def _no_kernel(op, dtype_name):

@@ -139,7 +139,9 @@ def _parse(eq, nops):
 
 
 def _einsum_kernel(*xs, eq):
-    return np.einsum(eq, *xs, optimize=len(xs) > 2)
+    out = np.einsum(eq, *xs, optimize=len(xs) > 2)
+    # "ij->ji" gives a view of the operand; einsum is not an aliasing primitive
+    return out.copy() if any(np.may_share_memory(out, x) for x in xs) else out
 
 
 def _einsum_vjp(g, ins, out, n):

@@ -94,7 +94,13 @@ def broadcast_tensors(*tensors):
 
 # ---------------- reshape family (views) ----------------
 def _reshape_kernel(x, shape):
-    return np.reshape(x, shape, copy=False)
+    try:
+        return np.reshape(x, shape, copy=False)
+    except ValueError:
+        # `view`/`reshape` check the layout before dispatching, so only replayed view chains
+        # reach here (CopySlices' VJP on a strided gradient, compiled programs whose arrays
+        # are laid out differently); there the values are what matters: copy.
+        return np.reshape(x, shape)
 
 
 def _reshape_vjp(g, i, o, n):
@@ -417,7 +423,8 @@ SELECT = Primitive("select", _view_kernel, aliases=0, vjp=_view_vjp)
 
 
 def _index_kernel(x, *idx, key):
-    return x[_fill(key, idx)]
+    out = x[_fill(key, idx)]
+    return out if idx else out.copy()    # no index arrays: numpy gives a view; never alias
 
 
 def _index_backward_kernel(g, *idx, shape, key):

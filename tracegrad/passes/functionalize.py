@@ -29,8 +29,15 @@ class _Storage:
 
 
 def functionalize(g, values=None):
-    """Return a pure copy of raw graph `g` (see module docstring)."""
+    """Return a pure copy of raw graph `g` (see module docstring).
+
+    `values` (raw Value -> array, e.g. the tracer's) is extended with the functional graph's
+    values; by default the values `tg.trace` attached to `g` are used and attached to the
+    result, so later passes (vjp) see the traced data-dependent shapes."""
     out = g.derive()
+    out.values = None
+    if values is None and g.values is not None:
+        values = out.values = dict(g.values)
     out.inputs = list(g.inputs)
     root, chain, seen_ver = {}, {}, {}
     mapping = {}

@@ -61,7 +61,7 @@ def vjp(g, wrt=None, values=None, out_mask=None):
     if wrt is None:
         wrt = [v for v in g.inputs if v.type.dtype.is_floating_point]
     if values is None:
-        values = _placeholder_values(g)
+        values = g.values if g.values is not None else _placeholder_values(g)
     req = requires_grad_values(g, wrt)
     if out_mask is None:
         out_mask = [True] * len(g.outputs)

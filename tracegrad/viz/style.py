@@ -26,8 +26,8 @@ NODE_STYLE = {
     "leaf": {"shape": "ellipse", "fillcolor": "lightblue"},
     "tensor_leaf": {"fillcolor": "lightblue"},
     "saved": {"fillcolor": "orange"},
-    "output": {"shape": "ellipse", "fillcolor": "darkolivegreen1"},
-    "mutation": {"shape": "ellipse", "fillcolor": "mistyrose", "color": "red"},
+    "output": {"shape": "octagon", "fillcolor": "darkolivegreen1"},
+    "mutation": {"shape": "octagon", "fillcolor": "mistyrose", "color": "red"},
     "cotangent": {"shape": "ellipse", "fillcolor": "lightgrey"},
     "guard": {"shape": "diamond", "fillcolor": "lightyellow"},
     "collapsed": {"fillcolor": "lavender", "peripheries": "2"},
@@ -62,7 +62,8 @@ def esc(text):
 
 def label(*lines):
     """A multi-line DOT label from plain text lines (`<...>` never becomes HTML)."""
-    return graphviz.nohtml("\\n".join(esc(x) for x in lines if x is not None))
+    parts = [p for x in lines if x is not None for p in str(x).split("\n")]
+    return graphviz.nohtml("\\n".join(esc(p) for p in parts))
 
 
 def short(text, width=MAX_LINE):

@@ -1,0 +1,223 @@
+"""Peak memory of one training step, one fresh process per configuration.
+
+Configurations: hand-written numpy (in-place SGD as it goes), tracegrad eager
+(`loss.backward()` + SGD), tracegrad compiled with planning off, compiled (default,
+"balanced") and compiled with rematerialization ("min"), and PyTorch eager when installed.
+Models: the medium MLP (batch 64, 784-128-10, relu) and a 50-layer 512-wide tanh MLP at
+batch 256. For numpy-backed configurations the figure is tracemalloc's peak during one step
+(after a warm-up step that compiles), above parameters and inputs, plus any persistent
+scratch arena the program keeps between calls. tracemalloc cannot see PyTorch's allocator,
+so PyTorch is measured by the growth of the process's peak RSS over its step (comparable
+only roughly). Also prints each compiled program's planned peak against its lower bound.
+
+    python bench/memory.py [--only NAME]
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+MODELS = {"medium": (64, [784, 128, 10], "relu"), "deep": (256, [512] * 51, "tanh")}
+CONFIGS = ["numpy", "tg eager", "tg compiled (planning off)", "tg compiled",
+           "tg compiled (memory=min)", "torch eager"]
+LR = 0.01
+
+
+def _params(sizes, seed=0):
+    import numpy as np
+    rng = np.random.default_rng(seed)
+    ps = []
+    for a, b in zip(sizes[:-1], sizes[1:]):
+        ps.append((rng.standard_normal((a, b)) / np.sqrt(a)).astype(np.float32))
+        ps.append(np.zeros(b, np.float32))
+    return ps
+
+
+def numpy_step(ps, x, y, act):
+    import numpy as np
+    n_layers = len(ps) // 2
+    acts = [x]
+    h = x
+    for i in range(n_layers):
+        h = h @ ps[2 * i]
+        h += ps[2 * i + 1]
+        if i < n_layers - 1:
+            if act == "tanh":
+                np.tanh(h, out=h)
+            else:
+                np.maximum(h, 0, out=h)
+        acts.append(h)
+    m = h.max(axis=1, keepdims=True)
+    h -= m
+    np.exp(h, out=h)
+    h /= h.sum(axis=1, keepdims=True)
+    n = x.shape[0]
+    g = h
+    g[np.arange(n), y] -= 1
+    g /= n
+    for i in range(n_layers - 1, -1, -1):
+        a = acts[i]
+        gw = a.T @ g
+        gb = g.sum(axis=0)
+        if i > 0:
+            g2 = g @ ps[2 * i].T
+            if act == "tanh":
+                g2 *= 1 - a * a
+            else:
+                g2 *= a > 0
+            g = g2
+        gw *= LR
+        ps[2 * i] -= gw
+        ps[2 * i + 1] -= LR * gb
+        acts[i + 1] = None
+
+
+def tg_loss(tg, ps, x, y, act):
+    h = x
+    n_layers = len(ps) // 2
+    for i in range(n_layers):
+        h = h @ ps[2 * i] + ps[2 * i + 1]
+        if i < n_layers - 1:
+            h = h.tanh() if act == "tanh" else h.relu()
+    return -h.log_softmax(dim=1)[tg.arange(x.shape[0]), y].mean()
+
+
+def run_one(model, config):
+    """Runs in a fresh process: returns {"peak": bytes, ...}."""
+    import resource
+    import tracemalloc
+    import numpy as np
+    sys.path.insert(0, os.path.join(HERE, ".."))
+    batch, sizes, act = MODELS[model]
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((batch, sizes[0])).astype(np.float32)
+    y = rng.integers(0, sizes[-1], batch)
+    base = _params(sizes)
+    info = {}
+    if config == "numpy":
+        step = lambda: numpy_step(base, x, y, act)  # noqa: E731
+    elif config == "torch eager":
+        import torch
+        ps = [torch.tensor(p, requires_grad=True) for p in base]
+        tx, ty = torch.tensor(x), torch.tensor(y)
+
+        def step():
+            h = tx
+            n_layers = len(ps) // 2
+            for i in range(n_layers):
+                h = h @ ps[2 * i] + ps[2 * i + 1]
+                if i < n_layers - 1:
+                    h = h.tanh() if act == "tanh" else h.relu()
+            loss = torch.nn.functional.cross_entropy(h, ty)
+            for p in ps:
+                p.grad = None
+            loss.backward()
+            with torch.no_grad():
+                for p in ps:
+                    p -= LR * p.grad
+    else:
+        import tracegrad as tg
+        ps = [tg.tensor(p, requires_grad=True) for p in base]
+        tx, ty = tg.tensor(x), tg.tensor(y)
+        if config == "tg eager":
+            def step():
+                loss = tg_loss(tg, ps, tx, ty, act)
+                for p in ps:
+                    p.grad = None
+                loss.backward()
+                with tg.no_grad():
+                    for p in ps:
+                        p -= LR * p.grad
+                for p in ps:
+                    p.grad = None
+        else:
+            mem = {"tg compiled (planning off)": "off", "tg compiled": "balanced",
+                   "tg compiled (memory=min)": "min"}[config]
+
+            def body(ps, x, y):
+                loss = tg_loss(tg, ps, x, y, act)
+                grads = tg.autograd.grad(loss, ps)
+                with tg.no_grad():
+                    for p, g in zip(ps, grads):
+                        p -= LR * g
+                return loss.detach()
+            compiled = tg.compile(body, memory=mem)
+            step = lambda: compiled(ps, tx, ty)  # noqa: E731
+    if config == "torch eager":
+        # peak RSS is a high-water mark, so PyTorch gets no warm-up step: its first step's
+        # growth is the figure (one-time engine set-up included, a small overestimate)
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+        step()
+        after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+        return {"peak": after - before, "how": "peak RSS growth, first step"}
+    step()                                        # warm-up: traces and compiles
+    step()                                        # first compiled run: allocates the arena
+    if config.startswith("tg compiled"):
+        path = compiled.programs[0]
+        plan = path.forward_plan
+        info["arena"] = plan.arena_bytes if plan else 0
+        if plan:
+            info["planned_peak"] = plan.planned_peak
+            info["lower_bound"] = plan.lower_bound
+            info["naive"] = plan.naive_bytes
+    if config == "torch eager":
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+        step()
+        after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+        info["peak"] = after - before
+        info["how"] = "peak RSS growth"
+        return info
+    tracemalloc.start()
+    tracemalloc.reset_peak()
+    step()
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    info["peak"] = peak + info.get("arena", 0)
+    info["how"] = "tracemalloc"
+    return info
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--only")
+    ap.add_argument("--child", nargs=2)
+    a = ap.parse_args()
+    if a.child:
+        print(json.dumps(run_one(*a.child)))
+        return
+    MiB = 2 ** 20
+    for model, (batch, sizes, act) in MODELS.items():
+        if a.only and a.only != model:
+            continue
+        print(f"\n{model}: batch {batch}, {len(sizes) - 1} layers {sizes[0]}..{sizes[-1]} ({act})")
+        res = {}
+        for cfg in CONFIGS:
+            if cfg == "torch eager":
+                try:
+                    import torch  # noqa: F401
+                except ImportError:
+                    continue
+            # glibc: serve blocks >= 64 KiB by mmap and return them on free, so the peak RSS
+            # growth of a step follows its live memory (PyTorch's allocator is malloc)
+            env = dict(os.environ, MALLOC_MMAP_THRESHOLD_="65536", MALLOC_TRIM_THRESHOLD_="0")
+            out = subprocess.run([sys.executable, __file__, "--child", model, cfg],
+                                 capture_output=True, text=True, env=env)
+            if out.returncode != 0:
+                print(f"  {cfg}: failed\n{out.stderr[-2000:]}")
+                continue
+            res[cfg] = json.loads(out.stdout.strip().splitlines()[-1])
+        base = res.get("numpy", {}).get("peak")
+        print(f"  {'configuration':30s} {'peak MiB':>9s} {'x numpy':>8s}  notes")
+        for cfg, r in res.items():
+            note = r["how"]
+            if "planned_peak" in r:
+                note += (f"; planned {r['planned_peak'] / MiB:.1f} MiB vs lower bound "
+                         f"{r['lower_bound'] / MiB:.1f} MiB ({r['planned_peak'] / max(1, r['lower_bound']):.3f}x),"
+                         f" naive {r['naive'] / MiB:.1f} MiB, arena {r['arena'] / MiB:.1f} MiB")
+            print(f"  {cfg:30s} {r['peak'] / MiB:9.1f} {r['peak'] / base if base else 0:8.2f}  {note}")
+
+
+if __name__ == "__main__":
+    main()
