@@ -84,9 +84,9 @@ def test_functionalize_marks_stale_saved_operands():
         y.add_(1)              # exp saved its output: stale now
         return y.sum()
     fg = _functional(f, _arr(3), requires_grad=True)
-    (idx, which), (site, saved, final) = next(iter(fg.stale.items()))
+    (idx, which), (site, saved, final, deferred) = next(iter(fg.stale.items()))
     assert fg.nodes[idx].prim.name == "exp" and which == "out"
-    assert (saved, final) == (0, 1) and site.startswith(__file__)
+    assert (saved, final, deferred) == (0, 1, False) and site.startswith(__file__)
 
 
 # ---- cse / dce ----
@@ -273,7 +273,21 @@ def test_check_inplace_accepts_when_stale_value_not_needed():
         return y.sum()
     fg = _functional(f, _arr(3), _arr(3), requires_grad=True)
     vr = passes.vjp(fg, list(fg.inputs))
-    assert passes.check_inplace(fg, vr.differentiated)
+    assert passes.check_inplace(fg, vr.differentiated) == []
     # a stale value whose node is never differentiated is fine too
     fg = _functional(lambda x: x.exp().add_(1).sum(), _arr(3))
-    assert passes.check_inplace(fg, set())
+    assert passes.check_inplace(fg, set()) == []
+
+
+def test_check_inplace_defers_overwrites_under_no_grad():
+    """An optimizer-style update of a saved value: eager fails only if backward runs."""
+    def f(x, w):
+        y = x * 2
+        loss = (y * w).sum()       # mul saved y
+        with tg.no_grad():
+            y.mul_(0.5)
+        return loss
+    fg = _functional(f, _arr(3), _arr(3), requires_grad=True)
+    vr = passes.vjp(fg, list(fg.inputs))
+    deferred = passes.check_inplace(fg, vr.differentiated)
+    assert len(deferred) == 1 and isinstance(deferred[0], tg.InplaceError)

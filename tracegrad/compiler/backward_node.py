@@ -22,8 +22,12 @@ class CompiledFunctionBackward(Node):
     def apply(self, grads):
         if self.released:
             raise TracegradRuntimeError(FREED_MSG)
-        for t, v in self.checks:
-            if t._vc.v != v:
+        if self.path.deferred_errors:
+            raise self.path.deferred_errors[0]
+        for vc, v, data in self.checks:
+            if vc.v != v:
+                t = Tensor._wrap(data)
+                t._vc = vc
                 raise _version_error(t, v, self)
         path = self.path
         part = path.part

@@ -8,6 +8,11 @@ call continues with a path sharing the first k outcomes and the new one, or re-t
 whole call eagerly (recording a new path) when none exists. Every re-trace is logged on the
 `tracegrad` logger with the guard's source line and the expected and actual values. Past
 `cache_limit` paths the function warns once and runs eagerly (still correct).
+
+A compiled function called while another function is being traced runs inline, so the outer
+trace records its ops. Every CompiledFunction is registered weakly (`compiled_functions()`,
+used by `python -m tracegrad explain`); with `TRACEGRAD_DUMP_DIR` set each new path is written
+to disk (compiler/dump.py).
 """
 import functools
 import itertools
@@ -73,6 +78,7 @@ class _Entry:
         self.key = key
         self.paths = []
         self.last = None
+        self.eager = None           # a reason: calls with this key run eagerly
 
 
 class CompiledFunction:
@@ -102,7 +108,7 @@ class CompiledFunction:
     def programs(self):
         """Every cached path (across entries), in creation order."""
         return sorted((p for e in self.entries.values() for p in e.paths),
-                      key=lambda p: p.serial)
+                      key=lambda p: getattr(p, "serial", 0))
 
     def _n_paths(self):
         return sum(len(e.paths) for e in self.entries.values())
@@ -124,6 +130,9 @@ class CompiledFunction:
             self.stats.eager_calls += 1      # aliasing arguments: keep eager semantics
             return self.fn(*args, **kwargs)
         entry = self.entries.get(key)
+        if entry is not None and entry.eager is not None:
+            self.stats.eager_calls += 1      # see CompiledPath.eager_reason
+            return self.fn(*args, **kwargs)
         reason = None
         if entry is None:
             reason = ("first call" if not self.entries else
@@ -202,6 +211,10 @@ class CompiledFunction:
         entry.paths.append(path)
         entry.last = path
         path.trace_reason = reason
+        if path.eager_reason is not None:
+            entry.eager = path.eager_reason
+            log.info("tracegrad: '%s' runs eagerly for these arguments: %s", self.name,
+                     path.eager_reason)
         path.serial = next(_serial)
         if os.environ.get("TRACEGRAD_DUMP_DIR"):
             from .dump import dump_path      # never raises: a failed dump only logs

@@ -12,6 +12,8 @@ from .._dispatch import dispatch
 from .._tensor import Tensor, edge_of
 from ..codegen import build
 from ..passes import check_inplace, functionalize, partition, vjp
+from ..passes import dce
+from ..passes.fold import drop_aliases, fold_constants
 from ..passes.plan_memory import plan_memory
 from ..passes.schedule import schedule_memory
 from .backward_node import CompiledFunctionBackward
@@ -34,6 +36,8 @@ class CompiledPath:
         self.single = len(out_tensors) == 1 and self.out_is_tensor[0]
         values = dict(tracer.values)
         fg = functionalize(raw, values=values)
+        # output k -> (input position, view chain): returned as that input (or a view of it)
+        self.alias_out = {k: r for k, r in enumerate(fg.output_roots) if r is not None}
         self.stages = [("functionalize", fg)]     # (pass, graph after it): explain and dump
         for p in pipeline:
             fg = p(fg)
@@ -48,21 +52,26 @@ class CompiledPath:
         self.out_requires = [o.requires_grad for o in tens_outs]
         needs_bwd = _mode.is_grad_enabled() and self.wrt and any(self.out_requires)
         vr = None
+        self.deferred_errors = []
         if needs_bwd:
             vr = vjp(fg, [ins[i] for i in self.wrt], values=values,
                      out_mask=self.out_requires)
-            check_inplace(fg, vr.differentiated)
+            # errors eager would raise only at backward (overwrites under no_grad)
+            self.deferred_errors = check_inplace(fg, vr.differentiated)
             self.stages.append(("vjp", vr.graph))
         self.part = partition(fg, vr, remat=(memory == "min"))
         self.memory_mode = memory
         self._plan_and_build(name, memory, poison)
-        self.alias_out = {k: ins.index(v) for k, v in enumerate(fg.outputs) if v in ins}
+        self.eager_reason = _needs_eager(self.part, fg, self._input_tensors_from(tracer))
         self.wrt_shapes = tuple(ins[i].type.shape for i in self.wrt)
         self.wrt_dtypes = tuple(ins[i].type.dtype for i in self.wrt)
 
     def _plan_and_build(self, name, memory, poison):
         """Schedule and plan memory for both programs (Note [Memory plan]), then codegen."""
         part = self.part
+        part.forward = dce(fold_constants(drop_aliases(part.forward)))
+        if part.backward is not None:
+            part.backward = dce(fold_constants(drop_aliases(part.backward)))
         protected = set(part.saved_from_input.values())
         protected |= {i for i, v in enumerate(part.forward.inputs) if v in part.forward.outputs}
         self.forward_plan = self.backward_plan = None
@@ -112,7 +121,11 @@ class CompiledPath:
         outs = []
         for k, arr in enumerate(res[:n_user]):
             if k in self.alias_out:
-                outs.append(inputs[self.alias_out[k]])
+                pos, chain = self.alias_out[k]
+                t = inputs[pos]
+                for prim, attrs in chain:    # a real view (shared version counter, _base)
+                    t = dispatch(prim, (t,), attrs)
+                outs.append(t)
             else:
                 outs.append(Tensor._wrap(np.asarray(arr)))
         if part.backward is not None and _mode.is_grad_enabled():
@@ -133,7 +146,7 @@ class CompiledPath:
             if k in part.saved_from_input:
                 t = inputs[part.saved_from_input[k]]
                 saved.append(t._data)
-                checks.append((t, t._vc.v))
+                checks.append((t._vc, t._vc.v, t._data))
             else:
                 saved.append(next(it))
         node.saved_arrays = saved
@@ -144,7 +157,9 @@ class CompiledPath:
                 o._grad_fn = node
                 o._output_nr = k
                 o._rg = True
-                checks.append((o, o._vc.v))
+                # (version counter, version, data), never the tensor: the output holds this
+                # node as its grad_fn, and a reference back would make a cycle per call
+                checks.append((o._vc, o._vc.v, o._data))
         node.checks = checks
 
     def eager_backward(self, inputs, grads):
@@ -203,6 +218,23 @@ class CompiledPath:
     def _repr_svg_(self):
         from .. import viz                   # notebook display; None (text) without `dot`
         return viz.svg(self)
+
+
+def _needs_eager(part, fg, tensors):
+    """Why this path must run eagerly, or None.
+
+    An input that requires grad (or whose base does) and is modified in place gets a new
+    autograd history in eager mode (its grad_fn is rebased on the in-place op); copying the
+    new values back into it cannot do that, so such calls keep eager semantics."""
+    if not _mode.is_grad_enabled():
+        return None
+    for pos, _ in part.mutations:
+        t = tensors[pos]
+        if t.requires_grad or (t._base is not None and t._base.requires_grad):
+            name = fg.inputs[pos].name or f"input {pos}"
+            return (f"'{name}' requires grad and is modified in place (its autograd history "
+                    "is rebased by eager execution)")
+    return None
 
 
 def _meta(t):

@@ -13,10 +13,15 @@
 """
 from collections import deque
 
-from .._errors import TracegradRuntimeError, TracegradValueError
+from .._errors import TracegradRuntimeError, TracegradValueError, op_error
 from .._tensor import Tensor
 from ..autograd.graph import AccumulateGrad
 from ..ir.tracer import flatten
+
+
+def _err(cls, msg):
+    """torch.func's message, plus the user's file:line."""
+    return op_error(cls, None, msg)
 
 
 def normalize_argnums(argnums, n_args):
@@ -25,18 +30,18 @@ def normalize_argnums(argnums, n_args):
     nums = (argnums,) if single else argnums
     if not isinstance(nums, tuple) or not all(
             isinstance(a, int) and not isinstance(a, bool) for a in nums):
-        raise TracegradRuntimeError(
+        raise _err(TracegradRuntimeError,
             f"argnums must be int or Tuple[int, ...], got: {type(argnums)}")
     if not nums:
-        raise TracegradRuntimeError("argnums must be non-empty")
+        raise _err(TracegradRuntimeError, "argnums must be non-empty")
     out = []
     for a in nums:
         if not -n_args <= a < n_args:
-            raise TracegradRuntimeError(
+            raise _err(TracegradRuntimeError,
                 f"Got argnum={a}, but only {n_args} positional inputs")
         out.append(a % n_args)
     if len(set(out)) != len(out):
-        raise TracegradRuntimeError(f"argnums elements must be unique, got {argnums}")
+        raise _err(TracegradRuntimeError, f"argnums elements must be unique, got {argnums}")
     return tuple(out), single
 
 
@@ -72,7 +77,7 @@ class Primals:
 
 def _own_leaf(t, connect):
     if not isinstance(t, Tensor):
-        raise TracegradValueError(
+        raise _err(TracegradValueError,
             f"Thing passed to transform API must be Tensor, got {type(t)}")
     if connect and t.requires_grad:
         return t.view_as(t)          # differentiable alias: outer levels see through it
@@ -108,7 +113,7 @@ def split_aux(result, has_aux, api):
     if not has_aux:
         return result, None
     if not (isinstance(result, tuple) and len(result) == 2):
-        raise TracegradRuntimeError(
+        raise _err(TracegradRuntimeError,
             f"{api}(f)(*args): output of function f should be a tuple: (output, aux) "
             "if has_aux is True")
     return result
@@ -117,10 +122,10 @@ def split_aux(result, has_aux, api):
 def check_scalar(out, api):
     """grad needs a Tensor with 0 dimensions (torch.func's error otherwise)."""
     if not isinstance(out, Tensor):
-        raise TracegradRuntimeError(
+        raise _err(TracegradRuntimeError,
             f"{api}(f)(*args): Expected f(*args) to return a Tensor, got {type(out)}")
     if out.dim() != 0:
-        raise TracegradRuntimeError(
+        raise _err(TracegradRuntimeError,
             f"{api}(f)(*args): Expected f(*args) to return a scalar Tensor, got tensor with "
             f"{out.dim()} dims. Maybe you wanted to use the vjp or jacrev APIs instead?")
 
@@ -130,7 +135,7 @@ def tensor_leaves(obj, what):
     leaves, build = flatten(obj)
     for x in leaves:
         if not isinstance(x, Tensor):
-            raise TracegradRuntimeError(
+            raise _err(TracegradRuntimeError,
                 f"{what}: Expected f to return only Tensors, got unsupported type {type(x)}")
     return leaves, build
 

@@ -17,7 +17,7 @@ import threading
 from collections import OrderedDict
 
 from .. import _mode
-from .._errors import TracegradRuntimeError
+from .._errors import TracegradRuntimeError, op_error
 from .._tensor import Tensor
 from ..autograd.api import grad as _autograd_grad
 from ..ir.tracer import flatten
@@ -166,8 +166,9 @@ def vjp(f, *primals, has_aux=False, compile=True):
     def vjp_fn(cotangents):
         cts, _ = flatten(cotangents)
         if len(cts) != len(outs):
-            raise TracegradRuntimeError(
-                f"Expected pytree structure of cotangents to be the same as pytree structure "
+            raise op_error(
+                TracegradRuntimeError, None,
+                "Expected pytree structure of cotangents to be the same as pytree structure "
                 f"of outputs to the function: got {len(cts)} cotangent(s) for {len(outs)} "
                 "output(s)")
         with _mode.enable_grad() if outer else contextlib.nullcontext():

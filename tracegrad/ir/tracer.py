@@ -16,7 +16,7 @@ Note [Inputs, captures and constants]
 """
 import numpy as np
 
-from .. import _dispatch
+from .. import _dispatch, _mode
 from .._errors import user_site
 from .._tensor import Tensor
 from ..ops.primitive import Primitive
@@ -38,6 +38,7 @@ class Tracer:
 
     def __init__(self, name="graph", phase="fwd"):
         self.graph = Graph(name)
+        self.graph.nograd_writes = set()  # in-place node outputs recorded under no_grad
         self.phase = phase
         self.env = {}            # id(tensor) -> Value (latest definition)
         self.keep = []           # keeps traced tensors alive so ids stay unique
@@ -131,6 +132,8 @@ class Tracer:
             out = _dispatch.run(prim, args, attrs)
         v = self.graph.add_node(prim, ins, attrs, TensorType.of(out._data),
                                 self.site or user_site(), self.phase)
+        if prim.overwrites and not _mode.is_grad_enabled():
+            self.graph.nograd_writes.add(v)
         self._bind(out, v, snapshot=bool(prim.impure))
         self.by_data[id(out._data)] = v
         self.keep.append(out._data)
@@ -184,6 +187,8 @@ class Tracer:
         self._adopt_snapshot(out, pre)
         v = self.graph.add_node(COPY_, (pre, r), {"key": (Ellipsis,)}, TensorType.of(out._data),
                                 site, self.phase)
+        if not _mode.is_grad_enabled():
+            self.graph.nograd_writes.add(v)
         self._bind(out, v)
         self.by_data[id(out._data)] = v
         return out

@@ -49,8 +49,8 @@ class Primitive:
         self.doc = doc
         self.impure = impure          # never removed or merged by passes (RNG draws)
         self.elementwise = elementwise  # output[i] depends on operand[i] only: may write in place
-        from ..autograd.graph import Node
-        self.node_cls = type(self.grad_fn_name, (Node,), {"__slots__": ()})
+        from ..autograd.graph import node_class
+        self.node_cls = node_class(self.grad_fn_name)     # see Note [Monomorphic nodes]
         REGISTRY[name] = self
 
     def __repr__(self):

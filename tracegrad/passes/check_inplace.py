@@ -5,6 +5,11 @@ and `vjp` reported which nodes' rules actually run, any rule that reads an overw
 is exactly the case where PyTorch raises "one of the variables needed for gradient
 computation has been modified by an inplace operation". We raise the same error (an
 `InplaceError`, a RuntimeError) now, naming both source lines and the fix.
+
+One exception: when every overwrite ran under `no_grad` (an optimizer-style update of a value
+the forward computation used), eager mode only fails if backward later runs through the
+saving node; a compiled function must then still return its results. Those errors are
+returned instead, for the compiled backward node to raise when backward runs.
 """
 from .._errors import InplaceError
 
@@ -13,10 +18,14 @@ _KIND = {"float32": "FloatTensor", "float64": "DoubleTensor", "float16": "HalfTe
 
 
 def check_inplace(g, differentiated):
-    """Raise InplaceError if a differentiated node needs a value overwritten after it ran."""
+    """Raise InplaceError if a differentiated node needs a value overwritten after it ran.
+
+    Returns the list of deferred errors (overwrites under no_grad; see module docstring)."""
     prod = {n.output: n for n in g.nodes}
-    for (idx, which), (site, saved_ver, final_ver) in sorted(getattr(g, "stale", {}).items(),
-                                                             key=lambda kv: kv[0][0]):
+    deferred = []
+    for (idx, which), stale in sorted(getattr(g, "stale", {}).items(), key=lambda kv: kv[0][0]):
+        site, saved_ver, final_ver = stale[:3]
+        later = len(stale) > 3 and stale[3]
         if idx not in differentiated:
             continue
         n = g.nodes[idx]
@@ -30,7 +39,7 @@ def check_inplace(g, differentiated):
             v = n.inputs[which]
             p = prod.get(v)
             desc = f"output 0 of {p.prim.grad_fn_name}" if p is not None else "an input"
-        raise InplaceError(
+        err = InplaceError(
             "one of the variables needed for gradient computation has been modified by an "
             f"inplace operation: [torch.{_KIND[v.type.dtype.name]} {list(v.type.shape)}], which "
             f"is {desc}, is at version {final_ver}; expected version {saved_ver} instead.\n"
@@ -38,4 +47,7 @@ def check_inplace(g, differentiated):
             f"  overwritten in place at {site}\n"
             "Fix: call .clone() on the value before modifying it in place, or use the "
             "out-of-place op (e.g. `y = y * 2` instead of `y.mul_(2)`).")
-    return True
+        if not later:
+            raise err
+        deferred.append(err)
+    return deferred

@@ -7,7 +7,8 @@ before a write are re-derived from the base's newest contents when read again. W
 program inputs become `graph.mutations` ([(input, final value)]), copied back by the runtime.
 
 It also records, for `check_inplace`, which saved operands would be stale in eager mode
-(`graph.stale`: {(node index, operand index or "out"): site of the overwriting op}).
+(`graph.stale`: {(node index, operand index or "out"): (site of the overwriting op, saved
+version, final version, deferred)}; `deferred` when every overwrite ran under no_grad).
 
 Note [Storages]
 Every raw value belongs to a storage root (itself, unless produced by an aliasing primitive)
@@ -25,7 +26,7 @@ class _Storage:
     def __init__(self, current):
         self.current = current   # functional Value with the storage's newest contents
         self.version = 0
-        self.writes = []         # sites of the in-place ops, in order
+        self.writes = []         # (site, under no_grad) of the in-place ops, in order
 
 
 def functionalize(g, values=None):
@@ -46,6 +47,7 @@ def functionalize(g, values=None):
         root[v], chain[v], seen_ver[v] = v, (), 0
         mapping[v] = v
         storages[v] = _Storage(v)
+    quiet = getattr(g, "nograd_writes", set())
     uses = []                       # (functional node index, operand idx/"out", root, version)
     guards = {}
     for gd in g.guards:
@@ -97,7 +99,7 @@ def functionalize(g, values=None):
                                   st.current.type, n.site, n.phase)
                 stats["scatters"] += 1
             st.version += 1
-            st.writes.append(n.site)
+            st.writes.append((n.site, n.output in quiet))
             root[n.output], chain[n.output] = r, chain[t]
             seen_ver[n.output] = st.version
             mapping[n.output] = new
@@ -122,14 +124,22 @@ def functionalize(g, values=None):
     for gd in guards.get(len(g.nodes), ()):
         out.guards.append(_moved(gd, resolve(gd.value), len(out.nodes)))
     out.outputs = [resolve(v) if v is not None else None for v in g.outputs]
+    # Outputs sharing a program input's storage (the input itself, or a view of it): the
+    # runtime returns the input / replays the view chain on it, as eager would return.
+    in_pos = {v: i for i, v in enumerate(g.inputs)}
+    out.output_roots = [(in_pos[root[v]], chain[v]) if v is not None and root[v] in in_pos
+                        else None for v in g.outputs]
     out.mutations = [(v, storages[v].current) for v in g.inputs if storages[v].version > 0]
     out.mutation_counts = {v: storages[v].version for v in g.inputs if storages[v].version > 0}
     out.stale = {}
     for idx, which, r, ver in uses:
         st = storages[r]
         if st.version != ver:
-            site = st.writes[ver] if ver < len(st.writes) else st.writes[-1]
-            out.stale[(idx, which)] = (site, ver, st.version)
+            later = st.writes[ver:] or st.writes[-1:]
+            # every overwrite under no_grad (an optimizer-style update): eager only fails if
+            # backward later runs through the saving node, so the error waits until then
+            deferred = all(q for _, q in later)
+            out.stale[(idx, which)] = (later[0][0], ver, st.version, deferred)
     out.pass_log.append(("functionalize", stats))
     return out
 

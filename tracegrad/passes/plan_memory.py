@@ -203,61 +203,68 @@ def _is_val(a):
 
 
 def check_plan(g, plan):
-    """Simulate buffer occupancy; raise if any read would see an overwritten value."""
+    """Simulate buffer occupancy; raise InplaceError if the plan could corrupt a value.
+
+    Every storage gets a place, as generated code will give it: its input's buffer, the
+    buffer of the operand it takes over, an arena byte range, or a fresh allocation. Writing
+    a place evicts whatever occupies overlapping bytes; every read (node operands, guards,
+    and the program's outputs at the end) must still find its storage in place. Only
+    `into_input` may write a program input (and only that input's mutation result), and
+    storages that leave the program never live in the arena."""
     from .._errors import InplaceError
     live = liveness(g)
     storage = live.storage_of
-    buf_of = {}
-    for v in g.inputs:
-        buf_of[v] = ("in", v.id)
-    occupant = {}
-    for v in g.inputs:
-        occupant[buf_of[v]] = v
-    for r, (off, sz) in plan.slots.items():
-        pass
+    place, occupant = {}, {}
+    for k, v in enumerate(g.inputs):
+        place[v] = ("in", k)
+        occupant[("in", k)] = v
+    mut_of = {b: a for a, b in getattr(g, "mutations", [])}
+    guards = {}
+    for gd in g.guards:
+        guards.setdefault(gd.position, []).append(gd.value)
+
+    def fail(msg):
+        raise InplaceError(f"memory plan of '{g.name}': {msg}")
+
+    def read(v, where):
+        p = place[storage[v]]
+        if occupant.get(p) is not storage[v]:
+            fail(f"{where} reads {v!r} but its buffer {p} now holds {occupant.get(p)!r}")
+
     for i, node in enumerate(g.nodes):
+        for v in guards.get(i, ()):
+            read(v, f"guard before node {i}")
         for a in node.value_inputs():
-            r = storage[a]
-            b = buf_of.get(r)
-            if b is not None and occupant.get(b) is not r:
-                raise InplaceError(f"memory plan: node {i} ({node.prim.name}) reads {a!r} but "
-                                   f"its buffer now holds {occupant.get(b)!r}")
+            read(a, f"node {i} ({node.prim.name})")
         out = node.output
         if storage[out] is not out:
-            continue
+            continue                          # a view: no memory of its own
         if i in plan.into_input:
-            b = ("in", g.inputs[plan.into_input[i]].id)
+            k = plan.into_input[i]
+            if mut_of.get(out) is not g.inputs[k]:
+                fail(f"node {i} writes program input {k}, of which it is not the new value")
+            p = ("in", k)
         elif i in plan.takeover:
-            b = buf_of[storage[node.inputs[plan.takeover[i]]]]
-        else:
-            root = plan.chain_root.get(out, out)
-            b = ("arena", plan.slots[root][0]) if root in plan.slots and root is out else \
-                ("own", out.id)
-        if b[0] == "arena":
+            p = place[storage[node.inputs[plan.takeover[i]]]]
+            if p[0] == "in":
+                fail(f"node {i} ({node.prim.name}) takes over program input {p[1]}")
+        elif out in plan.slots:
             off, sz = plan.slots[out]
-            for key in list(occupant):
-                if key[0] == "arena" and key != b:
-                    o2, s2 = key[1], key[2] if len(key) > 2 else 0
-            b = ("arena", off)
-        buf_of[out] = b
-        occupant[b] = out
-        _overlap_check(plan, occupant, storage, out, i, g, live)
+            if sz < out.type.nbytes:
+                fail(f"arena slot of {out!r} holds {sz} bytes, needs {out.type.nbytes}")
+            p = ("arena", off, sz)
+        else:
+            p = ("own", out.id)
+        if p[0] == "arena":                   # evict every value sharing bytes with p
+            for key in [q for q in occupant if q[0] == "arena"
+                        and q[1] < p[1] + p[2] and p[1] < q[1] + q[2]]:
+                del occupant[key]
+        place[out] = p
+        occupant[p] = out
+    for v in guards.get(len(g.nodes), ()):
+        read(v, "guard at the end")
+    for r in live.escaping:
+        read(r, "the program's outputs")
+        if place[r][0] == "arena":
+            fail(f"{r!r} leaves the program but lives in the arena")
     return True
-
-
-def _overlap_check(plan, occupant, storage, out, i, g, live):
-    """Arena slots that overlap `out`'s slot must hold dead values only."""
-    root = plan.chain_root.get(out, out)
-    if root not in plan.slots or root is not out:
-        return
-    off, sz = plan.slots[root]
-    for other, (o2, s2) in plan.slots.items():
-        if other is root or o2 >= off + sz or off >= o2 + s2:
-            continue
-        # `other` shares bytes with `out`: it must not be read at or after node i
-        members = [v for v, rr in plan.chain_root.items() if rr is other]
-        for v in members:
-            if live.last.get(v, -1) >= i and live.first.get(v, 10 ** 9) <= i:
-                from .._errors import InplaceError
-                raise InplaceError(f"memory plan: {out!r} (node {i}) overwrites arena bytes of "
-                                   f"{v!r}, which is still live")

@@ -1,0 +1,83 @@
+"""fold_constants and drop_aliases: compile-time evaluation and no-op removal.
+
+`fold_constants(g)`: a node whose operands are all constants (and which is not impure) is
+evaluated once at compile time and becomes a `constant` node; e.g. a mean's backward seed
+`constant -> neg -> reshape -> expand -> div` turns into one constant. Results larger than
+`max_bytes` stay computed (baking big arrays into a program costs memory).
+
+`drop_aliases(g)`: `detach` only matters to autograd; once forward and backward programs
+exist (after partition) its output is its operand, so reads are redirected and the node
+disappears (dce removes it).
+"""
+import numpy as np
+
+from ..ir.graph import Guard, Node
+from ..ir.tracer import CONSTANT
+
+
+def fold_constants(g, max_bytes=1 << 20):
+    const = {}
+    out = g.derive()
+    out.inputs = list(g.inputs)
+    out.mutations = list(getattr(g, "mutations", []))
+    out.stale = dict(getattr(g, "stale", {}))
+    folded = 0
+    for n in g.nodes:
+        if n.prim is CONSTANT:
+            const[n.output] = n.attrs["value"]
+            out.nodes.append(n)
+            continue
+        vals = n.value_inputs()
+        if (vals and not n.prim.impure and not n.prim.overwrites
+                and all(v in const for v in vals) and n.output.type.nbytes <= max_bytes):
+            with np.errstate(all="ignore"):
+                res = np.array(n.prim.kernel(*[const[a] if a in const else a
+                                               for a in n.inputs], **n.attrs), copy=True)
+            const[n.output] = res
+            out.nodes.append(Node(CONSTANT, (), {"value": res}, n.output, n.site, n.phase))
+            folded += 1
+            continue
+        out.nodes.append(n)
+    out.guards = list(g.guards)
+    out.outputs = list(g.outputs)
+    out.pass_log.append(("fold_constants", {"folded": folded}))
+    return out
+
+
+def drop_aliases(g):
+    """Redirect reads of `detach` results to their operand (after partition only)."""
+    rename = {}
+    out = g.derive()
+    out.inputs = list(g.inputs)
+    out.mutations = list(getattr(g, "mutations", []))
+    dropped = 0
+
+    def r(v):
+        while v in rename:
+            v = rename[v]
+        return v
+
+    for n in g.nodes:
+        if n.prim.name == "detach" and _is_val(n.inputs[0]) and n.output not in g.outputs:
+            rename[n.output] = n.inputs[0]
+            dropped += 1
+            continue
+        out.nodes.append(Node(n.prim, tuple(r(a) if _is_val(a) else a for a in n.inputs),
+                              n.attrs, n.output, n.site, n.phase))
+    pos = {}
+    k = 0
+    for i, n in enumerate(g.nodes):
+        pos[i] = k
+        if n.output not in rename:
+            k += 1
+    pos[len(g.nodes)] = k
+    out.guards = [Guard(r(gd.value), gd.kind, gd.expected, gd.site, pos[gd.position])
+                  for gd in g.guards]
+    out.outputs = [r(v) if v is not None else None for v in g.outputs]
+    out.mutations = [(a, r(b)) for a, b in out.mutations]
+    out.pass_log.append(("drop_aliases", {"dropped": dropped}))
+    return out
+
+
+def _is_val(a):
+    return hasattr(a, "type") and hasattr(a, "id")
