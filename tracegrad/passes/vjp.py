@@ -72,7 +72,10 @@ def vjp(g, wrt=None, values=None, out_mask=None):
     for k, v in douts:
         t = Tensor._wrap(np.ones(v.type.shape, v.type.dtype.np))
         tracer.add_arg(t, f"grad_out{k}", role="cotangent")
-        ct[v] = t if v not in ct else ct[v] + t
+        if v in ct:                          # a value returned twice: record the sum
+            with _mode.no_grad(), tracer:
+                t = ct[v] + t
+        ct[v] = t
     wrapped = {}
     saved_of = {}
 
