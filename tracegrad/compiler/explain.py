@@ -34,6 +34,7 @@ class MemoryStats:
     forward_naive_bytes: int = 0
     backward_naive_bytes: int = 0
     plans: dict = field(default_factory=dict)   # "forward"/"backward" -> {figure: bytes}
+    recomputed: list = field(default_factory=list)   # "%v: type (prim)" recomputed in backward
 
     @property
     def naive_bytes(self):
@@ -50,6 +51,8 @@ class MemoryStats:
              f"kept by reference); naive intermediates: forward "
              f"{fmt_bytes(self.forward_naive_bytes)}, backward "
              f"{fmt_bytes(self.backward_naive_bytes)}")
+        if self.recomputed:
+            s += "\n  recomputed in backward instead of saved: " + ", ".join(self.recomputed)
         for prog, figs in self.plans.items():
             s += f"\n  {prog} plan: " + ", ".join(
                 f"{k}={fmt_bytes(v) if k.endswith(('bytes', 'peak', 'bound')) else v}"
@@ -67,6 +70,9 @@ def memory_stats(path):
     st.forward_naive_bytes = liveness(part.forward).naive_bytes
     if part.backward is not None:
         st.backward_naive_bytes = liveness(part.backward).naive_bytes
+    prod = {n.output: n for n in path.functional.nodes}
+    st.recomputed = [f"{v!r}: {v.type} ({prod[v].prim.name})" if v in prod else repr(v)
+                     for v in getattr(part, "recomputed", [])]
     for prog in ("forward", "backward"):
         plan = getattr(path, f"{prog}_plan", None)
         if plan is not None and hasattr(plan, "summary"):

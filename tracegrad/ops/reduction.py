@@ -313,9 +313,9 @@ min = _minmax("min", MIN_ALL, MIN_DIM, argmin, E.minimum)
 
 # ---- norm ----
 def _norm_kernel(x, p, dims, keepdim):
-    ax = np.abs(x)
     if p == 2:
         return np.sqrt(_add_reduce(x * x, axis=dims, keepdims=keepdim))
+    ax = np.abs(x)
     if p in (INF, -INF):
         return (np.amax if p > 0 else np.amin)(ax, axis=dims, keepdims=keepdim)
     if p == 0:

@@ -1,0 +1,538 @@
+"""Path caching and guards of `tracegrad.compile`: one trace per control-flow path, reuse on
+matching guards, a retrace (logged with the guard's source line, expected and actual value)
+for every kind of guard and entry-key change, the cache limit, closures read by reference,
+input mutations replayed, randomness, output structures, hooks and retain_graph semantics,
+exceptions, and a whole compiled training step equal to eager (and PyTorch)."""
+import inspect
+import logging
+import warnings
+
+import numpy as np
+import pytest
+
+import tracegrad as tg
+
+
+def _line(fn, k):
+    return f"{__file__}:{inspect.getsourcelines(fn)[1] + k}"
+
+
+# ---- control flow and guards ----
+
+def sign_branch(x):
+    if x.sum() > 0:
+        return x * 2
+    return x - 1
+
+
+def test_alternating_branch_traces_exactly_twice():
+    f = tg.compile(sign_branch)
+    rng = np.random.default_rng(0)
+    for i in range(20):
+        x = tg.tensor(rng.standard_normal(4).astype(np.float32) + (3 if i % 2 else -3))
+        np.testing.assert_allclose(f(x).numpy(), sign_branch(x).numpy())
+    assert f.stats.traces == 2 and f.stats.cache_hits == 18 and f.stats.calls == 20
+    assert len(f.programs) == 2
+
+
+def tutorial(x):
+    y = x * 2
+    while y.data.norm() < 1000:
+        y = y * 2
+    return y
+
+
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
+def test_tutorial_loop_gives_exact_gradients(compiled):
+    f = tg.compile(tutorial) if compiled else tutorial
+    v = tg.tensor([0.1, 1.0, 0.0001])
+    for scale in [1.0, 0.1, 1.0, 0.01, 0.1, 0.001]:
+        x = tg.full((3,), scale, requires_grad=True)
+        y = f(x)
+        k = 1
+        while 2.0 ** k * scale * np.sqrt(3) < 1000:
+            k += 1
+        np.testing.assert_allclose(y.detach().numpy(), 2.0 ** k * scale, rtol=1e-6)
+        y.backward(v)
+        np.testing.assert_array_equal(x.grad.numpy(), (2.0 ** k * v).numpy())
+    if compiled:
+        assert f.stats.traces == 4 and f.stats.cache_hits == 2
+
+
+def test_tutorial_loop_matches_torch():
+    torch = pytest.importorskip("torch")
+    f = tg.compile(tutorial)
+    for scale in [0.5, 0.02, 0.5]:
+        x = tg.full((3,), scale, requires_grad=True)
+        xt = torch.full((3,), scale, requires_grad=True)
+        f(x).backward(tg.tensor([0.1, 1.0, 0.0001]))
+        tutorial(xt).backward(torch.tensor([0.1, 1.0, 0.0001]))
+        np.testing.assert_array_equal(x.grad.numpy(), xt.grad.numpy())
+
+
+def _by_item(x):
+    return x * x.sum().item()
+
+
+def _by_float(x):
+    return x * float(x.max())
+
+
+def _by_int(x):
+    return x[: int(x.sum())]
+
+
+def _by_tolist(x):
+    return x * sum(1 for v in x.tolist() if v > 0)
+
+
+def _by_mask(x):
+    return x[x > 0].exp().sum()
+
+
+def _by_index(x):
+    return x * x[tg.tensor(0).long() + (x[0] > 0).long()]
+
+
+GUARDED = [  # fn, inputs (calls 0 and 2 share a path, call 1 differs), guard kind
+    (sign_branch, [[1.0, 2.0], [-1.0, -2.0], [2.0, 3.0]], "bool"),
+    (_by_item, [[1.0, 2.0], [1.0, 3.0], [1.0, 2.0]], "item"),
+    (_by_float, [[1.0, 2.0], [1.0, 3.0], [1.5, 2.0]], "float"),
+    (_by_int, [[1.0, 1.0], [1.0, 0.0], [0.5, 1.5]], "int"),
+    (_by_tolist, [[1.0, 2.0], [1.0, -2.0], [1.0, 2.0]], "tolist"),
+    (_by_mask, [[1.0, -2.0], [1.0, 2.0], [3.0, -1.0]], "shape"),
+]
+
+
+@pytest.mark.parametrize("fn,inputs,kind", GUARDED, ids=[g[2] for g in GUARDED])
+def test_each_guard_kind_triggers_retrace(fn, inputs, kind, caplog):
+    f = tg.compile(fn)
+    with caplog.at_level(logging.INFO, logger="tracegrad"):
+        for data in inputs:
+            x = tg.tensor(data, requires_grad=True)
+            out = f(x)
+            ref = fn(tg.tensor(data, requires_grad=True))
+            np.testing.assert_allclose(out.detach().numpy(), ref.detach().numpy())
+            (out.sum() if out.ndim else out).backward()
+    assert f.stats.traces == 2 and f.stats.cache_hits == 1
+    assert [g.kind for g in f.programs[0].guards] == [kind]
+    msgs = [r.getMessage() for r in caplog.records if r.name == "tracegrad"]
+    assert len(msgs) == 1 and kind in msgs[0] and fn.__name__ in msgs[0]
+    assert f"{__file__}:" in msgs[0]
+    assert len(f.stats.retraces) == 1
+
+
+def test_retrace_log_names_guard_line_expected_and_actual(caplog):
+    f = tg.compile(sign_branch)
+    with caplog.at_level(logging.INFO, logger="tracegrad"):
+        f(tg.ones(2))
+        f(-tg.ones(2))
+    (msg,) = [r.getMessage() for r in caplog.records if r.name == "tracegrad"]
+    assert _line(sign_branch, 1) in msg
+    assert "expected True" in msg and "got False" in msg
+
+
+def test_entry_key_changes_retrace_with_reasons(caplog):
+    @tg.compile
+    def f(x, scale, flag=True):
+        return (x * scale if flag else x - scale).sum()
+    x = tg.ones(3)
+    with caplog.at_level(logging.INFO, logger="tracegrad"):
+        f(x, 2)
+        f(x, 2)                                   # hit
+        f(x, 3)                                   # Python scalar value
+        f(x, 3.0)                                 # Python scalar type
+        f(tg.ones(4), 3.0)                        # shape
+        f(tg.ones(4, dtype=tg.float64), 3.0)      # dtype
+        f(tg.ones(4, dtype=tg.float64, requires_grad=True), 3.0)   # requires_grad
+        f(x, 2, flag=False)                       # keyword argument
+    assert f.stats.traces == 7 and f.stats.cache_hits == 1
+    reasons = f.stats.retraces
+    assert "argument 1" in reasons[0] and "argument 1" in reasons[1]
+    assert "shape" in reasons[2] and "dtype" in reasons[3] and "requires_grad" in reasons[4]
+    assert len([r for r in caplog.records if r.name == "tracegrad"]) == 6
+    assert f(x, 2).item() == 6.0 and f(x, 3).item() == 9.0 and f(x, 2, flag=False).item() == 3
+    assert f.stats.traces == 7
+
+
+def test_grad_mode_is_part_of_the_key():
+    @tg.compile
+    def f(x):
+        return (x * x).sum()
+    x = tg.ones(3, requires_grad=True)
+    a = f(x)
+    with tg.no_grad():
+        b = f(x)
+        b2 = f(x)
+    c = f(x)
+    assert a.requires_grad and c.requires_grad
+    assert not b.requires_grad and not b2.requires_grad and b.grad_fn is None
+    assert f.stats.traces == 2
+    c.backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [2.0, 2.0, 2.0])
+
+
+def test_module_training_flags_retrace():
+    nn = pytest.importorskip("tracegrad.nn")
+    tg.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.Dropout(0.5), nn.BatchNorm1d(8), nn.ReLU(),
+                          nn.Linear(8, 2))
+    cm = tg.compile(model)
+    x = tg.randn(5, 4)
+    for mode in ["train", "eval", "train", "eval", "eval"]:
+        getattr(model, mode)()
+        tg.manual_seed(3)
+        want = model(x)
+        mean_before = model[2].running_mean.clone()
+        tg.manual_seed(3)
+        model[2].running_mean.copy_(mean_before) if mode == "train" else None
+        got = cm(x)
+        np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy(), rtol=1e-5,
+                                   atol=1e-6)
+    assert cm.stats.traces == 2
+    assert any("training" in r for r in cm.stats.retraces)
+
+
+def test_module_buffers_updated_by_compiled_forward():
+    nn = pytest.importorskip("tracegrad.nn")
+    bn_e, bn_c = nn.BatchNorm1d(3), nn.BatchNorm1d(3)
+    cm = tg.compile(bn_c)
+    rng = np.random.default_rng(0)
+    for _ in range(4):
+        x = tg.tensor(rng.standard_normal((6, 3)).astype(np.float32))
+        np.testing.assert_allclose(cm(x).detach().numpy(), bn_e(x).detach().numpy(),
+                                   rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(bn_c.running_mean.numpy(), bn_e.running_mean.numpy(),
+                                   rtol=1e-6)
+        np.testing.assert_allclose(bn_c.running_var.numpy(), bn_e.running_var.numpy(),
+                                   rtol=1e-6)
+    assert cm.stats.cache_hits == 3
+
+
+def three_way(x):
+    if x.sum() > 1:
+        return x * 2
+    if x.sum() > 0:
+        return x * 3
+    return x * 4
+
+
+def test_cache_limit_warns_once_then_runs_eagerly():
+    f = tg.compile(three_way, cache_limit=2)
+    values = [2.0, 0.5, -1.0, -1.0, 2.0, -2.0, 0.5]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        outs = [f(tg.tensor([v])).item() for v in values]
+    assert outs == [three_way(tg.tensor([v])).item() for v in values]
+    warns = [w for w in caught if issubclass(w.category, UserWarning)]
+    assert len(warns) == 1 and "three_way" in str(warns[0].message)
+    assert "cache_limit=2" in str(warns[0].message)
+    assert f.stats.traces == 2 and f.stats.eager_calls == 2
+
+
+def test_exception_in_user_function_propagates_and_cache_stays_usable():
+    def f(x):
+        if x.sum() > 0:
+            raise ValueError("positive input")
+        return x * 2
+    cf = tg.compile(f)
+    assert cf(-tg.ones(2)).tolist() == [-2.0, -2.0]
+    for _ in range(2):
+        with pytest.raises(ValueError, match="positive input"):
+            cf(tg.ones(2))
+    assert cf(-tg.ones(2) * 3).tolist() == [-6.0, -6.0]
+    assert cf.stats.cache_hits >= 1 and len(cf.programs) == 1
+
+
+def test_eager_error_type_from_compiled_path():
+    @tg.compile
+    def f(x, i):
+        return x[i].sum()
+    x = tg.ones(3)
+    assert f(x, tg.tensor([0, 1])).item() == 2.0
+    with pytest.raises(IndexError):
+        f(x, tg.tensor([0, 5]))                 # same shapes: runs the compiled program
+
+
+# ---- captured tensors ----
+
+W_GLOBAL = tg.ones(3)
+
+
+def test_closure_and_global_read_by_reference():
+    w = tg.ones(3, requires_grad=True)
+
+    @tg.compile
+    def f(x):
+        return (x * w).sum() + (x * W_GLOBAL).sum()
+    x = tg.ones(3)
+    for i in range(4):
+        w.grad = None
+        out = f(x)
+        assert out.item() == 3 * (1 + i) + 3 * (1 + i)
+        out.backward()
+        np.testing.assert_array_equal(w.grad.numpy(), [1.0, 1.0, 1.0])
+        with tg.no_grad():
+            w.add_(1)
+        W_GLOBAL.add_(1)
+    assert f.stats.traces == 1
+    W_GLOBAL.fill_(1.0)
+
+
+def test_captured_tensor_rebound_retraces():
+    box = {"w": tg.ones(2)}
+
+    @tg.compile
+    def f(x):
+        return x * box["w"]
+    assert f(tg.ones(2)).tolist() == [1.0, 1.0]
+    box["w"] = tg.full((2,), 5.0)             # a different object: read through the dict
+    assert f(tg.ones(2)).tolist() == [5.0, 5.0]
+
+
+# ---- input mutation replay ----
+
+def test_input_mutations_replayed_with_version_bumps():
+    def f(buf, x, p, g):
+        buf.add_(x)
+        x[0] = 0
+        with tg.no_grad():
+            p.sub_(0.1 * g)
+        return buf.sum()
+    cf = tg.compile(f)
+    state = {}
+    for name, fn in (("eager", f), ("compiled", cf)):
+        buf, p = tg.zeros(3), tg.ones(3, requires_grad=True)
+        versions = []
+        for i in range(3):
+            x, g = tg.full((3,), float(i + 1)), tg.ones(3)
+            s = fn(buf, x, p, g)
+            versions.append((buf._version, x._version, p._version))
+            assert x[0].item() == 0
+        state[name] = (buf.numpy().copy(), p.detach().numpy().copy(), versions, s.item())
+    e, c = state["eager"], state["compiled"]
+    np.testing.assert_array_equal(e[0], c[0])
+    np.testing.assert_allclose(e[1], c[1])
+    assert e[2] == c[2] and e[3] == c[3]
+    assert cf.stats.cache_hits == 2
+
+
+def test_mutated_input_returned_is_the_same_tensor_and_views_are_views():
+    @tg.compile
+    def f(x):
+        x.add_(1)
+        return x, x[0], x.t()
+    for _ in range(3):
+        x = tg.zeros(2, 3)
+        a, b, c = f(x)
+        assert a is x
+        assert b._base is x and c._base is x
+        b.fill_(7)                                   # a real view: writes reach x
+        assert x[0, 0].item() == 7 and x._version == b._version
+
+
+def test_mutating_input_that_requires_grad_keeps_eager_history():
+    def f(x, w):
+        x.mul_(w)
+        return x.sum()
+    cf = tg.compile(f)
+    grads = []
+    for fn in (f, cf, cf, cf):
+        a = tg.tensor([1.0, 2.0, 3.0], requires_grad=True)
+        w = tg.tensor([2.0, 3.0, 4.0], requires_grad=True)
+        x = a * 1
+        (fn(x, w) + x.sum()).backward()
+        grads.append((a.grad.tolist(), w.grad.tolist()))
+    assert all(g == grads[0] for g in grads)
+    assert grads[0] == ([4.0, 6.0, 8.0], [2.0, 4.0, 6.0])
+
+
+# ---- randomness ----
+
+def dropout_like(x):
+    return x * (tg.rand(x.shape) > 0.5)
+
+
+def test_random_masks_change_each_call_and_follow_the_seed():
+    cf = tg.compile(dropout_like)
+    x = tg.ones(64)
+    tg.manual_seed(123)
+    eager = [dropout_like(x).numpy().copy() for _ in range(5)]
+    tg.manual_seed(123)
+    compiled = [cf(x).numpy().copy() for _ in range(5)]
+    for a, b in zip(eager, compiled):
+        np.testing.assert_array_equal(a, b)
+    assert len({m.tobytes() for m in compiled}) == 5          # a new mask every call
+    assert cf.stats.traces == 1 and cf.stats.cache_hits == 4
+    tg.manual_seed(7)
+    masks = np.stack([cf(tg.ones(1000)).numpy() for _ in range(20)])
+    assert abs(masks.mean() - 0.5) < 0.02
+    assert 0.4 < masks[:, 0].mean() < 0.6 or masks.shape[0] < 10
+
+
+def test_random_draw_gradient_uses_the_same_mask():
+    cf = tg.compile(dropout_like)
+    for _ in range(3):
+        x = tg.ones(32, requires_grad=True)
+        y = cf(x)
+        y.sum().backward()
+        np.testing.assert_array_equal(x.grad.numpy(), y.detach().numpy())
+
+
+# ---- outputs, hooks, retain_graph ----
+
+def test_output_structures_and_nondifferentiable_outputs():
+    @tg.compile
+    def f(x, y):
+        return {"a": x * 2, "b": (x.argmax(), [x, y.sum()]), "n": 3}
+    for _ in range(3):
+        x, y = tg.randn(4, requires_grad=True), tg.randn(3, requires_grad=True)
+        r = f(x, y)
+        assert set(r) == {"a", "b", "n"} and r["n"] == 3
+        assert r["b"][1][0] is x
+        assert r["b"][0].dtype == tg.int64 and not r["b"][0].requires_grad
+        assert r["b"][0].item() == int(np.argmax(x.detach().numpy()))
+        (r["a"].sum() + r["b"][1][1]).backward()
+        np.testing.assert_array_equal(x.grad.numpy(), np.full(4, 2.0))
+        np.testing.assert_array_equal(y.grad.numpy(), np.ones(3))
+
+
+def test_grad_accumulates_across_compiled_calls_and_hooks_fire():
+    @tg.compile
+    def f(x, w):
+        return ((x @ w).tanh()).sum()
+    x, w = tg.randn(2, 3), tg.randn(3, requires_grad=True)
+    seen = []
+    w.register_hook(lambda g: seen.append(g.numpy().copy()))
+    for _ in range(3):
+        f(x, w).backward()
+    w_e = w.detach().clone().requires_grad_(True)
+    ((x @ w_e).tanh()).sum().backward()
+    np.testing.assert_allclose(w.grad.numpy(), 3 * w_e.grad.numpy(), rtol=1e-6)
+    assert len(seen) == 3
+    np.testing.assert_allclose(seen[2], w_e.grad.numpy(), rtol=1e-6)
+
+
+def test_compiled_output_feeds_eager_ops():
+    @tg.compile
+    def f(x):
+        return x.exp(), x * 3
+    for _ in range(3):
+        x = tg.randn(3, requires_grad=True)
+        a, b = f(x)
+        loss = (a * b).sum() + a.pow(2).mean()
+        loss.backward()
+        xe = x.detach().clone().requires_grad_(True)
+        ((xe.exp() * (xe * 3)).sum() + xe.exp().pow(2).mean()).backward()
+        np.testing.assert_allclose(x.grad.numpy(), xe.grad.numpy(), rtol=1e-6)
+
+
+def test_retain_graph_semantics_on_compiled_node():
+    @tg.compile
+    def f(x):
+        return x.exp().sum()
+    for _ in range(3):
+        x = tg.randn(3, requires_grad=True)
+        out = f(x)
+        out.backward()
+        with pytest.raises(RuntimeError, match="second time"):
+            out.backward()
+        out = f(x)
+        out.backward(retain_graph=True)
+        out.backward()
+        np.testing.assert_allclose(x.grad.numpy(), 3 * np.exp(x.detach().numpy()), rtol=1e-6)
+
+
+def test_create_graph_through_compiled_node():
+    @tg.compile
+    def f(x):
+        return (x ** 3).sum()
+    for _ in range(3):
+        x = tg.randn(3, requires_grad=True)
+        (g,) = tg.autograd.grad(f(x), (x,), create_graph=True)
+        (gg,) = tg.autograd.grad(g.sum(), (x,))
+        np.testing.assert_allclose(gg.numpy(), 6 * x.detach().numpy(), rtol=1e-5)
+
+
+# ---- whole training steps ----
+
+def _mlp_step(w1, b1, w2, x, y, lr):
+    loss = ((x @ w1 + b1).relu() @ w2 - y).pow(2).mean()
+    grads = tg.autograd.grad(loss, (w1, b1, w2))
+    with tg.no_grad():
+        for p, g in zip((w1, b1, w2), grads):
+            p.sub_(lr * g)
+    return loss
+
+
+def _params(seed):
+    rng = np.random.default_rng(seed)
+    return [rng.standard_normal(s).astype(np.float32) * 0.5 for s in ((4, 8), (8,), (8, 1))]
+
+
+def test_compiled_training_step_follows_eager_trajectory():
+    rng = np.random.default_rng(1)
+    x = tg.tensor(rng.standard_normal((16, 4)).astype(np.float32))
+    y = tg.tensor(rng.standard_normal((16, 1)).astype(np.float32))
+    e = [tg.tensor(a, requires_grad=True) for a in _params(0)]
+    c = [tg.tensor(a, requires_grad=True) for a in _params(0)]
+    step = tg.compile(_mlp_step)
+    for _ in range(5):
+        le = _mlp_step(*e, x, y, 0.1)
+        lc = step(*c, x, y, 0.1)
+        np.testing.assert_allclose(lc.item(), le.item(), rtol=1e-6)
+        for a, b in zip(e, c):
+            np.testing.assert_allclose(b.detach().numpy(), a.detach().numpy(), rtol=1e-6,
+                                       atol=1e-7)
+    assert step.stats.traces == 1 and step.stats.cache_hits == 4
+    assert all(p._version == 5 for p in c)
+
+
+def test_compiled_training_step_matches_torch():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(2)
+    x0 = rng.standard_normal((16, 4)).astype(np.float32)
+    y0 = rng.standard_normal((16, 1)).astype(np.float32)
+    ours = [tg.tensor(a, requires_grad=True) for a in _params(0)]
+    theirs = [torch.tensor(a, requires_grad=True) for a in _params(0)]
+    step = tg.compile(_mlp_step)
+    for _ in range(5):
+        lo = step(*ours, tg.tensor(x0), tg.tensor(y0), 0.1)
+        loss = ((torch.tensor(x0) @ theirs[0] + theirs[1]).relu() @ theirs[2]
+                - torch.tensor(y0)).pow(2).mean()
+        grads = torch.autograd.grad(loss, theirs)
+        with torch.no_grad():
+            for p, g in zip(theirs, grads):
+                p.sub_(0.1 * g)
+        np.testing.assert_allclose(lo.item(), loss.item(), rtol=1e-5)
+    for a, b in zip(ours, theirs):
+        np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), rtol=1e-4,
+                                   atol=1e-6)
+
+
+def test_returning_loss_after_update_defers_the_inplace_error_to_backward():
+    """Eager: the step returns its loss; only loss.backward() fails (w changed since)."""
+    cf = tg.compile(_mlp_step)
+    rng = np.random.default_rng(1)
+    x = tg.tensor(rng.standard_normal((16, 4)).astype(np.float32))
+    y = tg.tensor(rng.standard_normal((16, 1)).astype(np.float32))
+    for fn in (_mlp_step, cf, cf):
+        ps = [tg.tensor(a, requires_grad=True) for a in _params(0)]
+        loss = fn(*ps, x, y, 0.1)
+        assert loss.requires_grad and np.isfinite(loss.item())
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            loss.backward()
+
+
+def test_backward_inside_compiled_function_is_rejected_or_correct():
+    """`loss.backward()` inside a compiled function writes `.grad` (a Python side effect)."""
+    def f(w, x):
+        loss = (x @ w).sum()
+        loss.backward()
+        return loss.detach()
+    cf = tg.compile(f)
+    for i in range(3):
+        w = tg.ones(3, requires_grad=True)
+        x = tg.full((2, 3), float(i + 1))
+        cf(w, x)
+        np.testing.assert_allclose(w.grad.numpy(), np.full(3, 2.0 * (i + 1)))
