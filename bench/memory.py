@@ -179,13 +179,58 @@ def run_one(model, config):
     return info
 
 
+def run_remat(mode):
+    """Swish MLP (8 x 512, batch 256): compiled loss + backward; peak, saved bytes, time."""
+    import time
+    import tracemalloc
+    import numpy as np
+    sys.path.insert(0, os.path.join(HERE, ".."))
+    import tracegrad as tg
+    rng = np.random.default_rng(1)
+    ps = [tg.tensor(p, requires_grad=True) for p in _params([512] * 9)]
+    x = tg.tensor(rng.standard_normal((256, 512)).astype(np.float32))
+
+    def loss_fn(ps, x):
+        h = x
+        for i in range(0, len(ps), 2):
+            a = h @ ps[i] + ps[i + 1]
+            h = a * a.sigmoid()                    # swish: sigmoid(a) is cheap to recompute
+        return (h * h).mean()
+    f = tg.compile(loss_fn, memory=mode)
+
+    def step():
+        for p in ps:
+            p.grad = None
+        f(ps, x).backward()
+    for _ in range(3):
+        step()
+    tracemalloc.start()
+    tracemalloc.reset_peak()
+    step()
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    times = []
+    for _ in range(15):
+        t0 = time.perf_counter()
+        step()
+        times.append(time.perf_counter() - t0)
+    path = f.programs[0]
+    return {"peak": peak, "saved": sum(v.type.nbytes for v in path.part.saved
+                                       if v not in path.part.forward.inputs),
+            "recomputed": len(path.part.recomputed), "ms": sorted(times)[len(times) // 2] * 1e3}
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--only")
     ap.add_argument("--child", nargs=2)
+    ap.add_argument("--remat-child")
     a = ap.parse_args()
     if a.child:
         print(json.dumps(run_one(*a.child)))
+        return
+    if a.remat_child:
+        print(json.dumps(run_remat(a.remat_child)))
         return
     MiB = 2 ** 20
     for model, (batch, sizes, act) in MODELS.items():
@@ -217,6 +262,20 @@ def main():
                          f"{r['lower_bound'] / MiB:.1f} MiB ({r['planned_peak'] / max(1, r['lower_bound']):.3f}x),"
                          f" naive {r['naive'] / MiB:.1f} MiB, arena {r['arena'] / MiB:.1f} MiB")
             print(f"  {cfg:30s} {r['peak'] / MiB:9.1f} {r['peak'] / base if base else 0:8.2f}  {note}")
+
+    if a.only in (None, "remat"):
+        print("\nrematerialization: swish MLP 8 x 512, batch 256, compiled loss + backward")
+        print(f"  {'memory=':10s} {'peak MiB':>9s} {'saved MiB':>10s} {'recomputed':>10s} "
+              f"{'step ms':>8s}")
+        for mode in ("balanced", "min"):
+            out = subprocess.run([sys.executable, __file__, "--remat-child", mode],
+                                 capture_output=True, text=True)
+            if out.returncode != 0:
+                print(f"  {mode}: failed\n{out.stderr[-2000:]}")
+                continue
+            r = json.loads(out.stdout.strip().splitlines()[-1])
+            print(f"  {mode:10s} {r['peak'] / MiB:9.1f} {r['saved'] / MiB:10.1f} "
+                  f"{r['recomputed']:10d} {r['ms']:8.2f}")
 
 
 if __name__ == "__main__":

@@ -33,7 +33,9 @@ class CompiledPath:
         self.out_build = out_build
         self.out_is_tensor = [isinstance(o, Tensor) for o in out_tensors]
         self.out_consts = [None if isinstance(o, Tensor) else o for o in out_tensors]
-        self.single = len(out_tensors) == 1 and self.out_is_tensor[0]
+        # a bare Tensor result (not `[t]` or `(t,)`, whose container must be rebuilt)
+        self.single = (len(out_tensors) == 1 and self.out_is_tensor[0]
+                       and out_build(list(out_tensors)) is out_tensors[0])
         values = dict(tracer.values)
         fg = functionalize(raw, values=values)
         # output k -> (input position, view chain): returned as that input (or a view of it)
