@@ -64,7 +64,7 @@ def ratio(meds, a, b):
 
 
 def format_table(headers, rows):
-    """A plain-text table; numbers right-aligned, None shown as '-'.
+    """A plain-text table; numbers right-aligned, floats with 2 decimals, None as '-'.
 
     >>> print(format_table(["name", "us"], [["a", 1.5]]))
     name    us
@@ -92,11 +92,18 @@ def format_table(headers, rows):
     return "\n".join(out)
 
 
-def ratio_rows(meds, pairs):
-    """Rows `[label, ratio]` for each (a, b) in `pairs` where both sides were measured."""
+def ratio_rows(columns, pairs):
+    """Rows `[f"{a} / {b}", ratio in column 1, ratio in column 2, ...]`.
+
+    `columns` is a list of {name: median} dicts (e.g. one for forward+backward, one for
+    forward only); pairs where `a` or `b` was not measured are left out.
+
+    >>> ratio_rows([{"a": 2.0, "b": 1.0}], [("a", "b"), ("a", "c")])
+    [['a / b', 2.0]]
+    """
     rows = []
     for a, b in pairs:
-        r = ratio(meds, a, b)
-        if r is not None:
-            rows.append([f"{a} / {b}", r])
+        rs = [ratio(col, a, b) for col in columns]
+        if all(r is not None for r in rs):
+            rows.append([f"{a} / {b}", *rs])
     return rows

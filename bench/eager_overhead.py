@@ -113,17 +113,12 @@ def numpy_runner(x, w):
     return (lambda: forward()[0]), forward_backward
 
 
-def check_agreement(runners, x0, w0):
-    """Assert every implementation computes numpy's values and hand-written gradients."""
-    ref_y, ref_gx, ref_gw = runners["numpy"][2]()
-    for name in ("tracegrad", "torch"):
-        if name not in runners:
-            continue
-        fwd, _, (x, w) = runners[name]
-        x.grad = w.grad = None
-        y = fwd()
-        y.backward(y.detach() * 0 + 1)
-        for what, got, want in (("output", y.detach().numpy(), ref_y),
+def check_agreement(autograd, numpy_fb):
+    """Assert each autograd library computes numpy's values and hand-written gradients."""
+    ref_y, ref_gx, ref_gw = numpy_fb()
+    for name, (forward, forward_backward, (x, w)) in autograd.items():
+        forward_backward()
+        for what, got, want in (("output", forward().detach().numpy(), ref_y),
                                 ("x.grad", x.grad.numpy(), ref_gx),
                                 ("w.grad", w.grad.numpy(), ref_gw)):
             if got.dtype != np.float32 or not np.allclose(got, want, rtol=1e-4, atol=1e-6):
@@ -131,20 +126,53 @@ def check_agreement(runners, x0, w0):
 
 
 def build_runners():
+    """{name: (forward, forward_backward)} for tracegrad, torch (if importable) and numpy,
+    after checking that they agree."""
     x0, w0 = inputs()
-    runners = {}
-    f, fb, leaves = autograd_runner(tracegrad, x0, w0)
-    runners["tracegrad"] = (f, fb, leaves)
+    autograd = {"tracegrad": autograd_runner(tracegrad, x0, w0)}
     try:
         import torch
         torch.set_num_threads(1)     # tiny tensors: the thread pool only adds noise
-        runners["torch"] = autograd_runner(torch, x0, w0)
+        autograd["torch"] = autograd_runner(torch, x0, w0)
     except ImportError:
         pass
-    nf, nfb = numpy_runner(x0, w0)
-    runners["numpy"] = (nf, nfb, nfb)
-    check_agreement(runners, x0, w0)
+    numpy_f, numpy_fb = numpy_runner(x0, w0)
+    check_agreement(autograd, numpy_fb)
+    runners = {name: (f, fb) for name, (f, fb, _) in autograd.items()}
+    runners["numpy"] = (numpy_f, numpy_fb)
     return runners
+
+
+def measure(runners, rounds):
+    """Interleaved timing of every runner's forward+backward and forward alone.
+
+    Returns ({"fwd+bwd": {name: us per op}, "fwd": {...}}, {name: fwd+bwd samples})."""
+    cases = {}
+    for name, (forward, forward_backward) in runners.items():
+        cases[(name, "fwd+bwd")] = forward_backward
+        cases[(name, "fwd")] = forward
+    samples = T.interleaved(cases, rounds)
+    meds = T.medians(samples)
+    per_op = {kind: {name: meds[(name, kind)] * 1e6 / N_OPS for name in runners}
+              for kind in ("fwd+bwd", "fwd")}
+    return per_op, {name: samples[(name, "fwd+bwd")] for name in runners}
+
+
+def report(per_op, samples, rounds):
+    versions = f"numpy {np.__version__}, tracegrad {tracegrad.__version__}"
+    if "torch" in per_op["fwd"]:
+        import torch
+        versions += f", torch {torch.__version__}"
+    print(f"eager overhead: {N_OPS} elementwise ops on float32{list(SHAPE)}, "
+          f"{rounds} interleaved rounds, medians ({versions})")
+    print()
+    rows = [[name, per_op["fwd+bwd"][name], per_op["fwd"][name],
+             f"{100 * T.spread(samples[name]):.0f}%"] for name in per_op["fwd"]]
+    print(T.format_table(["per op (us)", "fwd+bwd", "fwd only", "IQR fwd+bwd"], rows))
+    print()
+    pairs = [("tracegrad", "torch"), ("tracegrad", "numpy"), ("torch", "numpy")]
+    print(T.format_table(["ratio", "fwd+bwd", "fwd only"],
+                         T.ratio_rows([per_op["fwd+bwd"], per_op["fwd"]], pairs)))
 
 
 def main(argv=None):
@@ -152,36 +180,12 @@ def main(argv=None):
     p.add_argument("--rounds", type=int, default=200, help="interleaved rounds (default 200)")
     p.add_argument("--quick", action="store_true", help="20 rounds: a smoke run")
     args = p.parse_args(argv)
+    if args.rounds < 1:
+        p.error("--rounds must be at least 1")
     rounds = 20 if args.quick else args.rounds
-
-    runners = build_runners()
-    names = list(runners)
-    cases = {}
-    for n in names:
-        cases[n + " fwd+bwd"] = runners[n][1]
-        cases[n + " fwd"] = runners[n][0]
-    samples = T.interleaved(cases, rounds)
-    us = {k: v * 1e6 / N_OPS for k, v in T.medians(samples).items()}
-
-    versions = f"numpy {np.__version__}, tracegrad {tracegrad.__version__}"
-    if "torch" in runners:
-        import torch
-        versions += f", torch {torch.__version__}"
-    print(f"eager overhead: {N_OPS} elementwise ops on float32{list(SHAPE)}, "
-          f"{rounds} interleaved rounds, medians ({versions})")
-    print()
-    rows = [[n, us[n + " fwd+bwd"], us[n + " fwd"],
-             f"{100 * T.spread(samples[n + ' fwd+bwd']):.0f}%"] for n in names]
-    print(T.format_table(["per op (us)", "fwd+bwd", "fwd only", "IQR"], rows))
-    print()
-    pairs = [("tracegrad", "torch"), ("tracegrad", "numpy"), ("torch", "numpy")]
-    rrows = []
-    for a, b in pairs:
-        if a in runners and b in runners:
-            rrows.append([f"{a} / {b}", us[a + " fwd+bwd"] / us[b + " fwd+bwd"],
-                          us[a + " fwd"] / us[b + " fwd"]])
-    print(T.format_table(["ratio", "fwd+bwd", "fwd only"], rrows))
-    return us
+    per_op, samples = measure(build_runners(), rounds)
+    report(per_op, samples, rounds)
+    return per_op
 
 
 if __name__ == "__main__":

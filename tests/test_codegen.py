@@ -167,8 +167,11 @@ def test_error_inside_generated_code_names_user_line_and_shows_source():
         return (x @ w).sum()
     fg = passes.functionalize(tg.trace(f, tg.ones(2, 3), tg.ones(3, 4)))
     prog = tg.build(fg)
-    with pytest.raises(ValueError) as ei:
+    with pytest.raises(RuntimeError) as ei:         # what eager dispatch raises for mm
         prog(np.ones((2, 3), np.float32), np.ones((5, 4), np.float32))
+    assert isinstance(ei.value, tg.TracegradRuntimeError)
+    assert str(ei.value).startswith("mm: ")
+    assert f"(at {__file__}:" in str(ei.value)
     notes = "\n".join(getattr(ei.value, "__notes__", []))
     assert "test_codegen.py" in notes and "compiled code of 'f'" in notes
     tb = "".join(traceback.format_exception(ei.value))

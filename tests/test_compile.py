@@ -87,6 +87,10 @@ def check_op(info, opts, dtypes):
                 for k, (a, b) in enumerate(zip(e_grads or [], c_grads or [])):
                     _same(a, b, f"{where}: grad {k}", low)
             assert cf.stats.calls == 3
+            for prog in cf.programs:           # after every pass, scheduling included
+                prog.forward.verify()
+                if prog.backward is not None:
+                    prog.backward.verify()
             if not any(isinstance(a, Raw) for a in first.args):
                 assert cf.stats.cache_hits >= 1, f"{info.name}{first}: {cf.stats!r}"
 

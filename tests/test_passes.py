@@ -84,9 +84,10 @@ def test_functionalize_marks_stale_saved_operands():
         y.add_(1)              # exp saved its output: stale now
         return y.sum()
     fg = _functional(f, _arr(3), requires_grad=True)
-    (idx, which), (site, saved, final, deferred) = next(iter(fg.stale.items()))
+    (idx, which), (site, saved, final, deferred, writer) = next(iter(fg.stale.items()))
     assert fg.nodes[idx].prim.name == "exp" and which == "out"
-    assert (saved, final, deferred) == (0, 1, False) and site.startswith(__file__)
+    assert (saved, final, deferred, writer) == (0, 1, False, "AddBackward0")
+    assert site.startswith(__file__)
 
 
 # ---- cse / dce ----

@@ -33,12 +33,43 @@ class Program:
             return self.fn(*arrays)
         except GuardFailed:
             raise
+        except (ValueError, IndexError, TypeError) as e:
+            _annotate(e, self)
+            new = _as_eager_error(e, self)
+            if new is e:
+                raise
+            for note in getattr(e, "__notes__", ()):
+                new.add_note(note)
+            raise new.with_traceback(e.__traceback__) from None
         except Exception as e:
             _annotate(e, self)
             raise
 
     def __repr__(self):
         return f"<Program {self.graph.name}: {len(self.graph.nodes)} nodes>"
+
+
+def _failing_line(e, prog):
+    tb, line = e.__traceback__, None
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == prog.filename:
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    return line
+
+
+def _as_eager_error(e, prog):
+    """The error eager dispatch raises when this kernel fails (same type and message, naming
+    the user's line of the failing op), or `e` itself if no op line is known."""
+    from ._dispatch import _translate
+    line = _failing_line(e, prog)
+    prim = getattr(prog, "_line_prims", {}).get(line)
+    if prim is None:
+        return e
+    err = _translate(prim, e)
+    text = str(err).split("\n  (at ")[0]
+    site = prog._line_sites.get(line)
+    return type(err)(text + (f"\n  (at {site})" if site else ""))
 
 
 def _annotate(e, prog):
@@ -158,6 +189,7 @@ def build(graph, name=None, keep_inputs=True, plan=None, poison=False):
         lines.append("    B = _arena.views()")
     poisoned = _poison_points(graph, plan) if poison else {}
     line_sites = {}
+    line_prims = {}                          # generated line -> primitive (error translation)
     for i, n in enumerate(graph.nodes):
         for k, gd in guards.get(i, ()):
             for part in _guard_src(gd, k, names[gd.value], em).split("\n"):
@@ -178,6 +210,7 @@ def build(graph, name=None, keep_inputs=True, plan=None, poison=False):
             call = f"_asarray({call})"
         lines.append(f"    {names[n.output]} = {call}" + (f"  # {site}" if site else ""))
         line_sites[len(lines)] = n.site
+        line_prims[len(lines)] = n.prim
         for v in poisoned.get(i, ()):
             lines.append(f"    _poison({names[v]})")
         if i in dead_after:
@@ -192,7 +225,9 @@ def build(graph, name=None, keep_inputs=True, plan=None, poison=False):
     linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
     exec(compile(code, filename, "exec"), em.globals)
     fn = em.globals[_ident(fname)]
-    return Program(graph, fn, code, filename, line_sites)
+    prog = Program(graph, fn, code, filename, line_sites)
+    prog._line_prims = line_prims
+    return prog
 
 
 def _ident(s):

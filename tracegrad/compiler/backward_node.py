@@ -4,9 +4,10 @@ It is an ordinary node of the eager graph, so compiled and eager code compose: t
 hands it the output gradients, it runs the compiled backward program on the saved arrays,
 and the input gradients flow on to leaves' `.grad`, hooks and further eager nodes.
 
-With `create_graph=True` (grad mode on during backward) it re-runs the path's forward and
-backward graphs through eager dispatch on the original input tensors, so the gradient it
-returns is itself differentiable (exact double backward).
+With `create_graph=True` (grad mode on during backward) it runs the path's backward graph
+through eager dispatch, recomputing the saved values that depend on inputs requiring grad
+from those inputs, so the gradient it returns is itself differentiable (exact double
+backward; Note [Differentiable backward] in replay.py).
 """
 import numpy as np
 
@@ -17,7 +18,7 @@ from ..autograd.graph import FREED_MSG, Node, _version_error
 
 
 class CompiledFunctionBackward(Node):
-    __slots__ = ("path", "saved_arrays", "checks", "inputs", "out_meta")
+    __slots__ = ("path", "saved_arrays", "kept_arrays", "checks", "inputs", "out_meta")
 
     def apply(self, grads):
         if self.released:
@@ -40,7 +41,7 @@ class CompiledFunctionBackward(Node):
             else:
                 cts.append(g._data)
         if _mode.is_grad_enabled():
-            return path.eager_backward(self.inputs, grads)
+            return path.eager_backward(self, grads)
         res = path.backward_program(*cts, *self.saved_arrays)
         out = []
         for r in res:
@@ -49,4 +50,4 @@ class CompiledFunctionBackward(Node):
 
     def release(self):
         self.released = True
-        self.saved_arrays = None
+        self.saved_arrays = self.kept_arrays = None

@@ -7,7 +7,8 @@ last succeeded; a guard that comes out differently raises `GuardFailed(k, actual
 call continues with a path sharing the first k outcomes and the new one, or re-traces the
 whole call eagerly (recording a new path) when none exists. Every re-trace is logged on the
 `tracegrad` logger with the guard's source line and the expected and actual values. Past
-`cache_limit` paths the function warns once and runs eagerly (still correct).
+`cache_limit` paths the function warns once and runs eagerly (still correct). Cache hits run
+concurrently from any thread; misses take a per-function lock, so a path is traced once.
 
 A compiled function called while another function is being traced runs inline, so the outer
 trace records its ops. Every CompiledFunction is registered weakly (`compiled_functions()`,
@@ -18,6 +19,7 @@ import functools
 import itertools
 import logging
 import os
+import threading
 import warnings
 
 import numpy as np
@@ -100,6 +102,7 @@ class CompiledFunction:
         self.stats = Stats()
         self._warned = False
         self._last_key = None
+        self._trace_lock = threading.RLock()
         self.module = None
         functools.update_wrapper(self, fn, updated=())
         _register(self)
@@ -129,6 +132,7 @@ class CompiledFunction:
         if aliased:
             self.stats.eager_calls += 1      # aliasing arguments: keep eager semantics
             return self.fn(*args, **kwargs)
+        n_seen = self._n_paths()
         entry = self.entries.get(key)
         if entry is not None and entry.eager is not None:
             self.stats.eager_calls += 1      # see CompiledPath.eager_reason
@@ -144,7 +148,20 @@ class CompiledFunction:
                 self._last_key = key
                 return out
         self._last_key = key
-        return self._trace(key, entry, args, kwargs, leaves, reason)
+        with self._trace_lock:
+            # Threads that miss together trace one at a time; a path another thread added
+            # while this one waited is tried first, so each path is traced once.
+            if self._n_paths() != n_seen:
+                entry = self.entries.get(key)
+                if entry is not None and entry.eager is not None:
+                    self.stats.eager_calls += 1
+                    return self.fn(*args, **kwargs)
+                if entry is not None:
+                    out, reason = self._run_cached(entry, leaves)
+                    if reason is None:
+                        self.stats.cache_hits += 1
+                        return out
+            return self._trace(key, entry, args, kwargs, leaves, reason)
 
     def _run_cached(self, entry, leaves):
         tensors = [x for x in leaves if isinstance(x, Tensor)]
@@ -152,7 +169,7 @@ class CompiledFunction:
         tried = set()
         while path is not None:
             tried.add(id(path))
-            bad = path.captured_ok()
+            bad = path.captured_ok(tensors)
             if bad is not None:
                 return None, bad
             try:
@@ -213,8 +230,8 @@ class CompiledFunction:
         path.trace_reason = reason
         if path.eager_reason is not None:
             entry.eager = path.eager_reason
-            log.info("tracegrad: '%s' runs eagerly for these arguments: %s", self.name,
-                     path.eager_reason)
+            warnings.warn(f"tracegrad.compile: '{self.name}' runs eagerly for arguments like "
+                          f"these: {path.eager_reason}", UserWarning, stacklevel=3)
         path.serial = next(_serial)
         if os.environ.get("TRACEGRAD_DUMP_DIR"):
             from .dump import dump_path      # never raises: a failed dump only logs
@@ -277,8 +294,10 @@ def _name_closure(fn, tracer):
     if callable(named):
         for nm, p in named():
             tracer.names[id(p)] = nm
+            tracer.sources[id(p)] = _attr_source(fn, nm)
         for nm, b in getattr(fn, "named_buffers", lambda: [])():
             tracer.names[id(b)] = nm
+            tracer.sources[id(b)] = _attr_source(fn, nm)
     code = getattr(fn, "__code__", None)
     if code is None:
         return
@@ -289,11 +308,34 @@ def _name_closure(fn, tracer):
             continue
         if isinstance(v, Tensor):
             tracer.names[id(v)] = nm
+            tracer.sources[id(v)] = (cell, None)
     g = getattr(fn, "__globals__", {})
     for nm in code.co_names:
         v = g.get(nm)
         if isinstance(v, Tensor):
             tracer.names[id(v)] = nm
+            tracer.sources[id(v)] = (g, nm)
+
+
+def _attr_source(module, dotted):
+    """(submodule, attribute name) holding a parameter/buffer named `dotted`."""
+    *path, attr = dotted.split(".")
+    for p in path:
+        module = getattr(module, p)
+    return (module, attr)
+
+
+def current_binding(holder, key):
+    """What a captured tensor's source holds now: a closure cell (key None), a globals dict
+    or a module attribute."""
+    if key is None:
+        try:
+            return holder.cell_contents
+        except ValueError:
+            return None
+    if isinstance(holder, dict):
+        return holder.get(key)
+    return getattr(holder, key, None)
 
 
 def compile(fn=None, *, cache_limit=8, passes=None, backend="numpy", memory="balanced",

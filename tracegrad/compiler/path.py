@@ -17,6 +17,7 @@ from ..passes.fold import drop_aliases, fold_constants
 from ..passes.plan_memory import plan_memory
 from ..passes.schedule import schedule_memory
 from .backward_node import CompiledFunctionBackward
+from .replay import plan_replay, replay_backward
 
 
 class CompiledPath:
@@ -30,6 +31,10 @@ class CompiledPath:
         self.captured = [t for _, t in tracer.captured]
         self.captured_meta = [_meta(t) for t in self.captured]
         self.python_guards = list(tracer.python_guards)
+        # captures found in a closure cell, a global or a module attribute: rebinding that
+        # name to another tensor must retrace (the program reads the old object otherwise)
+        self.bindings = [(tracer.sources[id(t)], t) for t in self.captured
+                         if id(t) in tracer.sources]
         self.out_build = out_build
         self.out_is_tensor = [isinstance(o, Tensor) for o in out_tensors]
         self.out_consts = [None if isinstance(o, Tensor) else o for o in out_tensors]
@@ -38,8 +43,18 @@ class CompiledPath:
                        and out_build(list(out_tensors)) is out_tensors[0])
         values = dict(tracer.values)
         fg = functionalize(raw, values=values)
+        loud = fg.mutation_grad_mode
         # output k -> (input position, view chain): returned as that input (or a view of it)
         self.alias_out = {k: r for k, r in enumerate(fg.output_roots) if r is not None}
+        # output k is a view of output j (replayed after attaching, so gradients flow), or
+        # shares memory with another output in a way eager never would (copied)
+        self.view_out = {k: v[1:] for k, v in enumerate(fg.output_views)
+                         if v is not None and v[0] == "view"}
+        self.copy_out = {k for k, v in enumerate(fg.output_views) if v == ("copy",)}
+        # the same tensor returned twice: output k is output j (eager returns one object)
+        first = {}
+        self.dup_out = {k: first.setdefault(v, k) for k, v in enumerate(raw.outputs)
+                        if first.setdefault(v, k) != k}
         self.stages = [("functionalize", fg)]     # (pass, graph after it): explain and dump
         for p in pipeline:
             fg = p(fg)
@@ -59,18 +74,25 @@ class CompiledPath:
             vr = vjp(fg, [ins[i] for i in self.wrt], values=values,
                      out_mask=self.out_requires)
             # errors eager would raise only at backward (overwrites under no_grad)
-            self.deferred_errors = check_inplace(fg, vr.differentiated)
+            self.deferred_errors = check_inplace(fg, vr.differentiated,
+                                                 {ins[i] for i in self.wrt})
             self.stages.append(("vjp", vr.graph))
         self.part = partition(fg, vr, remat=(memory == "min"))
         self.memory_mode = memory
         self._plan_and_build(name, memory, poison)
-        self.eager_reason = _needs_eager(self.part, fg, self._input_tensors_from(tracer))
+        # passes may merge distinct results (cse: `x.clone(), x.clone()`): copy the repeats
+        fwd_outs = self.part.forward.outputs[:self.part.n_user]
+        self.copy_out |= {k for k, v in enumerate(fwd_outs) if v in fwd_outs[:k]
+                          and k not in self.dup_out}
+        self.eager_reason = _needs_eager(self.part, fg, tracer, loud)
         self.wrt_shapes = tuple(ins[i].type.shape for i in self.wrt)
         self.wrt_dtypes = tuple(ins[i].type.dtype for i in self.wrt)
 
     def _plan_and_build(self, name, memory, poison):
         """Schedule and plan memory for both programs (Note [Memory plan]), then codegen."""
         part = self.part
+        # before the cleanup passes: see Note [Differentiable backward] in compiler/replay.py
+        self.replay = plan_replay(part, self.wrt) if part.backward is not None else None
         part.forward = dce(fold_constants(drop_aliases(part.forward)))
         if part.backward is not None:
             part.backward = dce(fold_constants(drop_aliases(part.backward)))
@@ -95,9 +117,18 @@ class CompiledPath:
         return [t for _, t in tracer.args] + [t for _, t in tracer.captured]
 
     # -- checks before running --
-    def captured_ok(self):
+    def captured_ok(self, args=()):
         if not self.captured and not self.python_guards:
             return None
+        if args and self.captured:
+            vcs = {id(t._vc) for t in self.captured}
+            if any(id(t._vc) in vcs for t in args):
+                return "an argument shares memory with a captured tensor"
+        if self.bindings:
+            from .function import current_binding
+            for (holder, key), t in self.bindings:
+                if current_binding(holder, key) is not t:
+                    return f"captured tensor '{key or 'closure variable'}' was rebound"
         for t, m in zip(self.captured, self.captured_meta):
             if _meta(t) != m:
                 return f"captured tensor changed: {m} -> {_meta(t)}"
@@ -122,19 +153,28 @@ class CompiledPath:
             t._vc.v += count
         outs = []
         for k, arr in enumerate(res[:n_user]):
-            if k in self.alias_out:
+            if k in self.dup_out:
+                outs.append(outs[self.dup_out[k]])
+            elif k in self.alias_out:
                 pos, chain = self.alias_out[k]
                 t = inputs[pos]
                 for prim, attrs in chain:    # a real view (shared version counter, _base)
                     t = dispatch(prim, (t,), attrs)
                 outs.append(t)
             else:
-                outs.append(Tensor._wrap(np.asarray(arr)))
+                outs.append(Tensor._wrap(np.array(arr) if k in self.copy_out
+                                         else np.asarray(arr)))
         if part.backward is not None and _mode.is_grad_enabled():
-            self._attach(inputs, outs, res[n_user:n_user + n_saved_fwd])
+            kept = res[len(res) - len(self.replay.keep):] if self.replay.keep else ()
+            self._attach(inputs, outs, res[n_user:n_user + n_saved_fwd], kept)
+        for k, (j, chain) in self.view_out.items():
+            t = outs[j]
+            for prim, attrs in chain:        # a real view of the returned output j
+                t = dispatch(prim, (t,), attrs)
+            outs[k] = t
         return outs
 
-    def _attach(self, inputs, outs, saved_fwd):
+    def _attach(self, inputs, outs, saved_fwd, kept):
         part = self.part
         edges = tuple(edge_of(inputs[i]) if g is not None and inputs[i].requires_grad else None
                       for i, g in zip(self.wrt, part.grads))
@@ -152,10 +192,12 @@ class CompiledPath:
             else:
                 saved.append(next(it))
         node.saved_arrays = saved
+        node.kept_arrays = [np.asarray(a) for a in kept]
         node.inputs = inputs
         node.out_meta = [(o._data.shape, o._data.dtype) for o in outs]
         for k, (o, req) in enumerate(zip(outs, self.out_requires)):
-            if req and k not in self.alias_out:
+            if req and k not in self.alias_out and k not in self.dup_out \
+                    and k not in self.view_out:
                 o._grad_fn = node
                 o._output_nr = k
                 o._rg = True
@@ -164,28 +206,9 @@ class CompiledPath:
                 checks.append((o._vc, o._vc.v, o._data))
         node.checks = checks
 
-    def eager_backward(self, inputs, grads):
-        """Differentiable backward: replay forward and backward graphs through dispatch."""
-        fg = self.part.forward
-        env = dict(zip(fg.inputs, inputs))
-        for n in fg.nodes:
-            env[n.output] = dispatch(n.prim, tuple(env[a] if _isval(a) else a
-                                                   for a in n.inputs), n.attrs)
-        bg = self.part.backward
-        cts = []
-        for k in self.part.cotangent_outputs:
-            g = grads[k]
-            if g is None:
-                from ..ops.creation import zeros
-                v = fg.outputs[k]
-                g = zeros(v.type.shape, dtype=v.type.dtype)
-            cts.append(g)
-        saved = [env[v] if v in env else None for v in self.part.saved]
-        benv = dict(zip(bg.inputs, cts + saved))
-        for n in bg.nodes:
-            benv[n.output] = dispatch(n.prim, tuple(benv[a] if _isval(a) else a
-                                                    for a in n.inputs), n.attrs)
-        return tuple(benv[v] if v is not None else None for v in bg.outputs)
+    def eager_backward(self, node, grads):
+        """Differentiable backward of one call (Note [Differentiable backward], replay.py)."""
+        return replay_backward(self, node.inputs, grads, node.saved_arrays, node.kept_arrays)
 
     def rebuild_outputs(self, outs):
         if self.single:
@@ -222,16 +245,27 @@ class CompiledPath:
         return viz.svg(self)
 
 
-def _needs_eager(part, fg, tensors):
+def _needs_eager(part, fg, tracer, loud):
     """Why this path must run eagerly, or None.
 
-    An input that requires grad (or whose base does) and is modified in place gets a new
-    autograd history in eager mode (its grad_fn is rebased on the in-place op); copying the
-    new values back into it cannot do that, so such calls keep eager semantics."""
-    if not _mode.is_grad_enabled():
-        return None
+    - The function changed an input's `.grad` (`loss.backward()` inside it): a Python side
+      effect; compile `tg.autograd.grad(...)` returning the gradients instead.
+    - An input that requires grad (or whose base does) was modified in place with grad mode
+      on: eager rebases its autograd history on the in-place op; copying the new values back
+      cannot do that. (Updates under `no_grad`, like optimizer steps, are compiled.)"""
+    tensors = [t for _, t in tracer.args] + [t for _, t in tracer.captured]
+    captured_vcs = {id(t._vc) for _, t in tracer.captured}
+    if any(id(t._vc) in captured_vcs for _, t in tracer.args):
+        return ("an argument shares memory with a tensor the function reads from a closure, "
+                "global or module (the compiled program would read them as separate inputs)")
+    for t in tracer.grad_writes():
+        name = fg.inputs[next(i for i, u in enumerate(tensors) if u is t)].name or "an input"
+        return (f"it changes '{name}.grad' (backward() inside the function); return "
+                "gradients from tg.autograd.grad(...) instead to compile it")
     for pos, _ in part.mutations:
         t = tensors[pos]
+        if fg.inputs[pos] not in loud:
+            continue
         if t.requires_grad or (t._base is not None and t._base.requires_grad):
             name = fg.inputs[pos].name or f"input {pos}"
             return (f"'{name}' requires grad and is modified in place (its autograd history "
@@ -241,7 +275,3 @@ def _needs_eager(part, fg, tensors):
 
 def _meta(t):
     return (tuple(t._data.shape), t._data.dtype, t.requires_grad)
-
-
-def _isval(a):
-    return hasattr(a, "type") and hasattr(a, "id")

@@ -110,6 +110,10 @@ class Graph:
         g._ids = itertools.count(max([v.id for v in self.all_values()] + [-1]) + 1)
         g.pass_log = list(self.pass_log)
         g.values = self.values
+        # facts about the program's inputs (keyed by input Values, which passes keep)
+        for attr in ("mutation_counts", "mutation_grad_mode"):
+            if hasattr(self, attr):
+                setattr(g, attr, getattr(self, attr))
         return g
 
     def all_values(self):

@@ -20,7 +20,7 @@ from .. import _dispatch, _mode
 from .._errors import user_site
 from .._tensor import Tensor
 from ..ops.primitive import Primitive
-from ..ops.shape import CLONE, INDEX_PUT, NONZERO
+from ..ops.shape import CLONE, DETACH, INDEX_PUT, NONZERO
 from .graph import Graph, Guard, Node, Value
 from .types import TensorType
 
@@ -39,6 +39,7 @@ class Tracer:
     def __init__(self, name="graph", phase="fwd"):
         self.graph = Graph(name)
         self.graph.nograd_writes = set()  # in-place node outputs recorded under no_grad
+        self.grads_before = []   # [(tensor, .grad, copy of its data)] for inputs needing grad
         self.phase = phase
         self.env = {}            # id(tensor) -> Value (latest definition)
         self.keep = []           # keeps traced tensors alive so ids stay unique
@@ -47,6 +48,7 @@ class Tracer:
         self.args = []           # [(Value, tensor)] explicit inputs
         self.python_guards = []  # [(obj, attr, expected, site)]
         self.names = {}          # id(tensor) -> preferred name for captured inputs
+        self.sources = {}        # id(tensor) -> (holder, key): where a capture was found
         self.site = None         # when set, recorded as every node's site (VJP pass)
         self.by_data = {}        # id(ndarray) -> Value of the node that produced that array
         self.snapshots = {}      # id(copy) -> (copy, Value, node index): see _adopt_snapshot
@@ -54,6 +56,9 @@ class Tracer:
     # -- inputs --
     def add_arg(self, t, name=None, role="arg"):
         v = self.graph.add_input(TensorType.of(t._data), name, role)
+        if t._rg:
+            g = t._grad
+            self.grads_before.append((t, g, None if g is None else g._data.copy()))
         self._bind(t, v, snapshot=True)
         (self.captured if role == "captured" else self.args).append((v, t))
         return v
@@ -134,6 +139,13 @@ class Tracer:
                                 self.site or user_site(), self.phase)
         if prim.overwrites and not _mode.is_grad_enabled():
             self.graph.nograd_writes.add(v)
+        elif (not _mode.is_grad_enabled() and self.phase == "fwd" and not prim.nondiff
+              and out._data.dtype.kind == "f"
+              and any(isinstance(a, Tensor) and a.requires_grad for a in args)):
+            # computed under no_grad: the result has no history, so gradients stop here
+            self.values[v] = out._data
+            v = self.graph.add_node(DETACH, (v,), {}, TensorType.of(out._data),
+                                    self.site or user_site(), self.phase)
         self._bind(out, v, snapshot=bool(prim.impure))
         self.by_data[id(out._data)] = v
         self.keep.append(out._data)
@@ -207,6 +219,16 @@ class Tracer:
         for v, arr in list(self.values.items()):
             if arr is not None and np.may_share_memory(arr, mem):
                 self.values[v] = arr.copy()
+
+    def grad_writes(self):
+        """Inputs whose `.grad` the traced function changed (`backward()` inside it): a
+        Python-level side effect no compiled program replays."""
+        out = []
+        for t, g, data in self.grads_before:
+            now = t._grad
+            if now is not g or (g is not None and not np.array_equal(g._data, data)):
+                out.append(t)
+        return out
 
     # -- guards --
     def observe(self, t, kind, result):

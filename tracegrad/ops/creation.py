@@ -214,6 +214,10 @@ class Generator:
         self._seed = seed
 
     def manual_seed(self, seed):
+        from .._dispatch import trace_hook
+        if trace_hook.get() is not None:     # inside a traced function: a recorded effect,
+            dispatch(SEED, (self, int(seed)))  # replayed by every compiled call
+            return self
         self._rng = np.random.default_rng(int(seed))
         self._seed = int(seed)
         return self
@@ -228,6 +232,13 @@ class Generator:
         self._rng.bit_generator.state = state
 
 
+def _seed_kernel(gen, seed):
+    gen._rng = np.random.default_rng(seed)
+    gen._seed = seed
+    return np.zeros((), np.int64)            # a token: the effect is on the generator
+
+
+SEED = Primitive("manual_seed", _seed_kernel, impure=True, nondiff=True)
 default_generator = Generator(0)
 
 

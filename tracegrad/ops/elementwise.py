@@ -386,11 +386,10 @@ LOG1P = _unary("log1p", _quiet(np.log1p), lambda g, i, o, n: (div(g, add(i[0], 1
 SQRT = _unary("sqrt", _quiet(np.sqrt), lambda g, i, o, n: (div(g, mul(o, 2.0)),), saves_out=True)
 RSQRT = _unary("rsqrt", _rsqrt, lambda g, i, o, n: (mul(g, mul(pow(o, 3), -0.5)),),
                saves_out=True)
-SIN = _unary("sin", np.sin, lambda g, i, o, n: (mul(g, cos(i[0])),), saves=(0,))
+SIN = _unary("sin", np.sin, lambda g, i, o, n: (_sin_backward(g, i[0]),), saves=(0,))
 COS = _unary("cos", np.cos, lambda g, i, o, n: (neg(mul(g, sin(i[0]))),), saves=(0,))
-TANH = _unary("tanh", np.tanh, lambda g, i, o, n: (mul(g, sub(1.0, mul(o, o))),),
-              saves_out=True)
-SIGMOID = _unary("sigmoid", _sigmoid, lambda g, i, o, n: (mul(g, mul(o, sub(1.0, o))),),
+TANH = _unary("tanh", np.tanh, lambda g, i, o, n: (_tanh_backward(g, o),), saves_out=True)
+SIGMOID = _unary("sigmoid", _sigmoid, lambda g, i, o, n: (_sigmoid_backward(g, o),),
                  saves_out=True)
 RECIPROCAL = _unary("reciprocal", _quiet(np.reciprocal),
                     lambda g, i, o, n: (neg(mul(g, mul(o, o))),), saves_out=True)
@@ -412,7 +411,7 @@ def _abs(x):
 ABS = _unary("abs", _abs, lambda g, i, o, n: (mul(g, sign(i[0])),), saves=(0,),
              float_only=False)
 SIGN = _unary("sign", np.sign, _zeros_vjp, float_only=False)
-RELU = _unary("relu", _relu, lambda g, i, o, n: (mul(g, gt(o, 0)),), saves_out=True,
+RELU = _unary("relu", _relu, lambda g, i, o, n: (_threshold_backward(g, o),), saves_out=True,
               float_only=False)
 FLOOR = _unary("floor", _int_safe(np.floor), _zeros_vjp, float_only=False)
 CEIL = _unary("ceil", _int_safe(np.ceil), _zeros_vjp, float_only=False)
@@ -435,6 +434,122 @@ def _clamp_vjp(g, ins, out, n):
 # ClampBackward1 is PyTorch's name for Python-number bounds (the only kind supported here)
 CLAMP = _unary("clamp", _clamp, _clamp_vjp, saves=(0,), float_only=False,
                grad_fn_name="ClampBackward1")
+
+# ---------------- fused backward primitives ----------------
+
+# Note [Fused backward primitives]
+# The VJPs of tanh, sigmoid, sin and relu are one primitive each (PyTorch has tanh_backward,
+# sigmoid_backward, threshold_backward) instead of two or three dispatched ops: on small
+# tensors each dispatch costs far more than its arithmetic. A kernel does the same IEEE
+# operations, in the same order and dtype, as the composite rule it replaces, so first-order
+# gradients are unchanged bit for bit (threshold_backward selects instead of multiplying by
+# a mask, as PyTorch does: masked entries are +0 even where the gradient is inf or nan).
+# Each has its own VJP in tracegrad ops, again reproducing the composite rule's operations,
+# so second-order gradients are unchanged too. With `out=` (the memory planner), `out` may
+# be the buffer of either operand: kernels build their temporaries fresh and write `out`
+# only in their last step.
+
+def _tanh_backward_kernel(g, y, out=None):
+    if out is None:
+        return g * (1.0 - y * y)
+    t = y * y
+    np.subtract(1.0, t, out=t)
+    return np.multiply(g, t, out=out)
+
+
+def _sigmoid_backward_kernel(g, y, out=None):
+    if out is None:
+        return g * (y * (1.0 - y))
+    t = 1.0 - y
+    np.multiply(y, t, out=t)
+    return np.multiply(g, t, out=out)
+
+
+def _sin_backward_kernel(g, x, out=None):
+    return np.multiply(g, np.cos(x), out=out)
+
+
+def _threshold_backward_kernel(g, y, out=None):
+    if out is None:
+        return np.where(y <= 0, 0, g)
+    off = y <= 0
+    np.copyto(out, g)
+    np.copyto(out, 0, where=off)
+    return out
+
+
+for _k in (_tanh_backward_kernel, _sigmoid_backward_kernel, _sin_backward_kernel,
+           _threshold_backward_kernel):
+    _k.accepts_out = True
+
+
+def _tanh_backward_vjp(gg, ins, out, n):
+    g, y = ins
+    a, b = n.needs
+    gy = None
+    if b:       # the composite rule's path: y*y read y twice, so two equal terms add up
+        u = mul(neg(mul(gg, g)), y)
+        gy = add(u, u)
+    return (_tanh_backward(gg, y) if a else None, gy)
+
+
+def _sigmoid_backward_vjp(gg, ins, out, n):
+    g, y = ins
+    a, b = n.needs
+    gy = None
+    if b:       # d/dy of g*y*(1-y): (gg*g)*(1-y) - (gg*g)*y, summed in the composite's order
+        q = mul(gg, g)
+        gy = sub(mul(q, sub(1.0, y)), mul(q, y))
+    return (_sigmoid_backward(gg, y) if a else None, gy)
+
+
+def _sin_backward_vjp(gg, ins, out, n):
+    g, x = ins
+    a, b = n.needs
+    return (_sin_backward(gg, x) if a else None,
+            neg(mul(mul(gg, g), sin(x))) if b else None)
+
+
+def _threshold_backward_vjp(gg, ins, out, n):
+    # piecewise constant in y: no gradient flows to it (PyTorch returns zeros)
+    return (_threshold_backward(gg, ins[1]) if n.needs[0] else None, None)
+
+
+def _fused(name, kernel, vjp, saves, grad_fn_name=None):
+    return Primitive(name, kernel, vjp=vjp, saves=saves, dtype_rule=promote,
+                     grad_fn_name=grad_fn_name, elementwise=True,
+                     doc="fused VJP (see Note [Fused backward primitives])")
+
+
+TANH_BACKWARD = _fused("tanh_backward", _tanh_backward_kernel, _tanh_backward_vjp, (0, 1))
+SIGMOID_BACKWARD = _fused("sigmoid_backward", _sigmoid_backward_kernel,
+                          _sigmoid_backward_vjp, (0, 1))
+# PyTorch computes sin's gradient as a plain product, so its node is MulBackward0
+SIN_BACKWARD = _fused("sin_backward", _sin_backward_kernel, _sin_backward_vjp, (0, 1),
+                      grad_fn_name="MulBackward0")
+THRESHOLD_BACKWARD = _fused("threshold_backward", _threshold_backward_kernel,
+                            _threshold_backward_vjp, (1,))
+
+
+def _tanh_backward(grad, output):
+    """`grad * (1 - output**2)`: the gradient of tanh from its output."""
+    return dispatch(TANH_BACKWARD, (grad, output))
+
+
+def _sigmoid_backward(grad, output):
+    """`grad * output * (1 - output)`: the gradient of sigmoid from its output."""
+    return dispatch(SIGMOID_BACKWARD, (grad, output))
+
+
+def _sin_backward(grad, input):
+    """`grad * cos(input)`: the gradient of sin."""
+    return dispatch(SIN_BACKWARD, (grad, input))
+
+
+def _threshold_backward(grad, output):
+    """`grad` where `output > 0`, else 0: the gradient of relu from its output."""
+    return dispatch(THRESHOLD_BACKWARD, (grad, output))
+
 
 EXP_ = inplace_of(EXP)
 RELU_ = inplace_of(RELU)

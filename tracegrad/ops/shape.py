@@ -288,6 +288,11 @@ def to_dtype(input, dtype, copy=False):
 
 DETACH = Primitive("detach", lambda x: x.view(), aliases=0, is_view=False)
 
+# An in-place write under no_grad, functionalized: the storage's new contents (operand 1),
+# seen by autograd as its old contents (operand 0), since eager keeps the tensor's history.
+NOGRAD_WRITE = Primitive("nograd_write", lambda old, new: new.view(),
+                         vjp=lambda g, ins, out, node: (g, None), aliases=1, is_view=False)
+
 
 def _cat_kernel(*xs, dim):
     return np.concatenate(xs, axis=dim)

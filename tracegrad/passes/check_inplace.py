@@ -17,15 +17,18 @@ _KIND = {"float32": "FloatTensor", "float64": "DoubleTensor", "float16": "HalfTe
          "int64": "LongTensor", "int32": "IntTensor", "bool": "BoolTensor"}
 
 
-def check_inplace(g, differentiated):
+def check_inplace(g, differentiated, requires_grad=()):
     """Raise InplaceError if a differentiated node needs a value overwritten after it ran.
 
-    Returns the list of deferred errors (overwrites under no_grad; see module docstring)."""
+    `requires_grad`: the graph inputs that require grad (only used to word the message as
+    eager does). Returns the list of deferred errors (overwrites under no_grad; see module
+    docstring)."""
     prod = {n.output: n for n in g.nodes}
     deferred = []
     for (idx, which), stale in sorted(getattr(g, "stale", {}).items(), key=lambda kv: kv[0][0]):
         site, saved_ver, final_ver = stale[:3]
         later = len(stale) > 3 and stale[3]
+        last_fn = stale[4] if len(stale) > 4 else None
         if idx not in differentiated:
             continue
         n = g.nodes[idx]
@@ -38,7 +41,11 @@ def check_inplace(g, differentiated):
                 continue
             v = n.inputs[which]
             p = prod.get(v)
-            desc = f"output 0 of {p.prim.grad_fn_name}" if p is not None else "an input"
+            if p is None:                    # a program input, described as eager would
+                desc = ("a leaf tensor" if v in requires_grad
+                        else "a tensor that does not require grad")
+            else:                            # eager names the overwriting op's node
+                desc = f"output 0 of {last_fn or p.prim.grad_fn_name}"
         err = InplaceError(
             "one of the variables needed for gradient computation has been modified by an "
             f"inplace operation: [torch.{_KIND[v.type.dtype.name]} {list(v.type.shape)}], which "

@@ -45,7 +45,8 @@ def fold_constants(g, max_bytes=1 << 20):
 
 
 def drop_aliases(g):
-    """Redirect reads of `detach` results to their operand (after partition only)."""
+    """Redirect reads of `detach` (and `nograd_write`) results to the operand they alias
+    (after partition only)."""
     rename = {}
     out = g.derive()
     out.inputs = list(g.inputs)
@@ -58,8 +59,9 @@ def drop_aliases(g):
         return v
 
     for n in g.nodes:
-        if n.prim.name == "detach" and _is_val(n.inputs[0]) and n.output not in g.outputs:
-            rename[n.output] = n.inputs[0]
+        if (n.prim.name in ("detach", "nograd_write") and _is_val(n.inputs[n.prim.aliases])
+                and n.output not in g.outputs):
+            rename[n.output] = n.inputs[n.prim.aliases]
             dropped += 1
             continue
         out.nodes.append(Node(n.prim, tuple(r(a) if _is_val(a) else a for a in n.inputs),

@@ -8,7 +8,8 @@ program inputs become `graph.mutations` ([(input, final value)]), copied back by
 
 It also records, for `check_inplace`, which saved operands would be stale in eager mode
 (`graph.stale`: {(node index, operand index or "out"): (site of the overwriting op, saved
-version, final version, deferred)}; `deferred` when every overwrite ran under no_grad).
+version, final version, deferred, grad_fn name of the last overwrite)}; `deferred` when every
+overwrite ran under no_grad).
 
 Note [Storages]
 Every raw value belongs to a storage root (itself, unless produced by an aliasing primitive)
@@ -17,7 +18,7 @@ compare versions to know when a view must be re-derived.
 """
 import numpy as np
 
-from ..ops.shape import VIEW_SCATTER
+from ..ops.shape import NOGRAD_WRITE, VIEW_SCATTER
 
 
 class _Storage:
@@ -26,7 +27,7 @@ class _Storage:
     def __init__(self, current):
         self.current = current   # functional Value with the storage's newest contents
         self.version = 0
-        self.writes = []         # (site, under no_grad) of the in-place ops, in order
+        self.writes = []         # (site, under no_grad, grad_fn name) of each in-place op
 
 
 def functionalize(g, values=None):
@@ -90,21 +91,32 @@ def functionalize(g, values=None):
             r = root[t]
             st = storages[r]
             new = emit(prim.functional, ins, n.attrs, n.output.type, n.site, n.phase)
-            _note_uses(uses, len(out.nodes) - 1, prim.functional, n.inputs, root, storages,
-                       skip_first=True)
-            if t is r:
+            at = len(out.nodes) - 1
+            _note_uses(uses, at, prim.functional, n.inputs, root, storages, skip_first=True)
+            # an empty view chain is the whole storage (e.g. the result of an earlier `t.op_()`)
+            whole = t is r or not chain[t]
+            old = st.current
+            if whole:
                 st.current = new
             else:
                 st.current = emit(VIEW_SCATTER, (st.current, new), {"chain": chain[t]},
                                   st.current.type, n.site, n.phase)
                 stats["scatters"] += 1
+            # under no_grad, or through a detached alias (`.detach()`, `.data`), autograd
+            # still sees the old contents
+            silent = n.output in quiet or any(not p.is_view for p, _ in chain[t])
+            if silent:
+                st.current = emit(NOGRAD_WRITE, (old, st.current), {}, old.type, n.site, n.phase)
             st.version += 1
-            st.writes.append((n.site, n.output in quiet))
+            st.writes.append((n.site, silent,
+                              prim.grad_fn_name if whole else "CopySlices"))
             root[n.output], chain[n.output] = r, chain[t]
-            seen_ver[n.output] = st.version
-            mapping[n.output] = new
+            # the written tensor keeps its own (new) value: under grad mode a detached alias
+            # gets the in-place op's history; under no_grad it re-reads the storage
+            seen_ver[n.output] = st.version if whole or n.output not in quiet else -1
+            mapping[n.output] = st.current if whole else new
             stats["inplace_rewritten"] += 1
-            uses.append((len(out.nodes) - 1, "out", r, st.version))
+            uses.append((at, "out", r, st.version))   # the op's own result, not the scatter
             continue
         new = emit(prim, ins, n.attrs, n.output.type, n.site, n.phase, raw=n.output)
         _note_uses(uses, len(out.nodes) - 1, prim, n.inputs, root, storages)
@@ -129,8 +141,29 @@ def functionalize(g, values=None):
     in_pos = {v: i for i, v in enumerate(g.inputs)}
     out.output_roots = [(in_pos[root[v]], chain[v]) if v is not None and root[v] in in_pos
                         else None for v in g.outputs]
-    out.mutations = [(v, storages[v].current) for v in g.inputs if storages[v].version > 0]
+    # Outputs sharing another output's storage: a view of an earlier output that is the whole
+    # storage -> ("view", j, chain), replayed on output j; any other overlap -> ("copy",),
+    # so two returned tensors never share memory without eager's view relationship.
+    out.output_views, whole_out, seen_root = [], {}, set()
+    for k, v in enumerate(g.outputs):
+        r = root[v] if v is not None else None
+        kind = None
+        if r is not None and r not in in_pos:
+            if r in whole_out and v is not g.outputs[whole_out[r]]:
+                kind = ("view", whole_out[r], chain[v])
+            elif r in seen_root and v not in g.outputs[:k]:
+                kind = ("copy",)
+            if not chain[v]:
+                whole_out.setdefault(r, k)
+            seen_root.add(r)
+        out.output_views.append(kind)
+    # the copy-back needs the new contents, not their autograd identity (NOGRAD_WRITE)
+    unwrap = {n.output: n.inputs[1] for n in out.nodes if n.prim is NOGRAD_WRITE}
+    out.mutations = [(v, unwrap.get(storages[v].current, storages[v].current))
+                     for v in g.inputs if storages[v].version > 0]
     out.mutation_counts = {v: storages[v].version for v in g.inputs if storages[v].version > 0}
+    # inputs written at least once with grad mode on (eager rebases their autograd history)
+    out.mutation_grad_mode = {v for v in g.inputs if any(not w[1] for w in storages[v].writes)}
     out.stale = {}
     for idx, which, r, ver in uses:
         st = storages[r]
@@ -138,8 +171,9 @@ def functionalize(g, values=None):
             later = st.writes[ver:] or st.writes[-1:]
             # every overwrite under no_grad (an optimizer-style update): eager only fails if
             # backward later runs through the saving node, so the error waits until then
-            deferred = all(q for _, q in later)
-            out.stale[(idx, which)] = (later[0][0], ver, st.version, deferred)
+            deferred = all(w[1] for w in later)
+            out.stale[(idx, which)] = (later[0][0], ver, st.version, deferred,
+                                       st.writes[-1][2])
     out.pass_log.append(("functionalize", stats))
     return out
 

@@ -77,6 +77,9 @@ def cse(g):
     merged = 0
     kept_index = {}
     pos = {}
+    # a node whose saved operands were overwritten in place (`stale`) is never merged with a
+    # twin: eager would fail only if backward runs through that very node (check_inplace)
+    stale_nodes = {i for i, _ in getattr(g, "stale", {})}
 
     def r(v):
         return rename.get(v, v) if hasattr(v, "type") and hasattr(v, "id") else v
@@ -85,7 +88,7 @@ def cse(g):
         pos[i] = len(out.nodes)
         ins = tuple(r(a) for a in n.inputs)
         key = None
-        if not n.prim.impure and not n.prim.overwrites:
+        if not n.prim.impure and not n.prim.overwrites and i not in stale_nodes:
             key = (n.prim, tuple(("v", a.id) if hasattr(a, "id") else _key(a) for a in ins),
                    _key(n.attrs))
             hit = seen.get(key)
