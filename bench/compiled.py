@@ -29,96 +29,7 @@ try:
 except ImportError:            # the oracle is optional
     torch = None
 
-LR = 0.01
-
-
-# ---------------- MLP step ----------------
-def make_params(sizes, seed=0):
-    rng = np.random.default_rng(seed)
-    ps = []
-    for a, b in zip(sizes[:-1], sizes[1:]):
-        ps.append((rng.standard_normal((a, b)) / np.sqrt(a)).astype(np.float32))
-        ps.append(np.zeros(b, np.float32))
-    return ps
-
-
-def numpy_step(ps, x, y):
-    """Hand-written forward, softmax cross-entropy, backward and SGD (in place)."""
-    acts = [x]
-    h = x
-    n_layers = len(ps) // 2
-    for i in range(n_layers):
-        h = h @ ps[2 * i] + ps[2 * i + 1]
-        if i < n_layers - 1:
-            h = np.maximum(h, 0)
-        acts.append(h)
-    m = h.max(axis=1, keepdims=True)
-    e = np.exp(h - m)
-    s = e.sum(axis=1, keepdims=True)
-    logp = h - m - np.log(s)
-    n = x.shape[0]
-    loss = -logp[np.arange(n), y].mean()
-    g = e / s
-    g[np.arange(n), y] -= 1
-    g /= n
-    for i in range(n_layers - 1, -1, -1):
-        a = acts[i]
-        gw = a.T @ g
-        gb = g.sum(axis=0)
-        if i > 0:
-            g = g @ ps[2 * i].T
-            g *= acts[i] > 0
-        ps[2 * i] -= LR * gw
-        ps[2 * i + 1] -= LR * gb
-    return loss
-
-
-def tg_loss(ps, x, y):
-    h = x
-    n_layers = len(ps) // 2
-    for i in range(n_layers):
-        h = h @ ps[2 * i] + ps[2 * i + 1]
-        if i < n_layers - 1:
-            h = h.relu()
-    logp = h.log_softmax(dim=1)
-    return -logp[tg.arange(x.shape[0]), y].mean()
-
-
-def tg_eager_step(ps, x, y):
-    loss = tg_loss(ps, x, y)
-    for p in ps:
-        p.grad = None
-    loss.backward()
-    with tg.no_grad():
-        for p in ps:
-            p -= LR * p.grad
-    return loss
-
-
-def tg_step(ps, x, y):
-    loss = tg_loss(ps, x, y)
-    grads = tg.autograd.grad(loss, ps)
-    with tg.no_grad():
-        for p, g in zip(ps, grads):
-            p -= LR * g
-    return loss.detach()
-
-
-def torch_step(ps, x, y):
-    h = x
-    n_layers = len(ps) // 2
-    for i in range(n_layers):
-        h = h @ ps[2 * i] + ps[2 * i + 1]
-        if i < n_layers - 1:
-            h = h.relu()
-    loss = torch.nn.functional.cross_entropy(h, y)
-    for p in ps:
-        p.grad = None
-    loss.backward()
-    with torch.no_grad():
-        for p in ps:
-            p -= LR * p.grad
-    return loss
+from _mlp import make_params, numpy_step, tg_compiled_body, tg_eager_step, torch_step  # noqa
 
 
 def mlp_cases(batch, sizes):
@@ -130,12 +41,12 @@ def mlp_cases(batch, sizes):
     tg_ps = [tg.tensor(p, requires_grad=True) for p in base]
     tge_ps = [tg.tensor(p, requires_grad=True) for p in base]
     tx, ty = tg.tensor(x), tg.tensor(y)
-    step = tg.compile(tg_step)
+    step = tg.compile(tg_compiled_body(tg))
     t0 = time.perf_counter()
     step(tg_ps, tx, ty)
     first = time.perf_counter() - t0
     numpy_step(np_ps, x, y)
-    tg_eager_step(tge_ps, tx, ty)
+    tg_eager_step(tg, tge_ps, tx, ty)
     for a, b, c in zip(np_ps, tg_ps, tge_ps):       # same state after one step
         np.testing.assert_allclose(b.detach().numpy(), a, rtol=1e-4, atol=1e-5)
         np.testing.assert_allclose(c.detach().numpy(), a, rtol=1e-4, atol=1e-5)
@@ -144,11 +55,11 @@ def mlp_cases(batch, sizes):
     assert abs(l1 - l2) < 1e-4 * max(1.0, abs(l1)), (l1, l2)
     cases = {"numpy": lambda: numpy_step(np_ps, x, y),
              "tg compiled": lambda: step(tg_ps, tx, ty),
-             "tg eager": lambda: tg_eager_step(tge_ps, tx, ty)}
+             "tg eager": lambda: tg_eager_step(tg, tge_ps, tx, ty)}
     if torch is not None:
         t_ps = [torch.tensor(p, requires_grad=True) for p in base]
         txx, tyy = torch.tensor(x), torch.tensor(y)
-        cases["torch eager"] = lambda: torch_step(t_ps, txx, tyy)
+        cases["torch eager"] = lambda: torch_step(torch, t_ps, txx, tyy)
     return cases, first
 
 

@@ -19,69 +19,12 @@ import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from _mlp import (make_params, numpy_step, tg_compiled_body, tg_eager_step,  # noqa: E402
+                  torch_step)
 MODELS = {"medium": (64, [784, 128, 10], "relu"), "deep": (256, [512] * 51, "tanh")}
 CONFIGS = ["numpy", "tg eager", "tg compiled (planning off)", "tg compiled",
            "tg compiled (memory=min)", "torch eager"]
-LR = 0.01
-
-
-def _params(sizes, seed=0):
-    import numpy as np
-    rng = np.random.default_rng(seed)
-    ps = []
-    for a, b in zip(sizes[:-1], sizes[1:]):
-        ps.append((rng.standard_normal((a, b)) / np.sqrt(a)).astype(np.float32))
-        ps.append(np.zeros(b, np.float32))
-    return ps
-
-
-def numpy_step(ps, x, y, act):
-    import numpy as np
-    n_layers = len(ps) // 2
-    acts = [x]
-    h = x
-    for i in range(n_layers):
-        h = h @ ps[2 * i]
-        h += ps[2 * i + 1]
-        if i < n_layers - 1:
-            if act == "tanh":
-                np.tanh(h, out=h)
-            else:
-                np.maximum(h, 0, out=h)
-        acts.append(h)
-    m = h.max(axis=1, keepdims=True)
-    h -= m
-    np.exp(h, out=h)
-    h /= h.sum(axis=1, keepdims=True)
-    n = x.shape[0]
-    g = h
-    g[np.arange(n), y] -= 1
-    g /= n
-    for i in range(n_layers - 1, -1, -1):
-        a = acts[i]
-        gw = a.T @ g
-        gb = g.sum(axis=0)
-        if i > 0:
-            g2 = g @ ps[2 * i].T
-            if act == "tanh":
-                g2 *= 1 - a * a
-            else:
-                g2 *= a > 0
-            g = g2
-        gw *= LR
-        ps[2 * i] -= gw
-        ps[2 * i + 1] -= LR * gb
-        acts[i + 1] = None
-
-
-def tg_loss(tg, ps, x, y, act):
-    h = x
-    n_layers = len(ps) // 2
-    for i in range(n_layers):
-        h = h @ ps[2 * i] + ps[2 * i + 1]
-        if i < n_layers - 1:
-            h = h.tanh() if act == "tanh" else h.relu()
-    return -h.log_softmax(dim=1)[tg.arange(x.shape[0]), y].mean()
 
 
 def run_one(model, config):
@@ -94,7 +37,7 @@ def run_one(model, config):
     rng = np.random.default_rng(1)
     x = rng.standard_normal((batch, sizes[0])).astype(np.float32)
     y = rng.integers(0, sizes[-1], batch)
-    base = _params(sizes)
+    base = make_params(sizes)
     info = {}
     if config == "numpy":
         step = lambda: numpy_step(base, x, y, act)  # noqa: E731
@@ -103,47 +46,20 @@ def run_one(model, config):
         ps = [torch.tensor(p, requires_grad=True) for p in base]
         tx, ty = torch.tensor(x), torch.tensor(y)
 
-        def step():
-            h = tx
-            n_layers = len(ps) // 2
-            for i in range(n_layers):
-                h = h @ ps[2 * i] + ps[2 * i + 1]
-                if i < n_layers - 1:
-                    h = h.tanh() if act == "tanh" else h.relu()
-            loss = torch.nn.functional.cross_entropy(h, ty)
-            for p in ps:
-                p.grad = None
-            loss.backward()
-            with torch.no_grad():
-                for p in ps:
-                    p -= LR * p.grad
+        step = lambda: torch_step(torch, ps, tx, ty, act)  # noqa: E731
     else:
         import tracegrad as tg
         ps = [tg.tensor(p, requires_grad=True) for p in base]
         tx, ty = tg.tensor(x), tg.tensor(y)
         if config == "tg eager":
             def step():
-                loss = tg_loss(tg, ps, tx, ty, act)
-                for p in ps:
-                    p.grad = None
-                loss.backward()
-                with tg.no_grad():
-                    for p in ps:
-                        p -= LR * p.grad
-                for p in ps:
+                tg_eager_step(tg, ps, tx, ty, act)
+                for p in ps:                   # drop the grads, as the other steps keep none
                     p.grad = None
         else:
             mem = {"tg compiled (planning off)": "off", "tg compiled": "balanced",
                    "tg compiled (memory=min)": "min"}[config]
-
-            def body(ps, x, y):
-                loss = tg_loss(tg, ps, x, y, act)
-                grads = tg.autograd.grad(loss, ps)
-                with tg.no_grad():
-                    for p, g in zip(ps, grads):
-                        p -= LR * g
-                return loss.detach()
-            compiled = tg.compile(body, memory=mem)
+            compiled = tg.compile(tg_compiled_body(tg, act), memory=mem)
             step = lambda: compiled(ps, tx, ty)  # noqa: E731
     if config == "torch eager":
         # peak RSS is a high-water mark, so PyTorch gets no warm-up step: its first step's
@@ -187,7 +103,7 @@ def run_remat(mode):
     sys.path.insert(0, os.path.join(HERE, ".."))
     import tracegrad as tg
     rng = np.random.default_rng(1)
-    ps = [tg.tensor(p, requires_grad=True) for p in _params([512] * 9)]
+    ps = [tg.tensor(p, requires_grad=True) for p in make_params([512] * 9)]
     x = tg.tensor(rng.standard_normal((256, 512)).astype(np.float32))
 
     def loss_fn(ps, x):

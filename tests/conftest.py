@@ -1,5 +1,6 @@
-"""Shared pytest setup: the tests folder is importable (for `op_table`), and every test ends
-with the default dtype it started with (tracegrad's and, if loaded, torch's)."""
+"""Shared pytest setup: the tests folder is importable (for `op_table`), every test ends
+with the default dtype it started with (tracegrad's and, if loaded, torch's), and the `lib`
+fixture runs a test once on tracegrad and once on PyTorch (skipped without torch)."""
 import os
 import sys
 
@@ -18,3 +19,12 @@ def _restore_default_dtype():
     tracegrad.set_default_dtype(before)
     if torch is not None:
         torch.set_default_dtype(torch_before)
+
+
+@pytest.fixture(params=["tracegrad", "torch"])
+def lib(request):
+    """The library under test: `tracegrad`, then `torch` (the oracle) when installed."""
+    if request.param == "torch":
+        return pytest.importorskip("torch")
+    import tracegrad
+    return tracegrad

@@ -13,13 +13,6 @@ import pytest
 import tracegrad as tg
 
 
-@pytest.fixture(params=["tracegrad", "torch"])
-def lib(request):
-    if request.param == "torch":
-        return pytest.importorskip("torch")
-    return tg
-
-
 def _np(t):
     return t.detach().numpy()
 

@@ -12,13 +12,6 @@ import pytest
 import tracegrad as tg
 
 
-@pytest.fixture(params=["tracegrad", "torch"])
-def lib(request):
-    if request.param == "torch":
-        return pytest.importorskip("torch")
-    return tg
-
-
 @pytest.fixture(autouse=True)
 def _restore_grad_mode(lib):
     # set_grad_enabled(False) as a plain call must not leak into other tests

@@ -10,13 +10,6 @@ import pytest
 import tracegrad as tg
 
 
-@pytest.fixture(params=["tracegrad", "torch"])
-def lib(request):
-    if request.param == "torch":
-        return pytest.importorskip("torch")
-    return tg
-
-
 def _run_threads(n, target, *args):
     """Start `n` threads on `target(i, *args)`, join them, re-raise the first error."""
     errors = []

@@ -785,3 +785,42 @@ def test_compiled_module_with_eager_backward_and_adam():
             np.testing.assert_allclose(b.detach().numpy(), a.detach().numpy(), rtol=1e-5,
                                        atol=1e-7)
     assert cm.stats.traces == 1 and cm.stats.cache_hits == 5
+
+
+def test_distinct_outputs_never_share_memory_and_output_views_are_views():
+    @tg.compile
+    def f(x):
+        y = x * 2
+        return x.clone(), x.clone(), y, y[0], y.t(), (x * 3)[0], (x * 3)[1]
+    for i in range(3):
+        x = tg.ones(2, 2, requires_grad=True)
+        a, b, y, y0, yt, d, e = f(x)
+        with tg.no_grad():
+            a.add_(1)
+        assert b.tolist() == [[1.0, 1.0], [1.0, 1.0]]          # cse merged them: copied
+        assert y0._base is y and yt._base is y                 # real views of output y
+        assert not np.may_share_memory(d.detach().numpy(), e.detach().numpy()) or i == 0
+        (y.sum() + y0.sum() * 2 + yt[0].sum() * 3 + d.sum() + e.sum()).backward()
+        assert x.grad.tolist() == [[15.0, 9.0], [11.0, 5.0]]
+        with tg.no_grad():
+            y0.add_(1)
+        assert y.tolist() == [[3.0, 3.0], [2.0, 2.0]] and y._version == y0._version
+
+
+def test_modifying_outputs_in_place_fails_backward_only_where_eager_does():
+    def f(x):
+        y = x.exp()                    # exp saves its output
+        return y, y.t(), x * 2, x.clone()
+    cf = tg.compile(f)
+    for fn in (f, cf, cf):
+        x = tg.ones(2, 2, requires_grad=True)
+        y, yt, z, c = fn(x)
+        z.add_(1)                      # not read by backward: fine
+        with tg.no_grad():
+            c.zero_()                  # neither
+        (z.sum() + c.sum()).backward(retain_graph=True)
+        assert x.grad.tolist() == [[3.0, 3.0], [3.0, 3.0]]
+        with tg.no_grad():
+            yt.mul_(2)                 # a view of the saved exp output
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            y.sum().backward()

@@ -11,13 +11,6 @@ import pytest
 import tracegrad as tg
 
 
-@pytest.fixture(params=["tracegrad", "torch"])
-def lib(request):
-    if request.param == "torch":
-        return pytest.importorskip("torch")
-    return tg
-
-
 CASES = [
     ("L.ones(2, 3)", "tensor([[1., 1., 1.],\n        [1., 1., 1.]])"),
     ("L.ones((2, 3))", "tensor([[1., 1., 1.],\n        [1., 1., 1.]])"),

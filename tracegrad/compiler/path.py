@@ -84,6 +84,13 @@ class CompiledPath:
         fwd_outs = self.part.forward.outputs[:self.part.n_user]
         self.copy_out |= {k for k, v in enumerate(fwd_outs) if v in fwd_outs[:k]
                           and k not in self.dup_out}
+        # outputs whose memory backward reads (saved as is, or a view of a saved value): an
+        # in-place change to them must fail backward, as eager's version check would
+        from ..passes.liveness import liveness
+        storage = liveness(self.part.forward).storage_of
+        behind = {storage.get(v) for v in self.part.forward.outputs[self.part.n_user:]}
+        self.checked_out = {k for k, v in enumerate(fwd_outs)
+                            if v is not None and storage.get(v) in behind}
         self.eager_reason = _needs_eager(self.part, fg, tracer, loud)
         self.wrt_shapes = tuple(ins[i].type.shape for i in self.wrt)
         self.wrt_dtypes = tuple(ins[i].type.dtype for i in self.wrt)
@@ -203,7 +210,8 @@ class CompiledPath:
                 o._rg = True
                 # (version counter, version, data), never the tensor: the output holds this
                 # node as its grad_fn, and a reference back would make a cycle per call
-                checks.append((o._vc, o._vc.v, o._data))
+                if k in self.checked_out:
+                    checks.append((o._vc, o._vc.v, o._data))
         node.checks = checks
 
     def eager_backward(self, node, grads):

@@ -114,15 +114,7 @@ def plan_memory(g, protected_inputs=(), min_bytes=ARENA_MIN_BYTES, arena=True):
     escaping = {rep(r) for r in live.escaping if r not in in_input}
     # lower bound after takeover merging
     n = len(g.nodes)
-    delta = [0] * (n + 2)
-    for r in roots:
-        delta[extent[r][0]] += sizes[r]
-        delta[extent[r][1] + 1] -= sizes[r]
-    cur = lb = 0
-    for i in range(n + 1):
-        cur += delta[i]
-        lb = max(lb, cur)
-    plan.lower_bound = lb
+    lb = plan.lower_bound = _peak(roots, sizes, extent, n)
     cands = []
     if arena:
         for r in roots:
@@ -248,6 +240,9 @@ def check_plan(g, plan):
             p = place[storage[node.inputs[plan.takeover[i]]]]
             if p[0] == "in":
                 fail(f"node {i} ({node.prim.name}) takes over program input {p[1]}")
+            if not elementwise(node.prim):
+                fail(f"node {i} ({node.prim.name}) is not elementwise: it cannot write into "
+                     "its own operand")
         elif out in plan.slots:
             off, sz = plan.slots[out]
             if sz < out.type.nbytes:
@@ -256,8 +251,12 @@ def check_plan(g, plan):
         else:
             p = ("own", out.id)
         if p[0] == "arena":                   # evict every value sharing bytes with p
-            for key in [q for q in occupant if q[0] == "arena"
-                        and q[1] < p[1] + p[2] and p[1] < q[1] + q[2]]:
+            hit = [q for q in occupant if q[0] == "arena"
+                   and q[1] < p[1] + p[2] and p[1] < q[1] + q[2]]
+            if i not in plan.takeover and any(place[storage[a]] in hit
+                                              for a in node.value_inputs()):
+                fail(f"node {i} ({node.prim.name}) writes {out!r} over bytes of its own operand")
+            for key in hit:
                 del occupant[key]
         place[out] = p
         occupant[p] = out

@@ -1,0 +1,113 @@
+"""The MLP training step the benchmarks compare, written once per implementation.
+
+A step is: forward (`x @ W + b` then relu or tanh per hidden layer), softmax cross-entropy,
+backward, and SGD with learning rate `LR`. The hand-written numpy step is the limit: it
+updates each parameter as soon as its gradient exists, works in place where it can and
+drops each activation after its last use.
+"""
+import numpy as np
+
+LR = 0.01
+
+
+def make_params(sizes, seed=0):
+    """[W0, b0, W1, b1, ...] as float32 numpy arrays (scaled normal weights, zero biases)."""
+    rng = np.random.default_rng(seed)
+    ps = []
+    for a, b in zip(sizes[:-1], sizes[1:]):
+        ps.append((rng.standard_normal((a, b)) / np.sqrt(a)).astype(np.float32))
+        ps.append(np.zeros(b, np.float32))
+    return ps
+
+
+def numpy_step(ps, x, y, act="relu"):
+    """Hand-written forward, cross-entropy, backward and in-place SGD; returns the loss."""
+    n_layers = len(ps) // 2
+    acts = [x]
+    h = x
+    for i in range(n_layers):
+        h = h @ ps[2 * i]
+        h += ps[2 * i + 1]
+        if i < n_layers - 1:
+            if act == "tanh":
+                np.tanh(h, out=h)
+            else:
+                np.maximum(h, 0, out=h)
+        acts.append(h)
+    n = x.shape[0]
+    rows = np.arange(n)
+    h -= h.max(axis=1, keepdims=True)
+    picked = h[rows, y]
+    np.exp(h, out=h)
+    s = h.sum(axis=1, keepdims=True)
+    loss = float((np.log(s).ravel() - picked).mean())
+    g = h
+    g /= s
+    g[rows, y] -= 1
+    g /= n
+    for i in range(n_layers - 1, -1, -1):
+        a = acts[i]
+        gw = a.T @ g
+        gb = g.sum(axis=0)
+        if i > 0:
+            g2 = g @ ps[2 * i].T
+            if act == "tanh":
+                g2 *= 1 - a * a
+            else:
+                g2 *= a > 0
+            g = g2
+        gw *= LR
+        ps[2 * i] -= gw
+        ps[2 * i + 1] -= LR * gb
+        acts[i + 1] = None
+    return loss
+
+
+def tg_loss(tg, ps, x, y, act="relu"):
+    h = x
+    n_layers = len(ps) // 2
+    for i in range(n_layers):
+        h = h @ ps[2 * i] + ps[2 * i + 1]
+        if i < n_layers - 1:
+            h = h.tanh() if act == "tanh" else h.relu()
+    return -h.log_softmax(dim=1)[tg.arange(x.shape[0]), y].mean()
+
+
+def tg_compiled_body(tg, act="relu"):
+    """The step as a user writes it for `tracegrad.compile`: loss, grads, in-place SGD."""
+    def step(ps, x, y):
+        loss = tg_loss(tg, ps, x, y, act)
+        grads = tg.autograd.grad(loss, ps)
+        with tg.no_grad():
+            for p, g in zip(ps, grads):
+                p -= LR * g
+        return loss.detach()
+    return step
+
+
+def tg_eager_step(tg, ps, x, y, act="relu"):
+    loss = tg_loss(tg, ps, x, y, act)
+    for p in ps:
+        p.grad = None
+    loss.backward()
+    with tg.no_grad():
+        for p in ps:
+            p -= LR * p.grad
+    return loss
+
+
+def torch_step(torch, ps, x, y, act="relu"):
+    h = x
+    n_layers = len(ps) // 2
+    for i in range(n_layers):
+        h = h @ ps[2 * i] + ps[2 * i + 1]
+        if i < n_layers - 1:
+            h = h.tanh() if act == "tanh" else h.relu()
+    loss = torch.nn.functional.cross_entropy(h, y)
+    for p in ps:
+        p.grad = None
+    loss.backward()
+    with torch.no_grad():
+        for p in ps:
+            p -= LR * p.grad
+    return loss
