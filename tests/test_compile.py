@@ -223,3 +223,25 @@ def test_compiled_matches_torch_on_mixed_program():
     sum((o.double() * (k + 1)).sum() for k, o in enumerate(outs)).backward()
     np.testing.assert_allclose(x.grad.numpy(), xt.grad.numpy(), rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(w.grad.numpy(), wt.grad.numpy(), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("pipeline", [[], ["cse"], ["dce", "cse", "dce"]],
+                         ids=["none", "cse", "dce_cse_dce"])
+def test_custom_pass_pipelines_give_eager_results(pipeline):
+    passes = [getattr(tg.passes, name) for name in pipeline]
+
+    def f(x, w):
+        y = (x @ w).tanh()
+        return (y * y).sum() + (x @ w).tanh().sum()
+    cf = tg.compile(f, passes=passes)
+    rng = np.random.default_rng(0)
+    for _ in range(3):
+        x0, w0 = rng.standard_normal((3, 2)), rng.standard_normal((2, 2))
+        ws = [tg.tensor(w0, requires_grad=True) for _ in range(2)]
+        outs = [fn(tg.tensor(x0), w) for fn, w in zip((f, cf), ws)]
+        for o in outs:
+            o.backward()
+        np.testing.assert_allclose(outs[1].item(), outs[0].item(), rtol=1e-12)
+        np.testing.assert_allclose(ws[1].grad.numpy(), ws[0].grad.numpy(), rtol=1e-12)
+    names = [n for n, _ in cf.programs[0].forward.pass_log]
+    assert names[0] == "functionalize" and names[1:1 + len(pipeline)] == pipeline

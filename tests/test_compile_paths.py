@@ -172,6 +172,19 @@ def test_grad_mode_is_part_of_the_key():
     np.testing.assert_array_equal(x.grad.numpy(), [2.0, 2.0, 2.0])
 
 
+def test_inference_mode_is_part_of_the_key_and_outputs_are_inference_tensors():
+    @tg.compile
+    def f(x):
+        return x * 2
+    x = tg.ones(2, requires_grad=True)
+    assert not f(x).is_inference()
+    with tg.inference_mode():
+        for _ in range(3):
+            y = f(x)
+            assert y.is_inference() and not y.requires_grad
+    assert f(x).requires_grad and f.stats.traces == 2
+
+
 def test_module_training_flags_retrace():
     nn = pytest.importorskip("tracegrad.nn")
     tg.manual_seed(0)
@@ -413,6 +426,25 @@ def test_manual_seed_inside_compiled_function_is_replayed():
     for _ in range(3):
         np.testing.assert_array_equal(cf(tg.ones(4), gen).numpy(), want)
     assert cf.stats.cache_hits == 2
+
+
+def rand_then_branch(x):
+    m = tg.rand(3)
+    if (x * m).sum() > 0:              # the guard fails only after the draw
+        return x * m
+    return x - m
+
+
+def test_failed_guard_after_a_random_draw_does_not_advance_the_generator():
+    cf = tg.compile(rand_then_branch)
+    signs = [1.0, -1.0, 1.0, 1.0, -1.0, -1.0, 1.0]
+    tg.manual_seed(0)
+    want = [rand_then_branch(tg.full((3,), v)).numpy() for v in signs]
+    tg.manual_seed(0)
+    got = [cf(tg.full((3,), v)).numpy() for v in signs]
+    for a, b in zip(want, got):
+        np.testing.assert_array_equal(a, b)
+    assert cf.stats.traces == 2 and cf.stats.cache_hits == 5
 
 
 def test_random_draw_gradient_uses_the_same_mask():
@@ -824,3 +856,21 @@ def test_modifying_outputs_in_place_fails_backward_only_where_eager_does():
             yt.mul_(2)                 # a view of the saved exp output
         with pytest.raises(RuntimeError, match="modified by an inplace operation"):
             y.sum().backward()
+
+
+def test_leaf_created_inside_runs_eagerly_with_a_warning():
+    def f(x):
+        w = tg.ones(3).requires_grad_()
+        return (x * w).sum(), w
+    cf = tg.compile(f)
+    with pytest.warns(UserWarning, match="creates a tensor that requires grad"):
+        cf(tg.ones(3))
+    for k in range(2):
+        out, w = cf(tg.full((3,), float(k)))
+        assert out.requires_grad
+        out.backward()
+        assert w.grad.tolist() == [float(k)] * 3
+    with tg.no_grad():                          # no leaf history to keep: compiled
+        for _ in range(3):
+            assert not cf(tg.ones(3))[0].requires_grad
+    assert cf.stats.cache_hits == 2

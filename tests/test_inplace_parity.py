@@ -261,10 +261,9 @@ TABLE = {
 CASES = list(TABLE)
 IDS = [f.__name__ for f in CASES]
 
-# Known gaps, kept visible: strict xfails start failing once fixed.
-# Eager: MulBackward0 checks both saved operands, PyTorch saves `self` only when `other`
-# requires grad; and a write to a view's base after `view.tanh_()` is not caught.
-EAGER_GAPS = {mul_operand_whose_partner_needs_no_grad, tanh_on_view_then_base_written}
+# Known gaps, kept visible: strict xfails start failing once fixed. MulBackward0 checks both
+# saved operands, where PyTorch saves `self` only when `other` requires grad.
+EAGER_GAPS = {mul_operand_whose_partner_needs_no_grad}
 COMPILED_GAPS = {mul_operand_whose_partner_needs_no_grad}   # follows eager's static `saves`
 
 RNG = np.random.default_rng(0)

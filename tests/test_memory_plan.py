@@ -333,6 +333,23 @@ def test_concurrent_calls_use_separate_scratch_memory():
     assert not errors, errors[0]
 
 
+def _scalar_chain(x):
+    s = x.sum() * 2                          # 0-d values: numpy hands back scalars
+    return s.tanh() * 3 + s.sigmoid()
+
+
+@pytest.mark.parametrize("memory", MODES)
+def test_zero_dim_values_written_in_place(memory):
+    cf = tg.compile(_scalar_chain, memory=memory, debug_nan=True)
+    for k in range(3):
+        x0 = _arr(5, scale=0.3)
+        got = _grads(cf, [x0], (True,))
+        for a, b in zip(got, _grads(_scalar_chain, [x0], (True,))):
+            np.testing.assert_array_equal(a, b)
+    if memory != "off":
+        assert cf.programs[0].backward_plan.takeover
+
+
 # ---- debug_nan: poisoned dead buffers, results bitwise equal to eager ----
 
 def _views_program(x, w, b):

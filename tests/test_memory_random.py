@@ -108,7 +108,7 @@ def make_fn(steps, grad, inplace_inputs):
     return fn
 
 
-def make_inputs(n, grad, seed):
+def make_inputs(n, seed):
     rng = np.random.default_rng(seed)
     return [rng.standard_normal(s).astype(np.float32) for s in ((n, n), (n, n), (n,))]
 
@@ -179,10 +179,13 @@ def corrupt_and_expect_rejection(g, plan, ext):
 
 def graphs_of(prog, n):
     """[(graph, its input arrays, protected input indexes)] for a random program."""
-    arrays = make_inputs(n, prog["grad"], prog["seed"])
+    arrays = make_inputs(n, prog["seed"])
     ts = [tg.tensor(a.copy(), requires_grad=prog["grad"] and k < 2)
           for k, a in enumerate(arrays)]
-    raw = tg.trace(make_fn(prog["steps"], prog["grad"], prog["inplace_inputs"]), *ts)
+    try:
+        raw = tg.trace(make_fn(prog["steps"], prog["grad"], prog["inplace_inputs"]), *ts)
+    except tg.InplaceError:                 # e.g. a write through a view of a leaf
+        assume(False)
     fg = passes.dce(passes.cse(passes.functionalize(raw)))
     if not prog["grad"]:
         return [(fg, arrays, set())]
@@ -247,7 +250,7 @@ def _run(fn, arrays, grad):
 @given(prog=programs, n=st.sampled_from([6, 128]))
 def test_random_programs_compiled_with_poisoned_buffers_match_eager(prog, n):
     fn = make_fn(prog["steps"], prog["grad"], prog["inplace_inputs"])
-    arrays = make_inputs(n, prog["grad"], prog["seed"])
+    arrays = make_inputs(n, prog["seed"])
     want = _run(fn, arrays, prog["grad"])
     event("eager raises" if not isinstance(want, list) else "eager runs")
     unplanned = None
@@ -263,9 +266,11 @@ def test_random_programs_compiled_with_poisoned_buffers_match_eager(prog, n):
                 assert (a is None) == (b is None)
                 if a is not None:
                     assert a.shape == b.shape and a.dtype == b.dtype
-                    # eager sums a value's gradient contributions in its own order
+                    # not bitwise: cse merges repeated expressions (one gradient sum
+                    # instead of two) and zero cotangents of unused outputs change array
+                    # layouts, so float reductions may round differently
                     np.testing.assert_allclose(a, b, rtol=2e-5, atol=1e-6)
-        if isinstance(got, list) and call == 1:
+        if isinstance(got, list):
             if unplanned is None:
                 unplanned = got
             for a, b in zip(got, unplanned):                     # bit for bit

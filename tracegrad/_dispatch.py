@@ -209,6 +209,7 @@ def _rebase_view(prim, args, attrs, view, needs, old):
     view_old = Tensor._wrap(view._data, view.requires_grad, view.grad_fn)
     view_old._output_nr = view._output_nr
     f_out = Tensor._wrap(view._data)
+    f_out._vc = view._vc             # a saved result (`view.tanh_()`) sees later writes
     record(prim.functional, (view_old,) + tuple(args[1:]), attrs, f_out, needs,
            {0: old} if old is not None else None)
     base_old = Tensor._wrap(base._data, base.requires_grad, base._grad_fn)

@@ -23,8 +23,9 @@ class CompiledFunctionBackward(Node):
     def apply(self, grads):
         if self.released:
             raise TracegradRuntimeError(FREED_MSG)
-        if self.path.deferred_errors:
-            raise self.path.deferred_errors[0]
+        if self.path.deferred_errors:          # see passes/check_inplace.py: a fresh copy,
+            err = self.path.deferred_errors[0]  # tracebacks must not pile up across calls
+            raise type(err)(str(err))
         for vc, v, data in self.checks:
             if vc.v != v:
                 t = Tensor._wrap(data)

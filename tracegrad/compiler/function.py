@@ -172,9 +172,13 @@ class CompiledFunction:
             bad = path.captured_ok(tensors)
             if bad is not None:
                 return None, bad
+            rng = _rng_states(path)
             try:
                 outs = path.run(tensors)
             except GuardFailed as gf:
+                for gen, r, state, seed in rng:  # undo draws made before the failed guard
+                    gen._rng, gen._seed = r, seed
+                    r.bit_generator.state = state
                 prefix = path.outcomes[:gf.index] + [gf.actual]
                 nxt = next((p for p in entry.paths if id(p) not in tried
                             and _prefix_eq(p.outcomes, prefix)), None)
@@ -270,6 +274,18 @@ class CompiledFunction:
 
 def _single(outs):
     return outs[0]
+
+
+def _rng_states(path):
+    """Snapshot of the generators the path's random draws use (empty for most paths): a
+    guard failing after a draw must not advance them, or eager's sequence is lost."""
+    gens = path.__dict__.get("_generators")
+    if gens is None:
+        from ..ops.creation import Generator
+        found = {id(a): a for n in path.part.forward.nodes if n.prim.impure
+                 for a in n.inputs if isinstance(a, Generator)}
+        gens = path._generators = list(found.values())
+    return [(g, g._rng, g._rng.bit_generator.state, g._seed) for g in gens]
 
 
 def _prefix_eq(outcomes, prefix):

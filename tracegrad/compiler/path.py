@@ -91,7 +91,7 @@ class CompiledPath:
         behind = {storage.get(v) for v in self.part.forward.outputs[self.part.n_user:]}
         self.checked_out = {k for k, v in enumerate(fwd_outs)
                             if v is not None and storage.get(v) in behind}
-        self.eager_reason = _needs_eager(self.part, fg, tracer, loud)
+        self.eager_reason = _needs_eager(self.part, fg, tracer, loud, out_tensors)
         self.wrt_shapes = tuple(ins[i].type.shape for i in self.wrt)
         self.wrt_dtypes = tuple(ins[i].type.dtype for i in self.wrt)
 
@@ -171,6 +171,8 @@ class CompiledPath:
             else:
                 outs.append(Tensor._wrap(np.array(arr) if k in self.copy_out
                                          else np.asarray(arr)))
+                if _mode.inference_enabled():   # results made under inference_mode are
+                    outs[-1]._inference = True  # inference tensors, as in eager
         if part.backward is not None and _mode.is_grad_enabled():
             kept = res[len(res) - len(self.replay.keep):] if self.replay.keep else ()
             self._attach(inputs, outs, res[n_user:n_user + n_saved_fwd], kept)
@@ -253,7 +255,7 @@ class CompiledPath:
         return viz.svg(self)
 
 
-def _needs_eager(part, fg, tracer, loud):
+def _needs_eager(part, fg, tracer, loud, outs):
     """Why this path must run eagerly, or None.
 
     - The function changed an input's `.grad` (`loss.backward()` inside it): a Python side
@@ -266,6 +268,9 @@ def _needs_eager(part, fg, tracer, loud):
     if any(id(t._vc) in captured_vcs for _, t in tracer.args):
         return ("an argument shares memory with a tensor the function reads from a closure, "
                 "global or module (the compiled program would read them as separate inputs)")
+    if _mode.is_grad_enabled() and tracer.new_leaves(outs):
+        return ("it creates a tensor that requires grad (a new leaf, whose .grad only eager "
+                "execution can fill); create it outside and pass it in to compile")
     for t in tracer.grad_writes():
         name = fg.inputs[next(i for i, u in enumerate(tensors) if u is t)].name or "an input"
         return (f"it changes '{name}.grad' (backward() inside the function); return "

@@ -230,6 +230,30 @@ class Tracer:
                 out.append(t)
         return out
 
+    def new_leaves(self, outputs):
+        """Tensors created inside the traced function as leaves that require grad (e.g.
+        `tg.zeros(3, requires_grad=True)`) and that the outputs expose: returned, or reached
+        by the outputs' autograd graphs. Eager fills their `.grad`; programs cannot."""
+        given = {id(t) for _, t in self.args} | {id(t) for _, t in self.captured}
+        leaves = {id(t) for t in self.keep if isinstance(t, Tensor) and t._rg
+                  and t._grad_fn is None and t._base is None and id(t) not in given}
+        if not leaves:
+            return []
+        found = [o for o in outputs if id(o) in leaves]
+        stack = [o._grad_fn for o in outputs if isinstance(o, Tensor) and o._grad_fn]
+        seen = set()
+        while stack:
+            node = stack.pop()
+            if id(node) in seen:
+                continue
+            seen.add(id(node))
+            var = getattr(node, "_var", None)         # AccumulateGrad of a leaf
+            if var is not None and id(var) in leaves:
+                found.append(var)
+            stack.extend(e[0] for e in (getattr(node, "edges", None) or ())
+                         if e is not None and e[0] is not None)
+        return found
+
     # -- guards --
     def observe(self, t, kind, result):
         v = self.value_of(t)

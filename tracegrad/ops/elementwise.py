@@ -452,7 +452,7 @@ CLAMP = _unary("clamp", _clamp, _clamp_vjp, saves=(0,), float_only=False,
 def _tanh_backward_kernel(g, y, out=None):
     if out is None:
         return g * (1.0 - y * y)
-    t = y * y
+    t = np.asarray(y * y)          # 0-d operands give numpy scalars: `out=` needs an array
     np.subtract(1.0, t, out=t)
     return np.multiply(g, t, out=out)
 
@@ -460,7 +460,7 @@ def _tanh_backward_kernel(g, y, out=None):
 def _sigmoid_backward_kernel(g, y, out=None):
     if out is None:
         return g * (y * (1.0 - y))
-    t = 1.0 - y
+    t = np.asarray(1.0 - y)
     np.multiply(y, t, out=t)
     return np.multiply(g, t, out=out)
 
