@@ -494,6 +494,7 @@ def test_compiled_output_feeds_eager_ops():
     @tg.compile
     def f(x):
         return x.exp(), x * 3
+    tg.manual_seed(0)
     for _ in range(3):
         x = tg.randn(3, requires_grad=True)
         a, b = f(x)
@@ -501,7 +502,11 @@ def test_compiled_output_feeds_eager_ops():
         loss.backward()
         xe = x.detach().clone().requires_grad_(True)
         ((xe.exp() * (xe * 3)).sum() + xe.exp().pow(2).mean()).backward()
-        np.testing.assert_allclose(x.grad.numpy(), xe.grad.numpy(), rtol=1e-5, atol=1e-6)
+        # the gradient 3e^x(1+x) + ... passes through zero: compare on its own scale, since
+        # eager and compiled may sum the two contributions in a different order
+        scale = np.abs(xe.grad.numpy()).max()
+        np.testing.assert_allclose(x.grad.numpy(), xe.grad.numpy(), rtol=1e-5,
+                                   atol=1e-6 * scale)
 
 
 def test_retain_graph_semantics_on_compiled_node():

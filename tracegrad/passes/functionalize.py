@@ -5,6 +5,8 @@ raw program would have seen. An in-place op `t.op_(...)` becomes the functional 
 is a view, the base's new contents are `view_scatter(base, new_view, chain)`; views taken
 before a write are re-derived from the base's newest contents when read again. Writes to
 program inputs become `graph.mutations` ([(input, final value)]), copied back by the runtime.
+A write under no_grad leaves autograd's history alone in eager mode: the storage's new
+contents become `nograd_write(old, new)`, whose gradient flows to `old` unchanged.
 
 It also records, for `check_inplace`, which saved operands would be stale in eager mode
 (`graph.stale`: {(node index, operand index or "out"): (site of the overwriting op, saved
