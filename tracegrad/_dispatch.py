@@ -21,7 +21,7 @@ _get_hook = trace_hook.get
 _grad_on = _mode.grad_enabled
 _inference_on = _mode.inference_enabled
 EMPTY = {}
-_ALL_OPERANDS = {n: tuple(range(n)) for n in range(1, 5)}    # `saves` covering every operand
+_wrap = Tensor._wrap
 
 
 def dispatch(prim, args, attrs=EMPTY):
@@ -34,95 +34,141 @@ def dispatch(prim, args, attrs=EMPTY):
     return run(prim, args, attrs)
 
 
+# Note [Per-op cost]
+# Eager runs this code once per op, and on small tensors its Python bytecode costs more than
+# the numpy kernel. So the hot path is written flat: one- and two-operand calls (nearly all)
+# are unrolled rather than looped, dtype objects are compared with `is` before `==` (the
+# dtype rules return an operand's own dtype object), no temporary lists are built, and rare
+# cases (views, inference mode, non-tensor saved values) leave through a branch.
+
+def _cast(a, want):
+    """Operand `a` as the kernel receives it: a tensor's data (or a numpy array) in `want`."""
+    if isinstance(a, Tensor):
+        a = a._data
+    elif not isinstance(a, np.ndarray):
+        return a                          # Python numbers and attributes go in as they are
+    dt = a.dtype
+    return a if want is None or dt is want or dt == want else a.astype(want)
+
+
 def _arrays(prim, args):
     rule = prim.dtype_rule
-    if rule is None:
-        return [a._data if isinstance(a, Tensor) else a for a in args]
-    want = rule(args)
-    out = []
-    for a in args:
-        if isinstance(a, Tensor):
-            d = a._data
-            out.append(d if d.dtype == want else d.astype(want))
-        elif isinstance(a, np.ndarray) and a.dtype != want:
-            out.append(a.astype(want))
-        else:
-            out.append(a)
-    return out
+    want = None if rule is None else rule(args)
+    if len(args) == 2:
+        a, b = args
+        if isinstance(a, Tensor):         # _cast inlined for the common tensor operand
+            a = a._data
+            dt = a.dtype
+            if want is not None and dt is not want and dt != want:
+                a = a.astype(want)
+        elif isinstance(a, np.ndarray):
+            a = _cast(a, want)
+        if isinstance(b, Tensor):
+            b = b._data
+            dt = b.dtype
+            if want is not None and dt is not want and dt != want:
+                b = b.astype(want)
+        elif isinstance(b, np.ndarray):
+            b = _cast(b, want)
+        return a, b
+    if len(args) == 1:
+        return (_cast(args[0], want),)
+    return tuple([_cast(a, want) for a in args])
 
 
 def run(prim, args, attrs):
     """Eager execution of a functional primitive."""
     arrays = _arrays(prim, args)
     try:
-        res = prim.kernel(*arrays, **attrs)
+        res = prim.kernel(*arrays, **attrs) if attrs else prim.kernel(*arrays)
     except TracegradRuntimeError:
         raise
     except (ValueError, IndexError, TypeError) as e:
         raise _translate(prim, e) from None
     if type(res) is not np.ndarray:
         res = np.asarray(res)
-    out = Tensor._wrap(res)
+    out = _wrap(res)
     if prim.aliases is not None:
-        src = args[prim.aliases]
-        out._vc = src._vc
-        if prim.is_view:
-            base = src._base
-            out._base = src if base is None else base
-            out._view_chain = src._view_chain + ((prim, attrs),)
-            out._fn_version = src._vc.v
+        _alias(prim, args, attrs, out)
     if _inference_on():
         # A view (or detach) keeps its source's kind: views of normal tensors stay normal.
         out._inference = True if prim.aliases is None else args[prim.aliases]._inference
         return out
-    if not prim.nondiff and _grad_on() and res.dtype.kind == "f":
-        # one pass over the operands; `_rg` is where `requires_grad` is stored
+    if prim.nondiff or not _grad_on() or res.dtype.kind != "f":
+        return out
+    # `_rg` is where `requires_grad` is stored
+    if len(args) == 2:
+        a, b = args
+        needs = (isinstance(a, Tensor) and a._rg, isinstance(b, Tensor) and b._rg)
+    elif len(args) == 1:
+        a = args[0]
+        needs = (isinstance(a, Tensor) and a._rg,)
+    else:
         needs = tuple([isinstance(a, Tensor) and a._rg for a in args])
-        if True in needs:
-            record(prim, args, attrs, out, needs)
+    if True in needs:
+        record(prim, args, attrs, out, needs)
     return out
+
+
+def _alias(prim, args, attrs, out):
+    """`out` shares the storage of operand `prim.aliases` (views, detach)."""
+    src = args[prim.aliases]
+    out._vc = src._vc
+    if prim.is_view:
+        base = src._base
+        out._base = src if base is None else base
+        out._view_chain = src._view_chain + ((prim, attrs),)
+        out._fn_version = src._vc.v
+
+
+def _meta(a, need):
+    """(graph edge or None, shape, dtype) of one operand of a recorded op."""
+    if not isinstance(a, Tensor):
+        return None, (), None
+    d = a._data
+    if not need:
+        return None, d.shape, _FROM_NP[d.dtype]
+    if a._base is None and a._grad_fn is not None:      # edge_of's common case
+        return (a._grad_fn, a._output_nr), d.shape, _FROM_NP[d.dtype]
+    return edge_of(a), d.shape, _FROM_NP[d.dtype]
+
+
+def _version(prim, t):
+    """The version of saved value `t` (0 for non-tensors), refusing inference tensors."""
+    if not isinstance(t, Tensor):
+        return 0
+    if t._inference:
+        raise op_error(TracegradRuntimeError, prim.name,
+                       "Inference tensors cannot be saved for backward.",
+                       "To work around you can make a clone to get a normal "
+                       "tensor and use it in autograd.")
+    return t._vc.v
 
 
 def record(prim, args, attrs, out, needs, saved_override=None):
     """Attach a new grad_fn node for `prim` to `out`."""
-    # One pass over the operands (this runs once per recorded op: keep it lean).
-    edges, shapes, dtypes = [], [], []
-    for a, n in zip(args, needs):
-        if isinstance(a, Tensor):
-            d = a._data
-            shapes.append(d.shape)
-            dtypes.append(_FROM_NP[d.dtype])
-            if not n:
-                edges.append(None)
-            elif a._base is None and a._grad_fn is not None:      # edge_of's common case
-                edges.append((a._grad_fn, a._output_nr))
-            else:
-                edges.append(edge_of(a))
-        else:
-            shapes.append(())
-            dtypes.append(None)
-            edges.append(None)
-    node = prim.node_cls(prim, attrs, tuple(edges), tuple(shapes), tuple(dtypes), needs)
+    if len(args) == 2:
+        ea, sa, da = _meta(args[0], needs[0])
+        eb, sb, db = _meta(args[1], needs[1])
+        node = prim.node_cls(prim, attrs, (ea, eb), (sa, sb), (da, db), needs)
+    elif len(args) == 1:
+        ea, sa, da = _meta(args[0], needs[0])
+        node = prim.node_cls(prim, attrs, (ea,), (sa,), (da,), needs)
+    else:
+        metas = [_meta(a, n) for a, n in zip(args, needs)]
+        node = prim.node_cls(prim, attrs, *zip(*metas), needs)
     saves = prim.saves
     if saves:
-        if saved_override is None and saves == _ALL_OPERANDS.get(len(args)):
-            saved = tuple(args)                     # every operand (mul, div, ...)
+        if saved_override is None and len(saves) == len(args):
+            saved = args if type(args) is tuple else tuple(args)   # every operand (mul...)
         else:
             saved = tuple([saved_override[i] if saved_override and i in saved_override
                            else a if i in saves else None for i, a in enumerate(args)])
-        versions = []
-        for t in saved:
-            if isinstance(t, Tensor):
-                if t._inference:
-                    raise op_error(TracegradRuntimeError, prim.name,
-                                   "Inference tensors cannot be saved for backward.",
-                                   "To work around you can make a clone to get a normal "
-                                   "tensor and use it in autograd.")
-                versions.append(t._vc.v)
-            else:
-                versions.append(0)
         node.saved = saved
-        node.versions = tuple(versions)
+        if len(saved) == 2:
+            node.versions = (_version(prim, saved[0]), _version(prim, saved[1]))
+        else:
+            node.versions = tuple([_version(prim, t) for t in saved])
     if prim.saves_out:
         node.out_saved = (out._data, out._vc, out._vc.v)
     out._rg = True
