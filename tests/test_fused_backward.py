@@ -116,13 +116,14 @@ def test_second_order_of_original_op_by_finite_differences(op):
 
 @pytest.mark.parametrize("prim", KERNELS, ids=lambda p: p.name)
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-def test_out_kernel_matches_allocating_kernel_even_when_aliasing(prim, dtype):
+@pytest.mark.parametrize("shape", [(4, 3), ()])
+def test_out_kernel_matches_allocating_kernel_even_when_aliasing(prim, dtype, shape):
     """The memory planner passes `out=` as a fresh buffer or as either operand's buffer."""
     assert prim.kernel.accepts_out and prim.elementwise
     rng = np.random.default_rng(2)
-    g = rng.uniform(-2, 2, (4, 3)).astype(dtype)
-    s = rng.uniform(-1, 1, (4, 3)).astype(dtype)
-    s[0, 0] = 0.0
+    g = np.asarray(rng.uniform(-2, 2, shape).astype(dtype))
+    s = np.asarray(rng.uniform(-1, 1, shape).astype(dtype))
+    s.flat[0] = 0.0
     want = np.asarray(prim.kernel(g, s))
     assert want.dtype == np.dtype(dtype)
     fresh = np.full_like(g, np.nan)

@@ -22,16 +22,7 @@ _grad_on = _mode.grad_enabled
 _inference_on = _mode.inference_enabled
 EMPTY = {}
 _wrap = Tensor._wrap
-
-
-def dispatch(prim, args, attrs=EMPTY):
-    """Execute primitive `prim` on operands `args` (Tensors or Python numbers)."""
-    hook = _get_hook()
-    if hook is not None:
-        return hook(prim, args, attrs)
-    if prim.overwrites:
-        return run_inplace(prim, args, attrs)
-    return run(prim, args, attrs)
+_FLOATS = frozenset(np.dtype(t) for t in (np.float16, np.float32, np.float64))
 
 
 # Note [Per-op cost]
@@ -51,33 +42,84 @@ def _cast(a, want):
     return a if want is None or dt is want or dt == want else a.astype(want)
 
 
+# Note [Scalar operands]
+# numpy converts a Python number operand on every ufunc call (NEP 50 weak promotion), which
+# costs more than the arithmetic on small arrays. For elementwise primitives with a
+# promotion rule on float tensors, dispatch passes instead a cached read-only 0-d array of
+# the tensor's dtype: numpy computes exactly what it would from the number (the same single
+# rounding into that dtype, the same loop). Zeros (the cache would confuse 0.0 with -0.0),
+# nan and numbers that do not fit the dtype are passed as they are.
+_SCALARS = {}                     # (number, dtype) -> read-only 0-d array
+
+
+def _scalar(v, dt):
+    arr = _SCALARS.get((v, dt))
+    if arr is not None:
+        return arr
+    if not v or v != v:
+        return v
+    try:
+        with np.errstate(all="ignore"):
+            arr = np.asarray(v, dt)
+    except OverflowError:         # an int beyond float64: numpy reports it from the kernel
+        return v
+    if not np.isfinite(arr):
+        return v
+    arr.flags.writeable = False
+    if len(_SCALARS) >= 1024:     # a program with ever-new numbers: don't grow forever
+        _SCALARS.clear()
+    _SCALARS[(v, dt)] = arr
+    return arr
+
+
 def _arrays(prim, args):
+    """The kernel's operands: tensors' data, cast to the dtype the primitive's rule picks."""
+    if prim.float_fast:
+        # the common cases, where the rule would answer the operands' own float dtype
+        if len(args) == 2:
+            a, b = args
+            if isinstance(a, Tensor):
+                x = a._data
+                dt = x.dtype
+                if isinstance(b, Tensor):
+                    y = b._data
+                    if y.dtype is dt and dt in _FLOATS:
+                        return x, y
+                elif (type(b) is float or type(b) is int) and dt in _FLOATS:
+                    if not prim.elementwise or prim.dtype_rule is None:
+                        return x, b
+                    c = _SCALARS.get((b, dt))
+                    return x, (_scalar(b, dt) if c is None else c)
+            elif (type(a) is float or type(a) is int) and isinstance(b, Tensor):   # 1.0 - y
+                y = b._data
+                dt = y.dtype
+                if dt in _FLOATS:
+                    if not prim.elementwise or prim.dtype_rule is None:
+                        return a, y
+                    return _scalar(a, dt), y
+        elif len(args) == 1:
+            a = args[0]
+            if isinstance(a, Tensor):
+                x = a._data
+                if x.dtype in _FLOATS:
+                    return (x,)
     rule = prim.dtype_rule
     want = None if rule is None else rule(args)
-    if len(args) == 2:
-        a, b = args
-        if isinstance(a, Tensor):         # _cast inlined for the common tensor operand
-            a = a._data
-            dt = a.dtype
-            if want is not None and dt is not want and dt != want:
-                a = a.astype(want)
-        elif isinstance(a, np.ndarray):
-            a = _cast(a, want)
-        if isinstance(b, Tensor):
-            b = b._data
-            dt = b.dtype
-            if want is not None and dt is not want and dt != want:
-                b = b.astype(want)
-        elif isinstance(b, np.ndarray):
-            b = _cast(b, want)
-        return a, b
-    if len(args) == 1:
-        return (_cast(args[0], want),)
-    return tuple([_cast(a, want) for a in args])
+    out = []
+    for a in args:          # a loop, not a comprehension: `want` would become a cell
+        out.append(_cast(a, want))
+    return tuple(out)
 
 
-def run(prim, args, attrs):
-    """Eager execution of a functional primitive."""
+def dispatch(prim, args, attrs=EMPTY):
+    """Execute primitive `prim` on operands `args` (Tensors or Python numbers)."""
+    hook = _get_hook()
+    if hook is not None:
+        return hook(prim, args, attrs)
+    if prim.overwrites:
+        return run_inplace(prim, args, attrs)
+    # Eager execution of a functional primitive, written here rather than called: one
+    # Python call less per op (see Note [Per-op cost]).
     arrays = _arrays(prim, args)
     try:
         res = prim.kernel(*arrays, **attrs) if attrs else prim.kernel(*arrays)
@@ -94,7 +136,7 @@ def run(prim, args, attrs):
         # A view (or detach) keeps its source's kind: views of normal tensors stay normal.
         out._inference = True if prim.aliases is None else args[prim.aliases]._inference
         return out
-    if prim.nondiff or not _grad_on() or res.dtype.kind != "f":
+    if prim.nondiff or not _grad_on() or res.dtype not in _FLOATS and res.dtype.kind != "f":
         return out
     # `_rg` is where `requires_grad` is stored
     if len(args) == 2:
@@ -108,6 +150,16 @@ def run(prim, args, attrs):
     if True in needs:
         record(prim, args, attrs, out, needs)
     return out
+
+
+def run(prim, args, attrs):
+    """Eager execution of a functional primitive past the trace hook (how the tracer runs
+    what it records)."""
+    token = trace_hook.set(None)
+    try:
+        return dispatch(prim, args, attrs)
+    finally:
+        trace_hook.reset(token)
 
 
 def _alias(prim, args, attrs, out):
@@ -145,30 +197,70 @@ def _version(prim, t):
     return t._vc.v
 
 
+def _saved_values(saves, args, override):
+    """The operands a node keeps: those in `saves`, replaced from `override` ({index: value})."""
+    return tuple([override[i] if override and i in override else a if i in saves else None
+                  for i, a in enumerate(args)])
+
+
+def _versions(prim, saved):
+    return tuple([_version(prim, t) for t in saved])
+
+
+# (record keeps comprehensions out of its body: they would turn its locals into cells,
+# which every call then allocates)
 def record(prim, args, attrs, out, needs, saved_override=None):
     """Attach a new grad_fn node for `prim` to `out`."""
-    if len(args) == 2:
-        ea, sa, da = _meta(args[0], needs[0])
-        eb, sb, db = _meta(args[1], needs[1])
-        node = prim.node_cls(prim, attrs, (ea, eb), (sa, sb), (da, db), needs)
-    elif len(args) == 1:
-        ea, sa, da = _meta(args[0], needs[0])
-        node = prim.node_cls(prim, attrs, (ea,), (sa,), (da,), needs)
-    else:
-        metas = [_meta(a, n) for a, n in zip(args, needs)]
+    n = len(args)
+    if n > 2:
+        metas = [_meta(a, need) for a, need in zip(args, needs)]
         node = prim.node_cls(prim, attrs, *zip(*metas), needs)
+    else:
+        # _meta unrolled for one or two operands (see Note [Per-op cost])
+        a = args[0]
+        if isinstance(a, Tensor):
+            d = a._data
+            sa, da = d.shape, _FROM_NP[d.dtype]
+            if not needs[0]:
+                ea = None
+            elif a._base is None and a._grad_fn is not None:    # edge_of's common case
+                ea = (a._grad_fn, a._output_nr)
+            else:
+                ea = edge_of(a)
+        else:
+            ea, sa, da = None, (), None
+        if n == 1:
+            node = prim.node_cls(prim, attrs, (ea,), (sa,), (da,), needs)
+        else:
+            b = args[1]
+            if isinstance(b, Tensor):
+                d = b._data
+                sb, db = d.shape, _FROM_NP[d.dtype]
+                if not needs[1]:
+                    eb = None
+                elif b._base is None and b._grad_fn is not None:
+                    eb = (b._grad_fn, b._output_nr)
+                else:
+                    eb = edge_of(b)
+            else:
+                eb, sb, db = None, (), None
+            node = prim.node_cls(prim, attrs, (ea, eb), (sa, sb), (da, db), needs)
     saves = prim.saves
     if saves:
-        if saved_override is None and len(saves) == len(args):
+        if saved_override is None and len(saves) == n:
             saved = args if type(args) is tuple else tuple(args)   # every operand (mul...)
         else:
-            saved = tuple([saved_override[i] if saved_override and i in saved_override
-                           else a if i in saves else None for i, a in enumerate(args)])
+            saved = _saved_values(saves, args, saved_override)
         node.saved = saved
         if len(saved) == 2:
-            node.versions = (_version(prim, saved[0]), _version(prim, saved[1]))
+            a, b = saved        # _version inlined for plain tensors and Python numbers
+            va = a._vc.v if type(a) is Tensor and not a._inference else (
+                0 if type(a) is float else _version(prim, a))
+            vb = b._vc.v if type(b) is Tensor and not b._inference else (
+                0 if type(b) is float else _version(prim, b))
+            node.versions = (va, vb)
         else:
-            node.versions = tuple([_version(prim, t) for t in saved])
+            node.versions = _versions(prim, saved)
     if prim.saves_out:
         node.out_saved = (out._data, out._vc, out._vc.v)
     out._rg = True

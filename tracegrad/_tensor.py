@@ -34,10 +34,16 @@ class VersionCounter:
 class Tensor:
     """A multi-dimensional array with PyTorch autograd semantics."""
 
-    __slots__ = ("_data", "_vc", "_rg", "_grad_fn", "_grad", "_base", "_view_chain",
-                 "_fn_version", "_output_nr", "_accum", "_retains_grad", "_inference",
+    __slots__ = ("_data", "_vc", "_rg", "_grad_fn", "_base", "_output_nr", "_inference",
                  "__weakref__", "__dict__")
     __array_priority__ = 1000          # make numpy defer to our reflected operators
+    # Set only on leaves or views: class-level defaults, kept in the instance dict once
+    # set, so that creating a tensor (twice or so per op) does not write them.
+    _grad = None
+    _accum = None                      # the leaf's AccumulateGrad node
+    _retains_grad = False
+    _view_chain = ()
+    _fn_version = 0
 
     @staticmethod
     def _wrap(data, requires_grad=False, grad_fn=None):
@@ -47,13 +53,8 @@ class Tensor:
         vc.v = 0
         t._rg = requires_grad
         t._grad_fn = grad_fn
-        t._grad = None
         t._base = None
-        t._view_chain = ()
-        t._fn_version = 0
         t._output_nr = 0
-        t._accum = None
-        t._retains_grad = False
         t._inference = False
         return t
 

@@ -71,12 +71,14 @@ def run_backward(tensors, grads, retain_graph, create_graph, inputs=None, captur
         _add(buffers, heap, node, nr, g)
     prev = _mode._grad_enabled.set(bool(create_graph))
     # this loop runs once per graph node: keep lookups in locals, calls off the common path
-    heappop, heappush, take, find = heapq.heappop, heapq.heappush, buffers.pop, buffers.get
+    # heap entries: (-seq, id(node), node, gradient buffer); `buffers` maps id(node) to the
+    # buffer of a node still waiting in the heap, where further gradients accumulate
+    heappop, heappush, find = heapq.heappop, heapq.heappush, buffers.get
     try:
         while heap:
-            _, _, node = heappop(heap)
-            gs = take(id(node))[1]
-            if need is not None and not need.get(id(node), False):
+            _, key, node, gs = heappop(heap)
+            del buffers[key]
+            if need is not None and not need.get(key, False):
                 continue
             if node.pre_hooks:
                 gs = _pre_hooks(node, gs)
@@ -94,9 +96,8 @@ def run_backward(tensors, grads, retain_graph, create_graph, inputs=None, captur
                 if gs[0] is not None:
                     node.accumulate(gs[0], create_graph)
                 continue
-            if node.n_outputs == 1:
-                if gs[0] is None:
-                    continue
+            if gs[0] is None and node.n_outputs == 1:
+                continue
             out = node.apply(gs)
             if node.hooks:
                 for h in node.hooks:
@@ -108,20 +109,22 @@ def run_backward(tensors, grads, retain_graph, create_graph, inputs=None, captur
             for e, g, dt in zip(node.edges, out, node.dtypes):
                 if e is None or g is None:
                     continue
-                if dt is not None and g._data.dtype != dt.np:
+                if dt is not None and g._data.dtype is not dt.np and g._data.dtype != dt.np:
                     g = g.to(dt)
                 nxt, nr = e
                 key = id(nxt)
                 if need is not None and not need.get(key, False):
                     continue
-                entry = find(key)
-                if entry is None:                       # _add, inlined
-                    buf = [None] * nxt.n_outputs
-                    buf[nr] = g
-                    buffers[key] = (nxt, buf)
-                    heappush(heap, (-nxt.seq, key, nxt))
+                buf = find(key)
+                if buf is None:                         # _add, inlined
+                    if nxt.n_outputs == 1:
+                        buf = [g]
+                    else:
+                        buf = [None] * nxt.n_outputs
+                        buf[nr] = g
+                    buffers[key] = buf
+                    heappush(heap, (-nxt.seq, key, nxt, buf))
                 else:
-                    buf = entry[1]
                     buf[nr] = g if buf[nr] is None else buf[nr] + g
     finally:
         _mode._grad_enabled.reset(prev)
@@ -138,14 +141,13 @@ def run_backward(tensors, grads, retain_graph, create_graph, inputs=None, captur
 
 def _add(buffers, heap, node, nr, g):
     key = id(node)
-    entry = buffers.get(key)
-    if entry is None:
+    gs = buffers.get(key)
+    if gs is None:
         gs = [None] * node.n_outputs
         gs[nr] = g
-        buffers[key] = (node, gs)
-        heapq.heappush(heap, (-node.seq, key, node))
+        buffers[key] = gs
+        heapq.heappush(heap, (-node.seq, key, node, gs))
     else:
-        gs = entry[1]
         gs[nr] = g if gs[nr] is None else gs[nr] + g
 
 

@@ -128,9 +128,25 @@ class Node:
 
     def apply(self, grads):
         """Gradients for each operand from the gradient(s) of this node's output(s)."""
-        ins = self.unpack_inputs()
-        out = self.unpack_out()
-        return self.prim.vjp(grads[0], ins, out, self)
+        # unpack_inputs() and unpack_out() inlined: this runs once per node per backward
+        saved, out_saved = self.saved, self.out_saved
+        if saved is None:
+            if self.released:
+                raise op_error(TracegradRuntimeError, None, FREED_MSG)
+            saved = ()
+        else:
+            for t, v in zip(saved, self.versions):
+                # only tensors carry versions (saved Python numbers do not)
+                if isinstance(t, Tensor) and t._vc.v != v:
+                    raise _version_error(t, v, self)
+        if out_saved is None:
+            return self.prim.vjp(grads[0], saved, None, self)
+        data, vc, v = out_saved
+        if vc.v != v:
+            self.unpack_out()                   # raises the version error
+        out = Tensor._wrap(data, True, self)
+        out._vc = vc
+        return self.prim.vjp(grads[0], saved, out, self)
 
 
 # Note [Monomorphic nodes]

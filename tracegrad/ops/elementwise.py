@@ -54,6 +54,24 @@ def _quiet(f):
                 return f(*a, **kw)
             finally:
                 reset(token)
+
+        # ufuncs of one or two operands (most quiet kernels): a fixed signature, no packing
+        if type(f) is np.ufunc and f.nin == 1:
+            def k(x, out=None):
+                cur = get()
+                token = set_(_IGNORING.get(cur) or _ignoring(cur))
+                try:
+                    return f(x) if out is None else f(x, out=out)
+                finally:
+                    reset(token)
+        elif type(f) is np.ufunc and f.nin == 2:
+            def k(x, y, out=None):
+                cur = get()
+                token = set_(_IGNORING.get(cur) or _ignoring(cur))
+                try:
+                    return f(x, y) if out is None else f(x, y, out=out)
+                finally:
+                    reset(token)
     k.__name__ = getattr(f, "__name__", "kernel")
     k.accepts_out = getattr(f, "accepts_out", False) or type(f) is np.ufunc
     return k

@@ -25,7 +25,7 @@ class Primitive:
 
     __slots__ = ("name", "kernel", "vjp", "grad_fn_name", "saves", "saves_out", "dtype_rule",
                  "overwrites", "aliases", "is_view", "functional", "node_cls", "nondiff",
-                 "shape_rule", "doc", "impure", "elementwise")
+                 "shape_rule", "doc", "impure", "elementwise", "float_fast")
 
     def __init__(self, name, kernel, *, vjp=None, grad_fn_name=None, saves=(), saves_out=False,
                  dtype_rule=None, overwrites=(), aliases=None, is_view=None, functional=None,
@@ -40,6 +40,8 @@ class Primitive:
         self.saves = tuple(saves)
         self.saves_out = saves_out
         self.dtype_rule = dtype_rule
+        # dispatch may skip the rule when operands are one float dtype and Python numbers
+        self.float_fast = dtype_rule is None or getattr(dtype_rule, "keeps_float", False)
         self.overwrites = tuple(overwrites)
         self.aliases = aliases
         self.is_view = (aliases is not None) if is_view is None else is_view
@@ -129,6 +131,12 @@ def promote_float(args):
     """Promotion, then integers and bools become the default float (true division, exp...)."""
     d = promote(args)
     return d if d.kind == "f" else D.get_default_dtype().np
+
+
+# What dispatch relies on to skip calling these rules (see `float_fast` above): with every
+# tensor operand of one float dtype and the other operands Python floats or ints, they
+# return that dtype.
+promote.keeps_float = promote_float.keeps_float = True
 
 
 def promote_tail(args):
