@@ -191,3 +191,53 @@ def test_output_is_fresh_for_reused_inputs():
     r2 = prog(a)
     assert r1[1] is not r2[1]
     np.testing.assert_array_equal(r1[1], r2[1])
+
+
+def test_scalar_temporaries_read_by_guards_stay_numpy_scalars():
+    """`while y.norm() < 1000`: the norm and the comparison feed only a guard, so the program
+    keeps them as numpy scalars and compares with an operator (no array round trip); a 0-d
+    result that is returned is still a fresh 0-d array."""
+    @tg.compile
+    def f(x):
+        y = x * 2
+        while y.norm() < 100:
+            y = y * 2
+        return y, y.sum() * 3
+    for x0 in ([0.8, -1.3, 0.4], [5.0, 1.0, 0.0], [-20.0, 0.5, 1.0]):
+        x = tg.tensor(x0, requires_grad=True)
+        y, s = f(x)
+        ye, se = f.__wrapped__(tg.tensor(x0))
+        np.testing.assert_array_equal(y.detach().numpy(), ye.numpy())
+        assert isinstance(s._data, np.ndarray) and s._data.shape == ()
+        assert s.item() == se.item()
+        (s + y.sum()).backward()
+        xe = tg.tensor(x0, requires_grad=True)
+        ye2, se2 = f.__wrapped__(xe)
+        (se2 + ye2.sum()).backward()
+        np.testing.assert_array_equal(x.grad.numpy(), xe.grad.numpy())
+    code = f.programs[0].code
+    compare = [ln for ln in code.splitlines() if "< 100)" in ln]
+    assert compare and all("_asarray" not in ln and "k_lt" not in ln for ln in compare)
+    assert [ln for ln in code.splitlines() if "k_norm" in ln and "_asarray" not in ln]
+
+
+def test_program_switches_numpy_error_state_once_and_restores_it():
+    """Quiet kernels (log of a negative, division by zero) stay silent inside a program, as
+    in eager; the caller's numpy error state is back afterwards, also after an error."""
+    @tg.compile
+    def f(x, idx):
+        return (x.log() + x / 0).sum() + x[idx].sum()
+    x = tg.tensor([-1.0, 0.0, 2.0])
+    before = np.geterr()
+    with np.errstate(all="raise"):
+        inside = np.geterr()
+        out = f(x, tg.tensor([0, 2]))
+        eager = f.__wrapped__(x, tg.tensor([0, 2]))
+        assert np.geterr() == inside
+        with pytest.raises(IndexError) as ei:          # raised inside the compiled program
+            f(x, tg.tensor([0, 5]))
+        assert "compiled code of 'f'" in "\n".join(getattr(ei.value, "__notes__", []))
+        assert np.geterr() == inside
+    assert np.geterr() == before
+    assert np.isnan(out.item()) and np.isnan(eager.item())
+    assert f.programs[0].forward_program.quiet

@@ -291,10 +291,15 @@ def register_hook(self, hook):
     return RemovableHandle(lst, hook)
 
 
+_autograd_backward = None                # autograd.api.backward, bound on first use
+
+
 def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
     """Compute gradients of this tensor w.r.t. graph leaves (see autograd.backward)."""
-    from .autograd.api import backward as _bw
-    _bw(self, gradient, retain_graph, create_graph, inputs=inputs)
+    global _autograd_backward
+    if _autograd_backward is None:       # (an import statement per call costs ~1 us)
+        from .autograd.api import backward as _autograd_backward
+    _autograd_backward(self, gradient, retain_graph, create_graph, inputs=inputs)
 
 
 Tensor.detach = detach

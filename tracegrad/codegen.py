@@ -14,6 +14,7 @@ import numpy as np
 
 from .ir.graph import Value
 from .ir.interpret import GuardFailed, same_outcome
+from .ops.elementwise import quiet_enter, quiet_exit
 
 _counter = itertools.count()
 
@@ -21,14 +22,16 @@ _counter = itertools.count()
 class Program:
     """An executable graph: `program(*input_arrays) -> list of output arrays`."""
 
-    def __init__(self, graph, fn, code, filename, line_sites):
+    def __init__(self, graph, fn, code, filename, line_sites, quiet=False):
         self.graph = graph
         self.fn = fn
         self.code = code
         self.filename = filename
         self._line_sites = line_sites
+        self.quiet = quiet
 
     def __call__(self, *arrays):
+        token = quiet_enter() if self.quiet else None
         try:
             return self.fn(*arrays)
         except GuardFailed:
@@ -44,6 +47,9 @@ class Program:
         except Exception as e:
             _annotate(e, self)
             raise
+        finally:
+            if token is not None:
+                quiet_exit(token)
 
     def __repr__(self):
         return f"<Program {self.graph.name}: {len(self.graph.nodes)} nodes>"
@@ -107,6 +113,7 @@ class _Emitter:
         self.globals = {"GuardFailed": GuardFailed, "_same": same_outcome, "np": np,
                         "_asarray": np.asarray}
         self._bound = {}
+        self.quiet = False                   # some kernel wants numpy's warnings off
 
     def bind(self, obj, stem):
         key = id(obj)
@@ -134,8 +141,8 @@ class _Emitter:
 
 def _guard_src(gd, k, name, em):
     exp = gd.expected
-    if gd.kind == "bool":
-        return f"if bool({name}) is not {exp!r}: raise GuardFailed({k}, not {exp!r})"
+    if gd.kind == "bool":                    # `if not x` is `bool(x) is not True`
+        return f"if {'not ' if exp else ''}{name}: raise GuardFailed({k}, not {exp!r})"
     if gd.kind == "shape":
         return f"if {name}.shape != {exp!r}: raise GuardFailed({k}, {name}.shape)"
     conv = {"item": "{n}.item()", "float": "{n}.item()", "int": "int({n}.item())",
@@ -178,6 +185,7 @@ def build(graph, name=None, keep_inputs=True, plan=None, poison=False):
         if root in last and end < len(graph.nodes):
             last[root] = max(last[root], end)
     pinned = {v for v in graph.outputs if v is not None} | set(graph.inputs)
+    scalars_ok = _scalar_ok(graph, plan, pinned)
     dead_after = {}
     for v, i in last.items():
         if v not in pinned:
@@ -195,7 +203,11 @@ def build(graph, name=None, keep_inputs=True, plan=None, poison=False):
             for part in _guard_src(gd, k, names[gd.value], em).split("\n"):
                 lines.append("    " + part.strip())
                 line_sites[len(lines)] = gd.site
-        kern = em.bind(n.prim.kernel, f"k_{_ident(n.prim.name)}_")
+        kernel = n.prim.kernel
+        if getattr(kernel, "quiet_raw", None) is not None:
+            kernel = kernel.quiet_raw        # Note [Quiet programs]
+            em.quiet = True
+        kern = em.bind(kernel, f"k_{_ident(n.prim.name)}_")
         args = [em.operand(a, names) for a in n.inputs] + em.attrs(n.attrs)
         if plan is not None:
             if i in plan.into_input:
@@ -205,9 +217,11 @@ def build(graph, name=None, keep_inputs=True, plan=None, poison=False):
             elif arena is not None and n.output in arena.index:
                 args.append(f"out=B[{arena.index[n.output]}]")
         site = _short(n.site)
-        call = f"{kern}({', '.join(args)})"
-        if not n.output.type.shape:          # numpy reductions may hand back scalars
-            call = f"_asarray({call})"
+        op = _SCALAR_OPS.get(kernel) if len(args) == 2 and any(
+            a in scalars_ok for a in n.inputs if isinstance(a, Value)) else None
+        call = f"({args[0]} {op} {args[1]})" if op else f"{kern}({', '.join(args)})"
+        if not n.output.type.shape and n.output not in scalars_ok:
+            call = f"_asarray({call})"       # numpy reductions may hand back scalars
         lines.append(f"    {names[n.output]} = {call}" + (f"  # {site}" if site else ""))
         line_sites[len(lines)] = n.site
         line_prims[len(lines)] = n.prim
@@ -225,9 +239,46 @@ def build(graph, name=None, keep_inputs=True, plan=None, poison=False):
     linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
     exec(compile(code, filename, "exec"), em.globals)
     fn = em.globals[_ident(fname)]
-    prog = Program(graph, fn, code, filename, line_sites)
+    prog = Program(graph, fn, code, filename, line_sites, quiet=em.quiet)
     prog._line_prims = line_prims
     return prog
+
+
+# Note [Quiet programs]
+# Kernels that must not emit numpy warnings (PyTorch returns inf/nan silently) are wrapped
+# to switch numpy's error state per call (Note [Quiet kernels] in ops/elementwise.py). A
+# program calls many of them in a row, so it binds the bare kernels and switches the state
+# once around the whole program instead: the same results, a fraction of the cost.
+
+
+# Note [Scalar temporaries]
+# numpy reductions hand back numpy scalars, which the program normally wraps back into 0-d
+# arrays (an array can be written with `out=`, returned, saved). A scalar that is only read by
+# guards and ufuncs (`while y.norm() < 1000` computes a norm, compares it and branches) needs
+# no array: the wrapping would cost more than the arithmetic.
+# An operator on a numpy scalar is the ufunc (same promotion, same result) at a tenth of the
+# call's cost, so binary ufuncs reading such a scalar are written as operators.
+_SCALAR_GUARDS = ("bool", "item", "float", "int", "shape", "tolist")
+_SCALAR_OPS = {np.add: "+", np.subtract: "-", np.multiply: "*", np.true_divide: "/",
+               np.less: "<", np.less_equal: "<=", np.greater: ">", np.greater_equal: ">=",
+               np.equal: "==", np.not_equal: "!="}
+
+
+def _scalar_ok(graph, plan, pinned):
+    """0-d values the program may leave as numpy scalars (Note [Scalar temporaries])."""
+    written = set()
+    if plan is not None:
+        for i, k in plan.takeover.items():
+            written.add(graph.nodes[i].inputs[k])
+    ok = {n.output for n in graph.nodes if not n.output.type.shape} - pinned - written
+    for n in graph.nodes:
+        k = n.prim.kernel
+        if type(getattr(k, "quiet_raw", k)) is not np.ufunc or n.prim.aliases is not None:
+            ok.difference_update(n.value_inputs())
+    for gd in graph.guards:
+        if gd.kind not in _SCALAR_GUARDS:
+            ok.discard(gd.value)
+    return ok
 
 
 def _ident(s):

@@ -102,6 +102,7 @@ class CompiledFunction:
         self.stats = Stats()
         self._warned = False
         self._last_key = None
+        self._paths_added = 0                # paths in all entries (`_n_paths`)
         self._trace_lock = threading.RLock()
         self.module = None
         functools.update_wrapper(self, fn, updated=())
@@ -114,7 +115,7 @@ class CompiledFunction:
                       key=lambda p: getattr(p, "serial", 0))
 
     def _n_paths(self):
-        return sum(len(e.paths) for e in self.entries.values())
+        return self._paths_added
 
     def __call__(self, *args, **kwargs):
         self.stats.calls += 1
@@ -230,6 +231,7 @@ class CompiledFunction:
             entry.keep = [x for x in leaves if not isinstance(
                 x, (Tensor, np.ndarray, bool, int, float, str, type(None)))]
         entry.paths.append(path)
+        self._paths_added += 1
         entry.last = path
         path.trace_reason = reason
         if path.eager_reason is not None:
@@ -279,8 +281,10 @@ def _single(outs):
 def _rng_states(path):
     """Snapshot of the generators the path's random draws use (empty for most paths): a
     guard failing after a draw must not advance them, or eager's sequence is lost."""
-    gens = path.__dict__.get("_generators")
-    if gens is None:
+    gens = path._generators
+    if not gens:
+        if gens is not None:
+            return ()
         from ..ops.creation import Generator
         found = {id(a): a for n in path.part.forward.nodes if n.prim.impure
                  for a in n.inputs if isinstance(a, Generator)}

@@ -10,15 +10,17 @@ from .._tensor import Tensor
 def entry_key(leaves):
     """(key, aliased): the hashable entry key, and whether two tensor arguments share storage."""
     parts = []
-    storages = {}
+    storages = set()
     aliased = False
-    for i, x in enumerate(leaves):
+    for x in leaves:
         if isinstance(x, Tensor):
-            alias = storages.setdefault(id(x._vc), i)
-            if alias != i:
+            # aliasing arguments never reach the cache (the call runs eagerly): only flag it
+            vc = id(x._vc)
+            if vc in storages:
                 aliased = True
+            storages.add(vc)
             d = x._data
-            parts.append(("T", d.shape, d.dtype, x._rg, alias))
+            parts.append(("T", d.shape, d.dtype, x._rg))
         elif isinstance(x, (bool, int, float, str, type(None))):
             parts.append(("S", type(x), x))
         elif isinstance(x, np.ndarray):      # the trace baked its values in: key by value
@@ -62,7 +64,7 @@ def describe_difference(old, new):
     for i, (a, b) in enumerate(zip(op, np_)):
         if a != b:
             if a[0] == "T" and b[0] == "T":
-                for name, x, y in zip(("shape", "dtype", "requires_grad", "aliasing"),
+                for name, x, y in zip(("shape", "dtype", "requires_grad"),
                                       a[1:], b[1:]):
                     if x != y:
                         return f"argument {i}: {name} changed ({x} -> {y})"

@@ -94,6 +94,22 @@ class CompiledPath:
         self.eager_reason = _needs_eager(self.part, fg, tracer, loud, out_tensors)
         self.wrt_shapes = tuple(ins[i].type.shape for i in self.wrt)
         self.wrt_dtypes = tuple(ins[i].type.dtype for i in self.wrt)
+        self._layout()
+
+    def _layout(self):
+        """Per-call facts fixed at compile time, so `run` and `_attach` stay cheap."""
+        part = self.part
+        n_saved_fwd = len(part.saved) - len(part.saved_from_input)
+        self._saved_slice = slice(part.n_user, part.n_user + n_saved_fwd)
+        self._mut_start = part.n_user + n_saved_fwd
+        # outputs needing more than "wrap a fresh tensor": repeats, input aliases, copies
+        self._plain_outs = not (self.dup_out or self.alias_out or self.copy_out)
+        # input position per wrt input whose gradient the backward program computes
+        self._edge_inputs = [i if g is not None else None for i, g in zip(self.wrt, part.grads)]
+        self._grad_outs = [k for k, req in enumerate(self.out_requires)
+                           if req and k not in self.alias_out and k not in self.dup_out
+                           and k not in self.view_out]
+        self._generators = None              # compiler/function.py: _rng_states
 
     def _plan_and_build(self, name, memory, poison):
         """Schedule and plan memory for both programs (Note [Memory plan]), then codegen."""
@@ -146,74 +162,89 @@ class CompiledPath:
 
     # -- running --
     def run(self, args):
-        inputs = list(args) + self.captured
-        arrays = [t._data for t in inputs]
-        res = self.forward_program(*arrays)
+        inputs = list(args) + self.captured if self.captured else list(args)
+        res = self.forward_program(*[t._data for t in inputs])
         part = self.part
         n_user = part.n_user
-        n_saved_fwd = len(part.saved) - len(part.saved_from_input)
-        muts = res[n_user + n_saved_fwd:]
-        for (pos, count), arr in zip(part.mutations, muts):
-            t = inputs[pos]
-            if arr is not t._data:           # the plan may have written it in place already
-                np.copyto(t._data, arr, casting="unsafe")
-            t._vc.v += count
-        outs = []
-        for k, arr in enumerate(res[:n_user]):
-            if k in self.dup_out:
-                outs.append(outs[self.dup_out[k]])
-            elif k in self.alias_out:
-                pos, chain = self.alias_out[k]
+        if part.mutations:
+            for (pos, count), arr in zip(part.mutations, res[self._mut_start:]):
                 t = inputs[pos]
-                for prim, attrs in chain:    # a real view (shared version counter, _base)
-                    t = dispatch(prim, (t,), attrs)
-                outs.append(t)
-            else:
-                outs.append(Tensor._wrap(np.array(arr) if k in self.copy_out
-                                         else np.asarray(arr)))
-                if _mode.inference_enabled():   # results made under inference_mode are
-                    outs[-1]._inference = True  # inference tensors, as in eager
+                if arr is not t._data:       # the plan may have written it in place already
+                    np.copyto(t._data, arr, casting="unsafe")
+                t._vc.v += count
+        wrap, asarray = Tensor._wrap, np.asarray
+        if self._plain_outs:
+            outs = [wrap(asarray(a)) for a in res[:n_user]]
+        else:
+            outs = []
+            for k, arr in enumerate(res[:n_user]):
+                if k in self.dup_out:
+                    outs.append(outs[self.dup_out[k]])
+                elif k in self.alias_out:
+                    pos, chain = self.alias_out[k]
+                    t = inputs[pos]
+                    for prim, attrs in chain:    # a real view (shared version counter, _base)
+                        t = dispatch(prim, (t,), attrs)
+                    outs.append(t)
+                else:
+                    outs.append(wrap(np.array(arr) if k in self.copy_out else asarray(arr)))
+        if _mode.inference_enabled():        # results made under inference_mode are
+            for k, o in enumerate(outs):     # inference tensors, as in eager
+                if k not in self.alias_out and k not in self.dup_out:
+                    o._inference = True
         if part.backward is not None and _mode.is_grad_enabled():
-            kept = res[len(res) - len(self.replay.keep):] if self.replay.keep else ()
-            self._attach(inputs, outs, res[n_user:n_user + n_saved_fwd], kept)
-        for k, (j, chain) in self.view_out.items():
-            t = outs[j]
-            for prim, attrs in chain:        # a real view of the returned output j
-                t = dispatch(prim, (t,), attrs)
-            outs[k] = t
+            keep = self.replay.keep
+            self._attach(inputs, outs, res[self._saved_slice],
+                         res[len(res) - len(keep):] if keep else ())
+        if self.view_out:
+            for k, (j, chain) in self.view_out.items():
+                t = outs[j]
+                for prim, attrs in chain:    # a real view of the returned output j
+                    t = dispatch(prim, (t,), attrs)
+                outs[k] = t
         return outs
 
     def _attach(self, inputs, outs, saved_fwd, kept):
         part = self.part
-        edges = tuple(edge_of(inputs[i]) if g is not None and inputs[i].requires_grad else None
-                      for i, g in zip(self.wrt, part.grads))
-        node = CompiledFunctionBackward(None, None, edges, self.wrt_shapes, self.wrt_dtypes,
-                                        tuple(e is not None for e in edges),
-                                        n_outputs=len(outs))
-        node.path = self
-        it = iter(saved_fwd)
-        saved, checks = [], []
-        for k in range(len(part.saved)):
-            if k in part.saved_from_input:
-                t = inputs[part.saved_from_input[k]]
-                saved.append(t._data)
-                checks.append((t._vc, t._vc.v, t._data))
+        edges, needs = [], []
+        for i in self._edge_inputs:
+            t = None if i is None else inputs[i]
+            if t is not None and t._rg:
+                edges.append(edge_of(t))
+                needs.append(True)
             else:
-                saved.append(next(it))
+                edges.append(None)
+                needs.append(False)
+        node = CompiledFunctionBackward(None, None, tuple(edges), self.wrt_shapes,
+                                        self.wrt_dtypes, tuple(needs), n_outputs=len(outs))
+        node.path = self
+        checks = []
+        if part.saved_from_input:
+            it = iter(saved_fwd)
+            saved = []
+            for k in range(len(part.saved)):
+                if k in part.saved_from_input:
+                    t = inputs[part.saved_from_input[k]]
+                    saved.append(t._data)
+                    checks.append((t._vc, t._vc.v, t._data))
+                else:
+                    saved.append(next(it))
+        else:
+            saved = saved_fwd
         node.saved_arrays = saved
-        node.kept_arrays = [np.asarray(a) for a in kept]
+        node.kept_arrays = [np.asarray(a) for a in kept] if kept else []
         node.inputs = inputs
         node.out_meta = [(o._data.shape, o._data.dtype) for o in outs]
-        for k, (o, req) in enumerate(zip(outs, self.out_requires)):
-            if req and k not in self.alias_out and k not in self.dup_out \
-                    and k not in self.view_out:
-                o._grad_fn = node
-                o._output_nr = k
-                o._rg = True
-                # (version counter, version, data), never the tensor: the output holds this
-                # node as its grad_fn, and a reference back would make a cycle per call
-                if k in self.checked_out:
-                    checks.append((o._vc, o._vc.v, o._data))
+        checked = self.checked_out
+        for k in self._grad_outs:
+            o = outs[k]
+            o._grad_fn = node
+            o._output_nr = k
+            o._rg = True
+            # (version counter, version, data), never the tensor: the output holds this
+            # node as its grad_fn, and a reference back would make a cycle per call
+            if k in checked:
+                checks.append((o._vc, o._vc.v, o._data))
         node.checks = checks
 
     def eager_backward(self, node, grads):

@@ -312,8 +312,13 @@ def leaves_of(obj, out=None):
         out = []
     t = type(obj)
     if t is tuple or t is list:
-        for x in obj:
-            leaves_of(x, out)
+        append = out.append
+        for x in obj:                    # flat arguments (tensors, numbers) without recursion
+            tx = type(x)
+            if tx is tuple or tx is list or tx is dict or isinstance(x, (tuple, list)):
+                leaves_of(x, out)
+            else:
+                append(x)
     elif t is dict:
         for x in obj.values():
             leaves_of(x, out)

@@ -38,6 +38,16 @@ def _ignoring(cur):
     return ign
 
 
+def quiet_enter():
+    """Turn numpy's warnings off until `quiet_exit(token)` (one switch for a whole program)."""
+    cur = _NP_ERRSTATE.get()
+    return _NP_ERRSTATE.set(_IGNORING.get(cur) or _ignoring(cur))
+
+
+def quiet_exit(token):
+    _NP_ERRSTATE.reset(token)
+
+
 def _quiet(f):
     """Kernel wrapper: IEEE results (inf, nan) without numpy warnings, as PyTorch does."""
     if _NP_ERRSTATE is None:
@@ -72,6 +82,7 @@ def _quiet(f):
                     return f(x, y) if out is None else f(x, y, out=out)
                 finally:
                     reset(token)
+        k.quiet_raw = f          # codegen binds `f` and quiets a whole program at once
     k.__name__ = getattr(f, "__name__", "kernel")
     k.accepts_out = getattr(f, "accepts_out", False) or type(f) is np.ufunc
     return k
@@ -490,9 +501,10 @@ def _sin_backward_kernel(g, x, out=None):
 def _threshold_backward_kernel(g, y, out=None):
     if out is None:
         return np.where(y <= 0, 0, g)
-    off = y <= 0
-    np.copyto(out, g)
-    np.copyto(out, 0, where=off)
+    off = y <= 0                    # before writing: `out` may be `y`
+    if out is not g:
+        np.copyto(out, g)
+    np.putmask(out, off, 0)         # 2x faster than copyto(..., where=) on small arrays
     return out
 
 

@@ -64,9 +64,10 @@ def _mean_kernel(x, dims, keepdim):
     if x.dtype == np.float16:          # accumulate half in float32, as np.mean does
         return (_add_reduce(x, axis=dims, keepdims=keepdim, dtype=np.float32) / n).astype(
             np.float16)
-    with np.errstate(all="ignore"):
-        return np.true_divide(_add_reduce(x, axis=dims, keepdims=keepdim), n,
-                              dtype=x.dtype)
+    return np.true_divide(_add_reduce(x, axis=dims, keepdims=keepdim), n, dtype=x.dtype)
+
+
+_mean_kernel = E._quiet(_mean_kernel)    # an empty mean is nan, silently (Note [Quiet kernels])
 
 
 def _mean_vjp(g, ins, out, n):
@@ -478,9 +479,13 @@ def _log_softmax_kernel(x, dim):
         return np.zeros_like(x)
     if x.size == 0:
         return x.copy()
-    with np.errstate(all="ignore"):
-        s = x - x.max(axis=dim, keepdims=True)
-        return s - np.log(np.exp(s).sum(axis=dim, keepdims=True))
+    # ufunc methods directly: ndarray.max/.sum wrappers cost more than the math on small x
+    s = np.subtract(x, np.maximum.reduce(x, axis=dim, keepdims=True))
+    lse = np.log(_add_reduce(np.exp(s), axis=dim, keepdims=True))
+    return np.subtract(s, lse, out=s)
+
+
+_log_softmax_kernel = E._quiet(_log_softmax_kernel)
 
 
 def _log_softmax_vjp(g, ins, out, n):

@@ -27,10 +27,18 @@ def _shape_args(args):
 
 
 # ---------------- broadcasting and its inverse ----------------
+_SUM_TO_AXES = {}                         # (from shape, to shape) -> axes summed over
+
+
 def _sum_to_kernel(x, shape):
-    lead = x.ndim - len(shape)
-    axes = tuple(range(lead)) + tuple(lead + i for i, s in enumerate(shape)
-                                      if s == 1 and x.shape[lead + i] != 1)
+    axes = _SUM_TO_AXES.get((x.shape, shape))
+    if axes is None:
+        lead = x.ndim - len(shape)
+        axes = tuple(range(lead)) + tuple(lead + i for i, s in enumerate(shape)
+                                          if s == 1 and x.shape[lead + i] != 1)
+        if len(_SUM_TO_AXES) > 4096:     # many distinct shapes: don't grow forever
+            _SUM_TO_AXES.clear()
+        _SUM_TO_AXES[(x.shape, shape)] = axes
     if not axes:
         return x.reshape(shape).copy()   # never hand back a view: outputs own their memory
     return np.add.reduce(x, axis=axes, keepdims=True).reshape(shape)
@@ -208,7 +216,7 @@ def unsqueeze(input, dim):
 
 # ---------------- permute family (views) ----------------
 def _permute_kernel(x, perm):
-    return np.transpose(x, perm)
+    return x.transpose(perm)             # the method: np.transpose's wrapper costs ~1 us
 
 
 def _permute_vjp(g, i, o, n):
