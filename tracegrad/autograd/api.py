@@ -32,11 +32,11 @@ def _make_grads(outputs, grads):
             import numpy as np
             g = from_array(np.asarray(g, dtype=t._data.dtype))
         else:
-            if tuple(g.shape) != tuple(t.shape):
+            if g._data.shape != t._data.shape:
                 raise op_error(TracegradRuntimeError, "backward",
                                f"Mismatch in shape: grad_output[{i}] has a shape of "
                                f"{_sz(g.shape)} and output[{i}] has a shape of {_sz(t.shape)}.")
-            if g.dtype is not t.dtype and t.dtype.is_floating_point:
+            if g._data.dtype != t._data.dtype and t.dtype.is_floating_point:
                 g = g.to(t.dtype)
         out.append(g)
     return out

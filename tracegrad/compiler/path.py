@@ -13,7 +13,7 @@ from .._tensor import Tensor, edge_of
 from ..codegen import build
 from ..passes import check_inplace, functionalize, partition, vjp
 from ..passes import dce
-from ..passes.fold import drop_aliases, fold_constants
+from ..passes.fold import drop_aliases, fold_constants, fold_scalings
 from ..passes.plan_memory import plan_memory
 from ..passes.schedule import schedule_memory
 from .backward_node import CompiledFunctionBackward
@@ -116,9 +116,9 @@ class CompiledPath:
         part = self.part
         # before the cleanup passes: see Note [Differentiable backward] in compiler/replay.py
         self.replay = plan_replay(part, self.wrt) if part.backward is not None else None
-        part.forward = dce(fold_constants(drop_aliases(part.forward)))
+        part.forward = dce(fold_scalings(fold_constants(drop_aliases(part.forward))))
         if part.backward is not None:
-            part.backward = dce(fold_constants(drop_aliases(part.backward)))
+            part.backward = dce(fold_scalings(fold_constants(drop_aliases(part.backward))))
         protected = set(part.saved_from_input.values())
         protected |= {i for i, v in enumerate(part.forward.inputs) if v in part.forward.outputs}
         self.forward_plan = self.backward_plan = None

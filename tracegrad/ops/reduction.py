@@ -64,7 +64,10 @@ def _mean_kernel(x, dims, keepdim):
     if x.dtype == np.float16:          # accumulate half in float32, as np.mean does
         return (_add_reduce(x, axis=dims, keepdims=keepdim, dtype=np.float32) / n).astype(
             np.float16)
-    return np.true_divide(_add_reduce(x, axis=dims, keepdims=keepdim), n, dtype=x.dtype)
+    s = _add_reduce(x, axis=dims, keepdims=keepdim)
+    if type(s) is not np.ndarray:      # a numpy scalar: the operator is the fast path
+        return s / s.dtype.type(n)
+    return np.true_divide(s, n, out=s, dtype=x.dtype)
 
 
 _mean_kernel = E._quiet(_mean_kernel)    # an empty mean is nan, silently (Note [Quiet kernels])
@@ -313,8 +316,17 @@ min = _minmax("min", MIN_ALL, MIN_DIM, argmin, E.minimum)
 
 
 # ---- norm ----
+_DOT_TYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
 def _norm_kernel(x, p, dims, keepdim):
     if p == 2:
+        if len(dims) == x.ndim and x.size <= 4096 and x.dtype in _DOT_TYPES:
+            # the whole of a small tensor (`y.norm()` in a loop condition): a dot product is
+            # one call instead of square, sum and their temporaries; large ones keep the
+            # pairwise sum's accuracy
+            f = x.ravel()
+            r = np.sqrt(f.dot(f))
+            return r.reshape((1,) * x.ndim) if keepdim else r
         return np.sqrt(_add_reduce(x * x, axis=dims, keepdims=keepdim))
     ax = np.abs(x)
     if p in (INF, -INF):

@@ -41,6 +41,8 @@ def _sum_to_kernel(x, shape):
         _SUM_TO_AXES[(x.shape, shape)] = axes
     if not axes:
         return x.reshape(shape).copy()   # never hand back a view: outputs own their memory
+    if len(axes) == x.ndim - len(shape) and axes[-1] == len(axes) - 1:
+        return np.add.reduce(x, axis=axes)   # only leading axes: already the right shape
     return np.add.reduce(x, axis=axes, keepdims=True).reshape(shape)
 
 
@@ -442,8 +444,16 @@ def _index_kernel(x, *idx, key):
 
 def _index_backward_kernel(g, *idx, shape, key):
     z = np.zeros(shape, dtype=g.dtype)
+    k = _fill(key, idx)
+    masks = False
+    for i in k:
+        if isinstance(i, np.ndarray) and i.dtype == bool:
+            masks = True
+    if not masks:
+        np.add.at(z, k, g)   # repeated indices accumulate
+        return z
     k = tuple(np.nonzero(i)[0] if isinstance(i, np.ndarray) and i.dtype == bool and i.ndim == 1
-              else i for i in _fill(key, idx))
+              else i for i in k)
     if any(isinstance(i, np.ndarray) and i.dtype == bool for i in k):
         z[k] += g            # multi-dim masks select each element at most once
     else:

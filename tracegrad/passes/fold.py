@@ -8,7 +8,11 @@ evaluated once at compile time and becomes a `constant` node; e.g. a mean's back
 `drop_aliases(g)`: `detach` only matters to autograd; once forward and backward programs
 exist (after partition) its output is its operand, so reads are redirected and the node
 disappears (dce removes it).
+
+`fold_scalings(g)`: exact merging of repeated scalings by powers of two (see its docstring).
 """
+import math
+
 import numpy as np
 
 from ..ir.graph import Guard, Node
@@ -42,6 +46,60 @@ def fold_constants(g, max_bytes=1 << 20):
     out.outputs = list(g.outputs)
     out.pass_log.append(("fold_constants", {"folded": folded}))
     return out
+
+
+def fold_scalings(g):
+    """Merge chains of multiplications by Python constants into one, where that is exact.
+
+    `(x * a) * b` becomes `x * (a * b)` when `x * a` is read only by the second product and
+    `a`, `b` are powers of two of magnitude at least 1 on a float value (no promotion): such
+    products are exact or overflow to the same infinity, so the result is bit-identical to
+    eager's two roundings. The backward of a loop that scales by 2 each iteration collapses
+    into one multiplication.
+    """
+    uses = {}
+    for n in g.nodes:
+        for a in n.value_inputs():
+            uses[a] = uses.get(a, 0) + 1
+    pinned = {gd.value for gd in g.guards} | {v for v in g.outputs if v is not None}
+    pinned |= {b for _, b in getattr(g, "mutations", [])}
+    scaled = {}                               # value -> (operand, factor) for x * factor
+    out = g.derive()
+    out.inputs = list(g.inputs)
+    out.mutations = list(getattr(g, "mutations", []))
+    out.stale = dict(getattr(g, "stale", {}))
+    merged = 0
+    for n in g.nodes:
+        sc = _scaling(n)
+        if sc is not None:
+            x, c = sc
+            prev = scaled.get(x)
+            if prev is not None and uses.get(x) == 1 and x not in pinned:
+                x, c = prev[0], prev[1] * c
+                n = Node(n.prim, (x, c), n.attrs, n.output, n.site, n.phase)
+                merged += 1
+            if abs(c) <= 2.0 ** 64:
+                scaled[n.output] = (x, c)
+        out.nodes.append(n)
+    out.guards = list(g.guards)
+    out.outputs = list(g.outputs)
+    out.pass_log.append(("fold_scalings", {"merged": merged}))
+    return out
+
+
+def _scaling(n):
+    """(x, c) when node n computes `x * c` exactly as `fold_scalings` needs, else None."""
+    if n.prim.name != "mul" or n.attrs or len(n.inputs) != 2:
+        return None
+    a, b = n.inputs
+    x, c = (a, b) if _is_val(a) else (b, a)
+    if not _is_val(x) or _is_val(c) or type(c) not in (int, float):
+        return None
+    if x.type.dtype != n.output.type.dtype or not n.output.type.dtype.is_floating_point:
+        return None
+    if not math.isfinite(c) or abs(c) < 1 or math.frexp(c)[0] not in (0.5, -0.5):
+        return None
+    return x, c
 
 
 def drop_aliases(g):
