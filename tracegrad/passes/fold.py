@@ -17,14 +17,12 @@ import numpy as np
 
 from ..ir.graph import Guard, Node
 from ..ir.tracer import CONSTANT
+from .simplify import _copy_shell
 
 
 def fold_constants(g, max_bytes=1 << 20):
     const = {}
-    out = g.derive()
-    out.inputs = list(g.inputs)
-    out.mutations = list(getattr(g, "mutations", []))
-    out.stale = dict(getattr(g, "stale", {}))
+    out = _copy_shell(g)
     folded = 0
     for n in g.nodes:
         if n.prim is CONSTANT:
@@ -42,10 +40,7 @@ def fold_constants(g, max_bytes=1 << 20):
             folded += 1
             continue
         out.nodes.append(n)
-    out.guards = list(g.guards)
-    out.outputs = list(g.outputs)
-    out.pass_log.append(("fold_constants", {"folded": folded}))
-    return out
+    return _finish(out, g, "fold_constants", {"folded": folded})
 
 
 def fold_scalings(g):
@@ -64,10 +59,7 @@ def fold_scalings(g):
     pinned = {gd.value for gd in g.guards} | {v for v in g.outputs if v is not None}
     pinned |= {b for _, b in getattr(g, "mutations", [])}
     scaled = {}                               # value -> (operand, factor) for x * factor
-    out = g.derive()
-    out.inputs = list(g.inputs)
-    out.mutations = list(getattr(g, "mutations", []))
-    out.stale = dict(getattr(g, "stale", {}))
+    out = _copy_shell(g)
     merged = 0
     for n in g.nodes:
         sc = _scaling(n)
@@ -81,9 +73,14 @@ def fold_scalings(g):
             if abs(c) <= 2.0 ** 64:
                 scaled[n.output] = (x, c)
         out.nodes.append(n)
+    return _finish(out, g, "fold_scalings", {"merged": merged})
+
+
+def _finish(out, g, name, stats):
+    """Same guards and outputs as `g` (node-for-node passes keep positions), and the log."""
     out.guards = list(g.guards)
     out.outputs = list(g.outputs)
-    out.pass_log.append(("fold_scalings", {"merged": merged}))
+    out.pass_log.append((name, stats))
     return out
 
 
