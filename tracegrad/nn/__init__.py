@@ -5,8 +5,8 @@
 from . import functional, init  # noqa: F401
 from .batchnorm import BatchNorm1d  # noqa: F401
 from .container import ModuleList, Sequential  # noqa: F401
-from .layers import (GELU, Dropout, Embedding, Flatten, Identity, LeakyReLU,  # noqa: F401
-                     Linear, LogSoftmax, ReLU, Sigmoid, Softmax, Tanh)
+from .layers import (GELU, Conv2d, Dropout, Embedding, Flatten, Identity,  # noqa: F401
+                     LeakyReLU, Linear, LogSoftmax, ReLU, Sigmoid, Softmax, Tanh)
 from .loss import CrossEntropyLoss, MSELoss, NLLLoss  # noqa: F401
 from .module import Module  # noqa: F401
 from .parameter import Parameter  # noqa: F401

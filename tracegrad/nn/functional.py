@@ -14,8 +14,8 @@ from .. import ops as O
 from .._errors import TracegradRuntimeError, TracegradValueError, op_error
 from ._losses import cross_entropy, mse_loss, nll_loss  # noqa: F401
 
-__all__ = ["linear", "relu", "relu_", "leaky_relu", "tanh", "sigmoid", "gelu", "softmax",
-           "log_softmax", "dropout", "batch_norm", "embedding", "one_hot", "mse_loss",
+__all__ = ["linear", "conv2d", "relu", "relu_", "leaky_relu", "tanh", "sigmoid", "gelu",
+           "softmax", "log_softmax", "dropout", "batch_norm", "embedding", "one_hot", "mse_loss",
            "cross_entropy", "nll_loss"]
 
 
@@ -27,6 +27,105 @@ def linear(input, weight, bias=None):
     """
     out = O.matmul(input, O.t(weight))
     return out if bias is None else O.add(out, bias)
+
+
+def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """2-D cross-correlation of input (N, C, H, W) or (C, H, W) with weight
+    (out, C/groups, kh, kw): `im2col`, then one batched matmul per group, plus bias.
+
+    `padding` is an int, a pair, "valid" (none) or "same" (output size = input size, stride 1
+    only; an odd total puts the extra row/column at the bottom/right, as in PyTorch).
+
+    >>> conv2d(tracegrad.ones(1, 3, 8, 8), tracegrad.ones(4, 3, 3, 3), padding=1).shape
+    torch.Size([1, 4, 8, 8])
+    """
+    if input.ndim not in (3, 4):
+        raise op_error(TracegradRuntimeError, "conv2d",
+                       "Expected 3D (unbatched) or 4D (batched) input to conv2d, but got input "
+                       f"of size: {list(input.shape)}")
+    if weight.ndim != 4:
+        raise op_error(TracegradRuntimeError, "conv2d",
+                       f"expected a 4D weight (out_channels, in_channels/groups, kH, kW), but "
+                       f"got weight of size {list(weight.shape)}")
+    unbatched = input.ndim == 3
+    if unbatched:
+        input = O.unsqueeze(input, 0)
+    stride, dilation = _conv_arg(stride, "stride"), _conv_arg(dilation, "dilation")
+    kernel = tuple(weight.shape[2:])
+    pads = _conv_padding(padding, kernel, stride, dilation)
+    _check_conv(input, weight, bias, groups, pads, kernel, dilation)
+    n, c = input.shape[:2]
+    out_ch, k = weight.shape[0], weight.shape[1] * kernel[0] * kernel[1]
+    oh, ow = O.conv.out_size(input.shape[2:], kernel, stride, pads, dilation)
+    cols = O.im2col(input, kernel, stride, pads, dilation)
+    # (groups, out/groups, k) @ (N, groups, k, L) broadcasts over the batch
+    out = O.matmul(O.reshape(weight, (groups, out_ch // groups, k)),
+                   O.reshape(cols, (n, groups, k, oh * ow)))
+    out = O.reshape(out, (n, out_ch, oh, ow))
+    if bias is not None:
+        out = O.add(out, O.reshape(bias, (out_ch, 1, 1)))
+    return O.squeeze(out, 0) if unbatched else out
+
+
+def _conv_arg(v, name):
+    """stride/padding/dilation as a pair of ints, checked as PyTorch checks them."""
+    t = tuple(v) if isinstance(v, (tuple, list)) else (v,)
+    if len(t) == 1:
+        t = t * 2
+    if len(t) != 2:
+        raise op_error(TracegradRuntimeError, "conv2d",
+                       f"expected {name} to be a single integer value or a list of 2 values to "
+                       f"match the convolution dimensions, but got {name}={list(t)}")
+    t = tuple(int(i) for i in t)
+    if name == "padding" and min(t) < 0:
+        raise op_error(TracegradRuntimeError, "conv2d", "negative padding is not supported")
+    if name != "padding" and min(t) <= 0:
+        raise op_error(TracegradRuntimeError, "conv2d", f"non-positive {name} is not supported")
+    return t
+
+
+def _conv_padding(padding, kernel, stride, dilation):
+    """((top, bottom), (left, right)) zero padding for an int, pair, "valid" or "same"."""
+    if not isinstance(padding, str):
+        return tuple((p, p) for p in _conv_arg(padding, "padding"))
+    if padding == "valid":
+        return ((0, 0), (0, 0))
+    if padding != "same":
+        raise op_error(TracegradRuntimeError, "conv2d", f"Invalid padding string: {padding!r}",
+                       "Use 'valid', 'same', an int or a pair of ints.")
+    if stride != (1, 1):
+        raise op_error(TracegradRuntimeError, "conv2d",
+                       "padding='same' is not supported for strided convolutions")
+    total = tuple(d * (k - 1) for k, d in zip(kernel, dilation))
+    return tuple((t // 2, t - t // 2) for t in total)
+
+
+def _check_conv(input, weight, bias, groups, pads, kernel, dilation):
+    """PyTorch's shape checks for conv2d (input already batched), as RuntimeErrors."""
+    def fail(msg, fix=None):
+        raise op_error(TracegradRuntimeError, "conv2d", msg, fix)
+    if groups <= 0:
+        fail("non-positive groups is not supported")
+    ws, xs = list(weight.shape), list(input.shape)
+    if ws[0] % groups:
+        fail(f"Given groups={groups}, expected weight to be divisible by {groups} at dimension "
+             f"0, but got weight of size {ws} instead")
+    if xs[1] != ws[1] * groups:
+        fail(f"Given groups={groups}, weight of size {ws}, expected input{xs} to have "
+             f"{ws[1] * groups} channels, but got {xs[1]} channels instead")
+    if bias is not None and (bias.ndim != 1 or bias.shape[0] != ws[0]):
+        fail(f"Given weight of size {ws}, expected bias to be 1-dimensional with {ws[0]} "
+             f"elements, but got bias of size {list(bias.shape)} instead")
+    padded = tuple(n + lo + hi for n, (lo, hi) in zip(xs[2:], pads))
+    span = tuple(d * (k - 1) + 1 for k, d in zip(kernel, dilation))
+    if padded[0] < span[0] or padded[1] < span[1]:
+        fail(f"Calculated padded input size per channel: ({padded[0]} x {padded[1]}). Kernel "
+             f"size: ({span[0]} x {span[1]}). Kernel size can't be greater than actual input "
+             "size")
+    for name, t in (("Input", input), ("Bias", bias)):
+        if t is not None and t.dtype is not weight.dtype:
+            fail(f"{name} type ({t.dtype.name}) and weight type ({weight.dtype.name}) should "
+                 "be the same", f"Convert it, e.g. `{name.lower()}.to(weight.dtype)`.")
 
 
 def relu(input, inplace=False):

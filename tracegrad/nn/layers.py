@@ -1,4 +1,5 @@
-"""Basic layers: `Linear`, `Embedding`, `Dropout`, activations, `Identity`, `Flatten`.
+"""Basic layers: `Linear`, `Conv2d`, `Embedding`, `Dropout`, activations, `Identity`,
+`Flatten`.
 
 Constructors, defaults, initialisation and `repr` follow PyTorch; forwards call
 `nn.functional`. Parameters are initialised with `nn.init` from tracegrad's generator, so
@@ -42,19 +43,10 @@ class Linear(Module):
         super().__init__()
         self.in_features = in_features
         self.out_features = out_features
-        self.weight = Parameter(_empty(out_features, in_features, dtype=dtype))
-        if bias:
-            self.bias = Parameter(_empty(out_features, dtype=dtype))
-        else:
-            self.register_parameter("bias", None)
-        self.reset_parameters()
+        _add_weight_and_bias(self, (out_features, in_features), bias, dtype)
 
     def reset_parameters(self):
-        init.kaiming_uniform_(self.weight, a=math.sqrt(5))
-        if self.bias is not None:
-            fan_in, _ = init._calculate_fan_in_and_fan_out(self.weight)
-            bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0
-            init.uniform_(self.bias, -bound, bound)
+        _reset_weight_and_bias(self.weight, self.bias)
 
     def forward(self, input):
         return F.linear(input, self.weight, self.bias)
@@ -62,6 +54,93 @@ class Linear(Module):
     def extra_repr(self):
         return (f"in_features={self.in_features}, out_features={self.out_features}, "
                 f"bias={self.bias is not None}")
+
+
+def _add_weight_and_bias(m, shape, bias, dtype):
+    """`m.weight` of `shape` and `m.bias` of shape[0] (or None), initialised by
+    `m.reset_parameters()`."""
+    m.weight = Parameter(_empty(*shape, dtype=dtype))
+    if bias:
+        m.bias = Parameter(_empty(shape[0], dtype=dtype))
+    else:
+        m.register_parameter("bias", None)
+    m.reset_parameters()
+
+
+def _reset_weight_and_bias(weight, bias):
+    """PyTorch's default init of Linear and Conv: weight ~ kaiming_uniform(a=sqrt(5)),
+    bias ~ U(-1/sqrt(fan_in), 1/sqrt(fan_in))."""
+    init.kaiming_uniform_(weight, a=math.sqrt(5))
+    if bias is not None:
+        fan_in, _ = init._calculate_fan_in_and_fan_out(weight)
+        bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0
+        init.uniform_(bias, -bound, bound)
+
+
+def _pair(v):
+    """An int or a 1- or 2-sequence as a tuple of two (what Conv2d stores and prints)."""
+    t = tuple(v) if isinstance(v, (tuple, list)) else (v,)
+    return t * 2 if len(t) == 1 else t
+
+
+class Conv2d(Module):
+    """2-D convolution over (N, C, H, W) or (C, H, W) input: weight
+    (out_channels, in_channels / groups, kh, kw), optional bias (out_channels,).
+
+    Init, `repr` and argument checks as PyTorch; only `padding_mode="zeros"` is supported.
+
+    >>> Conv2d(3, 8, 3)
+    Conv2d(3, 8, kernel_size=(3, 3), stride=(1, 1))
+    """
+
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0,
+                 dilation=1, groups=1, bias=True, padding_mode="zeros", device=None,
+                 dtype=None):
+        super().__init__()
+        if groups <= 0:
+            raise TracegradValueError("groups must be a positive integer")
+        if in_channels % groups:
+            raise TracegradValueError("in_channels must be divisible by groups")
+        if out_channels % groups:
+            raise TracegradValueError("out_channels must be divisible by groups")
+        self.stride, self.dilation = _pair(stride), _pair(dilation)
+        if isinstance(padding, str):
+            if padding not in ("valid", "same"):
+                raise TracegradValueError(f"Invalid padding string {padding!r}, should be one "
+                                          "of {'valid', 'same'}")
+            if padding == "same" and self.stride != (1, 1):
+                raise TracegradValueError("padding='same' is not supported for strided "
+                                          "convolutions")
+        else:
+            padding = _pair(padding)
+        if padding_mode != "zeros":
+            raise TracegradValueError(f"padding_mode={padding_mode!r} is not supported: "
+                                      "tracegrad's Conv2d only supports padding_mode='zeros'")
+        self.in_channels, self.out_channels = in_channels, out_channels
+        self.kernel_size, self.padding = _pair(kernel_size), padding
+        self.groups, self.padding_mode = groups, padding_mode
+        _add_weight_and_bias(self, (out_channels, in_channels // groups, *self.kernel_size),
+                             bias, dtype)
+
+    def reset_parameters(self):
+        _reset_weight_and_bias(self.weight, self.bias)
+
+    def forward(self, input):
+        return F.conv2d(input, self.weight, self.bias, self.stride, self.padding,
+                        self.dilation, self.groups)
+
+    def extra_repr(self):
+        s = (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
+             f"stride={self.stride}")
+        if self.padding != (0, 0):
+            s += f", padding={self.padding}"     # a string prints bare: padding=same
+        if self.dilation != (1, 1):
+            s += f", dilation={self.dilation}"
+        if self.groups != 1:
+            s += f", groups={self.groups}"
+        if self.bias is None:
+            s += ", bias=False"
+        return s
 
 
 class _Activation(Module):

@@ -11,3 +11,4 @@ from .shape import (sum_to, expand, broadcast_to, broadcast_tensors, view, resha
                     setitem, narrow, select, split, chunk, unbind, nonzero)
 from .creation import *  # noqa: F401,F403
 from .creation import Generator, default_generator  # noqa: F401
+from .conv import im2col, col2im  # noqa: F401
