@@ -156,6 +156,27 @@ def mul_operand_whose_partner_needs_no_grad(m, x, w, b):
     return c.sum()
 
 
+def div_numerator_whose_denominator_needs_no_grad(m, x, w, b):
+    a = x * 2
+    c = a / b                # DivBackward0 saves `self` only if `other` requires grad
+    a.add_(1)
+    return c.sum()
+
+
+def div_numerator_overwritten_denominator_needs_grad(m, x, w, b):
+    a = x * 2
+    c = a / w  # saves
+    a.add_(1)  # writes
+    return c.sum()
+
+
+def mul_scalar_operand_written(m, x, w, b):
+    a = x * w
+    c = a * 3.0              # a Python number needs no grad: `a` is not saved
+    a.mul_(2)
+    return (c + a).sum()
+
+
 def relu_input_written(m, x, w, b):
     y = x * w
     z = y.relu()
@@ -251,6 +272,8 @@ TABLE = {
     nograd_update_of_saved_input: "deferred",
     leaf_written: "forward", view_of_leaf_written: "forward",
     unsaved_value_written: "ok", mul_operand_whose_partner_needs_no_grad: "ok",
+    div_numerator_whose_denominator_needs_no_grad: "ok", mul_scalar_operand_written: "ok",
+    div_numerator_overwritten_denominator_needs_grad: "backward",
     relu_input_written: "ok", setitem_on_unsaved: "ok", setitem_value_requires_grad: "ok",
     chain_ending_in_tanh_: "ok", write_after_consumer_unsaved: "ok", clone_then_write: "ok",
     base_written_through_view_unsaved: "ok", sigmoid_inplace_on_unsaved: "ok",
@@ -261,10 +284,9 @@ TABLE = {
 CASES = list(TABLE)
 IDS = [f.__name__ for f in CASES]
 
-# Known gaps, kept visible: strict xfails start failing once fixed. MulBackward0 checks both
-# saved operands, where PyTorch saves `self` only when `other` requires grad.
-EAGER_GAPS = {mul_operand_whose_partner_needs_no_grad}
-COMPILED_GAPS = {mul_operand_whose_partner_needs_no_grad}   # follows eager's static `saves`
+# Known gaps, kept visible: strict xfails start failing once fixed (none at present).
+EAGER_GAPS = set()
+COMPILED_GAPS = set()
 
 RNG = np.random.default_rng(0)
 DATA = [RNG.standard_normal((3, 3)).astype(np.float32) for _ in range(3)]

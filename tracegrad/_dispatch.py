@@ -247,6 +247,8 @@ def record(prim, args, attrs, out, needs, saved_override=None):
             node = prim.node_cls(prim, attrs, (ea, eb), (sa, sb), (da, db), needs)
     saves = prim.saves
     if saves:
+        if prim._saves_by_need is not None:   # only what the needed gradients read (mul)
+            saves = prim._saves_by_need[needs]
         if saved_override is None and len(saves) == n:
             saved = args if type(args) is tuple else tuple(args)   # every operand (mul...)
         else:
@@ -301,7 +303,7 @@ def run_inplace(prim, args, attrs):
         if not any(needs):
             needs = None
     old = None
-    if needs is not None and 0 in prim.saves:
+    if needs is not None and 0 in prim.saved_for(needs):
         old = Tensor._wrap(tdata.copy(), target.requires_grad, target.grad_fn)
         old._output_nr = target._output_nr
     np.copyto(tdata, res, casting="unsafe")

@@ -184,8 +184,10 @@ def _floor_div(x, y):
 
 ADD = Primitive("add", np.add, vjp=_add_vjp, dtype_rule=promote)
 SUB = Primitive("sub", np.subtract, vjp=_sub_vjp, dtype_rule=promote)
-MUL = Primitive("mul", np.multiply, vjp=_mul_vjp, saves=(0, 1), dtype_rule=promote)
-DIV = Primitive("div", _quiet(np.true_divide), vjp=_div_vjp, saves=(0, 1),
+# each operand's gradient reads the other (PyTorch saves only what will be read)
+MUL = Primitive("mul", np.multiply, vjp=_mul_vjp, saves_for={0: (1,), 1: (0,)},
+                dtype_rule=promote)
+DIV = Primitive("div", _quiet(np.true_divide), vjp=_div_vjp, saves_for={0: (1,), 1: (0, 1)},
                 dtype_rule=promote_float)
 POW = Primitive("pow", _quiet(np.power), vjp=_pow_vjp, saves=(0, 1), dtype_rule=promote)
 POW_TENSOR = overload_of(POW, "pow_tensor", "PowBackward1")          # tensor ** tensor

@@ -9,9 +9,14 @@ shares storage with) and the PyTorch grad_fn name. Eager execution, tracing, the
 code generation and drawing all read this declaration; nothing about an op lives elsewhere.
 
 VJP signature: `vjp(g, ins, out, node) -> tuple` with one gradient (or None) per operand.
-`ins` holds the saved operands (None where not declared in `saves`), `out` the saved output
+`ins` holds the saved operands (None where not saved), `out` the saved output
 (when `saves_out`), and `node` gives `attrs`, operand `shapes` and `needs` (which operands
 need a gradient).
+
+Which operands are saved: `saves` (always), or `saves_for={operand: operands its gradient
+reads}`, so a node keeps only what the gradients it will compute need. PyTorch's
+MulBackward0 keeps `self` only when `other` requires grad; overwriting `self` in place
+afterwards is then no error, and users rely on that.
 """
 import numpy as np
 
@@ -25,19 +30,25 @@ class Primitive:
 
     __slots__ = ("name", "kernel", "vjp", "grad_fn_name", "saves", "saves_out", "dtype_rule",
                  "overwrites", "aliases", "is_view", "functional", "node_cls", "nondiff",
-                 "shape_rule", "doc", "impure", "elementwise", "float_fast")
+                 "shape_rule", "doc", "impure", "elementwise", "float_fast", "saves_for",
+                 "_saves_by_need")
 
     def __init__(self, name, kernel, *, vjp=None, grad_fn_name=None, saves=(), saves_out=False,
                  dtype_rule=None, overwrites=(), aliases=None, is_view=None, functional=None,
                  nondiff=False, shape_rule=None, doc="", impure=False,
-                 elementwise=False):
+                 elementwise=False, saves_for=None):
         if name in REGISTRY:
             raise ValueError(f"primitive {name!r} declared twice")
         self.name = name
         self.kernel = kernel
         self.vjp = vjp
         self.grad_fn_name = grad_fn_name or (_camel(name) + "Backward0")
-        self.saves = tuple(saves)
+        self.saves_for = saves_for
+        self._saves_by_need = None
+        if saves_for is not None:
+            saves = sorted({k for ks in saves_for.values() for k in ks})
+            self._saves_by_need = _by_need(saves_for)
+        self.saves = tuple(saves)             # every operand some gradient may read
         self.saves_out = saves_out
         self.dtype_rule = dtype_rule
         # dispatch may skip the rule when operands are one float dtype and Python numbers
@@ -58,8 +69,26 @@ class Primitive:
     def __repr__(self):
         return f"<primitive {self.name}>"
 
+    def saved_for(self, needs):
+        """The operands a node keeps when `needs[i]` says operand i needs a gradient."""
+        if self._saves_by_need is None:
+            return self.saves
+        return self._saves_by_need[tuple(bool(x) for x in needs)]
+
     def __reduce__(self):
         return (REGISTRY.__getitem__, (self.name,))
+
+
+def _by_need(saves_for):
+    """{needs tuple: operands saved} for every combination of needs (a table, so dispatch
+    pays one dict lookup)."""
+    import itertools
+    n = max(list(saves_for) + [k for ks in saves_for.values() for k in ks]) + 1
+    table = {}
+    for needs in itertools.product((False, True), repeat=n):
+        table[needs] = tuple(sorted({k for i, need in enumerate(needs) if need
+                                     for k in saves_for.get(i, ())}))
+    return table
 
 
 def _camel(name):
@@ -75,7 +104,7 @@ def inplace_of(prim, name=None, grad_fn_name=None):
     return Primitive(name or prim.name + "_", kernel, vjp=prim.vjp,
                      grad_fn_name=grad_fn_name or prim.grad_fn_name, saves=prim.saves,
                      saves_out=prim.saves_out, dtype_rule=prim.dtype_rule, overwrites=(0,),
-                     functional=prim, nondiff=prim.nondiff)
+                     functional=prim, nondiff=prim.nondiff, saves_for=prim.saves_for)
 
 
 def overload_of(prim, name, grad_fn_name):
@@ -87,7 +116,7 @@ def overload_of(prim, name, grad_fn_name):
     return Primitive(name, prim.kernel, vjp=prim.vjp, grad_fn_name=grad_fn_name,
                      saves=prim.saves, saves_out=prim.saves_out, dtype_rule=prim.dtype_rule,
                      aliases=prim.aliases, is_view=prim.is_view, nondiff=prim.nondiff,
-                     shape_rule=prim.shape_rule, doc=prim.doc)
+                     shape_rule=prim.shape_rule, doc=prim.doc, saves_for=prim.saves_for)
 
 
 # ---- dtype rules: map operands to the numpy dtype they are cast to before the kernel ----

@@ -17,6 +17,10 @@ _KIND = {"float32": "FloatTensor", "float64": "DoubleTensor", "float16": "HalfTe
          "int64": "LongTensor", "int32": "IntTensor", "bool": "BoolTensor"}
 
 
+def _isval(a):
+    return hasattr(a, "type") and hasattr(a, "id")
+
+
 def check_inplace(g, differentiated, requires_grad=()):
     """Raise InplaceError if a differentiated node needs a value overwritten after it ran.
 
@@ -24,6 +28,10 @@ def check_inplace(g, differentiated, requires_grad=()):
     eager does). Returns the list of deferred errors (overwrites under no_grad; see module
     docstring)."""
     prod = {n.output: n for n in g.nodes}
+    from .vjp import requires_grad_values
+    # what each node keeps depends on which operands need a gradient (mul keeps `self` only
+    # for `other`'s gradient); without `requires_grad`, every declared save counts
+    req = requires_grad_values(g, requires_grad) if requires_grad else None
     deferred = []
     for (idx, which), stale in sorted(getattr(g, "stale", {}).items(), key=lambda kv: kv[0][0]):
         site, saved_ver, final_ver = stale[:3]
@@ -37,7 +45,9 @@ def check_inplace(g, differentiated, requires_grad=()):
                 continue
             v, desc = n.output, f"output 0 of {n.prim.grad_fn_name}"
         else:
-            if which not in n.prim.saves:
+            saved = n.prim.saves if req is None else n.prim.saved_for(
+                [_isval(a) and a in req for a in n.inputs])
+            if which not in saved:
                 continue
             v = n.inputs[which]
             p = prod.get(v)

@@ -98,7 +98,7 @@ def vjp(g, wrt=None, values=None, out_mask=None):
             needs = tuple(isinstance(a, Value) and a in req for a in n.inputs)
             if not any(needs):
                 continue
-            saves = n.prim.saves
+            saves = n.prim.saved_for(needs)
             ins = tuple((fwd(a) if isinstance(a, Value) else a) if k in saves else None
                         for k, a in enumerate(n.inputs)) if saves else ()
             out = fwd(n.output) if n.prim.saves_out else None
