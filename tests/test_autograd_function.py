@@ -205,7 +205,7 @@ def test_saved_tensors_are_version_checked(lib):
     x = lib.tensor([0.0, 1.0], requires_grad=True)
     y = fn.MyExp.apply(x)
     y.add_(1)
-    with pytest.raises(RuntimeError, match=r"output 0 of MyExp\w*, is at version 1; expected "
+    with pytest.raises(RuntimeError, match=r"output 0 of MyExp, is at version 1; expected "
                                            r"version 0"):
         y.sum().backward()
 

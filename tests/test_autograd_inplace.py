@@ -97,7 +97,7 @@ def test_modifying_saved_output_raises_naming_the_op(lib):
     a = lib.ones(2, requires_grad=True)
     b = a.exp()
     b.add_(1)
-    with pytest.raises(RuntimeError, match=r"output 0 of Exp\w*, is at version 1; expected "
+    with pytest.raises(RuntimeError, match=r"output 0 of Exp, is at version 1; expected "
                                            r"version 0 instead"):
         b.sum().backward()
 
@@ -123,15 +123,15 @@ def test_saved_tensor_error_message_prefix_equals_torch():
         msgs.append(str(e.value))
     prefix = msgs[0].split("which is")[0]
     assert prefix.startswith("one of the variables needed for gradient computation")
-    assert msgs[1].startswith(prefix + "which is output 0 of Exp")
-    assert "is at version 1; expected version 0 instead" in msgs[1]
+    # the whole sentence up to the hint, node name included ("Exp", not ExpBackward0)
+    assert msgs[1].split(" Hint")[0] == msgs[0].split(" Hint")[0]
 
 
 def test_inplace_after_op_that_saved_its_output_raises(lib):
     x = lib.tensor([0.1, 0.2], requires_grad=True)
     y = x.exp()
     y.sigmoid_().pow_(2)                  # sigmoid_ saved its output; pow_ overwrote it
-    with pytest.raises(RuntimeError, match="output 0 of Sigmoid"):
+    with pytest.raises(RuntimeError, match="output 0 of Sigmoid, "):
         y.sum().backward()
 
 

@@ -101,14 +101,9 @@ def test_compile_time_error_message_starts_like_pytorch(fn):
     cf = tg.compile(lambda x, w: fn(tg, x, w))
     with pytest.raises(RuntimeError) as ei:
         cf(*_inputs(tg))
-    # PyTorch 2.13 names nodes without the "Backward0" suffix ("output 0 of Exp")
+    # the same sentence up to PyTorch's hint, node name included ("output 0 of Exp")
     ours, theirs = str(ei.value), str(theirs)
-    k = theirs.index(", which is") + len(", which is")
-    assert ours[:k] == theirs[:k]
-    node = theirs[k:].split(",")[0].strip()
-    assert ours[k:].split(",")[0].strip() in (node, node + "Backward0")
-    tail = theirs[theirs.index(", is at version"):].split(" Hint")[0]
-    assert tail in ours
+    assert ours.startswith(theirs.split(" Hint")[0])
 
 
 def test_cache_usable_after_compile_time_error():

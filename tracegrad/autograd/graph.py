@@ -176,7 +176,7 @@ def _version_error(t, expected, node, output=False, output_nr=0):
     shape = list(t._data.shape)
     kind = {"float32": "FloatTensor", "float64": "DoubleTensor", "float16": "HalfTensor",
             "int64": "LongTensor", "int32": "IntTensor", "bool": "BoolTensor"}[t._data.dtype.name]
-    which = f"output {output_nr} of {node.name()}" if output else _describe(t)
+    which = f"output {output_nr} of {saved_by(node.name())}" if output else _describe(t)
     return InplaceError(
         "one of the variables needed for gradient computation has been modified by an inplace "
         f"operation: [torch.{kind} {shape}], which is {which}, is at version {t._vc.v}; "
@@ -189,7 +189,16 @@ def _describe(t):
     fn = t._grad_fn
     if fn is None:
         return "a leaf tensor" if t.requires_grad else "a tensor that does not require grad"
-    return f"output {t._output_nr} of {fn.name()}"
+    return f"output {t._output_nr} of {saved_by(fn.name())}"
+
+
+def saved_by(node_name):
+    """How PyTorch's version error names a node: ExpBackward0 -> Exp, SumBackward1 -> Sum1,
+    MyFnBackward -> MyFn (the grad_fn name without "Backward" and a 0 overload index)."""
+    head, sep, tail = node_name.rpartition("Backward")
+    if not sep or not (tail == "" or tail.isdigit()):
+        return node_name
+    return head + ("" if tail == "0" else tail)
 
 
 class AccumulateGrad(Node):

@@ -12,6 +12,7 @@ saving node; a compiled function must then still return its results. Those error
 returned instead, for the compiled backward node to raise when backward runs.
 """
 from .._errors import InplaceError
+from ..autograd.graph import saved_by
 
 _KIND = {"float32": "FloatTensor", "float64": "DoubleTensor", "float16": "HalfTensor",
          "int64": "LongTensor", "int32": "IntTensor", "bool": "BoolTensor"}
@@ -43,7 +44,7 @@ def check_inplace(g, differentiated, requires_grad=()):
         if which == "out":
             if not n.prim.saves_out:
                 continue
-            v, desc = n.output, f"output 0 of {n.prim.grad_fn_name}"
+            v, desc = n.output, f"output 0 of {saved_by(n.prim.grad_fn_name)}"
         else:
             saved = n.prim.saves if req is None else n.prim.saved_for(
                 [_isval(a) and a in req for a in n.inputs])
@@ -55,7 +56,7 @@ def check_inplace(g, differentiated, requires_grad=()):
                 desc = ("a leaf tensor" if v in requires_grad
                         else "a tensor that does not require grad")
             else:                            # eager names the overwriting op's node
-                desc = f"output 0 of {last_fn or p.prim.grad_fn_name}"
+                desc = f"output 0 of {saved_by(last_fn or p.prim.grad_fn_name)}"
         err = InplaceError(
             "one of the variables needed for gradient computation has been modified by an "
             f"inplace operation: [torch.{_KIND[v.type.dtype.name]} {list(v.type.shape)}], which "
