@@ -329,3 +329,62 @@ def test_rand_and_randn_distributions(lib):
     n = lib.randn(20_000).numpy()
     assert u.min() >= 0 and u.max() < 1 and abs(u.mean() - 0.5) < 0.02
     assert abs(n.mean()) < 0.03 and abs(n.std() - 1) < 0.03
+
+
+# ---------------------------------------------------------------- storage and deepcopy
+
+@pytest.mark.parametrize("make", [
+    lambda m: m.ones(2, 3),
+    lambda m: m.ones(2, 3).t(),
+    lambda m: m.arange(24.0).reshape(2, 3, 4)[:, 1:, ::2],
+    lambda m: m.ones(3)[None].expand(4, 3),
+    lambda m: m.ones(4, 5)[1:, 2],
+    lambda m: m.ones(()),
+])
+def test_stride_offset_and_contiguity(lib, make):
+    t = make(lib)
+    ref = make(tg)
+    assert ref.stride() == t.stride()
+    assert ref.is_contiguous() == t.is_contiguous()
+    assert ref.storage_offset() == t.storage_offset()
+    if t.dim():
+        assert ref.stride(-1) == t.stride(-1)
+    assert ref.contiguous().is_contiguous()
+    assert isinstance(t.data_ptr(), int)
+
+
+def test_data_ptr_of_a_view_points_into_its_base(lib):
+    x = lib.zeros(4, 5)
+    assert x[1].data_ptr() == x.data_ptr() + 5 * x.element_size()
+    assert x[1].storage_offset() == 5
+
+
+def test_deepcopy_of_a_used_leaf(lib):
+    import copy
+    x = lib.ones(2, requires_grad=True)
+    (x * 2).sum().backward()
+    y = copy.deepcopy(x)
+    assert y.is_leaf and y.requires_grad and y.grad is not x.grad
+    assert y.grad.tolist() == [2.0, 2.0]
+    (y * 3).sum().backward()                # the copy accumulates on its own
+    assert y.grad.tolist() == [5.0, 5.0] and x.grad.tolist() == [2.0, 2.0]
+    with lib.no_grad():
+        y.add_(1)
+    assert x.tolist() == [1.0, 1.0]
+
+
+def test_deepcopy_keeps_shared_storage(lib):
+    import copy
+    v = lib.zeros(4)
+    w = v[:2]
+    a, b = copy.deepcopy((v, w))
+    a[0] = 5.0
+    assert b.tolist() == [5.0, 0.0] and v.tolist() == [0.0] * 4
+
+
+def test_deepcopy_of_a_non_leaf_raises_like_pytorch(lib):
+    import copy
+    x = lib.ones(2, requires_grad=True)
+    with pytest.raises(RuntimeError, match="Only Tensors created explicitly by the user"):
+        copy.deepcopy(x * 2)
+    assert copy.deepcopy(x).requires_grad       # still usable after the error

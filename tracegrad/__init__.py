@@ -12,6 +12,7 @@ from ._mode import (no_grad, enable_grad, set_grad_enabled, inference_mode,  # n
                     is_grad_enabled, is_inference_mode_enabled)
 from ._tensor import Tensor, Size  # noqa: F401
 from . import _tensor_methods  # noqa: F401  (attaches methods and operators)
+from . import _tensor_storage  # noqa: F401  (stride, is_contiguous, deepcopy, ...)
 from .ops import *  # noqa: F401,F403
 from .ops import abs, pow, round, sum, max, min, any, all  # noqa: F401,A004
 from . import autograd  # noqa: F401
