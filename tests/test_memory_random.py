@@ -273,7 +273,11 @@ def test_random_programs_compiled_with_poisoned_buffers_match_eager(prog, n):
         if isinstance(got, list):
             if unplanned is None:
                 unplanned = got
-            for a, b in zip(got, unplanned):                     # bit for bit
+            for a, b in zip(got, unplanned):
                 assert (a is None) == (b is None)
                 if a is not None:
-                    np.testing.assert_array_equal(a, b)
+                    # a few ulps at most: a planned `out=` buffer is C-ordered, and numpy
+                    # evaluates tanh & co. of a transposed operand with another loop (SIMD
+                    # or not) than when it picks the output layout itself; a read of a
+                    # poisoned (NaN) buffer would still fail here
+                    np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)

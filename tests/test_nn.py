@@ -638,6 +638,67 @@ def test_nll_loss_matches_torch():
               1e-12, 1e-14)
 
 
+@pytest.mark.parametrize("make", [
+    lambda m: m.nn.functional.cross_entropy(m.ones(3, 4, requires_grad=True),
+                                            m.tensor([0, 3, 1])),
+    lambda m: m.nn.functional.cross_entropy(m.ones(3, 4, 2, requires_grad=True),
+                                            m.zeros(3, 2, dtype=m.int64), reduction="none"),
+    lambda m: m.nn.functional.nll_loss(m.ones(3, 4, requires_grad=True), m.tensor([0, 3, 1]),
+                                       reduction="sum"),
+    lambda m: m.nn.functional.mse_loss(m.ones(3, requires_grad=True), m.zeros(3)),
+    lambda m: m.nn.functional.mse_loss(m.ones(3, requires_grad=True), m.zeros(3),
+                                       reduction="none"),
+])
+def test_loss_node_and_printed_loss_match_torch(make):
+    """`print(loss)` in a training loop shows the loss node, as PyTorch's does."""
+    torch = _torch()
+    lg, lt = make(tg), make(torch)
+    assert lg.grad_fn.name() == lt.grad_fn.name()
+    assert repr(lg) == repr(lt)
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_nll_and_mse_second_order_gradients(reduction, weighted):
+    rng = np.random.default_rng(8)
+    y = tg.tensor([0, 3, 2, 2])
+    w = tg.tensor(rng.uniform(0.5, 2, 4)) if weighted else None
+
+    def ce(x):                  # log_softmax makes the Hessian non-zero
+        return F.cross_entropy(x, y, weight=w, ignore_index=2, reduction=reduction)
+
+    def mse(x, t):
+        return F.mse_loss(x, t.expand(4, 3), reduction=reduction)
+    x = tg.tensor(rng.standard_normal((4, 4)), requires_grad=True)
+    t = tg.tensor(rng.standard_normal((1, 3)), requires_grad=True)
+    assert tg.autograd.gradcheck(ce, (x,))
+    assert tg.autograd.gradgradcheck(ce, (x,))
+    x3 = tg.tensor(rng.standard_normal((4, 3)), requires_grad=True)
+    assert tg.autograd.gradcheck(mse, (x3, t))
+    assert tg.autograd.gradgradcheck(mse, (x3, t))
+
+
+def test_compiled_cross_entropy_equals_eager():
+    rng = np.random.default_rng(9)
+    w1 = tg.tensor(rng.standard_normal((5, 4)), requires_grad=True)
+
+    def loss(x, y):
+        return F.cross_entropy(x @ w1, y, ignore_index=1) + F.mse_loss(x @ w1, x[:, :4])
+    cl = tg.compile(loss)
+    for _ in range(2):
+        x, y = tg.tensor(rng.standard_normal((6, 5))), tg.tensor(rng.integers(0, 4, 6))
+        w1.grad = None
+        lc = cl(x, y)
+        lc.backward()
+        gc = w1.grad.numpy().copy()
+        w1.grad = None
+        le = loss(x, y)
+        le.backward()
+        # (cse merges the two `x @ w1`, so the gradient sums in another order: ulps apart)
+        np.testing.assert_allclose(lc.item(), le.item(), rtol=1e-13)
+        np.testing.assert_allclose(gc, w1.grad.numpy(), rtol=1e-12, atol=1e-15)
+
+
 def test_loss_weight_is_a_buffer():
     ce = nn.CrossEntropyLoss(weight=tg.ones(3))
     assert list(ce.state_dict()) == ["weight"]

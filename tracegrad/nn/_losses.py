@@ -9,6 +9,7 @@ an ignored row holding -inf neither poisons the value nor the gradient.
 import warnings
 
 from .. import ops as O
+from ..ops import loss as _loss
 from .._errors import (TracegradIndexError, TracegradRuntimeError, TracegradValueError,
                        op_error)
 
@@ -38,10 +39,10 @@ def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", we
                       f"size ({input.shape}). This will likely lead to incorrect results due "
                       "to broadcasting. Please ensure they have the same size.", stacklevel=2)
     reduction = _reduction(reduction, size_average, reduce)
+    if weight is None:
+        return _loss.mse_loss(input, target, reduction)
     diff = O.sub(input, target)
     sq = O.mul(diff, diff)
-    if weight is None:
-        return _reduce(sq, reduction)
     if tuple(weight.shape) != tuple(input.shape):
         raise TracegradValueError("Weights and input must have the same size.")
     sq = O.mul(sq, weight)
@@ -122,8 +123,13 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
     reduction = _reduction(reduction, size_average, reduce)
     scores, t, shape = _flatten(input, target)
     _check(t, scores.shape[1], ignore_index, weight)
-    loss, w_eff, _ = _pick(scores, t, weight, ignore_index)
-    return _weighted_reduce(loss, w_eff, reduction, shape)
+    return _nll(scores, t, weight, ignore_index, reduction, shape)
+
+
+def _nll(scores, t, weight, ignore_index, reduction, shape):
+    """The one NllLossBackward0 node, reshaped to the target's layout for 'none'."""
+    loss = _loss.nll_loss(scores, t, weight, reduction, ignore_index)
+    return O.reshape(loss, shape) if reduction == "none" else loss
 
 
 def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100,
@@ -146,10 +152,10 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
     scores, t, shape = _flatten(logp, target)
     n_classes = scores.shape[1]
     _check(t, n_classes, ignore_index, weight)
-    loss, w_eff, valid = _pick(scores, t, weight, ignore_index)
-    nll = _weighted_reduce(loss, w_eff, reduction, shape)
+    nll = _nll(scores, t, weight, ignore_index, reduction, shape)
     if label_smoothing == 0.0:
         return nll
+    _, w_eff, valid = _pick(scores, t, weight, ignore_index)
     # Smoothing term: uniform target over classes, each class weighted by weight[c].
     per_class = scores if weight is None else O.mul(scores, weight)
     smooth = O.where(valid, O.neg(O.sum(per_class, 1)), 0.0)

@@ -12,3 +12,4 @@ from .shape import (sum_to, expand, broadcast_to, broadcast_tensors, view, resha
 from .creation import *  # noqa: F401,F403
 from .creation import Generator, default_generator  # noqa: F401
 from .conv import im2col, col2im  # noqa: F401
+from . import loss as _loss  # noqa: F401  (primitives used by nn.functional's losses)

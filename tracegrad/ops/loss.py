@@ -1,0 +1,104 @@
+"""Loss primitives: `nll_loss` over (M, C) log-probabilities and `mse_loss`.
+
+PyTorch records each loss as one node (`NllLossBackward0`, `MseLossBackward0`), and a printed
+loss shows it (`tensor(2.3026, grad_fn=<NllLossBackward0>)`), so they are primitives here
+too, with VJPs written in tracegrad ops (differentiable again, traceable). The argument
+checks and layouts live in `nn/_losses.py`.
+
+nll_loss operands: scores (M, C), targets (M,) integer, and per-class weights (C,) or the
+Python number 1.0; attributes `reduction` ("none", "sum", "mean") and `ignore_index`.
+'mean' divides by the summed weights of the non-ignored targets (PyTorch's rule). Ignored
+rows are masked (never multiplied by zero), so a -inf there poisons neither value nor
+gradient. The weights get no gradient (PyTorch does not differentiate them either).
+"""
+import numpy as np
+
+from .._dispatch import dispatch
+from . import elementwise as E
+from .primitive import Primitive, promote
+from .reduction import sum as _sum
+from .shape import INDEX_BACKWARD, Slot, getitem
+
+
+def _row_weights(t, w, ignore_index):
+    """(valid rows, safe targets, weight per row: 0 where ignored) as numpy arrays."""
+    valid = t != ignore_index
+    safe = np.where(valid, t, 0)
+    wr = w[safe] if isinstance(w, np.ndarray) else np.ones(t.shape, np.float64)
+    return valid, safe, np.where(valid, wr, 0)
+
+
+def _nll_kernel(scores, t, w, reduction, ignore_index):
+    valid, safe, wr = _row_weights(t, w, ignore_index)
+    picked = scores[np.arange(scores.shape[0]), safe]
+    with np.errstate(all="ignore"):
+        per = np.where(valid, -picked * wr.astype(scores.dtype), 0).astype(scores.dtype)
+        if reduction == "none":
+            return per
+        total = per.sum(dtype=scores.dtype)
+        if reduction == "sum":
+            return np.asarray(total)
+        return np.asarray(total / wr.sum(dtype=scores.dtype))
+
+
+def _nll_vjp(g, ins, out, n):
+    _, t, w = ins
+    reduction, ignore = n.attrs["reduction"], n.attrs["ignore_index"]
+    m, c = n.shapes[0]
+    valid = E.ne(t, ignore)
+    safe = E.where(valid, t, 0)
+    if isinstance(w, (int, float)):
+        wr = valid.to(g.dtype)
+    else:
+        wr = E.where(valid, getitem(w, safe), 0.0).to(g.dtype)
+    coef = E.neg(wr)
+    if reduction == "mean":
+        coef = E.div(coef, _sum(wr))
+    rows = E.where(valid, E.mul(coef, g), 0.0)
+    from .creation import arange
+    grad = dispatch(INDEX_BACKWARD, (rows, arange(m), safe),
+                    {"shape": (m, c), "key": (Slot(0), Slot(1))})
+    return grad, None, None
+
+
+NLL_LOSS = Primitive("nll_loss", _nll_kernel, vjp=_nll_vjp, saves=(1, 2),
+                     grad_fn_name="NllLossBackward0")
+
+
+def nll_loss(scores, target, weight=None, reduction="mean", ignore_index=-100):
+    """Primitive nll_loss on (M, C) scores and (M,) targets (see the module docstring)."""
+    return dispatch(NLL_LOSS, (scores, target, 1.0 if weight is None else weight),
+                    {"reduction": reduction, "ignore_index": int(ignore_index)})
+
+
+def _mse_kernel(x, y, reduction):
+    d = np.subtract(x, y)
+    sq = np.multiply(d, d, out=d)
+    if reduction == "none":
+        return sq
+    return np.asarray(sq.sum() if reduction == "sum" else sq.mean(dtype=sq.dtype))
+
+
+def _mse_vjp(g, ins, out, n):
+    x, y = ins
+    reduction = n.attrs["reduction"]
+    d = E.sub(x, y)
+    scale = 2.0
+    if reduction == "mean":
+        size = 1
+        for s in np.broadcast_shapes(n.shapes[0], n.shapes[1]):
+            size *= s
+        scale = 2.0 / size
+    gd = E.mul(E.mul(d, scale), g)
+    a, b = n.needs
+    return (E._st(gd, n.shapes[0]) if a else None,
+            E._st(E.neg(gd), n.shapes[1]) if b else None)
+
+
+MSE_LOSS = Primitive("mse_loss", _mse_kernel, vjp=_mse_vjp, saves=(0, 1), dtype_rule=promote,
+                     grad_fn_name="MseLossBackward0")
+
+
+def mse_loss(input, target, reduction="mean"):
+    """Primitive mse_loss: `(input - target) ** 2` reduced by `reduction`."""
+    return dispatch(MSE_LOSS, (input, target), {"reduction": reduction})
