@@ -808,3 +808,16 @@ def test_simple_initializers():
     assert abs(n.mean() - 3.0) < 0.05 and abs(n.std() - 0.5) < 0.05
     with pytest.raises(ValueError, match="Mode"):
         init.kaiming_uniform_(tg.empty(2, 2), mode="fan_avg")
+
+
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_gelu_is_one_node_with_exact_second_order(approximate):
+    x = tg.tensor(np.linspace(-4, 4, 9), requires_grad=True)
+    y = F.gelu(x, approximate=approximate)
+    assert y.grad_fn.name() == "GeluBackward0"
+    assert tg.autograd.gradcheck(lambda t: F.gelu(t, approximate=approximate), (x,))
+    assert tg.autograd.gradgradcheck(lambda t: F.gelu(t, approximate=approximate), (x,))
+    cg = tg.compile(lambda t: F.gelu(t, approximate=approximate).sum())
+    g1, = tg.autograd.grad(cg(x), x)
+    g2, = tg.autograd.grad(F.gelu(x, approximate=approximate).sum(), x)
+    np.testing.assert_allclose(g1.numpy(), g2.numpy(), rtol=1e-14)

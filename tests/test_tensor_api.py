@@ -388,3 +388,23 @@ def test_deepcopy_of_a_non_leaf_raises_like_pytorch(lib):
     with pytest.raises(RuntimeError, match="Only Tensors created explicitly by the user"):
         copy.deepcopy(x * 2)
     assert copy.deepcopy(x).requires_grad       # still usable after the error
+
+
+@pytest.mark.parametrize("key", [None, (Ellipsis, None), (slice(None), None), (None, Ellipsis),
+                                 (0, None), (None, None), (slice(0, 1), None, 2),
+                                 (None, 1, Ellipsis, slice(None, None, 2), None)])
+def test_new_axis_indexing_is_unsqueeze_like_pytorch(key):
+    """`x[None]`, `x[..., None]`: the same values, view, gradient and node as PyTorch."""
+    torch = pytest.importorskip("torch")
+    data = np.arange(24.0).reshape(2, 3, 4)
+    xs = [lib.tensor(data, requires_grad=True) for lib in (tg, torch)]
+    ys = [x[key] for x in xs]
+    assert tuple(ys[0].shape) == tuple(ys[1].shape)
+    np.testing.assert_array_equal(ys[0].detach().numpy(), ys[1].detach().numpy())
+    assert ys[0].grad_fn.name() == ys[1].grad_fn.name()
+    for y in ys:
+        (y * y).sum().backward()
+    np.testing.assert_array_equal(xs[0].grad.numpy(), xs[1].grad.numpy())
+    v = tg.zeros(2, 3)
+    v[None][0, 1, 2] = 5.0                    # still a view of v
+    assert v[1, 2].item() == 5.0

@@ -5,12 +5,12 @@ come from the primitives' VJP rules and a tracer records these functions like an
 code. Random masks come from `tracegrad.rand` (the seeded generator, recorded as an op).
 Loss functions live in `_losses.py` and are re-exported here.
 """
-import math
 import warnings
 
 from .. import _dtype as D
 from .. import _mode
 from .. import ops as O
+from ..ops import elementwise as E
 from .._errors import TracegradRuntimeError, TracegradValueError, op_error
 from ._losses import cross_entropy, mse_loss, nll_loss  # noqa: F401
 
@@ -153,12 +153,8 @@ def sigmoid(input):
 
 def gelu(input, approximate="none"):
     """Gaussian error linear unit: exact `x * Phi(x)` (erf) or the 'tanh' approximation."""
-    if approximate == "none":
-        return O.mul(O.mul(input, 0.5), O.add(O.erf(O.mul(input, 1.0 / math.sqrt(2.0))), 1.0))
-    if approximate == "tanh":
-        inner = O.mul(O.add(input, O.mul(O.mul(O.mul(input, input), input), 0.044715)),
-                      math.sqrt(2.0 / math.pi))
-        return O.mul(O.mul(input, 0.5), O.add(O.tanh(inner), 1.0))
+    if approximate in ("none", "tanh"):
+        return E._gelu(input, approximate)
     raise op_error(TracegradRuntimeError, "gelu",
                    "approximate argument must be either none or tanh.")
 

@@ -635,6 +635,38 @@ ERF = _unary("erf", _erf_kernel, _erf_vjp, saves=(0,))
 erf = _mk_unary(ERF)
 
 
+# gelu: one node (GeluBackward0) as in PyTorch; exact (erf) or the tanh approximation
+_SQRT_HALF, _SQRT_2_PI = 1.0 / math.sqrt(2.0), math.sqrt(2.0 / math.pi)
+
+
+def _gelu_kernel(x, approximate):
+    if approximate == "tanh":
+        inner = (x + x * x * x * 0.044715) * _SQRT_2_PI
+        return x * 0.5 * (np.tanh(inner) + 1.0)
+    return x * 0.5 * (_erf_kernel(x * _SQRT_HALF) + 1.0)
+
+
+def _gelu_vjp(g, ins, out, n):
+    x = ins[0]
+    if n.attrs["approximate"] == "tanh":
+        t = tanh(mul(add(x, mul(mul(mul(x, x), x), 0.044715)), _SQRT_2_PI))
+        du = mul(add(mul(mul(x, x), 3 * 0.044715), 1.0), _SQRT_2_PI)
+        d = add(mul(add(t, 1.0), 0.5), mul(mul(mul(x, 0.5), sub(1.0, mul(t, t))), du))
+    else:
+        cdf = mul(add(erf(mul(x, _SQRT_HALF)), 1.0), 0.5)
+        pdf = mul(exp(mul(mul(x, x), -0.5)), 1.0 / math.sqrt(2.0 * math.pi))
+        d = add(cdf, mul(x, pdf))
+    return (mul(g, d),)
+
+
+GELU = _unary("gelu", _quiet(_gelu_kernel), _gelu_vjp, saves=(0,), grad_fn_name="GeluBackward0")
+
+
+def _gelu(input, approximate="none"):
+    """Gaussian error linear unit: `nn.functional.gelu` (torch has no top-level gelu)."""
+    return dispatch(GELU, (input,), {"approximate": approximate})
+
+
 def round(input, *, decimals=0):
     if decimals:
         return dispatch(ROUND_DECIMALS, (input,), {"decimals": decimals})

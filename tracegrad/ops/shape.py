@@ -612,9 +612,31 @@ def getitem(x, key):
     """`x[key]`: basic indexing gives a view; integer-array / bool-mask indexing a copy."""
     k, tensors, adv = _normalize_key(x, key)
     if not adv:
+        if any(i is None for i in k):
+            return _with_new_axes(x, k)
         prim = SELECT if any(isinstance(i, int) for i in k) else SLICE
         return dispatch(prim, (x,), {"key": k})
     return dispatch(INDEX, (x,) + tensors, {"key": k})
+
+
+def _with_new_axes(x, k):
+    """Basic indexing with `None`s, recorded as PyTorch records it: left to right, one
+    unsqueeze per new axis and one select/slice per other entry (full slices are free)."""
+    covered = x.ndim - sum(1 for i in k if i is not None and i is not Ellipsis)
+    y, pos = x, 0                    # pos: the dim of `y` the next entry applies to
+    for i in k:
+        if i is None:
+            y = unsqueeze(y, pos)
+            pos += 1
+        elif i is Ellipsis:
+            pos += covered
+        elif isinstance(i, slice):
+            if i != slice(None):
+                y = dispatch(SLICE, (y,), {"key": (slice(None),) * pos + (i,)})
+            pos += 1
+        else:
+            y = dispatch(SELECT, (y,), {"key": (slice(None),) * pos + (i,)})
+    return y
 
 
 def setitem(x, key, value, prim=None):
