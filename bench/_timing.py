@@ -3,44 +3,76 @@
 Note [Interleaving]
 On a shared machine the speed of the CPU drifts (other processes, frequency changes). Timing
 implementation A for a while and then B for a while puts that drift into the A/B ratio.
-`interleaved` instead runs every case once per round, round-robin, for many rounds, so
-every case sees the same conditions; medians over rounds then discard the outliers (a
-garbage collection, a context switch) without averaging them in.
+`interleaved` instead runs every case once per round, for many rounds, so every case sees
+the same conditions; medians over rounds then discard the outliers (a garbage collection,
+a context switch) without averaging them in.
+
+Each round visits the cases in a fresh random order (seeded, so runs are repeatable).
+Rotating one fixed order would not do: a rotation keeps every case's neighbours, so one
+case would always run right after the same other case and inherit its after-effects.
+
+Note [Thread pools]
+numpy's OpenBLAS and PyTorch's OpenMP each keep worker threads that busy-wait for a while
+after a parallel call (OpenBLAS for about 2**28 cycles, ~0.1 s). On 2 cores, a case that
+runs while the *other* library's workers still spin gets a fraction of the machine: measured
+here, hand-written numpy timed right after PyTorch ran 2.4x slower than alone, and PyTorch
+timed right after numpy up to 20x slower. So before its timed calls every case first runs
+untimed for `settle` seconds (its own pool wakes, a foreign OpenMP pool goes quiet), and
+the cases named in `apart` (those with a thread pool of their own, e.g. PyTorch) run at the
+start of each round after a `pause` long enough for OpenBLAS's workers to fall asleep. With
+both, every implementation's median matches its median measured alone in a process.
 
 Garbage collection stays enabled: a library that allocates more objects pays for it in
 real programs too, so hiding it would flatter the slower side.
 """
+import random
 import statistics
 import time
 
 _clock = time.perf_counter
 
 
-def interleaved(cases, rounds, *, warmup=3, inner=1):
-    """Time each callable in `cases` ({name: fn()}) once per round, round-robin.
+def interleaved(cases, rounds, *, warmup=3, inner=1, settle=0.0, apart=(), pause=0.2,
+                seed=0):
+    """Time each callable in `cases` ({name: fn()}) once per round, in a random order.
 
     Returns {name: [seconds per call, one sample per round]}. Each sample is the mean of
     `inner` back-to-back calls (raise `inner` when one call is near the clock's resolution).
+    `settle` seconds of untimed calls precede every sample; cases named in `apart` run first
+    in each round, each after sleeping `pause` seconds (Note [Thread pools]).
 
     >>> s = interleaved({"noop": lambda: None}, rounds=5)
     >>> len(s["noop"])
     5
     """
     names = list(cases)
+    together = [n for n in names if n not in apart]
+    separate = [n for n in names if n in apart]
     for _ in range(warmup):
         for n in names:
             cases[n]()
+    rng = random.Random(seed)
     samples = {n: [] for n in names}
-    for r in range(rounds):
-        # rotate the starting case so none always runs right after the same neighbour
-        k = r % len(names)
-        for n in names[k:] + names[:k]:
-            fn = cases[n]
-            t0 = _clock()
-            for _ in range(inner):
-                fn()
-            samples[n].append((_clock() - t0) / inner)
+    for _ in range(rounds):
+        for n in separate:
+            time.sleep(pause)
+            samples[n].append(_sample(cases[n], inner, settle))
+        for n in rng.sample(together, len(together)):
+            samples[n].append(_sample(cases[n], inner, settle))
     return samples
+
+
+def _sample(fn, inner, settle):
+    """Seconds per call of `fn`, averaged over `inner` calls, after `settle` s untimed."""
+    if settle:
+        end = _clock() + settle
+        fn()
+        while _clock() < end:
+            fn()
+    t0 = _clock()
+    for _ in range(inner):
+        fn()
+    return (_clock() - t0) / inner
 
 
 def medians(samples):

@@ -1,6 +1,7 @@
 """Compiled programs vs hand-written numpy (the limit), tracegrad eager and PyTorch eager.
 
-Cases, each timed interleaved in one run (bench/_timing.py, Note [Interleaving]):
+Cases, each timed interleaved in one run (bench/_timing.py, Note [Interleaving]; the MLP
+steps also follow Note [Thread pools], since numpy's and PyTorch's BLAS threads interfere):
 - MLP training step (forward, softmax cross-entropy, backward, SGD) at
   batch 32 64-64-10, batch 64 784-128-10 and batch 256 784-512-512-10;
 - the tutorial loop (`while y.data.norm() < 1000: y = y * 2`, then `y.backward(v)`);
@@ -192,7 +193,8 @@ def main():
         cases, first = mlp_cases(batch, sizes)
         r = rounds if batch < 256 else max(5, rounds // 4)
         meds = report(f"MLP step batch {batch} {'-'.join(map(str, sizes))}",
-                      T.interleaved(cases, r, inner=5 if batch < 256 else 1))
+                      T.interleaved(cases, r, inner=5 if batch < 256 else 1, settle=0.01,
+                                    apart=("torch eager",)))
         summary.append((f"MLP {batch} {'-'.join(map(str, sizes))}", meds))
         if sizes == (784, 128, 10):
             print(f"first-call compile time (trace + passes + codegen): {first * 1e3:.0f} ms")

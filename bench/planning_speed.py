@@ -36,7 +36,7 @@ def main():
             cases[mode] = (lambda s, p: lambda: s(p, x, y))(step, ps)
         big = batch * sizes[1] > 100_000
         meds = T.medians(T.interleaved(cases, max(8, a.rounds // (4 if big else 1)),
-                                       inner=1 if big else 5))
+                                       inner=1 if big else 5, settle=0.01))
         rows.append([f"{len(sizes) - 1}x{sizes[1]} batch {batch}", meds["off"] * 1e6,
                      meds["balanced"] * 1e6, meds["balanced"] / meds["off"]])
     print(T.format_table(["MLP step", "planning off us", "balanced us", "balanced / off"],
