@@ -142,6 +142,35 @@ def test_training_step_plan_reuses_memory_and_updates_parameters_in_place():
     assert [p._version for p in (w1, b1, w2)] == [v + 1 for v in vers]
 
 
+def _detached_step(w1, b1, w2, x, y):
+    loss = ((x @ w1 + b1).tanh() @ w2 - y).pow(2).mean()
+    grads = tg.autograd.grad(loss, (w1, b1, w2))
+    with tg.no_grad():
+        for p, g in zip((w1, b1, w2), grads):
+            p.sub_(0.1 * g)
+    return loss.detach()
+
+
+def test_every_parameter_update_is_written_in_place():
+    """w2's gradient exists before the hidden layer's gradient reads the old w2; the update
+    waits for that read (schedule_memory), so it too goes straight into w2's array instead
+    of a fresh buffer copied back after the program."""
+    ps, x, y = _step_args()
+    eager_ps = [p.detach().clone().requires_grad_() for p in ps]
+    step = tg.compile(_detached_step)
+    step(*ps, x, y)
+    path = step.programs[0]
+    _check_consistent(path.part.forward, path.forward_plan)
+    assert len(path.forward_plan.into_input) == len(path.part.mutations) == 3
+    data = [p._data for p in ps]
+    step(*ps, x, y)                              # the planned program, not the trace
+    assert all(p._data is d for p, d in zip(ps, data))
+    for _ in range(2):
+        _detached_step(*eager_ps, x, y)
+    for p, e in zip(ps, eager_ps):
+        np.testing.assert_array_equal(p.detach().numpy(), e.detach().numpy())
+
+
 def test_forward_and_backward_plans_of_a_loss():
     ws = [tg.tensor(_arr(128, 128, scale=0.1), requires_grad=True) for _ in range(2)]
     x = tg.tensor(_arr(128, 128))

@@ -123,7 +123,7 @@ class CompiledPath:
         protected |= {i for i, v in enumerate(part.forward.inputs) if v in part.forward.outputs}
         self.forward_plan = self.backward_plan = None
         if memory != "off":
-            part.forward = schedule_memory(part.forward)
+            part.forward = schedule_memory(part.forward, protected_inputs=protected)
             self.forward_plan = plan_memory(part.forward, protected_inputs=protected)
             if part.backward is not None:
                 part.backward = schedule_memory(part.backward)

@@ -7,14 +7,24 @@ across one, so a failed guard never sees side effects of later nodes), random dr
 their relative order, and the result is kept only if its lower bound is not worse than the
 original order's. Typical win: in a compiled training step, each parameter update moves up
 next to the gradient it consumes, so gradients die one at a time instead of all at the end.
+
+An update of a program input that `plan_memory` could write straight into the input's buffer
+(`into_input`: same type, elementwise, `out=`-capable, input not protected) waits for every
+other reader of the input's old value in its segment: run earlier it would need a fresh
+buffer of the input's size, alive until the copy-back at the end of the program, and one
+copy more. (A training step reads `W` for the next layer's gradient after `W`'s own
+gradient exists; the update must come after that read to happen in place.)
 """
 
 from ..ir.graph import Guard
 from .liveness import liveness
+from .plan_memory import accepts_out, elementwise
 
 
-def schedule_memory(g):
-    """Return a copy of `g` in a memory-friendly order (see module docstring)."""
+def schedule_memory(g, protected_inputs=()):
+    """Return a copy of `g` in a memory-friendly order (see module docstring).
+
+    `protected_inputs`: indexes of inputs never written in place (as for `plan_memory`)."""
     n = len(g.nodes)
     if n < 3:
         return g
@@ -54,6 +64,7 @@ def schedule_memory(g):
         r = storage[gd.value]
         if r not in inputs:
             remaining[r] = remaining.get(r, 0) + 1
+    _updates_after_readers(g, storage, prod, deps, users, seg_of, protected_inputs)
     indeg = [len(d) for d in deps]
     order = []
     for seg in range(len(barriers)):
@@ -85,6 +96,36 @@ def schedule_memory(g):
     out.pass_log.append(("schedule_memory", {"lower_bound_before": before.lower_bound,
                                              "lower_bound_after": liveness(out).lower_bound}))
     return out
+
+
+def _updates_after_readers(g, storage, prod, deps, users, seg_of, protected_inputs):
+    """Add edges: reader of an input's old value -> the node that can update it in place."""
+    index = {v: k for k, v in enumerate(g.inputs)}
+    in_readers = {}
+    for i, node in enumerate(g.nodes):
+        for a in node.value_inputs():
+            if storage[a] in index:
+                in_readers.setdefault(storage[a], set()).add(i)
+    for tgt, final in getattr(g, "mutations", ()):
+        p = prod.get(final)
+        if (p is None or index.get(tgt) in protected_inputs or tgt.type != final.type):
+            continue
+        prim = g.nodes[p].prim
+        if prim.aliases is not None or not (elementwise(prim) and accepts_out(prim)):
+            continue
+        readers = in_readers.get(tgt, set()) - {p}
+        if any(seg_of[r] > seg_of[p] for r in readers):
+            continue                    # a guard comes between: never in place anyway
+        below, todo = set(), [p]        # p's descendants: an edge from them makes a cycle
+        while todo:
+            for u in users[todo.pop()]:
+                if u not in below:
+                    below.add(u)
+                    todo.append(u)
+        for r in readers - below:
+            if r not in deps[p]:
+                deps[p].add(r)
+                users[r].append(p)
 
 
 def _net(node, storage, remaining, inputs, escaping):
