@@ -197,6 +197,30 @@ def test_inplace_edge_red_view_edge_dotted():
     assert "!" in labels[by_prim["add_"]]                        # as str(graph) marks it
 
 
+class _Holder:
+    pass
+
+
+def test_unnamed_inputs_are_named_as_str_graph_names_them():
+    """A tensor reached through an attribute has no name; the drawing must call it what
+    `str(graph)` and explain() call it (`%captured1`), never a bare number that is also the
+    name of a node's result."""
+    holder = _Holder()
+    holder.w = tg.ones(3, requires_grad=True)
+
+    def f(x):
+        return (x * holder.w).exp().sum()
+    g = tg.trace(f, tg.ones(3))
+    assert "mul(%x, %captured1)" in str(g)
+    labels = [lab for lab, _ in dot_nodes(viz.to_dot(g).source).values()]
+    assert r"%captured1\nf32[3]" in labels and r"mul(%x, %captured1)\n%0: f32[3]" in labels
+    cf = tg.compile(f)
+    cf(tg.ones(3)).backward()
+    labels = [lab for lab, _ in dot_nodes(viz.to_dot(cf.programs[0]).source).values()]
+    assert r"mul(%x, %captured1)\n%0: f32[3]" in labels
+    assert r"grad %captured1\nf32[3]" in labels
+    assert not any(lab.startswith("%1") for lab in labels)
+
 def guarded(x, w):
     y = x * w
     if y.sum() > 0:

@@ -19,6 +19,7 @@ passes/plan_memory.py) or, for a bare Graph, the `plan=` given.
 import warnings
 
 from ..ir.printer import format_literal
+from ..ir.printer import value_names as printed_names
 from .drawing import Drawing
 from .style import Ids, buffer_color, short, site_str
 
@@ -116,7 +117,8 @@ def draw_graph(d, g, ids, cluster, *, buffers=None, input_kind=None, pre=None, a
         if v in src:
             continue
         kind = input_kind(k, v) if input_kind else "input"
-        role = f" ({v.role})" if v.role not in (None, "arg") else ""
+        # a role the generated name already says (`%captured1`) is not repeated
+        role = f" ({v.role})" if v.role not in (None, "arg") and v.name is not None else ""
         src[v] = d.add(ids.new("v"), kind, [f"%{names[v]}{role}", str(v.type)],
                        cluster=cluster, **_buffer_style(buffers, v, None))
     guards = {}
@@ -176,13 +178,10 @@ def op_text(n, names):
 
 
 def value_names(g):
-    """Printed names: inputs keep theirs, node outputs are numbered in order (as str(g))."""
-    names = {}
-    for v in g.inputs:
-        names[v] = v.name if v.name is not None else str(len(names))
-    for i, n in enumerate(g.nodes):
-        names[n.output] = str(i)
-    return names
+    """Printed names, exactly as `str(g)` and explain() print them: inputs keep theirs (an
+    unnamed input is `captured1`, `in0`, ..., never a bare number that would collide with
+    a node's result), node outputs are numbered in order."""
+    return printed_names(g)
 
 
 def _is_value(a):
