@@ -2,7 +2,7 @@
 reduction, matmul and in-place ops, with data-dependent `if t.sum() > 0:` branches and
 bounded `while` loops on tensor values. Each program is compiled and called several times on
 new inputs (so different paths are taken and cached paths reused); values and gradients must
-equal eager execution's."""
+equal eager execution's, and PyTorch's running the very same program."""
 import numpy as np
 import pytest
 
@@ -64,8 +64,10 @@ def programs(draw):
     return stmts, outs
 
 
-def run_program(prog, x, w):
-    """Interpret a generated program with tracegrad ops (traced when compiled)."""
+def run_program(prog, x, w, binary=None):
+    """Interpret a generated program with tracegrad ops (traced when compiled); `binary`
+    replaces BINARY to run the very same program on PyTorch tensors."""
+    binary = BINARY if binary is None else binary
     stmts, outs = prog
     env = [x, w]
     for s in stmts:
@@ -73,7 +75,7 @@ def run_program(prog, x, w):
         if kind == "unary":
             env.append(UNARY[s[1]](env[s[2]]))
         elif kind == "binary":
-            env.append(BINARY[s[1]](env[s[2]], env[s[3]]))
+            env.append(binary[s[1]](env[s[2]], env[s[3]]))
         elif kind == "reduce":
             env.append(REDUCE[s[1]](env[s[2]]) + env[s[3]])
         elif kind == "if":
@@ -142,6 +144,34 @@ def test_random_programs_compiled_equal_eager(prog, seed):
     assert cf.stats.cache_hits >= 1
     assert cf.stats.traces == len(cf.programs)
 
+
+@settings(max_examples=30, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(prog=programs(), seed=st.integers(0, 2 ** 16))
+def test_random_programs_compiled_match_torch(prog, seed):
+    """The third side of compiled == eager == PyTorch: the same generated programs (with
+    their data-dependent `if` and `while`) run on PyTorch give the compiled values and
+    gradients."""
+    torch = pytest.importorskip("torch")
+    binary = dict(BINARY, max=lambda a, b: torch.maximum(a, b),
+                  where=lambda a, b: torch.where(a > b, a, b * 0.5))
+    rng = np.random.default_rng(seed)
+    cf = tg.compile(run_program, cache_limit=64)
+    for _ in range(3):
+        x0, w0 = rng.standard_normal((2, 3, 3))
+        c_outs, c_gx, c_gw = _call(cf, prog, x0, w0)
+        xt = torch.tensor(x0, requires_grad=True)
+        wt = torch.tensor(w0, requires_grad=True)
+        t_outs = run_program(prog, xt, wt, binary)
+        sum(((o * (k + 1)).sum() for k, o in enumerate(t_outs)),
+            torch.tensor(0.0, dtype=torch.float64)).backward()
+        assert len(c_outs) == len(t_outs)
+        for a, b in zip(c_outs, t_outs):
+            np.testing.assert_allclose(a, b.detach().numpy(), rtol=1e-7, atol=1e-9)
+        for g, gt in ((c_gx, xt.grad), (c_gw, wt.grad)):
+            assert (g is None) == (gt is None)
+            if g is not None:
+                np.testing.assert_allclose(g.numpy(), gt.numpy(), rtol=1e-7, atol=1e-9)
 
 @settings(max_examples=25, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.too_slow])
