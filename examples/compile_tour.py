@@ -13,6 +13,7 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import tracegrad as tg  # noqa: E402
+from tracegrad.ir.printer import value_names  # noqa: E402
 
 
 def section(title):
@@ -75,7 +76,8 @@ def mlp_demo():
     print(path.part.forward)
     print("\nbackward IR (derived by the vjp pass from the primitives' own VJP rules):")
     print(path.part.backward)
-    print("\nsaved for backward:", ", ".join(f"{v!r}: {v.type}" for v in path.part.saved))
+    names = value_names(path.part.forward)     # the %names the listing above prints
+    print("\nsaved for backward:", ", ".join(f"%{names[v]}: {v.type}" for v in path.part.saved))
     if path.forward_plan is not None:
         print("forward memory plan:", path.forward_plan.summary())
     print("\ngenerated forward code:")

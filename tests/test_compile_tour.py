@@ -23,3 +23,17 @@ def test_compile_tour_runs_and_shows_paths_ir_and_code():
     compiled, eager = [float(s) for s in
                        text.split("loss compiled ")[1].split(";")[0].split(" == eager ")]
     assert compiled == eager
+
+
+def test_compile_tour_names_saved_values_as_the_printed_ir_does():
+    out = subprocess.run([sys.executable, os.path.join(ROOT, "examples", "compile_tour.py")],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    text = out.stdout
+    forward = text.split("forward IR (")[1].split("backward IR (")[0]
+    saved = text.split("saved for backward: ")[1].splitlines()[0]
+    names = [item.split(":")[0] for item in saved.split(", ")]
+    assert len(names) >= 3
+    for name in names:          # `%2: f32[5,8]` must be the %2 the listing above defines
+        assert f"  {name}: " in forward or f"({name}: " in forward or f", {name}: " in forward, \
+            (name, forward)
