@@ -207,8 +207,13 @@ def build(graph, name=None, keep_inputs=True, plan=None, poison=False):
         if getattr(kernel, "quiet_raw", None) is not None:
             kernel = kernel.quiet_raw        # Note [Quiet programs]
             em.quiet = True
+        args = [em.operand(a, names) for a in n.inputs]
+        static = n.prim.specialize(n) if n.prim.specialize is not None else None
+        if static is not None:               # Note [Static kernels] in ops/primitive.py
+            kernel = static
+        else:
+            args += em.attrs(n.attrs)
         kern = em.bind(kernel, f"k_{_ident(n.prim.name)}_")
-        args = [em.operand(a, names) for a in n.inputs] + em.attrs(n.attrs)
         if plan is not None:
             if i in plan.into_input:
                 args.append(f"out=i{plan.into_input[i]}")

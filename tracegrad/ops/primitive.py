@@ -17,6 +17,16 @@ Which operands are saved: `saves` (always), or `saves_for={operand: operands its
 reads}`, so a node keeps only what the gradients it will compute need. PyTorch's
 MulBackward0 keeps `self` only when `other` requires grad; overwriting `self` in place
 afterwards is then no error, and users rely on that.
+
+Note [Static kernels]
+Eager execution learns shapes, dtypes and index layouts anew on every call; a compiled
+program knows them in advance. `specialize(node)`, when declared, receives an IR node (typed
+operands, attributes) and returns a kernel with those facts worked out once, or None to keep
+the generic kernel. The specialized kernel takes the node's operands only (its
+attributes are baked in), plus `out=` when the generic kernel accepts it; it computes
+exactly what the generic kernel computes, and runs with numpy's warnings already off when
+the generic kernel is quiet. Code generation uses it; eager dispatch and the reference IR
+interpreter keep the generic kernel, so tests comparing them check every specialization.
 """
 import numpy as np
 
@@ -31,12 +41,12 @@ class Primitive:
     __slots__ = ("name", "kernel", "vjp", "grad_fn_name", "saves", "saves_out", "dtype_rule",
                  "overwrites", "aliases", "is_view", "functional", "node_cls", "nondiff",
                  "shape_rule", "doc", "impure", "elementwise", "float_fast", "saves_for",
-                 "_saves_by_need")
+                 "_saves_by_need", "specialize")
 
     def __init__(self, name, kernel, *, vjp=None, grad_fn_name=None, saves=(), saves_out=False,
                  dtype_rule=None, overwrites=(), aliases=None, is_view=None, functional=None,
                  nondiff=False, shape_rule=None, doc="", impure=False,
-                 elementwise=False, saves_for=None):
+                 elementwise=False, saves_for=None, specialize=None):
         if name in REGISTRY:
             raise ValueError(f"primitive {name!r} declared twice")
         self.name = name
@@ -62,6 +72,7 @@ class Primitive:
         self.doc = doc
         self.impure = impure          # never removed or merged by passes (RNG draws)
         self.elementwise = elementwise  # output[i] depends on operand[i] only: may write in place
+        self.specialize = specialize  # Note [Static kernels]
         from ..autograd.graph import node_class
         self.node_cls = node_class(self.grad_fn_name)     # see Note [Monomorphic nodes]
         REGISTRY[name] = self
@@ -116,7 +127,8 @@ def overload_of(prim, name, grad_fn_name):
     return Primitive(name, prim.kernel, vjp=prim.vjp, grad_fn_name=grad_fn_name,
                      saves=prim.saves, saves_out=prim.saves_out, dtype_rule=prim.dtype_rule,
                      aliases=prim.aliases, is_view=prim.is_view, nondiff=prim.nondiff,
-                     shape_rule=prim.shape_rule, doc=prim.doc, saves_for=prim.saves_for)
+                     shape_rule=prim.shape_rule, doc=prim.doc, saves_for=prim.saves_for,
+                     specialize=prim.specialize)
 
 
 # ---- dtype rules: map operands to the numpy dtype they are cast to before the kernel ----

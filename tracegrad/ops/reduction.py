@@ -73,6 +73,27 @@ def _mean_kernel(x, dims, keepdim):
 _mean_kernel = E._quiet(_mean_kernel)    # an empty mean is nan, silently (Note [Quiet kernels])
 
 
+def _mean_specialize(node):
+    """The element count and the result's kind are static (Note [Static kernels])."""
+    x, (dims, keepdim) = node.inputs[0], (node.attrs["dims"], node.attrs["keepdim"])
+    dt = x.type.dtype.np
+    if dt == np.float16 or not dims:
+        return None
+    n = 1
+    for d in dims:
+        n *= x.type.shape[d]
+    if len(dims) == len(x.type.shape) and not keepdim:
+        count = dt.type(n)                   # the sum is a numpy scalar
+
+        def mean(x):
+            return _add_reduce(x, axis=dims) / count
+    else:
+        def mean(x):
+            s = _add_reduce(x, axis=dims, keepdims=keepdim)
+            return np.true_divide(s, n, out=s, dtype=dt)
+    return mean
+
+
 def _mean_vjp(g, ins, out, n):
     a = n.attrs
     cnt = _count(n.shapes[0], a["dims"])
@@ -80,7 +101,7 @@ def _mean_vjp(g, ins, out, n):
 
 
 SUM = Primitive("sum", _sum_kernel, vjp=_sum_vjp)
-MEAN = Primitive("mean", _mean_kernel, vjp=_mean_vjp)
+MEAN = Primitive("mean", _mean_kernel, vjp=_mean_vjp, specialize=_mean_specialize)
 SUM_DIM = overload_of(SUM, "sum_dim", "SumBackward1")       # sum(x, dim): another overload
 MEAN_DIM = overload_of(MEAN, "mean_dim", "MeanBackward1")
 

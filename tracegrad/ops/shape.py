@@ -27,23 +27,37 @@ def _shape_args(args):
 
 
 # ---------------- broadcasting and its inverse ----------------
-_SUM_TO_AXES = {}                         # (from shape, to shape) -> axes summed over
+_SUM_TO = {}                    # (from shape, to shape) -> the kernel for that pair
+_add_reduce = np.add.reduce     # ufunc.reduce directly: np.sum's wrapper costs microseconds
 
 
 def _sum_to_kernel(x, shape):
-    axes = _SUM_TO_AXES.get((x.shape, shape))
-    if axes is None:
-        lead = x.ndim - len(shape)
-        axes = tuple(range(lead)) + tuple(lead + i for i, s in enumerate(shape)
-                                          if s == 1 and x.shape[lead + i] != 1)
-        if len(_SUM_TO_AXES) > 4096:     # many distinct shapes: don't grow forever
-            _SUM_TO_AXES.clear()
-        _SUM_TO_AXES[(x.shape, shape)] = axes
+    f = _SUM_TO.get((x.shape, shape))
+    return (f or _sum_to_static(x.shape, shape))(x)
+
+
+def _sum_to_static(from_shape, shape):
+    """The sum_to kernel for one operand shape, cached (Note [Static kernels])."""
+    lead = len(from_shape) - len(shape)
+    axes = tuple(range(lead)) + tuple(lead + i for i, s in enumerate(shape)
+                                      if s == 1 and from_shape[lead + i] != 1)
     if not axes:
-        return x.reshape(shape).copy()   # never hand back a view: outputs own their memory
-    if len(axes) == x.ndim - len(shape) and axes[-1] == len(axes) - 1:
-        return np.add.reduce(x, axis=axes)   # only leading axes: already the right shape
-    return np.add.reduce(x, axis=axes, keepdims=True).reshape(shape)
+        def f(x):
+            return x.reshape(shape).copy()      # never a view: outputs own their memory
+    elif len(axes) == lead:
+        def f(x):
+            return _add_reduce(x, axis=axes)    # only leading axes: already the right shape
+    else:
+        def f(x):
+            return _add_reduce(x, axis=axes, keepdims=True).reshape(shape)
+    if len(_SUM_TO) > 4096:                     # many distinct shapes: don't grow forever
+        _SUM_TO.clear()
+    _SUM_TO[(from_shape, shape)] = f
+    return f
+
+
+def _sum_to_specialize(node):
+    return _sum_to_static(node.inputs[0].type.shape, node.attrs["shape"])
 
 
 def _expand_kernel(x, shape):
@@ -51,7 +65,8 @@ def _expand_kernel(x, shape):
 
 
 SUM_TO = Primitive("sum_to_size", _sum_to_kernel,
-                   vjp=lambda g, i, o, n: (expand(g, n.shapes[0]),), grad_fn_name="SumBackward1")
+                   vjp=lambda g, i, o, n: (expand(g, n.shapes[0]),), grad_fn_name="SumBackward1",
+                   specialize=_sum_to_specialize)
 EXPAND = Primitive("expand", _expand_kernel, aliases=0,
                    vjp=lambda g, i, o, n: (sum_to(g, n.shapes[0]),))
 
@@ -461,6 +476,52 @@ def _index_backward_kernel(g, *idx, shape, key):
     return z
 
 
+def _key_builder(key):
+    """idx -> the index tuple `_fill(key, idx)` builds, for one static key."""
+    if [k.k if isinstance(k, Slot) else None for k in key] == list(range(len(key))):
+        return lambda idx: idx               # (Slot(0), Slot(1), ...): the operands as they are
+    template = list(key)
+    slots = [(p, k.k) for p, k in enumerate(key) if isinstance(k, Slot)]
+
+    def build(idx):
+        t = template[:]
+        for p, k in slots:
+            t[p] = idx[k]
+        return tuple(t)
+    return build
+
+
+def _index_operands_static(node, first):
+    """True when every index operand from `first` on is an integer tensor and the key holds
+    no array literal (so no bool mask anywhere): the key's layout is fixed at compile time."""
+    return (all(hasattr(v, "type") and v.type.dtype.np.kind in "iu"
+                for v in node.inputs[first:])
+            and not any(isinstance(k, np.ndarray) for k in node.attrs["key"]))
+
+
+def _index_specialize(node):
+    if len(node.inputs) < 2 or not _index_operands_static(node, 1):
+        return None
+    build = _key_builder(node.attrs["key"])
+
+    def index(x, *idx):
+        return x[build(idx)]
+    return index
+
+
+def _index_backward_specialize(node):
+    if not _index_operands_static(node, 1) or not hasattr(node.inputs[0], "type"):
+        return None
+    build, shape = _key_builder(node.attrs["key"]), node.attrs["shape"]
+    dt = node.inputs[0].type.dtype.np
+
+    def index_backward(g, *idx):
+        z = np.zeros(shape, dtype=dt)
+        np.add.at(z, build(idx), g)          # repeated indices accumulate
+        return z
+    return index_backward
+
+
 def _index_vjp(g, ins, o, n):
     idx = ins[1:]
     return (dispatch(INDEX_BACKWARD, (g,) + tuple(idx),
@@ -472,9 +533,11 @@ def _index_backward_vjp(g, ins, o, n):
     return (dispatch(INDEX, (g,) + tuple(idx), {"key": n.attrs["key"]}),) + (None,) * len(idx)
 
 
-INDEX = Primitive("index", _index_kernel, vjp=_index_vjp, saves=tuple(range(1, 64)))
+INDEX = Primitive("index", _index_kernel, vjp=_index_vjp, saves=tuple(range(1, 64)),
+                  specialize=_index_specialize)
 INDEX_BACKWARD = Primitive("index_backward", _index_backward_kernel, vjp=_index_backward_vjp,
-                           saves=tuple(range(1, 64)), grad_fn_name="IndexPutBackward0")
+                           saves=tuple(range(1, 64)), grad_fn_name="IndexPutBackward0",
+                           specialize=_index_backward_specialize)
 
 
 def _index_put_kernel(x, v, *idx, key):
