@@ -50,9 +50,9 @@ EAGER_GOLDEN = r"""digraph grad_fn {
 	node [fillcolor=white fontsize=10 height=0.2 shape=box style=filled]
 	edge [fontsize=8]
 	v0 [label="output\nf32[]" fillcolor=darkolivegreen1 shape=octagon]
-	n0 [label=SumBackward0 tooltip="operands: f32[2,3]"]
-	n1 [label=AddBackward0 tooltip="operands: f32[2,3], -"]
-	n2 [label=MulBackward0 tooltip="operands: f32[2,3], f32[2,3]"]
+	n0 [label=SumBackward0 fillcolor=lightgrey tooltip="operands: f32[2,3]"]
+	n1 [label=AddBackward0 fillcolor=lightgrey tooltip="operands: f32[2,3], -"]
+	n2 [label=MulBackward0 fillcolor=lightgrey tooltip="operands: f32[2,3], f32[2,3]"]
 	v1 [label="x\nf32[2,3]" fillcolor=orange]
 	n3 [label=AccumulateGrad fillcolor=lightgrey]
 	v2 [label="w\nf32[2,3]" fillcolor=lightblue]
@@ -81,6 +81,15 @@ def test_eager_golden():
     out2, x2, w2 = _eager_example(tg)
     assert viz.to_dot(out2, params={"x": x2, "w": w2}).source == EAGER_GOLDEN
 
+
+def test_eager_backward_nodes_are_grey_like_torchviz():
+    """DESIGN.md section 7: backward ops grey. Every box of an eager graph is a backward node
+    (torchviz fills them light grey); leaves stay blue, saved tensors orange."""
+    out, x, w = _eager_example(tg)
+    nodes = dot_nodes(viz.to_dot(out, params={"x": x, "w": w}).source)
+    for label, rest in nodes.values():
+        if label.endswith("Backward0") or label == "AccumulateGrad":
+            assert "fillcolor=lightgrey" in rest, label
 
 def _short(name):
     return name.rpartition("::")[2]          # torch::autograd::AccumulateGrad

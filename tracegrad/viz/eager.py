@@ -1,6 +1,6 @@
 """Drawing of an eager autograd graph: the grad_fn nodes behind result tensors (torchviz-like).
 
-One box per backward node (`MulBackward0`), edges in the direction data flowed forward
+One grey box per backward node (`MulBackward0`), edges in the direction data flowed forward
 (operand's node -> consumer's node, labelled with the operand's type), each leaf that
 requires grad as a light-blue box feeding its `AccumulateGrad`, tensors a node saved for
 its backward in orange (one box per tensor, an edge to every node that saved it, labelled
@@ -74,7 +74,8 @@ class _Builder:
             lines.append("(saved values freed)")
         types = [_operand_type(fn, i) or "-" for i in range(len(fn.edges or ()))]
         tip = short("operands: " + ", ".join(types), 200) if types else None
-        self.d.add(nid, "op", lines, tooltip=tip, key=fn.name(), order=fn.seq)
+        # every box here is a backward node: grey, as torchviz draws them
+        self.d.add(nid, "bwd_op", lines, tooltip=tip, key=fn.name(), order=fn.seq)
 
     def _accumulate(self, fn, nid):
         self.d.add(nid, "accumulate", ["AccumulateGrad"], summary="")
