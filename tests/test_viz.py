@@ -299,6 +299,22 @@ def test_guards_are_diamonds_with_expected_outcome():
     assert re.search(r'label="bool\(%\d+\) == True" [^\n]*shape=diamond', raw)
 
 
+def count_positive(x):
+    return x * sum(1 for v in x.tolist() if v > 0)
+
+
+def test_guard_on_a_long_value_keeps_a_readable_diamond():
+    """`tolist()` of a 500-element tensor is one guard whose expected outcome has thousands
+    of characters: the diamond shows its start (the tooltip a little more), never all of it."""
+    f = tg.compile(count_positive)
+    f(tg.linspace(-1.0, 1.0, 500))
+    src = viz.to_dot(f.programs[0]).source
+    (label, rest), = [(lab, rest) for lab, rest in dot_nodes(src).values()
+                      if "shape=diamond" in rest]
+    assert label.startswith("tolist(%x) == [-1.0, ")
+    assert len(label) <= 60 and label.endswith("…")
+    assert max(len(line) for line in src.splitlines()) < 1000
+
 def test_compiled_function_one_cluster_per_path():
     f = _guarded_fn()
     f(-tg.ones(2, 3), tg.ones(2, 3, requires_grad=True))

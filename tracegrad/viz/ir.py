@@ -21,7 +21,7 @@ import warnings
 from ..ir.printer import format_literal
 from ..ir.printer import value_names as printed_names
 from .drawing import Drawing
-from .style import Ids, buffer_color, short, site_str
+from .style import MAX_LINE, Ids, buffer_color, short, site_str
 
 NO_PLAN_NOTE = ('color_by="buffer": no memory plan for this graph (compiled with memory="off", '
                 'or pass plan=tracegrad.passes.plan_memory.plan_memory(graph)); drawn '
@@ -144,9 +144,12 @@ def draw_graph(d, g, ids, cluster, *, buffers=None, input_kind=None, pre=None, a
 
 def _draw_guard(d, gd, src, names, ids, cluster):
     name = names.get(gd.value, gd.value.id)
-    gid = d.add(ids.new("g"), "guard", [f"{gd.kind}(%{name}) == {gd.expected!r}"],
-                cluster=cluster, tooltip=site_str(gd.site),
-                summary=f"{gd.kind}(…) == {gd.expected!r}")
+    text = f"{gd.kind}(%{name}) == {gd.expected!r}"
+    tip = site_str(gd.site)
+    if len(text) > MAX_LINE:        # `tolist()` of a long tensor: show the start only
+        tip = "\n".join(x for x in (tip, short(text, 400)) if x)
+    gid = d.add(ids.new("g"), "guard", [short(text)], cluster=cluster, tooltip=tip,
+                summary=short(f"{gd.kind}(…) == {gd.expected!r}"))
     d.edge(_src_of(d, src, gd.value, names, ids, cluster), gid, str(gd.value.type))
 
 
