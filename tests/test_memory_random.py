@@ -16,7 +16,7 @@ land in the arena. For every plan:
 3. `check_plan` accepts it, and rejects it once two overlapping live slots share an offset;
 4. the scheduled graph verifies and computes what the unscheduled one does (interpreter),
    and so does its generated code with the plan and NaN-poisoned dead buffers;
-5. planned peak >= lower bound <= naive bytes.
+5. lower bound <= planned peak <= 1.05 x lower bound, and lower bound <= naive bytes.
 
 Compiled end to end under memory="off", "balanced" and "min" with `debug_nan=True`, the same
 programs raise where eager raises (same error type) and otherwise give eager's values,
@@ -160,6 +160,7 @@ def check_properties(g, plan, protected):
                     ("input updates", len(plan.into_input))):
         event(f"{what}: {'some' if n else 'none'}")
     assert plan.lower_bound <= plan.planned_peak                         # (5)
+    assert plan.planned_peak <= 1.05 * plan.lower_bound
     assert plan.lower_bound <= live.lower_bound <= live.naive_bytes == plan.naive_bytes
     corrupt_and_expect_rejection(g, plan, ext)
 

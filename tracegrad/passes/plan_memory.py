@@ -9,7 +9,9 @@ Note [Memory plan]
    the input is not saved for backward: the copy-back then costs nothing.
 2. Arena: the remaining large storages (>= `min_bytes`, produced by kernels that accept
    `out=`) are packed greedily by size into one arena: each takes the lowest offset that
-   overlaps no storage alive at the same time. Small arrays stay with numpy's allocator
+   overlaps no storage alive at the same time. The arena lives for the whole call, so it
+   is kept small enough that it plus the peak of the values outside it stays within 5% of
+   the lower bound (Note [Capped arena]). Small arrays stay with numpy's allocator
    (for them `out=` does not pay). Arenas are per thread (see codegen), so concurrent calls
    never share scratch memory; values returned to the user never live in the arena.
 `check_plan` re-verifies a plan by simulating which value occupies each buffer: every read
@@ -140,10 +142,12 @@ def plan_memory(g, protected_inputs=(), min_bytes=ARENA_MIN_BYTES, arena=True):
     slots, top, unplanned = evaluate(cands)
     # The arena is held for the whole call, so a slot idle at the allocator's peak still
     # counts. Where that pushes the real peak past 5% over the bound, hand values back to
-    # numpy's allocator, smallest first (graphs with many candidates pack tightly anyway).
+    # numpy's allocator, smallest first (few candidates), or cap the arena (many).
     while cands and top + unplanned > 1.05 * lb and len(cands) <= 32:
         cands = sorted(cands, key=lambda r: sizes[r])[1:]
         slots, top, unplanned = evaluate(cands)
+    if cands and top + unplanned > 1.05 * lb:
+        slots, top, unplanned = _capped(cands, roots, sizes, extent, n, 1.05 * lb)
     plan.slots, plan.arena_bytes, plan.unplanned_peak = slots, top, unplanned
     plan.planned_peak = top + unplanned
     plan.chain_root = {v: rep(v) for v in live.first}
@@ -162,8 +166,10 @@ def _peak(members, sizes, extent, n):
     return peak
 
 
-def _pack(order, sizes, extent):
-    """Place storages in `order` at the lowest offset free over their live range."""
+def _pack(order, sizes, extent, cap=None):
+    """Place storages in `order` at the lowest offset free over their live range.
+
+    With `cap`, a storage that would end above `cap` bytes is left out of the arena."""
     placed, slots, top = [], {}, 0
     for r in order:
         lo, hi = extent[r]
@@ -173,10 +179,33 @@ def _pack(order, sizes, extent):
             if off + sizes[r] <= s:
                 break
             off = max(off, _align(e))
+        if cap is not None and off + sizes[r] > cap:
+            continue
         placed.append((off, sizes[r], lo, hi))
         slots[r] = (off, sizes[r])
         top = max(top, off + sizes[r])
     return slots, top
+
+
+def _capped(cands, roots, sizes, extent, n, target):
+    """An arena whose size plus the peak of everything outside it stays within `target`.
+
+    Note [Capped arena]
+    Values outside the arena (gradients returned by a backward program, say) may peak late
+    while the arena's values peak early; an arena sized for its own peak then adds the two.
+    So the arena gets a cap: `target` minus the peak of the values outside it. Packing
+    greedily by size under the cap leaves some candidates out; they raise the outside peak,
+    the cap drops, and the packing repeats with the remaining candidates. A candidate once
+    left out stays out, so this ends (at worst with an empty arena, whose peak is the bound
+    itself), and at the fixed point arena + outside peak <= target."""
+    inside = sorted(cands, key=lambda r: (-sizes[r], extent[r][0]))
+    while True:
+        members = set(inside)
+        outside = _peak([r for r in roots if r not in members], sizes, extent, n)
+        slots, top = _pack(inside, sizes, extent, cap=target - outside)
+        if len(slots) == len(inside):
+            return slots, top, outside
+        inside = [r for r in inside if r in slots]
 
 
 def _operand_k(node, v):
