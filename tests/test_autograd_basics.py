@@ -380,6 +380,43 @@ def test_create_graph_backward_makes_differentiable_leaf_grad(lib):
     np.testing.assert_allclose(_np(x.grad), [6.0, 12.0])
 
 
+@pytest.mark.filterwarnings("ignore:Using backward\\(\\) with create_graph")
+def test_create_graph_leaf_grads_are_fresh_tensors(lib):
+    # with create_graph, each .grad is its own (writable) tensor, as without it: it aliases
+    # neither the gradient the user passed, nor another leaf's .grad, nor an expand view
+    x = lib.ones(2, requires_grad=True)
+    w = lib.ones(2, requires_grad=True)
+    v = lib.tensor([1.0, 2.0])
+    (x + w).backward(v, create_graph=True)
+    assert x.grad is not w.grad
+    v.add_(10)
+    with lib.no_grad():
+        x.grad.mul_(3)
+    np.testing.assert_allclose(_np(x.grad), [3.0, 6.0])
+    np.testing.assert_allclose(_np(w.grad), [1.0, 2.0])
+    b = lib.ones(3, requires_grad=True)
+    b.sum().backward(create_graph=True)          # SumBackward0 expands the gradient
+    with lib.no_grad():
+        b.grad.zero_()
+    np.testing.assert_allclose(_np(b.grad), [0.0, 0.0, 0.0])
+
+
+@pytest.mark.filterwarnings("ignore:Using backward\\(\\) with create_graph")
+def test_create_graph_retained_and_input_grads_are_fresh_tensors(lib):
+    x = lib.ones(2, requires_grad=True)
+    y = x * 1
+    y.retain_grad()
+    v = lib.tensor([1.0, 2.0])
+    y.backward(v, create_graph=True)
+    v.add_(10)
+    np.testing.assert_allclose(_np(y.grad), [1.0, 2.0])
+    h = x * 1
+    u = lib.tensor([3.0, 4.0])
+    h.backward(u, inputs=[h], create_graph=True)
+    u.add_(10)
+    np.testing.assert_allclose(_np(h.grad), [3.0, 4.0])
+
+
 def _mlp_hvp(lib, w1, b1, w2, xs, v):
     w1, b1, w2 = (lib.tensor(a, dtype=lib.float64, requires_grad=True) for a in (w1, b1, w2))
     xs = lib.tensor(xs, dtype=lib.float64)

@@ -251,7 +251,8 @@ def retain_grad(self):
         t = ref()
         if t is not None:
             if t.grad is None:
-                t.grad = g if _mode.is_grad_enabled() else from_array(g._data.copy())
+                # a copy either way (differentiable under create_graph), never an alias
+                t.grad = g.clone() if _mode.is_grad_enabled() else from_array(g._data.copy())
             else:
                 t.grad = t.grad + g
     self.grad_fn._add_pre_hook(self._output_nr, _Last(hook))

@@ -178,6 +178,6 @@ def _accumulate_target(t, g, create_graph):
     else:
         old = t._grad
         if old is None:
-            t.grad = g if create_graph else Tensor._wrap(g._data.copy())
+            t.grad = g.clone() if create_graph else Tensor._wrap(g._data.copy())
         else:
             t.grad = old + g

@@ -225,7 +225,10 @@ class AccumulateGrad(Node):
             old = var._grad
             if old is None:
                 if create_graph:
-                    var.grad = g
+                    # a copy that stays differentiable (PyTorch: CopyBackwards): `.grad`
+                    # must not alias the user's gradient, another leaf's `.grad` or a
+                    # read-only expand view of the incoming gradient
+                    var.grad = g.clone()
                 else:
                     # copy: `g` may be shared (the user's gradient, or passed to two edges)
                     var.grad = Tensor._wrap(g._data.copy())
