@@ -116,6 +116,47 @@ def test_retain_grad_accumulates_over_backward_calls(lib):
     np.testing.assert_allclose(_np(y.grad), [6.0, 6.0])
 
 
+def test_retain_grad_follows_the_tensor_through_in_place_ops(lib):
+    # PyTorch moves the retain_grad hook to the new grad_fn: .grad is the gradient of the
+    # tensor's current value, not of the value before the in-place op
+    c = lib.tensor([1.0, 2.0, 3.0])
+    x = lib.ones(3, requires_grad=True)
+    y = x * 2
+    y.retain_grad()
+    y.mul_(3)
+    y.add_(1)
+    z = (y * c).sum()
+    z.backward(retain_graph=True)
+    z.backward()
+    np.testing.assert_allclose(_np(y.grad), [2.0, 4.0, 6.0])
+    np.testing.assert_allclose(_np(x.grad), [12.0, 24.0, 36.0])
+    y = x * 2                              # in place through a view: base gets CopySlices
+    y.retain_grad()
+    y[0].mul_(3)
+    (y * c).sum().backward()
+    np.testing.assert_allclose(_np(y.grad), [1.0, 2.0, 3.0])
+
+
+def test_retain_grad_follows_a_function_marking_its_input_dirty(lib):
+    class Double(lib.autograd.Function):
+        @staticmethod
+        def forward(ctx, a):
+            a.mul_(2)
+            ctx.mark_dirty(a)
+            return a
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * 2
+    x = lib.ones(2, requires_grad=True)
+    y = x * 1
+    y.retain_grad()
+    Double.apply(y)
+    (y * lib.tensor([1.0, 2.0])).sum().backward()
+    np.testing.assert_allclose(_np(y.grad), [1.0, 2.0])
+    np.testing.assert_allclose(_np(x.grad), [2.0, 4.0])
+
+
 def test_retain_grad_on_leaf_is_a_noop(lib):
     x = lib.ones(2, requires_grad=True)
     x.retain_grad()

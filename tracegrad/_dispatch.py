@@ -310,10 +310,15 @@ def run_inplace(prim, args, attrs):
     target._vc.v += 1
     if needs is None:
         return target
-    if target._base is not None:
+    base = target._base
+    if base is not None:
         _rebase_view(prim, args, attrs, target, needs, old)
+        if base._retains_grad:          # the base's grad_fn is now CopySlices
+            base._move_retain_grad()
     else:
         record(prim, args, attrs, target, needs, {0: old} if old is not None else None)
+        if target._retains_grad:
+            target._move_retain_grad()
     return target
 
 

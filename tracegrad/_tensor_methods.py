@@ -255,8 +255,22 @@ def retain_grad(self):
                 t.grad = g.clone() if _mode.is_grad_enabled() else from_array(g._data.copy())
             else:
                 t.grad = t.grad + g
-    self.grad_fn._add_pre_hook(self._output_nr, _Last(hook))
+    last = _Last(hook)
+    self.grad_fn._add_pre_hook(self._output_nr, last)
+    self._retain_hook = (self.grad_fn, self._output_nr, last)
     self._retains_grad = True
+
+
+def _move_retain_grad(self):
+    """An in-place op gave this tensor a new grad_fn: move its retain_grad hook there (as
+    PyTorch does), so `.grad` is the gradient of the tensor's current value."""
+    node, nr, last = self.__dict__["_retain_hook"]
+    fn = self._grad_fn
+    if fn is node or fn is None:
+        return
+    RemovableHandle(node.pre_hooks.get(nr, []), last).remove()
+    fn._add_pre_hook(self._output_nr, last)
+    self._retain_hook = (fn, self._output_nr, last)
 
 
 class _Last:
@@ -310,6 +324,7 @@ Tensor.retain_grad = retain_grad
 Tensor.register_hook = register_hook
 Tensor.backward = backward
 Tensor.retains_grad = property(lambda self: self._retains_grad)
+Tensor._move_retain_grad = _move_retain_grad
 
 
 def _get_data(self):

@@ -159,6 +159,8 @@ class Function(metaclass=_FunctionMeta):
                         o._grad_fn = node
                         o._output_nr = i
                         o._rg = True
+                        if o._retains_grad:       # a dirty input that retains its grad
+                            o._move_retain_grad()
                 new_outs.append(o)
             outs = tuple(new_outs)
             if ctx._saved is not None:
