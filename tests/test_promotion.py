@@ -137,3 +137,42 @@ def test_numpy_operand_promotes_like_a_tensor():
     assert (tg.ones(2, dtype=tg.int32) + np.ones(2, dtype=np.int32)).dtype is tg.int32
     assert (tg.ones(2) * np.ones(2)).dtype is tg.float64
     assert (np.ones(2, dtype=np.int64) - tg.ones(2, dtype=tg.int64)).dtype is tg.int64
+
+
+NUMPY_SCALARS = [
+    ("f32_times_np_float64", lambda m: m.ones(2) * np.float64(2.0), "float32"),
+    ("np_float64_times_f32", lambda m: np.float64(2.0) * m.ones(2), "float32"),
+    ("f32_plus_np_int64", lambda m: m.ones(2) + np.int64(3), "float32"),
+    ("f16_times_np_float32", lambda m: _t(m, [1.0], "float16") * np.float32(2.0), "float16"),
+    ("i64_times_np_int64", lambda m: _t(m, [1], "int64") * np.int64(3), "int64"),
+    ("i32_plus_np_int64", lambda m: _t(m, [1], "int32") + np.int64(3), "int32"),
+    ("i64_div_np_int32", lambda m: _t(m, [1], "int64") / np.int32(2), "float32"),
+    ("i64_times_np_float64", lambda m: _t(m, [1], "int64") * np.float64(2.0), "float32"),
+    ("bool_plus_np_bool", lambda m: _t(m, [True], "bool") + np.bool_(True), "float32"),
+    ("i64_times_np_bool", lambda m: _t(m, [1], "int64") * np.bool_(True), "float32"),
+    ("where_i64_np_int64", lambda m: m.where(_t(m, [True, False], "bool"),
+                                             _t(m, [1, 2], "int64"), np.int64(3)), "int64"),
+    ("f32_iadd_np_float64", lambda m: m.ones(2).add_(np.float64(0.5)), "float32"),
+    ("f32_maximum_sqrt", lambda m: m.ones(2) / np.sqrt(2.0), "float32"),
+]
+
+
+@pytest.mark.parametrize("lib", ["tracegrad", "torch"])
+def test_numpy_scalar_operand_promotes_like_a_python_number(lib):
+    """`x / np.sqrt(d)`: PyTorch treats numpy scalars as Python numbers (they never upcast a
+    tensor's dtype within its category), unlike numpy arrays; a numpy bool counts as a
+    float there."""
+    m = pytest.importorskip(lib)
+    got = {name: _dname(fn(m)) for name, fn, _ in NUMPY_SCALARS}
+    assert got == {name: want for name, _, want in NUMPY_SCALARS}
+
+
+def test_numpy_scalar_operand_values_and_gradients():
+    import tracegrad as tg
+    x = tg.tensor([1.0, 2.0], requires_grad=True)
+    y = x * np.float64(3.0) + np.int64(1)
+    assert y.dtype is tg.float32
+    y.sum().backward()
+    assert x.grad.dtype is tg.float32
+    np.testing.assert_array_equal(x.grad.numpy(), [3.0, 3.0])
+    np.testing.assert_array_equal(y.detach().numpy(), [4.0, 7.0])

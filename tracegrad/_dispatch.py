@@ -37,6 +37,8 @@ def _cast(a, want):
     if isinstance(a, Tensor):
         a = a._data
     elif not isinstance(a, np.ndarray):
+        if isinstance(a, np.generic):     # a numpy scalar is a Python number (weak dtype),
+            return a.item()               # never a float64/int64 operand numpy would widen to
         return a                          # Python numbers and attributes go in as they are
     dt = a.dtype
     return a if want is None or dt is want or dt == want else a.astype(want)
@@ -115,7 +117,7 @@ def dispatch(prim, args, attrs=EMPTY):
     """Execute primitive `prim` on operands `args` (Tensors or Python numbers)."""
     hook = _get_hook()
     if hook is not None:
-        return hook(prim, args, attrs)
+        return hook(prim, _numbers(args), attrs)
     if prim.overwrites:
         return run_inplace(prim, args, attrs)
     # Eager execution of a functional primitive, written here rather than called: one
@@ -150,6 +152,15 @@ def dispatch(prim, args, attrs=EMPTY):
     if True in needs:
         record(prim, args, attrs, out, needs)
     return out
+
+
+def _numbers(args):
+    """Operands with numpy scalars turned into Python numbers (see `_cast`), so a traced
+    program records the literal eager execution computes with."""
+    for a in args:
+        if isinstance(a, np.generic):
+            return tuple([a.item() if isinstance(a, np.generic) else a for a in args])
+    return args
 
 
 def run(prim, args, attrs):

@@ -99,9 +99,11 @@ def promote_types(a, b):
 
 
 def scalar_category(x):
+    """0 bool, 1 integer, 2 floating. numpy scalars count as Python numbers, as in PyTorch
+    (`np.int64(3)` is an integer; `np.bool_` counts as a float there)."""
     if isinstance(x, bool):
         return 0
-    if isinstance(x, int):
+    if isinstance(x, (int, np.integer)):
         return 1
     return 2
 
