@@ -18,6 +18,16 @@ def _ints(m, s):
     return s["x"]
 
 
+def _expanded(m, s):
+    s["x"] = m.zeros(1)
+    return s["x"].expand(3)
+
+
+def _zeros(m, s):
+    s["x"] = m.zeros(3)
+    return s["x"]
+
+
 def _unchanged(values):
     def post(m, s):
         assert s["x"].tolist() == values and s["x"]._version == 0
@@ -119,6 +129,12 @@ CASES = [
     ("max_of_empty", lambda m, s: m.ones(0).max(), RuntimeError, ["numel() == 0"]),
     ("backward_non_scalar", lambda m, s: (m.ones(3, requires_grad=True) * 2).backward(),
      RuntimeError, ["scalar outputs"]),
+    ("inplace_on_expanded_view", lambda m, s: _expanded(m, s).add_(1), RuntimeError,
+     ["single memory location", "clone"], _unchanged([0.0])),
+    ("mul_on_broadcast_view", lambda m, s: m.broadcast_to(_zeros(m, s), (2, 3)).mul_(2),
+     RuntimeError, ["single memory location", "clone"], _unchanged([0.0, 0.0, 0.0])),
+    ("add_none", lambda m, s: m.ones(3) + None, TypeError, ["NoneType", "add"]),
+    ("mul_str", lambda m, s: m.ones(3) * "a", TypeError, ["str", "mul"]),
     ("backward_twice", lambda m, s: _backward_twice(m), RuntimeError, ["retain_graph"]),
     ("floor_divide_backward", lambda m, s: (m.ones(3, requires_grad=True) // 2).sum().backward(),
      RuntimeError, ["not implemented"]),

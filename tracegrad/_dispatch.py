@@ -128,7 +128,7 @@ def dispatch(prim, args, attrs=EMPTY):
     except TracegradRuntimeError:
         raise
     except (ValueError, IndexError, TypeError) as e:
-        raise _translate(prim, e) from None
+        raise _translate(prim, e, args) from None
     if type(res) is not np.ndarray:
         res = np.asarray(res)
     out = _wrap(res)
@@ -292,7 +292,7 @@ def run_inplace(prim, args, attrs):
     try:
         res = func.kernel(*arrays, **attrs)
     except (ValueError, IndexError, TypeError) as e:
-        raise _translate(prim, e) from None
+        raise _translate(prim, e, args) from None
     res = np.asarray(res)
     tdata = target._data
     if res.dtype != tdata.dtype and not can_cast(_FROM_NP[res.dtype], _FROM_NP[tdata.dtype]):
@@ -317,7 +317,12 @@ def run_inplace(prim, args, attrs):
     if needs is not None and 0 in prim.saved_for(needs):
         old = Tensor._wrap(tdata.copy(), target.requires_grad, target.grad_fn)
         old._output_nr = target._output_nr
-    np.copyto(tdata, res, casting="unsafe")
+    try:
+        np.copyto(tdata, res, casting="unsafe")
+    except ValueError:
+        if tdata.flags.writeable:
+            raise
+        raise _read_only_error(prim, tdata) from None
     target._vc.v += 1
     if needs is None:
         return target
@@ -376,12 +381,36 @@ def _rebase_view(prim, args, attrs, view, needs, old):
     view._regenerate()
 
 
-def _translate(prim, e):
+def _read_only_error(prim, data):
+    """In-place write into memory numpy marks read-only: an expanded (stride 0) view, as
+    PyTorch refuses it, or a tensor wrapping a read-only numpy array."""
+    if any(st == 0 and n > 1 for st, n in zip(data.strides, data.shape)):
+        return op_error(TracegradRuntimeError, prim.name,
+                        "unsupported operation: more than one element of the written-to "
+                        "tensor refers to a single memory location (it is an expand or "
+                        "broadcast view).", "Please clone() the tensor before performing the "
+                        "operation.")
+    return op_error(TracegradRuntimeError, prim.name,
+                    "the written-to tensor's memory is read-only (it wraps a read-only numpy "
+                    "array).", "clone() the tensor first, or pass a writable array.")
+
+
+_NUMBER_TYPES = (Tensor, np.ndarray, np.generic, int, float, complex)
+
+
+def _translate(prim, e, args=()):
     """Turn a numpy error inside a kernel into the error PyTorch raises, naming the op."""
-    from ._errors import TracegradError, TracegradIndexError, TracegradRuntimeError
+    from ._errors import (TracegradError, TracegradIndexError, TracegradRuntimeError,
+                          TracegradTypeError)
     if isinstance(e, TracegradError):
         return e                    # a kernel already raised the right error
     msg = str(e)
+    if isinstance(e, TypeError) and prim.elementwise:
+        bad = [type(a).__name__ for a in args if not isinstance(a, _NUMBER_TYPES)]
+        if bad:                     # `x + None`, `x * "a"`: PyTorch raises TypeError
+            return op_error(TracegradTypeError, prim.name,
+                            f"unsupported operand type(s): {', '.join(bad)}.",
+                            "Operands must be tensors, numpy arrays or Python numbers.")
     if "broadcast" in msg:
         return op_error(TracegradRuntimeError, prim.name,
                         f"shapes cannot be broadcast together ({msg}).",
