@@ -164,7 +164,8 @@ def test_grad_fn_is_named_after_the_class(lib):
     fn = _functions(lib)
     y = fn.MyExp.apply(lib.ones(2, requires_grad=True))
     assert type(y.grad_fn).__name__ == "MyExpBackward"
-    assert re.fullmatch(r"<([\w.]+\.)?MyExpBackward object at 0x[0-9a-f]+>", repr(y.grad_fn))
+    assert re.fullmatch(r"<torch\.autograd\.function\.MyExpBackward object at 0x[0-9a-f]+>",
+                        repr(y.grad_fn))
     assert type(y.grad_fn.next_functions[0][0]).__name__ == "AccumulateGrad"
 
 
@@ -250,7 +251,7 @@ def test_save_for_backward_rejects_non_tensors(lib):
         @staticmethod
         def backward(ctx, g):
             return g
-    with pytest.raises(TypeError if lib is not tg else (TypeError, RuntimeError)):
+    with pytest.raises(TypeError, match="argument 0 is of type int"):
         Bad.apply(lib.ones(1, requires_grad=True))
 
 

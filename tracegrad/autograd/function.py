@@ -8,7 +8,7 @@ inputs and `mark_non_differentiable` outputs that never require grad.
 import numpy as np
 
 from .. import _mode
-from .._errors import TracegradRuntimeError, op_error
+from .._errors import TracegradRuntimeError, TracegradTypeError, op_error
 from .._tensor import Tensor, edge_of
 from .graph import FREED_MSG, Node, _version_error
 
@@ -27,11 +27,12 @@ class FunctionCtx:
         self.materialize_grads = True
 
     def save_for_backward(self, *tensors):
-        for t in tensors:
+        for i, t in enumerate(tensors):
             if t is not None and not isinstance(t, Tensor):
-                raise op_error(TracegradRuntimeError, "save_for_backward",
-                               "save_for_backward can only save variables, but argument is of "
-                               f"type {type(t).__name__}", "Store non-tensors as ctx attributes.")
+                raise op_error(TracegradTypeError, "save_for_backward",
+                               f"save_for_backward can only save variables, but argument {i} "
+                               f"is of type {type(t).__name__}.",
+                               "Store non-tensors as ctx attributes (`ctx.k = k`).")
         self._saved = tensors
 
     @property
@@ -64,6 +65,9 @@ class BackwardCFunction(Node):
     """The grad_fn node of an autograd.Function call (named `<Name>Backward`)."""
 
     __slots__ = ("fn_cls", "ctx", "out_meta")
+
+    def __repr__(self):             # PyTorch names the module custom Function nodes live in
+        return f"<torch.autograd.function.{type(self).__name__} object at {id(self):#x}>"
 
     def apply(self, grads):
         ctx = self.ctx
