@@ -126,9 +126,15 @@ def guard_lines(path, with_source=True):
         src = source_text(gd.site) if with_source else ""
         if src:
             out.append(f"      | {src}")
-    for obj, attr, exp, site in path.python_guards:
-        out.append(f"[py] {type(obj).__name__}.{attr} == {exp!r}    at {site}")
+    sg = path.state_guards
+    if sg:                  # Python state read while tracing (Note [Captured state])
+        out.append(f"[py] {len(sg)} on Python state: " + "; ".join(
+            g.describe() for g in sg[:_STATE_SHOWN]) + (
+            f"; and {len(sg) - _STATE_SHOWN} more" if len(sg) > _STATE_SHOWN else ""))
     return out
+
+
+_STATE_SHOWN = 8
 
 
 def defined_at(cf):
@@ -203,7 +209,7 @@ def explain(cf, code=False):
         lines += ["", f"== path {k} ==", f"traced because: {getattr(p, 'trace_reason', '?')}"]
         lines += ["inputs:"] + input_lines(p)
         g = guard_lines(p)
-        lines += [f"guards ({len(p.guards) + len(p.python_guards)}):"] + (
+        lines += [f"guards ({len(p.guards) + len(p.state_guards)}):"] + (
             ["  " + s for s in g] if g else ["  none (no data-dependent decision)"])
         if p.captured:
             fg = p.part.forward

@@ -6,7 +6,9 @@ sequence of guard outcomes with its own forward/backward programs. A call runs t
 last succeeded; a guard that comes out differently raises `GuardFailed(k, actual)` and the
 call continues with a path sharing the first k outcomes and the new one, or re-traces the
 whole call eagerly (recording a new path) when none exists. Every re-trace is logged on the
-`tracegrad` logger with the guard's source line and the expected and actual values. Past
+`tracegrad` logger with the guard's source line and the expected and actual values. Python
+state the function reads (closures, globals, module attributes) is guarded too (Note
+[Captured state] in compiler/state.py). Past
 `cache_limit` paths the function warns once and runs eagerly (still correct). Cache hits run
 concurrently from any thread; misses take a per-function lock, so a path is traced once.
 
@@ -33,6 +35,7 @@ from ..ir.tracer import Tracer, flatten, leaves_of
 from ..passes import DEFAULT_PIPELINE
 from .keys import describe_difference, entry_key
 from .path import CompiledPath
+from .state import scan
 
 log = logging.getLogger("tracegrad")
 
@@ -210,7 +213,8 @@ class CompiledFunction:
             self.stats.retraces.append(reason)
         self.stats.traces += 1
         tracer = Tracer(self.name)
-        _name_closure(self.module if self.module is not None else self.fn, tracer)
+        bindings, state_guards, names = scan(self.module if self.module is not None else self.fn)
+        tracer.names.update(names)
         names = _arg_names(self.fn, len(leaves))
         n_args = 0
         for i, x in enumerate(leaves):
@@ -223,8 +227,12 @@ class CompiledFunction:
         if isinstance(out, Tensor):
             build = _single
         tracer.graph.outputs = [tracer.value_of(o) for o in outs if isinstance(o, Tensor)]
+        # the captured tensors' bindings, then every container/scalar guard (Note [Captured
+        # state]); tensors the trace did not capture need no binding
+        state_guards = [bindings[id(t)] for _, t in tracer.captured
+                        if id(t) in bindings] + state_guards
         path = CompiledPath(self.name, tracer, tracer.graph, outs, build, self.pipeline, n_args,
-                            memory=self.memory, poison=self.debug_nan)
+                            memory=self.memory, poison=self.debug_nan, state_guards=state_guards)
         if entry is None:
             entry = self.entries[key] = _Entry(key)
             # objects keyed by id() must outlive the entry, or a new object could reuse the id
@@ -306,56 +314,6 @@ def _arg_names(fn, n):
     except (TypeError, ValueError):
         return []
     return params if len(params) >= n else params + [f"a{i}" for i in range(len(params), n)]
-
-
-def _name_closure(fn, tracer):
-    """Give captured tensors readable names (closure variables, globals, module params)."""
-    named = getattr(fn, "named_parameters", None)
-    if callable(named):
-        for nm, p in named():
-            tracer.names[id(p)] = nm
-            tracer.sources[id(p)] = _attr_source(fn, nm)
-        for nm, b in getattr(fn, "named_buffers", lambda: [])():
-            tracer.names[id(b)] = nm
-            tracer.sources[id(b)] = _attr_source(fn, nm)
-    code = getattr(fn, "__code__", None)
-    if code is None:
-        return
-    for nm, cell in zip(code.co_freevars, getattr(fn, "__closure__", None) or ()):
-        try:
-            v = cell.cell_contents
-        except ValueError:
-            continue
-        if isinstance(v, Tensor):
-            tracer.names[id(v)] = nm
-            tracer.sources[id(v)] = (cell, None)
-    g = getattr(fn, "__globals__", {})
-    for nm in code.co_names:
-        v = g.get(nm)
-        if isinstance(v, Tensor):
-            tracer.names[id(v)] = nm
-            tracer.sources[id(v)] = (g, nm)
-
-
-def _attr_source(module, dotted):
-    """(submodule, attribute name) holding a parameter/buffer named `dotted`."""
-    *path, attr = dotted.split(".")
-    for p in path:
-        module = getattr(module, p)
-    return (module, attr)
-
-
-def current_binding(holder, key):
-    """What a captured tensor's source holds now: a closure cell (key None), a globals dict
-    or a module attribute."""
-    if key is None:
-        try:
-            return holder.cell_contents
-        except ValueError:
-            return None
-    if isinstance(holder, dict):
-        return holder.get(key)
-    return getattr(holder, key, None)
 
 
 def compile(fn=None, *, cache_limit=8, passes=None, backend="numpy", memory="balanced",

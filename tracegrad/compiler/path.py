@@ -18,23 +18,22 @@ from ..passes.plan_memory import plan_memory
 from ..passes.schedule import schedule_memory
 from .backward_node import CompiledFunctionBackward
 from .replay import plan_replay, replay_backward
+from .state import first_failing
 
 
 class CompiledPath:
     """A specialization for one entry key and one sequence of guard outcomes."""
 
     def __init__(self, name, tracer, raw, out_tensors, out_build, pipeline, n_args,
-                 memory="balanced", poison=False):
+                 memory="balanced", poison=False, state_guards=()):
         self.name = name
         self.raw = raw
         self.n_args = n_args
         self.captured = [t for _, t in tracer.captured]
         self.captured_meta = [_meta(t) for t in self.captured]
-        self.python_guards = list(tracer.python_guards)
-        # captures found in a closure cell, a global or a module attribute: rebinding that
-        # name to another tensor must retrace (the program reads the old object otherwise)
-        self.bindings = [(tracer.sources[id(t)], t) for t in self.captured
-                         if id(t) in tracer.sources]
+        # where captured tensors are bound, and the Python state read while tracing: each
+        # must still hold on a call (Note [Captured state] in compiler/state.py)
+        self.state_guards = list(state_guards)
         self.out_build = out_build
         self.out_is_tensor = [isinstance(o, Tensor) for o in out_tensors]
         self.out_consts = [None if isinstance(o, Tensor) else o for o in out_tensors]
@@ -141,23 +140,19 @@ class CompiledPath:
 
     # -- checks before running --
     def captured_ok(self, args=()):
-        if not self.captured and not self.python_guards:
+        """None when captured tensors and guarded Python state still match, else why not."""
+        if not self.captured and not self.state_guards:
             return None
         if args and self.captured:
             vcs = {id(t._vc) for t in self.captured}
             if any(id(t._vc) in vcs for t in args):
                 return "an argument shares memory with a captured tensor"
-        if self.bindings:
-            from .function import current_binding
-            for (holder, key), t in self.bindings:
-                if current_binding(holder, key) is not t:
-                    return f"captured tensor '{key or 'closure variable'}' was rebound"
+        bad = first_failing(self.state_guards)
+        if bad is not None:
+            return bad.reason()
         for t, m in zip(self.captured, self.captured_meta):
             if _meta(t) != m:
                 return f"captured tensor changed: {m} -> {_meta(t)}"
-        for obj, attr, exp, site in self.python_guards:
-            if getattr(obj, attr) != exp:
-                return f"{type(obj).__name__}.{attr} changed ({exp!r} -> {getattr(obj, attr)!r}) at {site}"
         return None
 
     # -- running --

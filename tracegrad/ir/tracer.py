@@ -46,9 +46,7 @@ class Tracer:
         self.values = {}         # Value -> concrete ndarray (snapshots where overwritten)
         self.captured = []       # [(Value, tensor)] implicit inputs
         self.args = []           # [(Value, tensor)] explicit inputs
-        self.python_guards = []  # [(obj, attr, expected, site)]
         self.names = {}          # id(tensor) -> preferred name for captured inputs
-        self.sources = {}        # id(tensor) -> (holder, key): where a capture was found
         self.site = None         # when set, recorded as every node's site (VJP pass)
         self.by_data = {}        # id(ndarray) -> Value of the node that produced that array
         self.snapshots = {}      # id(copy) -> (copy, Value, node index): see _adopt_snapshot
@@ -265,9 +263,6 @@ class Tracer:
 
     def _guard(self, v, kind, expected):
         self.graph.guards.append(Guard(v, kind, expected, user_site(), len(self.graph.nodes)))
-
-    def python_guard(self, obj, attr, expected):
-        self.python_guards.append((obj, attr, expected, user_site()))
 
     # -- running --
     def __enter__(self):

@@ -1,0 +1,212 @@
+"""Python state a compiled function reads besides its arguments (compiler/state.py, Note
+[Captured state]): a change that eager execution would see is seen by the next compiled call
+(through a re-trace whose reason names the place), and a state that does not change never
+causes a re-trace."""
+import logging
+import warnings
+
+import numpy as np
+import pytest
+
+import tracegrad as tg
+
+params = [tg.ones(3)]
+cfg = {"w": tg.ones(3), "s": 2.0}
+scale = 2.0
+
+
+class _Holder:
+    pass
+
+
+holder = _Holder()
+holder.w = tg.ones(3)
+holder.k = 1
+
+
+def _helper(x):
+    return x + 1
+
+
+def _check(compiled, eager, *args):
+    got, want = compiled(*args), eager(*args)
+    np.testing.assert_array_equal(got.detach().numpy(), want.detach().numpy())
+
+
+def _by_list(x):
+    return x * params[0]
+
+
+def _by_dict(x):
+    return x * cfg["w"] * cfg["s"]
+
+
+def _by_object(x):
+    return x * holder.w * holder.k
+
+
+def _by_global_scalar(x):
+    return x * scale
+
+
+def _by_global_function(x):
+    return _helper(x)
+
+
+def test_tensor_rebound_in_a_list_dict_or_object_attribute_retraces():
+    global params
+    x = tg.ones(3)
+    for fn in (_by_list, _by_dict, _by_object):
+        c = tg.compile(fn)
+        _check(c, fn, x)
+    c_list, c_dict, c_obj = (tg.compile(f) for f in (_by_list, _by_dict, _by_object))
+    for c in (c_list, c_dict, c_obj):
+        c(x)
+    params[0] = tg.full((3,), 5.0)
+    cfg["w"] = tg.full((3,), 2.0)
+    holder.w = tg.full((3,), 7.0)
+    try:
+        for c, fn in ((c_list, _by_list), (c_dict, _by_dict), (c_obj, _by_object)):
+            _check(c, fn, x)
+            assert c.stats.traces == 2 and "rebound" in c.stats.retraces[0]
+        assert c_list.stats.retraces == ["global 'params'[0] was rebound to another object "
+                                         "(tensor of shape (3,))"]
+        params = [tg.full((3,), 9.0)]           # the list itself rebound
+        _check(c_list, _by_list, x)
+        assert "global 'params' was rebound" in c_list.stats.retraces[-1]
+    finally:
+        params = [tg.ones(3)]
+        cfg["w"], holder.w = tg.ones(3), tg.ones(3)
+
+
+def test_python_scalars_in_globals_containers_and_objects_retrace_when_changed(caplog):
+    global scale
+    x = tg.ones(3)
+    cs = {f: tg.compile(f) for f in (_by_global_scalar, _by_dict, _by_object)}
+    for c in cs.values():
+        c(x)
+    scale, cfg["s"], holder.k = 5.0, 3.0, 4
+    try:
+        with caplog.at_level(logging.INFO, logger="tracegrad"):
+            for f, c in cs.items():
+                _check(c, f, x)
+                _check(c, f, x)                    # the new path is cached
+                assert c.stats.traces == 2
+        assert cs[_by_global_scalar].stats.retraces == ["global 'scale' changed: 2.0 -> 5.0"]
+        assert "global 'cfg'['s'] changed: 2.0 -> 3.0" in caplog.text
+        assert "holder'.k changed: 1 -> 4" in caplog.text
+        holder.k = 4.0                             # equal value, other type: eager differs
+        _check(cs[_by_object], _by_object, x)
+        assert cs[_by_object].stats.traces == 3
+    finally:
+        scale, cfg["s"], holder.k = 2.0, 2.0, 1
+
+
+def test_closure_scalar_and_rebound_function_retrace():
+    k = 2
+
+    def f(x):
+        return x * k
+    c = tg.compile(f)
+    c(tg.ones(2))
+    k = 4                                          # noqa: F841 (read through the closure)
+    _check(c, f, tg.ones(2))
+    assert c.stats.retraces == ["closure variable 'k' changed: 2 -> 4"]
+
+    global _helper
+    old = _helper
+    g = tg.compile(_by_global_function)
+    g(tg.ones(1))
+    _helper = lambda x: x + 10                     # noqa: E731
+    try:
+        _check(g, _by_global_function, tg.ones(1))
+        assert "global '_helper' was rebound" in g.stats.retraces[0]
+    finally:
+        _helper = old
+
+
+class _Scaled(tg.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = tg.nn.Linear(2, 2)
+        self.alpha = 2.0
+
+    def forward(self, x):
+        return self.fc(x) * self.alpha
+
+
+def test_module_attributes_and_rebound_submodules_retrace():
+    m = _Scaled()
+    c = tg.compile(m)
+    x = tg.ones(1, 2)
+    c(x)
+    m.alpha = 3.0
+    _check(c, m.forward, x)
+    assert c.stats.retraces == ["_Scaled.alpha changed: 2.0 -> 3.0"]
+    m.fc = tg.nn.Linear(2, 2)
+    _check(c, m.forward, x)
+    assert c.stats.retraces[-1].startswith("_Scaled.fc was rebound to another object")
+    with tg.no_grad():
+        m.fc.weight.mul_(2)                        # in place: read by reference, no retrace
+    _check(c, m.forward, x)
+    assert c.stats.traces == 3
+
+
+def test_unchanged_state_never_retraces_a_training_loop():
+    model = tg.nn.Sequential(tg.nn.Linear(4, 8), tg.nn.ReLU(), tg.nn.Dropout(0.1),
+                             tg.nn.Linear(8, 2))
+    opt = tg.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    lr = 0.05
+
+    @tg.compile
+    def step(x, y):
+        loss = tg.nn.functional.mse_loss(model(x), y)
+        grads = tg.autograd.grad(loss, list(model.parameters()))
+        with tg.no_grad():
+            for p, g in zip(model.parameters(), grads):
+                p -= lr * g
+        return loss.detach()
+    x, y = tg.randn(5, 4), tg.randn(5, 2)
+    for _ in range(20):
+        step(x, y)
+    assert step.stats.traces == 1 and step.stats.cache_hits == 19
+    del opt
+
+
+def test_function_changing_state_it_reads_falls_back_to_eager_with_eager_results():
+    class Counter(tg.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.calls = 0
+
+        def forward(self, x):
+            self.calls += 1
+            return x * self.calls
+    m = Counter()
+    c = tg.compile(m, cache_limit=3)
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        outs = [c(tg.ones(2)).tolist() for _ in range(6)]
+    assert outs == [[float(k)] * 2 for k in range(1, 7)]     # what eager computes
+    assert m.calls == 6
+    assert sum("cache_limit" in str(x.message) for x in w) == 1
+
+
+def test_explain_lists_the_guarded_state():
+    c = tg.compile(_by_dict)
+    c(tg.ones(3))
+    text = c.explain()
+    assert "on Python state" in text and "global 'cfg'['s'] == 2.0" in text
+
+
+@pytest.mark.parametrize("n", [3, 200])
+def test_large_containers_are_not_walked_but_small_ones_are(n):
+    from tracegrad.compiler.state import MAX_ITEMS
+    big = [float(i) for i in range(n)]
+
+    def f(x):
+        return x * big[0]
+    c = tg.compile(f)
+    c(tg.ones(1))
+    walked = [g.where for g in c.programs[0].state_guards if "'big'[" in g.where]
+    assert (len(walked) == n) == (n <= MAX_ITEMS)
