@@ -269,6 +269,16 @@ def test_exception_in_user_function_propagates_and_cache_stays_usable():
     assert cf.stats.cache_hits >= 1 and len(cf.programs) == 1
 
 
+def test_a_first_call_that_raises_is_no_retrace_reason_for_the_next():
+    cf = tg.compile(lambda x: x.reshape(5))
+    with pytest.raises(RuntimeError):
+        cf(tg.ones(2))
+    cf(tg.ones(5))
+    assert cf.stats.traces == 2 and cf.stats.retraces == []
+    cf(tg.ones(1, 5))
+    assert cf.stats.retraces == ["argument 0: shape changed ((5,) -> (1, 5))"]
+
+
 def test_eager_error_type_from_compiled_path():
     @tg.compile
     def f(x, i):

@@ -207,7 +207,7 @@ class CompiledFunction:
                 self._warned = True
             self.stats.eager_calls += 1
             return self.fn(*args, **kwargs)
-        if self.stats.traces:
+        if self._n_paths():              # a re-trace: some path exists (a failed trace adds none)
             log.info("tracegrad: re-tracing '%s' (path %d): %s", self.name,
                      self._n_paths() + 1, reason)
             self.stats.retraces.append(reason)
