@@ -111,6 +111,26 @@ def test_modifying_saved_input_raises(lib):
         c.sum().backward()
 
 
+@pytest.mark.parametrize("stmt", ["y.mul_(y)", "y.div_(y)", "y[0].mul_(y[1])", "y.pow_(y)"])
+def test_inplace_op_reading_its_own_target_saves_the_old_version(lib, stmt):
+    """`y.mul_(y)` saves `other`, the very storage it then overwrites: the saved operand
+    holds the version before the write, so backward raises (it used to give a wrong
+    gradient silently, from the new contents)."""
+    x = lib.tensor([[0.5, 2.0], [1.5, 3.0]], requires_grad=True)
+    y = x * 1
+    exec(stmt)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        y.sum().backward()
+
+
+def test_inplace_op_reading_an_unsaved_alias_of_its_target_is_fine(lib):
+    x = lib.tensor([[0.5, 2.0], [1.5, 3.0]], requires_grad=True)
+    y = x * 1
+    y[0].add_(y[1])                       # AddBackward0 saves nothing
+    y.sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [[1.0, 1.0], [2.0, 2.0]])
+
+
 def test_saved_tensor_error_message_prefix_equals_torch():
     torch = pytest.importorskip("torch")
     msgs = []

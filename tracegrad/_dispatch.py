@@ -323,19 +323,37 @@ def run_inplace(prim, args, attrs):
         if tdata.flags.writeable:
             raise
         raise _read_only_error(prim, tdata) from None
+    before = target._vc.v
     target._vc.v += 1
     if needs is None:
         return target
     base = target._base
     if base is not None:
-        _rebase_view(prim, args, attrs, target, needs, old)
+        node = _rebase_view(prim, args, attrs, target, needs, old)
         if base._retains_grad:          # the base's grad_fn is now CopySlices
             base._move_retain_grad()
     else:
-        record(prim, args, attrs, target, needs, {0: old} if old is not None else None)
+        node = record(prim, args, attrs, target, needs, {0: old} if old is not None else None)
         if target._retains_grad:
             target._move_retain_grad()
+    _saved_before_write(node, args, target._vc, before)
     return target
+
+
+def _saved_before_write(node, args, vc, before):
+    """An operand sharing the written storage (`y.mul_(y)`, `y[0].mul_(y[1])`) is saved, as in
+    PyTorch, before the write: at the old version, so backward finds it overwritten instead
+    of reading the new contents as if they were the operand."""
+    saved, versions = node.saved, node.versions
+    if not saved or versions is None:
+        return
+    stale = [k for k in range(1, min(len(args), len(saved)))
+             if saved[k] is args[k] and getattr(args[k], "_vc", None) is vc]
+    if stale:
+        versions = list(versions)
+        for k in stale:
+            versions[k] = before
+        node.versions = tuple(versions)
 
 
 def _check_inplace_target(prim, t, grad_on):
@@ -371,14 +389,15 @@ def _rebase_view(prim, args, attrs, view, needs, old):
     view_old._output_nr = view._output_nr
     f_out = Tensor._wrap(view._data)
     f_out._vc = view._vc             # a saved result (`view.tanh_()`) sees later writes
-    record(prim.functional, (view_old,) + tuple(args[1:]), attrs, f_out, needs,
-           {0: old} if old is not None else None)
+    node = record(prim.functional, (view_old,) + tuple(args[1:]), attrs, f_out, needs,
+                  {0: old} if old is not None else None)
     base_old = Tensor._wrap(base._data, base.requires_grad, base._grad_fn)
     base_old._output_nr = base._output_nr
     chain = view._view_chain
     record(S.VIEW_SCATTER, (base_old, f_out), {"chain": chain}, base, (base.requires_grad,
                                                                         True))
     view._regenerate()
+    return node
 
 
 def _read_only_error(prim, data):
