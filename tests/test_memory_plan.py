@@ -538,3 +538,23 @@ def test_min_memory_recomputes_cheap_activations_with_identical_gradients():
     we = tg.tensor(w0.copy(), requires_grad=True)
     _swish_loss(x, we).backward()
     np.testing.assert_array_equal(grads["min"], we.grad.numpy())
+
+
+def test_explain_reports_the_figures_and_names_recomputed_values_as_the_printed_ir():
+    x = tg.tensor(_arr(128, 128))
+    cf = tg.compile(_swish_loss, memory="min")
+    cf(x, tg.tensor(_arr(128, 128, scale=0.1), requires_grad=True)).backward()
+    path = cf.programs[0]
+    text = cf.explain()
+    for figure in ("naive intermediates", "saved for backward", "naive_bytes=", "lower_bound=",
+                   "planned_peak="):
+        assert figure in text
+    line = next(ln for ln in text.splitlines() if "recomputed in backward" in ln)
+    from tracegrad.ir.printer import value_names
+    fwd, bwd = path.part.forward, path.part.backward
+    sig_f = next(n.output for n in fwd.nodes if n.prim.name == "sigmoid")
+    sig_b = next(n.output for n in bwd.nodes if n.prim.name == "sigmoid")
+    # `%1` is the forward IR's sigmoid and `%3` backward's recomputation of it, not the
+    # value's internal id (which names some other node in either printout)
+    assert f"%{value_names(fwd)[sig_f]}: f32[128,128] (sigmoid" in line, line
+    assert f"%{value_names(bwd)[sig_b]} in backward" in line, line

@@ -34,7 +34,7 @@ class MemoryStats:
     forward_naive_bytes: int = 0
     backward_naive_bytes: int = 0
     plans: dict = field(default_factory=dict)   # "forward"/"backward" -> {figure: bytes}
-    recomputed: list = field(default_factory=list)   # "%v: type (prim)" recomputed in backward
+    recomputed: list = field(default_factory=list)   # "%v: type (prim; %w in backward IR)"
 
     @property
     def naive_bytes(self):
@@ -70,14 +70,30 @@ def memory_stats(path):
     st.forward_naive_bytes = liveness(part.forward).naive_bytes
     if part.backward is not None:
         st.backward_naive_bytes = liveness(part.backward).naive_bytes
-    prod = {n.output: n for n in path.functional.nodes}
-    st.recomputed = [f"{v!r}: {v.type} ({prod[v].prim.name})" if v in prod else repr(v)
-                     for v in getattr(part, "recomputed", [])]
+    st.recomputed = recomputed_lines(path)
     for prog in ("forward", "backward"):
         plan = getattr(path, f"{prog}_plan", None)
         if plan is not None and hasattr(plan, "summary"):
             st.plans[prog] = plan.summary()
     return st
+
+
+def recomputed_lines(path):
+    """Each recomputed value named as the printed IRs name it: forward (when the forward
+    program still computes it) and backward (the node that recomputes it)."""
+    part = path.part
+    prod = {n.output: n for n in path.functional.nodes}
+    fwd = value_names(part.forward)
+    bwd = value_names(part.backward) if part.backward is not None else {}
+    out = []
+    for v in getattr(part, "recomputed", []):
+        what = prod[v].prim.name if v in prod else "?"
+        b = getattr(part, "recomputed_as", {}).get(v)
+        if b in bwd:
+            what += f"; %{bwd[b]} in backward IR"
+        name = f"%{fwd[v]}" if v in fwd else "(not in forward IR)"
+        out.append(f"{name}: {v.type} ({what})")
+    return out
 
 
 def fmt_bytes(n):

@@ -22,6 +22,7 @@ class Partition:
     grads: list = field(default_factory=list)           # backward output per wrt input
     cotangent_outputs: list = field(default_factory=list)
     recomputed: list = field(default_factory=list)      # forward Values recomputed in backward
+    recomputed_as: dict = field(default_factory=dict)   # ... -> the backward Value recomputing it
 
 
 def partition(fg, vjp_result=None, remat=False):
@@ -39,7 +40,8 @@ def partition(fg, vjp_result=None, remat=False):
         saved_list = list(vjp_result.saved)
         if remat:
             from .remat import rematerialize
-            bwd, saved_list, part.recomputed = rematerialize(fg, bwd, n_ct, saved_list)
+            bwd, saved_list, part.recomputed, part.recomputed_as = rematerialize(
+                fg, bwd, n_ct, saved_list)
         used = {a for n in bwd.nodes for a in n.value_inputs()} | {
             v for v in bwd.outputs if v is not None}
         keep_inputs = bwd.inputs[:n_ct]

@@ -11,12 +11,13 @@ from ..ir.graph import Node
 
 
 def rematerialize(fg, bwd, n_ct, saved):
-    """Return (backward graph, saved forward values, recomputed values)."""
+    """Return (backward graph, saved forward values, recomputed values, and for each of
+    those the backward Value its recomputation defines)."""
     prod = {n.output: n for n in fg.nodes}
     inputs = set(fg.inputs)
     saved = list(saved)
     saved_in = dict(zip(saved, bwd.inputs[n_ct:]))
-    recomputed = []
+    recomputed, recomputed_as = [], {}
     changed = True
     while changed:
         changed = False
@@ -47,6 +48,7 @@ def rematerialize(fg, bwd, n_ct, saved):
                 gd.position += 1
             saved.remove(fv)
             recomputed.append(fv)
+            recomputed_as[fv] = target
             changed = True
     bwd.pass_log.append(("rematerialize", {"recomputed": len(recomputed)}))
-    return bwd, saved, recomputed
+    return bwd, saved, recomputed, recomputed_as
