@@ -3,6 +3,8 @@ keeps the graph valid (`verify`), reports statistics in `pass_log`, and preserve
 checked by running graphs with the reference interpreter against eager execution:
 functionalize (in-place/view effects, input mutations, stale saves), cse, dce, vjp (gradients
 equal eager autograd's), partition and check_inplace."""
+import re
+
 import numpy as np
 import pytest
 
@@ -292,6 +294,28 @@ def test_check_inplace_defers_overwrites_under_no_grad():
     vr = passes.vjp(fg, list(fg.inputs))
     deferred = passes.check_inplace(fg, vr.differentiated)
     assert len(deferred) == 1 and isinstance(deferred[0], tg.InplaceError)
+    assert deferred.stats == {"overwritten_saves": len(fg.stale), "read_by_backward": 1,
+                              "deferred_to_backward": 1}
+
+
+def test_partition_and_check_inplace_report_statistics_to_explain():
+    def f(x, w):
+        y = x * 2
+        y.mul_(w)                  # overwrites mul's saved input; the gradient never reads it
+        return y.sum()
+    fg = _functional(f, _arr(3), _arr(3), requires_grad=True)
+    vr = passes.vjp(fg, list(fg.inputs))
+    assert passes.check_inplace(fg, vr.differentiated).stats["read_by_backward"] == 0
+    part = passes.partition(fg, vr)
+    name, stats = part.forward.pass_log[-1]
+    assert name == "partition" and stats["saved"] == len(part.saved) > 0
+    assert stats["saved_bytes"] == sum(v.type.nbytes for k, v in enumerate(part.saved)
+                                       if k not in part.saved_from_input)
+    c = tg.compile(f)
+    c(tg.tensor(_arr(3), requires_grad=True), tg.tensor(_arr(3)))
+    text = c.explain()
+    assert "check_inplace" in text and "read_by_backward=0" in text
+    assert re.search(r"partition .*saved=\d+, saved_inputs=\d+, saved_bytes=\d+", text)
 
 
 def _bits(a):

@@ -77,6 +77,8 @@ class CompiledPath:
                                                  {ins[i] for i in self.wrt})
             self.stages.append(("vjp", vr.graph))
         self.part = partition(fg, vr, remat=(memory == "min"))
+        if needs_bwd:
+            self.part.forward.pass_log.append(("check_inplace", self.deferred_errors.stats))
         self.memory_mode = memory
         self._plan_and_build(name, memory, poison)
         # passes may merge distinct results (cse: `x.clone(), x.clone()`): copy the repeats

@@ -22,18 +22,28 @@ def _isval(a):
     return hasattr(a, "type") and hasattr(a, "id")
 
 
+class InplaceCheck(list):
+    """The deferred errors (a list) and `stats`: what the check looked at."""
+
+    def __init__(self, errors, stats):
+        super().__init__(errors)
+        self.stats = stats
+
+
 def check_inplace(g, differentiated, requires_grad=()):
     """Raise InplaceError if a differentiated node needs a value overwritten after it ran.
 
     `requires_grad`: the graph inputs that require grad (only used to word the message as
-    eager does). Returns the list of deferred errors (overwrites under no_grad; see module
-    docstring)."""
+    eager does). Returns the deferred errors (overwrites under no_grad; see module
+    docstring) as an `InplaceCheck` list whose `stats` count the overwritten values and
+    how many of them a gradient reads."""
     prod = {n.output: n for n in g.nodes}
     from .vjp import requires_grad_values
     # what each node keeps depends on which operands need a gradient (mul keeps `self` only
     # for `other`'s gradient); without `requires_grad`, every declared save counts
     req = requires_grad_values(g, requires_grad) if requires_grad else None
     deferred = []
+    read = 0
     for (idx, which), stale in sorted(getattr(g, "stale", {}).items(), key=lambda kv: kv[0][0]):
         site, saved_ver, final_ver = stale[:3]
         later = len(stale) > 3 and stale[3]
@@ -57,6 +67,7 @@ def check_inplace(g, differentiated, requires_grad=()):
                         else "a tensor that does not require grad")
             else:                            # eager names the overwriting op's node
                 desc = f"output 0 of {saved_by(last_fn or p.prim.grad_fn_name)}"
+        read += 1
         err = InplaceError(
             "one of the variables needed for gradient computation has been modified by an "
             f"inplace operation: [torch.{_KIND[v.type.dtype.name]} {list(v.type.shape)}], which "
@@ -68,4 +79,6 @@ def check_inplace(g, differentiated, requires_grad=()):
         if not later:
             raise err
         deferred.append(err)
-    return deferred
+    stale = getattr(g, "stale", {})
+    return InplaceCheck(deferred, {"overwritten_saves": len(stale), "read_by_backward": read,
+                                   "deferred_to_backward": len(deferred)})

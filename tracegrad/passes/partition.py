@@ -62,6 +62,10 @@ def partition(fg, vjp_result=None, remat=False):
     counts = getattr(fg, "mutation_counts", {})
     part.mutations = [(inputs[a], counts.get(a, 1)) for a, _ in muts]
     fwd = dce(_with_outputs(fg, user + saved_fwd + [b for _, b in muts]))
+    fwd.pass_log.append(("partition", {
+        "saved": len(part.saved), "saved_inputs": len(part.saved_from_input),
+        "saved_bytes": sum(v.type.nbytes for v in saved_fwd),
+        "recomputed": len(part.recomputed), "input_mutations": len(part.mutations)}))
     part.forward = fwd
     return part
 

@@ -24,7 +24,7 @@ from .drawing import Drawing
 from .style import MAX_LINE, Ids, buffer_color, short, site_str
 
 NO_PLAN_NOTE = ('color_by="buffer": no memory plan for this graph (compiled with memory="off", '
-                'or pass plan=tracegrad.passes.plan_memory.plan_memory(graph)); drawn '
+                'or pass plan=tracegrad.passes.plan_memory(graph)); drawn '
                 'without buffer colors')
 
 
