@@ -531,6 +531,23 @@ def test_hook_returning_none_keeps_grad(lib):
     np.testing.assert_allclose(_np(x.grad), [2.0, 2.0])
 
 
+@pytest.mark.parametrize("bad,words", [
+    (lambda m, g: m.ones(3), "changed the size of value"),
+    (lambda m, g: g.double(), "changed the type of value"),
+])
+def test_hook_changing_size_or_dtype_raises_naming_the_hook(lib, bad, words):
+    x = lib.ones(2, requires_grad=True)
+    y = x * 2
+
+    def my_hook(g):
+        return bad(lib, g)
+    y.register_hook(my_hook)
+    with pytest.raises(RuntimeError, match=f"hook 'my_hook' has {words}"):
+        y.sum().backward()
+    (x * 2).sum().backward()                 # the next call works
+    np.testing.assert_allclose(_np(x.grad), [2.0, 2.0])
+
+
 def test_hooks_run_in_registration_order_and_chain(lib):
     x = lib.tensor([1.0], requires_grad=True)
     y = x * 1

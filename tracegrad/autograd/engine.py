@@ -164,12 +164,33 @@ def _pre_hooks(node, gs):
                     gs = list(r)
             continue
         for fn in list(fns):
-            if gs[nr] is None:
+            g = gs[nr]
+            if g is None:
                 break
-            r = fn(gs[nr])
+            r = fn(g)
             if r is not None:
+                _check_hook_result(fn, g, r)
                 gs[nr] = r
     return gs
+
+
+_TYPE_NAMES = {"float32": "FloatTensor", "float64": "DoubleTensor", "float16": "HalfTensor"}
+
+
+def _check_hook_result(fn, g, r):
+    """A tensor hook may replace the gradient, but not change its shape or dtype (PyTorch)."""
+    name = getattr(fn, "__name__", type(fn).__name__)
+    if not isinstance(r, Tensor) or tuple(r.shape) != tuple(g.shape):
+        raise op_error(TracegradRuntimeError, None,
+                       f"hook '{name}' has changed the size of value",
+                       f"(expected {list(g.shape)}, got "
+                       f"{list(r.shape) if isinstance(r, Tensor) else type(r).__name__}). "
+                       "Return a tensor of the gradient's shape, or None to keep it.")
+    if r.dtype is not g.dtype:
+        was, got = (_TYPE_NAMES.get(t.dtype.name, t.dtype.name) for t in (g, r))
+        raise op_error(TracegradRuntimeError, None,
+                       f"hook '{name}' has changed the type of value (was torch.{was} got "
+                       f"torch.{got})", "Cast the returned gradient back, e.g. `.to(g.dtype)`.")
 
 
 def _accumulate_target(t, g, create_graph):
