@@ -74,6 +74,29 @@ def test_decorated_function_keeps_metadata(lib):
     assert documented.__name__ == "documented" and documented.__doc__ == "doc"
 
 
+@pytest.mark.parametrize("mode", ["no_grad", "inference_mode", "set_grad_enabled"])
+def test_decorated_generator_runs_each_step_in_the_mode(lib, mode):
+    # PyTorch re-enters the mode every time the generator resumes, and leaves it at each
+    # yield, so the consumer's code between steps keeps its own mode
+    deco = lib.set_grad_enabled(False) if mode == "set_grad_enabled" else getattr(lib, mode)()
+
+    @deco
+    def steps(x):
+        for _ in range(2):
+            got = yield (lib.is_grad_enabled(), (x * 2).requires_grad)
+            assert got == "sent"
+
+    x = _leaf(lib)
+    gen = steps(x)
+    assert next(gen) == (False, False)
+    assert lib.is_grad_enabled() and not lib.is_inference_mode_enabled()
+    assert (x * 2).requires_grad
+    assert gen.send("sent") == (False, False)
+    with pytest.raises(StopIteration):
+        gen.send("sent")
+    assert lib.is_grad_enabled()
+
+
 def test_no_grad_restores_mode_after_exception(lib):
     with pytest.raises(ValueError):
         with lib.no_grad():

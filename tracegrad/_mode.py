@@ -5,6 +5,7 @@ autograd mechanics note requires.
 """
 import contextvars
 import functools
+import inspect
 
 _grad_enabled = contextvars.ContextVar("tracegrad_grad_enabled", default=True)
 _inference = contextvars.ContextVar("tracegrad_inference_mode", default=False)
@@ -37,6 +38,9 @@ class _Mode:
         return super().__new__(cls)
 
     def __call__(self, fn):
+        if inspect.isgeneratorfunction(fn):
+            return self._wrap_generator(fn)
+
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
             with self.__class__(*self._args):
@@ -44,6 +48,34 @@ class _Mode:
         return wrapper
 
     _args = ()
+
+    def _wrap_generator(self, fn):
+        """A decorated generator runs each step (up to its next yield) in the mode, as in
+        PyTorch; the consumer's code between steps keeps its own mode."""
+        mode = self.__class__
+
+        def step(method, arg):
+            with mode(*self._args):
+                return method(arg)
+
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            gen = fn(*args, **kwargs)
+            try:
+                response = step(gen.send, None)
+                while True:
+                    try:
+                        request = yield response
+                    except GeneratorExit:
+                        step(lambda _: gen.close(), None)
+                        raise
+                    except BaseException as e:     # noqa: BLE001 -- forwarded to `gen`
+                        response = step(gen.throw, e)
+                    else:
+                        response = step(gen.send, request)
+            except StopIteration as stop:          # the generator returned
+                return stop.value
+        return wrapper
 
     def __exit__(self, *exc):
         for var, token in reversed(self._tokens):
