@@ -296,6 +296,19 @@ def test_view_of_normal_tensor_in_inference_mode_is_normal(lib):
     assert not v.is_inference()
 
 
+def test_views_of_an_inference_tensor_taken_outside_are_inference_tensors(lib):
+    with lib.inference_mode():
+        t = lib.ones(2, 2)
+    views = [t[0], t.view(4), t.t(), t.detach(), t.reshape(4)]
+    assert all(v.is_inference() for v in views)
+    with pytest.raises(RuntimeError, match="Inplace update to inference tensor"):
+        t[0].add_(1)                         # a view does not launder the write
+    with pytest.raises(RuntimeError, match="Inference tensors cannot be saved"):
+        _leaf(lib) * t.view(4)[:2]
+    if lib is tg:                            # (PyTorch raises after writing; we before)
+        assert t.tolist() == [[1.0, 1.0], [1.0, 1.0]]
+
+
 # ---------------------------------------------------------------- thread-locality
 
 def _in_thread(fn):

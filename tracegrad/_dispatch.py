@@ -177,6 +177,8 @@ def _alias(prim, args, attrs, out):
     """`out` shares the storage of operand `prim.aliases` (views, detach)."""
     src = args[prim.aliases]
     out._vc = src._vc
+    if src._inference:              # a view of an inference tensor is one, in any mode
+        out._inference = True
     if prim.is_view:
         base = src._base
         out._base = src if base is None else base
