@@ -109,7 +109,7 @@ def _pick(scores, target, weight, ignore_index):
 
 def _weighted_reduce(per_row, w_eff, reduction, shape):
     if reduction == "none":
-        return O.reshape(per_row, shape)
+        return _as_target_shape(per_row, shape)
     total = O.sum(per_row)
     return O.div(total, O.sum(w_eff)) if reduction == "mean" else total
 
@@ -129,7 +129,13 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
 def _nll(scores, t, weight, ignore_index, reduction, shape):
     """The one NllLossBackward0 node, reshaped to the target's layout for 'none'."""
     loss = _loss.nll_loss(scores, t, weight, reduction, ignore_index)
-    return O.reshape(loss, shape) if reduction == "none" else loss
+    return _as_target_shape(loss, shape) if reduction == "none" else loss
+
+
+def _as_target_shape(loss, shape):
+    """Per-row losses in the target's layout; a (N, C) input's need no reshape (and so keep
+    printing grad_fn=<NllLossBackward0>, as PyTorch's do)."""
+    return loss if tuple(loss.shape) == tuple(shape) else O.reshape(loss, shape)
 
 
 def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100,
