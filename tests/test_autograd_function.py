@@ -437,6 +437,14 @@ def test_gradcheck_passes_on_builtin_ops(lib):
     assert lib.autograd.gradcheck(lambda a, b: (a @ b).tanh() * a.sum(), (a, b))
 
 
+def test_gradcheck_on_a_non_contiguous_input(lib):
+    # a transposed leaf: perturbing a flattened copy would leave the input unchanged
+    x = _d(lib, 3, 2).detach().t().requires_grad_()
+    assert not x.is_contiguous()
+    assert lib.autograd.gradcheck(lambda a: (a * a * a[:, :1]).sum(1), (x,))
+    assert lib.autograd.gradgradcheck(lambda a: (a * a).sum(1), (x,))
+
+
 def test_gradcheck_passes_on_correct_function(lib):
     fn = _functions(lib)
     assert lib.autograd.gradcheck(fn.Cube.apply, (_d(lib, 4),))

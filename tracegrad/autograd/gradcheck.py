@@ -24,16 +24,16 @@ def _numerical(fn, inputs, out_idx, eps):
         if not (isinstance(t, Tensor) and t.requires_grad):
             jacs.append(None)
             continue
-        flat = t._data.reshape(-1)
-        out0 = _outputs(fn, inputs)[out_idx]
-        J = np.zeros((t._data.size, out0._data.size))
-        for k in range(flat.size):
-            orig = flat[k]
-            flat[k] = orig + eps
+        data = t._data           # perturbed in place, element by element in C order (a
+        out0 = _outputs(fn, inputs)[out_idx]     # reshape(-1) of a non-contiguous input
+        J = np.zeros((data.size, out0._data.size))   # would be a copy, perturbing nothing)
+        for k, idx in enumerate(np.ndindex(data.shape)):
+            orig = data[idx]
+            data[idx] = orig + eps
             hi = _outputs(fn, inputs)[out_idx]._data.astype(np.float64).reshape(-1)
-            flat[k] = orig - eps
+            data[idx] = orig - eps
             lo = _outputs(fn, inputs)[out_idx]._data.astype(np.float64).reshape(-1)
-            flat[k] = orig
+            data[idx] = orig
             J[k] = (hi - lo) / (2 * eps)
         jacs.append(J)
     return jacs
