@@ -264,16 +264,21 @@ def record(prim, args, attrs, out, needs, saved_override=None):
             saves = prim._saves_by_need[needs]
         if saved_override is None and len(saves) == n:
             saved = args if type(args) is tuple else tuple(args)   # every operand (mul...)
+        elif saved_override is None and n == 2 and len(saves) == 1:  # one of two (x * 1.5)
+            saved = (args[0], None) if saves == (0,) else (None, args[1])
         else:
             saved = _saved_values(saves, args, saved_override)
         node.saved = saved
+        # _version inlined for plain tensors, Python numbers and unsaved operands (None)
         if len(saved) == 2:
-            a, b = saved        # _version inlined for plain tensors and Python numbers
+            a, b = saved
             va = a._vc.v if type(a) is Tensor and not a._inference else (
-                0 if type(a) is float else _version(prim, a))
+                0 if a is None or type(a) is float else _version(prim, a))
             vb = b._vc.v if type(b) is Tensor and not b._inference else (
-                0 if type(b) is float else _version(prim, b))
+                0 if b is None or type(b) is float else _version(prim, b))
             node.versions = (va, vb)
+        elif len(saved) == 1 and type(saved[0]) is Tensor and not saved[0]._inference:
+            node.versions = (saved[0]._vc.v,)                        # sin, log...
         else:
             node.versions = _versions(prim, saved)
     if prim.saves_out:
