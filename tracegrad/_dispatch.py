@@ -192,10 +192,10 @@ def _meta(a, need):
         return None, (), None
     d = a._data
     if not need:
-        return None, d.shape, _FROM_NP[d.dtype]
+        return None, d.shape, d.dtype
     if a._base is None and a._grad_fn is not None:      # edge_of's common case
-        return (a._grad_fn, a._output_nr), d.shape, _FROM_NP[d.dtype]
-    return edge_of(a), d.shape, _FROM_NP[d.dtype]
+        return (a._grad_fn, a._output_nr), d.shape, d.dtype
+    return edge_of(a), d.shape, d.dtype
 
 
 def _version(prim, t):
@@ -233,7 +233,7 @@ def record(prim, args, attrs, out, needs, saved_override=None):
         a = args[0]
         if isinstance(a, Tensor):
             d = a._data
-            sa, da = d.shape, _FROM_NP[d.dtype]
+            sa, da = d.shape, d.dtype
             if not needs[0]:
                 ea = None
             elif a._base is None and a._grad_fn is not None:    # edge_of's common case
@@ -248,7 +248,7 @@ def record(prim, args, attrs, out, needs, saved_override=None):
             b = args[1]
             if isinstance(b, Tensor):
                 d = b._data
-                sb, db = d.shape, _FROM_NP[d.dtype]
+                sb, db = d.shape, d.dtype
                 if not needs[1]:
                     eb = None
                 elif b._base is None and b._grad_fn is not None:

@@ -11,6 +11,7 @@ accumulation into a shared leaf takes that leaf's lock.
 import heapq
 
 from .. import _mode
+from .._dtype import _FROM_NP
 from .._errors import TracegradRuntimeError, op_error
 from .._tensor import Tensor, accumulator, edge_of
 from .graph import AccumulateGrad
@@ -109,8 +110,8 @@ def run_backward(tensors, grads, retain_graph, create_graph, inputs=None, captur
             for e, g, dt in zip(node.edges, out, node.dtypes):
                 if e is None or g is None:
                     continue
-                if dt is not None and g._data.dtype is not dt.np and g._data.dtype != dt.np:
-                    g = g.to(dt)
+                if dt is not None and g._data.dtype is not dt and g._data.dtype != dt:
+                    g = g.to(_FROM_NP[dt])
                 nxt, nr = e
                 key = id(nxt)
                 if need is not None and not need.get(key, False):

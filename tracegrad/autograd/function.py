@@ -143,7 +143,7 @@ class Function(metaclass=_FunctionMeta):
             edges = tuple(edge_of(t) if n else None for t, n in zip(tens, needs))
             node = cls._node_cls(None, None, edges,
                                  tuple(t.shape if t is not None else () for t in tens),
-                                 tuple(t.dtype if t is not None else None for t in tens),
+                                 tuple(t._data.dtype if t is not None else None for t in tens),
                                  needs, n_outputs=len(outs))
             node.fn_cls, node.ctx = cls, ctx
             node.out_meta = tuple((o._data.shape, o._data.dtype) if isinstance(o, Tensor)

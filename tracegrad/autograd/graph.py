@@ -50,6 +50,7 @@ class Node:
         self.prim = prim
         self.attrs = attrs
         self.edges = edges            # tuple of (Node, output_nr) or None, one per operand
+        # shapes and numpy dtypes of the operands (the engine casts gradients to them)
         self.shapes = shapes
         self.dtypes = dtypes
         self.needs = needs
@@ -207,7 +208,7 @@ class AccumulateGrad(Node):
     __slots__ = ("_var", "lock")
 
     def __init__(self, variable):
-        Node.__init__(self, None, None, (), (variable.shape,), (variable.dtype,), (True,))
+        Node.__init__(self, None, None, (), (variable.shape,), (variable._data.dtype,), (True,))
         self._var = weakref.ref(variable)
         self.lock = threading.Lock()
         self.seq = -1

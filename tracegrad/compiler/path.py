@@ -94,7 +94,7 @@ class CompiledPath:
                             if v is not None and storage.get(v) in behind}
         self.eager_reason = _needs_eager(self.part, fg, tracer, loud, out_tensors)
         self.wrt_shapes = tuple(ins[i].type.shape for i in self.wrt)
-        self.wrt_dtypes = tuple(ins[i].type.dtype for i in self.wrt)
+        self.wrt_dtypes = tuple(ins[i].type.dtype.np for i in self.wrt)
         self._layout()
 
     def _layout(self):
