@@ -138,6 +138,27 @@ CASES = [
     ("backward_twice", lambda m, s: _backward_twice(m), RuntimeError, ["retain_graph"]),
     ("floor_divide_backward", lambda m, s: (m.ones(3, requires_grad=True) // 2).sum().backward(),
      RuntimeError, ["not implemented"]),
+    # argument checks PyTorch makes before any kernel runs
+    ("split_size_zero", lambda m, s: m.ones(4).split(0), RuntimeError, ["split_size", "4"]),
+    ("split_size_negative", lambda m, s: m.ones(4).split(-1), RuntimeError, ["-1"]),
+    ("chunk_zero", lambda m, s: m.ones(4).chunk(0), RuntimeError, ["chunks", "0"]),
+    ("cat_empty_list", lambda m, s: m.cat([]), ValueError, ["non-empty"]),
+    ("argmax_empty", lambda m, s: m.ones(0).argmax(), IndexError, ["numel() == 0"]),
+    ("argmin_empty_dim", lambda m, s: m.ones(0, 3).argmin(0), IndexError, ["dim 0"]),
+    ("linspace_negative_steps", lambda m, s: m.linspace(0, 1, -1), RuntimeError, ["steps"]),
+    ("eye_negative", lambda m, s: m.eye(-1), RuntimeError, ["-1"]),
+    ("bool_minus_number", lambda m, s: m.ones(2, dtype=m.bool) - 1.0, RuntimeError,
+     ["bool", "logical_not"]),
+    ("number_minus_bool", lambda m, s: 1.0 - m.ones(2, dtype=m.bool), RuntimeError, ["bool"]),
+    ("float_minus_python_bool", lambda m, s: m.ones(2) - True, RuntimeError, ["bool"]),
+    ("bool_minus_bool", lambda m, s: m.ones(2, dtype=m.bool) - m.ones(2, dtype=m.bool),
+     RuntimeError, ["two bool tensors", "logical_xor"]),
+    ("bool_sub_inplace", lambda m, s: _zeros(m, s).sub_(m.ones(3, dtype=m.bool)), RuntimeError,
+     ["bool"], _unchanged([0.0, 0.0, 0.0])),
+    ("add_list", lambda m, s: m.ones(2) + [1, 2], TypeError, ["list", "tensor("]),
+    ("mul_tuple", lambda m, s: (1, 2) * m.ones(2), TypeError, ["tuple"]),
+    ("where_list", lambda m, s: m.where(m.ones(2) > 0, m.ones(2), [1.0, 2.0]), TypeError,
+     ["list"]),
 ]
 
 

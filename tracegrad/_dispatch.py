@@ -109,6 +109,10 @@ def _arrays(prim, args):
     want = None if rule is None else rule(args)
     out = []
     for a in args:          # a loop, not a comprehension: `want` would become a cell
+        if type(a) is list or type(a) is tuple:   # numpy would take it; PyTorch refuses
+            err = _operand_type_error(prim, args)
+            if err is not None:
+                raise err
         out.append(_cast(a, want))
     return tuple(out)
 
@@ -424,6 +428,22 @@ def _read_only_error(prim, data):
 _NUMBER_TYPES = (Tensor, np.ndarray, np.generic, int, float, complex)
 
 
+def _operand_type_error(prim, args):
+    """PyTorch's TypeError for an elementwise op given a non-number operand (None, a string,
+    a list), or None when every operand is a tensor, an array or a number."""
+    from ._errors import TracegradTypeError
+    if not prim.elementwise:
+        return None
+    bad = [type(a).__name__ for a in args if not isinstance(a, _NUMBER_TYPES)]
+    if not bad:
+        return None
+    fix = "Operands must be tensors, numpy arrays or Python numbers" + (
+        " (make a tensor of it first: tracegrad.tensor(...))."
+        if {"list", "tuple"} & set(bad) else ".")
+    return op_error(TracegradTypeError, prim.name,
+                    f"unsupported operand type(s): {', '.join(bad)}.", fix)
+
+
 def _translate(prim, e, args=()):
     """Turn a numpy error inside a kernel into the error PyTorch raises, naming the op."""
     from ._errors import (TracegradError, TracegradIndexError, TracegradRuntimeError,
@@ -431,12 +451,10 @@ def _translate(prim, e, args=()):
     if isinstance(e, TracegradError):
         return e                    # a kernel already raised the right error
     msg = str(e)
-    if isinstance(e, TypeError) and prim.elementwise:
-        bad = [type(a).__name__ for a in args if not isinstance(a, _NUMBER_TYPES)]
-        if bad:                     # `x + None`, `x * "a"`: PyTorch raises TypeError
-            return op_error(TracegradTypeError, prim.name,
-                            f"unsupported operand type(s): {', '.join(bad)}.",
-                            "Operands must be tensors, numpy arrays or Python numbers.")
+    if isinstance(e, TypeError):
+        bad = _operand_type_error(prim, args)
+        if bad is not None:         # `x + None`, `x * "a"`: PyTorch raises TypeError
+            return bad
     if "broadcast" in msg:
         return op_error(TracegradRuntimeError, prim.name,
                         f"shapes cannot be broadcast together ({msg}).",

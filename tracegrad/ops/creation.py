@@ -179,6 +179,10 @@ def full(size, fill_value, *, dtype=None, device=None, requires_grad=False):
 
 
 def eye(n, m=None, *, dtype=None, device=None, requires_grad=False):
+    for name, v in (("n", n), ("m", m)):
+        if v is not None and v < 0:
+            raise op_error(TracegradRuntimeError, "eye",
+                           f"{name} must be greater or equal to 0, got {v}")
     return _finish(np.eye(n, m if m is not None else n, dtype=_float(dtype).np), requires_grad)
 
 
@@ -197,6 +201,8 @@ def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad=Fa
 
 
 def linspace(start, end, steps, *, dtype=None, device=None, requires_grad=False):
+    if steps < 0:
+        raise op_error(TracegradRuntimeError, "linspace", "number of steps must be non-negative")
     return _finish(np.linspace(start, end, steps).astype(_float(dtype).np), requires_grad)
 
 

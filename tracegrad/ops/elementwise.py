@@ -182,8 +182,25 @@ def _floor_div(x, y):
     return np.floor_divide(x, y)
 
 
+def _no_bool_subtraction(op):
+    """Promotion that refuses bool tensors, as PyTorch does (`1 - mask` is a bug magnet)."""
+    def rule(args):
+        n = sum(1 for a in args if type(a) is bool
+                or getattr(getattr(a, "_data", a), "dtype", None) == np.bool_)
+        if n == 2:
+            raise _err(op, "Subtraction, the `-` operator, with two bool tensors is not "
+                       "supported. Use the `^` or `logical_xor()` operator instead.")
+        if n:
+            raise _err(op, "Subtraction, the `-` operator, with a bool tensor is not "
+                       "supported. If you are trying to invert a mask, use the `~` or "
+                       "`logical_not()` operator instead.")
+        return promote(args)
+    rule.keeps_float = True          # float operands take dispatch's fast path, never this
+    return rule
+
+
 ADD = Primitive("add", np.add, vjp=_add_vjp, dtype_rule=promote)
-SUB = Primitive("sub", np.subtract, vjp=_sub_vjp, dtype_rule=promote)
+SUB = Primitive("sub", np.subtract, vjp=_sub_vjp, dtype_rule=_no_bool_subtraction("sub"))
 # each operand's gradient reads the other (PyTorch saves only what will be read)
 MUL = Primitive("mul", np.multiply, vjp=_mul_vjp, saves_for={0: (1,), 1: (0,)},
                 dtype_rule=promote)
@@ -199,7 +216,8 @@ def _rsub_vjp(g, ins, out, n):
     return (_st(neg(g), n.shapes[0]) if a else None, _st(g, n.shapes[1]) if b else None)
 
 
-RSUB = Primitive("rsub", lambda x, y: np.subtract(y, x), vjp=_rsub_vjp, dtype_rule=promote,
+RSUB = Primitive("rsub", lambda x, y: np.subtract(y, x), vjp=_rsub_vjp,
+                 dtype_rule=_no_bool_subtraction("rsub"),
                  grad_fn_name="RsubBackward1", doc="`other - input` (Python's `2 - x`)")
 def _floor_divide_vjp(g, ins, out, n):
     # PyTorch records a node (the result requires grad) whose backward refuses to run.
@@ -334,6 +352,11 @@ def where(condition, input=None, other=None):
         if isinstance(a, Tensor) and a._data.dtype != d:
             a = a.to(_np2d(d))
         elif not isinstance(a, Tensor):
+            if not isinstance(a, (bool, int, float, np.ndarray, np.generic)):
+                from .._errors import TracegradTypeError, op_error
+                raise op_error(TracegradTypeError, "where", "expected a tensor or a number, got "
+                               f"{type(a).__name__}", "Make a tensor of it first: "
+                               "tracegrad.tensor(...).")
             a = np.asarray(a, dtype=d)[()]
             a = a.item()
         args.append(a)

@@ -10,7 +10,7 @@ import numpy as np
 
 from .. import _dtype as D
 from .._dispatch import dispatch
-from .._errors import TracegradRuntimeError, op_error
+from .._errors import TracegradIndexError, TracegradRuntimeError, op_error
 from .._tensor import Tensor, _wrap_dim
 from . import elementwise as E
 from .primitive import Primitive, overload_of
@@ -279,15 +279,25 @@ ARGMIN = Primitive("argmin", _argmin_kernel)
 
 
 def argmax(input, dim=None, keepdim=False):
-    if dim is not None:
-        dim = _wrap_dim(dim, input.ndim, "argmax")
-    return dispatch(ARGMAX, (input,), {"dim": dim, "keepdim": keepdim})
+    return dispatch(ARGMAX, (input,), {"dim": _arg_dim(input, dim, "argmax"), "keepdim": keepdim})
 
 
 def argmin(input, dim=None, keepdim=False):
-    if dim is not None:
-        dim = _wrap_dim(dim, input.ndim, "argmin")
-    return dispatch(ARGMIN, (input,), {"dim": dim, "keepdim": keepdim})
+    return dispatch(ARGMIN, (input,), {"dim": _arg_dim(input, dim, "argmin"), "keepdim": keepdim})
+
+
+def _arg_dim(input, dim, op):
+    """The wrapped dim; an empty reduction raises PyTorch's IndexError (numpy: ValueError)."""
+    if dim is None:
+        if input.numel() == 0:
+            raise op_error(TracegradIndexError, op, f"{op}(): Expected reduction dim to be "
+                           "specified for input.numel() == 0.", "Pass dim=...")
+        return None
+    dim = _wrap_dim(dim, input.ndim, op)
+    if input.ndim and input.shape[dim] == 0:
+        raise op_error(TracegradIndexError, op, f"{op}(): Expected reduction dim {dim} to have "
+                       "non-zero size.")
+    return dim
 
 
 MAX_DIM = Primitive("max_dim", _sel_kernel(np.argmax), vjp=_sel_vjp(argmax), saves=(0,),

@@ -11,7 +11,8 @@ import numpy as np
 
 from .. import _dtype as D
 from .._dispatch import dispatch
-from .._errors import TracegradIndexError, TracegradRuntimeError, op_error
+from .._errors import (TracegradIndexError, TracegradRuntimeError, TracegradValueError,
+                       op_error)
 from .._tensor import Tensor, _wrap_dim, from_array
 from .primitive import Primitive, overload_of, promote
 
@@ -340,7 +341,7 @@ def cat(tensors, dim=0):
     """Concatenate along `dim` (type-promoted, like torch.cat)."""
     tensors = tuple(tensors)
     if not tensors:
-        raise op_error(TracegradRuntimeError, "cat", "expected a non-empty list of Tensors")
+        raise op_error(TracegradValueError, "cat", "expected a non-empty list of Tensors")
     live = tuple(t for t in tensors if not (t.ndim == 1 and t.shape[0] == 0)) or tensors[:1]
     ref = live[0]
     d = _wrap_dim(dim, ref.ndim, "cat")
@@ -734,6 +735,12 @@ def split(tensor, split_size_or_sections, dim=0):
     n = tensor.shape[d]
     if isinstance(split_size_or_sections, int):
         s = split_size_or_sections
+        if s < 0 or s == 0 and n:
+            raise op_error(TracegradRuntimeError, "split",
+                           f"split_size can only be 0 if dimension size is 0, but got dimension "
+                           f"size of {n}" if s == 0 else
+                           f"split expects split_size be non-negative, but got split_size={s}",
+                           "Pass a positive size, or a list of sizes summing to the dimension.")
         sizes = [min(s, n - i) for i in range(0, n, s)] if s > 0 else [n]
     else:
         sizes = list(split_size_or_sections)
@@ -750,6 +757,9 @@ def split(tensor, split_size_or_sections, dim=0):
 
 def chunk(input, chunks, dim=0):
     d = _wrap_dim(dim, input.ndim, "chunk")
+    if chunks <= 0:
+        raise op_error(TracegradRuntimeError, "chunk",
+                       f"chunk expects `chunks` to be greater than 0, got: {chunks}")
     n = input.shape[d]
     size = -(-n // chunks) if chunks > 0 else n
     return split(input, max(size, 1), d) if n else (input,)
