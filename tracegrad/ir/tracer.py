@@ -29,7 +29,12 @@ def _constant_kernel(value):
     return value.copy()
 
 
-CONSTANT = Primitive("constant", _constant_kernel)
+def _constant_shape(shapes, attrs):
+    """The baked-in array's shape (Note [Shape rules] in ops/shape_rules.py)."""
+    return np.shape(attrs["value"])
+
+
+CONSTANT = Primitive("constant", _constant_kernel, shape_rule=_constant_shape)
 _DYNAMIC_SHAPE = {"nonzero", "index"}
 
 

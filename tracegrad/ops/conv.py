@@ -57,8 +57,26 @@ def _col2im_vjp(g, ins, out, n):
     return (im2col(g, **a),)
 
 
-IM2COL = Primitive("im2col", _im2col_kernel, vjp=_im2col_vjp, grad_fn_name="Im2ColBackward0")
-COL2IM = Primitive("col2im", _col2im_kernel, vjp=_col2im_vjp, grad_fn_name="Col2ImBackward0")
+def _im2col_shape(shapes, attrs):
+    """(N, C, H, W) -> (N, C*kh*kw, OH*OW)."""
+    n, c, *size = shapes[0]
+    kh, kw = attrs["kernel_size"]
+    oh, ow = out_size(size, attrs["kernel_size"], attrs["stride"], attrs["padding"],
+                      attrs["dilation"])
+    return (n, c * kh * kw, oh * ow)
+
+
+def _col2im_shape(shapes, attrs):
+    """(N, C*kh*kw, L) -> (N, C, H, W) with (H, W) = `output_size`."""
+    n, rows = shapes[0][:2]
+    kh, kw = attrs["kernel_size"]
+    return (n, rows // (kh * kw)) + tuple(attrs["output_size"])
+
+
+IM2COL = Primitive("im2col", _im2col_kernel, vjp=_im2col_vjp, grad_fn_name="Im2ColBackward0",
+                   shape_rule=_im2col_shape)
+COL2IM = Primitive("col2im", _col2im_kernel, vjp=_col2im_vjp, grad_fn_name="Col2ImBackward0",
+                   shape_rule=_col2im_shape)
 
 
 def _ints(v):

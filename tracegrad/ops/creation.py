@@ -13,6 +13,7 @@ from .. import _mode
 from .._dispatch import dispatch
 from .._errors import TracegradRuntimeError, TracegradTypeError, op_error
 from .._tensor import Tensor, from_array
+from . import shape_rules as SR
 from .primitive import Primitive
 
 
@@ -147,7 +148,7 @@ def _full_kernel(shape, fill_value, dtype):
     return np.full(shape, fill_value, dtype=dtype)
 
 
-FULL = Primitive("full", _full_kernel)
+FULL = Primitive("full", _full_kernel, shape_rule=SR.attr_shape)
 
 
 def _fill(value, size, dtype, requires_grad, default=None):
@@ -244,7 +245,7 @@ def _seed_kernel(gen, seed):
     return np.zeros((), np.int64)            # a token: the effect is on the generator
 
 
-SEED = Primitive("manual_seed", _seed_kernel, impure=True, nondiff=True)
+SEED = Primitive("manual_seed", _seed_kernel, impure=True, nondiff=True, shape_rule=SR.scalar)
 default_generator = Generator(0)
 
 
@@ -277,9 +278,9 @@ def _randint_kernel(gen, low, high, shape, dtype):
     return gen._rng.integers(low, high, shape).astype(dtype, copy=False)
 
 
-RAND = Primitive("rand", _rand_kernel, impure=True)
-RANDN = Primitive("randn", _randn_kernel, impure=True)
-RANDINT = Primitive("randint", _randint_kernel, impure=True)
+RAND = Primitive("rand", _rand_kernel, impure=True, shape_rule=SR.attr_shape)
+RANDN = Primitive("randn", _randn_kernel, impure=True, shape_rule=SR.attr_shape)
+RANDINT = Primitive("randint", _randint_kernel, impure=True, shape_rule=SR.attr_shape)
 
 
 def _random(prim, size, dtype, requires_grad, generator, **attrs):

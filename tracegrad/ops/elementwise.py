@@ -11,6 +11,7 @@ import numpy as np
 from .._dispatch import dispatch
 from .._dtype import scalar_type_name
 from .._tensor import Tensor
+from . import shape_rules as SR
 from .primitive import Primitive, inplace_of, overload_of, promote, promote_float, promote_tail
 
 
@@ -199,14 +200,16 @@ def _no_bool_subtraction(op):
     return rule
 
 
-ADD = Primitive("add", np.add, vjp=_add_vjp, dtype_rule=promote)
-SUB = Primitive("sub", np.subtract, vjp=_sub_vjp, dtype_rule=_no_bool_subtraction("sub"))
+ADD = Primitive("add", np.add, vjp=_add_vjp, dtype_rule=promote, shape_rule=SR.broadcast)
+SUB = Primitive("sub", np.subtract, vjp=_sub_vjp, dtype_rule=_no_bool_subtraction("sub"),
+                shape_rule=SR.broadcast)
 # each operand's gradient reads the other (PyTorch saves only what will be read)
 MUL = Primitive("mul", np.multiply, vjp=_mul_vjp, saves_for={0: (1,), 1: (0,)},
-                dtype_rule=promote)
+                dtype_rule=promote, shape_rule=SR.broadcast)
 DIV = Primitive("div", _quiet(np.true_divide), vjp=_div_vjp, saves_for={0: (1,), 1: (0, 1)},
-                dtype_rule=promote_float)
-POW = Primitive("pow", _quiet(np.power), vjp=_pow_vjp, saves=(0, 1), dtype_rule=promote)
+                dtype_rule=promote_float, shape_rule=SR.broadcast)
+POW = Primitive("pow", _quiet(np.power), vjp=_pow_vjp, saves=(0, 1), dtype_rule=promote,
+                shape_rule=SR.broadcast)
 POW_TENSOR = overload_of(POW, "pow_tensor", "PowBackward1")          # tensor ** tensor
 POW_SCALAR_BASE = overload_of(POW, "pow_scalar_base", "PowBackward2")  # number ** tensor
 
@@ -217,7 +220,7 @@ def _rsub_vjp(g, ins, out, n):
 
 
 RSUB = Primitive("rsub", lambda x, y: np.subtract(y, x), vjp=_rsub_vjp,
-                 dtype_rule=_no_bool_subtraction("rsub"),
+                 dtype_rule=_no_bool_subtraction("rsub"), shape_rule=SR.broadcast,
                  grad_fn_name="RsubBackward1", doc="`other - input` (Python's `2 - x`)")
 def _floor_divide_vjp(g, ins, out, n):
     # PyTorch records a node (the result requires grad) whose backward refuses to run.
@@ -225,16 +228,16 @@ def _floor_divide_vjp(g, ins, out, n):
 
 
 FLOOR_DIVIDE = Primitive("floor_divide", _int_zero_check("floor_divide", _quiet(_floor_div)),
-                         vjp=_floor_divide_vjp,
+                         vjp=_floor_divide_vjp, shape_rule=SR.broadcast,
                          dtype_rule=promote, grad_fn_name="NotImplemented")
 REMAINDER = Primitive("remainder", _int_zero_check("remainder", _quiet(np.mod)), vjp=_rem_vjp,
-                      saves=(0, 1),
+                      saves=(0, 1), shape_rule=SR.broadcast,
                       dtype_rule=promote)
 REMAINDER_TENSOR = overload_of(REMAINDER, "remainder_tensor", "RemainderBackward1")
 MAXIMUM = Primitive("maximum", np.maximum, vjp=_minmax_vjp(lambda x, y: gt(x, y)), saves=(0, 1),
-                    dtype_rule=promote)
+                    dtype_rule=promote, shape_rule=SR.broadcast)
 MINIMUM = Primitive("minimum", np.minimum, vjp=_minmax_vjp(lambda x, y: lt(x, y)), saves=(0, 1),
-                    dtype_rule=promote)
+                    dtype_rule=promote, shape_rule=SR.broadcast)
 
 
 def _where_kernel(c, x, y):
@@ -253,7 +256,8 @@ def _where_dtype(args):
     return d
 
 
-WHERE = Primitive("where", _where_kernel, vjp=_where_vjp, saves=(0,), dtype_rule=None)
+WHERE = Primitive("where", _where_kernel, vjp=_where_vjp, saves=(0,), dtype_rule=None,
+                  shape_rule=SR.broadcast)
 
 ADD_ = inplace_of(ADD)
 SUB_ = inplace_of(SUB)
@@ -373,7 +377,7 @@ def _np2d(d):
 def _unary(name, kernel, vjp, *, saves=(), saves_out=False, float_only=True, grad_fn_name=None):
     return Primitive(name, kernel, vjp=vjp, saves=saves, saves_out=saves_out,
                      dtype_rule=promote_float if float_only else promote,
-                     grad_fn_name=grad_fn_name, elementwise=True)
+                     grad_fn_name=grad_fn_name, elementwise=True, shape_rule=SR.same)
 
 
 def _int_safe(f):
@@ -584,7 +588,7 @@ def _threshold_backward_vjp(gg, ins, out, n):
 
 def _fused(name, kernel, vjp, saves, grad_fn_name=None):
     return Primitive(name, kernel, vjp=vjp, saves=saves, dtype_rule=promote,
-                     grad_fn_name=grad_fn_name, elementwise=True,
+                     grad_fn_name=grad_fn_name, elementwise=True, shape_rule=SR.broadcast,
                      doc="fused VJP (see Note [Fused backward primitives])")
 
 
@@ -740,7 +744,7 @@ def _err(op, msg):
 # ---------------- comparisons and logic (never differentiable) ----------------
 
 def _cmp(name, kernel):
-    prim = Primitive(name, kernel, dtype_rule=promote, nondiff=True)
+    prim = Primitive(name, kernel, dtype_rule=promote, nondiff=True, shape_rule=SR.broadcast)
 
     def op(input, other):
         return dispatch(prim, (input, other))
@@ -779,10 +783,10 @@ def _invert(x):
     return np.invert(x)
 
 
-INVERT = Primitive("bitwise_not", _invert, nondiff=True)
-LOGICAL_AND = Primitive("logical_and", np.logical_and, nondiff=True)
-LOGICAL_OR = Primitive("logical_or", np.logical_or, nondiff=True)
-LOGICAL_NOT = Primitive("logical_not", np.logical_not, nondiff=True)
+INVERT = Primitive("bitwise_not", _invert, nondiff=True, shape_rule=SR.same)
+LOGICAL_AND = Primitive("logical_and", np.logical_and, nondiff=True, shape_rule=SR.broadcast)
+LOGICAL_OR = Primitive("logical_or", np.logical_or, nondiff=True, shape_rule=SR.broadcast)
+LOGICAL_NOT = Primitive("logical_not", np.logical_not, nondiff=True, shape_rule=SR.same)
 
 
 def bitwise_not(input):

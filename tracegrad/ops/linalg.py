@@ -7,6 +7,7 @@ import numpy as np
 from .._dispatch import dispatch
 from .._errors import TracegradRuntimeError, op_error
 from . import elementwise as E
+from . import shape_rules as SR
 from .primitive import Primitive, promote
 from .shape import permute, sum_to, unsqueeze, squeeze
 
@@ -25,8 +26,9 @@ def _matmul_vjp(g, ins, out, n):
 
 
 MATMUL = Primitive("matmul", np.matmul, vjp=_matmul_vjp, saves=(0, 1), dtype_rule=promote,
-                   grad_fn_name="BmmBackward0")
-MM = Primitive("mm", np.matmul, vjp=_matmul_vjp, saves=(0, 1), dtype_rule=promote)
+                   grad_fn_name="BmmBackward0", shape_rule=SR.matmul)
+MM = Primitive("mm", np.matmul, vjp=_matmul_vjp, saves=(0, 1), dtype_rule=promote,
+               shape_rule=SR.matmul)
 
 
 def _dot_vjp(g, ins, out, n):
@@ -35,7 +37,8 @@ def _dot_vjp(g, ins, out, n):
     return (E.mul(g, y) if a else None, E.mul(g, x) if b else None)
 
 
-DOT = Primitive("dot", np.dot, vjp=_dot_vjp, saves=(0, 1), dtype_rule=promote)
+DOT = Primitive("dot", np.dot, vjp=_dot_vjp, saves=(0, 1), dtype_rule=promote,
+                shape_rule=SR.dot)
 
 
 def _check_dtypes(op, a, b):
@@ -177,8 +180,20 @@ def _restore(gi, target, s, shape):
     return expand(reshape(gi, view), shape)
 
 
+def _einsum_shape(shapes, attrs):
+    """Each output subscript's size from the operands carrying it (np.einsum broadcasts a
+    size-1 dim against the others)."""
+    subs, rhs = _parse(attrs["eq"], len(shapes))
+    size = {}
+    for s, shape in zip(subs, shapes):
+        for c, n in zip(s, shape):
+            if size.get(c, 1) == 1:
+                size[c] = n
+    return tuple(size[c] for c in rhs)
+
+
 EINSUM = Primitive("einsum", _einsum_kernel, vjp=_einsum_vjp, saves=tuple(range(64)),
-                   dtype_rule=promote)
+                   dtype_rule=promote, shape_rule=_einsum_shape)
 
 
 def einsum(equation, *operands):

@@ -15,6 +15,7 @@ import numpy as np
 
 from .._dispatch import dispatch
 from . import elementwise as E
+from . import shape_rules as SR
 from .primitive import Primitive, promote
 from .reduction import sum as _sum
 from .shape import INDEX_BACKWARD, Slot, getitem
@@ -61,8 +62,13 @@ def _nll_vjp(g, ins, out, n):
     return grad, None, None
 
 
+def _nll_shape(shapes, attrs):
+    """One loss per row (M,) for reduction 'none', else a 0-d total."""
+    return (shapes[0][0],) if attrs["reduction"] == "none" else ()
+
+
 NLL_LOSS = Primitive("nll_loss", _nll_kernel, vjp=_nll_vjp, saves=(1, 2),
-                     grad_fn_name="NllLossBackward0")
+                     grad_fn_name="NllLossBackward0", shape_rule=_nll_shape)
 
 
 def nll_loss(scores, target, weight=None, reduction="mean", ignore_index=-100):
@@ -95,8 +101,13 @@ def _mse_vjp(g, ins, out, n):
             E._st(E.neg(gd), n.shapes[1]) if b else None)
 
 
+def _mse_shape(shapes, attrs):
+    """The broadcast squared difference for reduction 'none', else a 0-d total."""
+    return SR.broadcast(shapes, attrs) if attrs["reduction"] == "none" else ()
+
+
 MSE_LOSS = Primitive("mse_loss", _mse_kernel, vjp=_mse_vjp, saves=(0, 1), dtype_rule=promote,
-                     grad_fn_name="MseLossBackward0")
+                     grad_fn_name="MseLossBackward0", shape_rule=_mse_shape)
 
 
 def mse_loss(input, target, reduction="mean"):

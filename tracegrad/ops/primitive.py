@@ -1,12 +1,25 @@
 """The primitive declaration: everything tracegrad knows about one operation, in one place.
 
 Note [One table]
-A `Primitive` holds the numpy kernel, the dtype rule (which dtype operands are cast to),
-the VJP rule written with tracegrad ops (so it runs eagerly, is recorded by the tracer, and
-differentiates again for higher-order gradients), which saved values the VJP reads, the
-effects (`overwrites`: input positions written in place; `aliases`: the input the output
-shares storage with) and the PyTorch grad_fn name. Eager execution, tracing, the VJP pass,
-code generation and drawing all read this declaration; nothing about an op lives elsewhere.
+A `Primitive` holds the numpy kernel, the dtype rule (which dtype operands are cast to), the
+shape rule (the output shape, computed without running anything), the VJP rule written with
+tracegrad ops (so it runs eagerly, is recorded by the tracer, and differentiates again for
+higher-order gradients), which saved values the VJP reads, the effects (`overwrites`: input
+positions written in place; `aliases`: the input the output shares storage with) and the
+PyTorch grad_fn name. Eager execution, tracing, the VJP pass, code generation, drawing and
+the IR verifier all read this declaration; nothing about an op lives elsewhere.
+
+Shape rule signature: `shape_rule(shapes, attrs) -> tuple`, where `shapes` has one entry
+per operand (the operand's shape, a tuple, for a tensor or numpy array; None for a literal
+such as a Python number or a Generator) and `attrs` is the node's attribute dict. It returns
+the output shape from those alone (never from data), raises nothing for valid operands, and
+returns None where the shape depends on data for these operands (`index` with a boolean
+mask: a mask's shape arrives as `BoolShape`). Every primitive declares one except the always
+data-dependent `nonzero`; the shared rules (n-ary broadcasting, reductions over `dims`/`dim`
+with `keepdim`, indexing keys, ...) live in `ops/shape_rules.py` (Note [Shape rules]), rules
+only one op needs next to its kernel. `overload_of` keeps the rule; an `inplace_of` variant's
+output is operand 0's shape. `ir.verify` checks every node's type against the rule; eager
+dispatch never calls it.
 
 VJP signature: `vjp(g, ins, out, node) -> tuple` with one gradient (or None) per operand.
 `ins` holds the saved operands (None where not saved), `out` the saved output
@@ -31,6 +44,7 @@ interpreter keep the generic kernel, so tests comparing them check every special
 import numpy as np
 
 from .. import _dtype as D
+from . import shape_rules as SR
 
 REGISTRY = {}
 
@@ -112,10 +126,12 @@ def inplace_of(prim, name=None, grad_fn_name=None):
         res = prim.kernel(target, *rest, **attrs)
         np.copyto(target, res, casting="unsafe")
         return target
+    # the result is the overwritten operand: its shape, whatever the functional rule says
     return Primitive(name or prim.name + "_", kernel, vjp=prim.vjp,
                      grad_fn_name=grad_fn_name or prim.grad_fn_name, saves=prim.saves,
                      saves_out=prim.saves_out, dtype_rule=prim.dtype_rule, overwrites=(0,),
-                     functional=prim, nondiff=prim.nondiff, saves_for=prim.saves_for)
+                     functional=prim, nondiff=prim.nondiff, saves_for=prim.saves_for,
+                     shape_rule=SR.same)
 
 
 def overload_of(prim, name, grad_fn_name):

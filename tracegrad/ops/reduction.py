@@ -13,6 +13,7 @@ from .._dispatch import dispatch
 from .._errors import TracegradIndexError, TracegradRuntimeError, op_error
 from .._tensor import Tensor, _wrap_dim
 from . import elementwise as E
+from . import shape_rules as SR
 from .primitive import Primitive, overload_of
 
 
@@ -100,8 +101,9 @@ def _mean_vjp(g, ins, out, n):
     return (E.div(_expand_back(g, n.shapes[0], a["dims"], a["keepdim"]), cnt),)
 
 
-SUM = Primitive("sum", _sum_kernel, vjp=_sum_vjp)
-MEAN = Primitive("mean", _mean_kernel, vjp=_mean_vjp, specialize=_mean_specialize)
+SUM = Primitive("sum", _sum_kernel, vjp=_sum_vjp, shape_rule=SR.reduce)
+MEAN = Primitive("mean", _mean_kernel, vjp=_mean_vjp, specialize=_mean_specialize,
+                 shape_rule=SR.reduce)
 SUM_DIM = overload_of(SUM, "sum_dim", "SumBackward1")       # sum(x, dim): another overload
 MEAN_DIM = overload_of(MEAN, "mean_dim", "MeanBackward1")
 
@@ -148,7 +150,7 @@ def _prod_except_kernel(x, dims):
     return np.moveaxis(res, tuple(range(x.ndim - len(dims), x.ndim)), dims)
 
 
-PROD_EXCEPT = Primitive("prod_except", _prod_except_kernel)
+PROD_EXCEPT = Primitive("prod_except", _prod_except_kernel, shape_rule=SR.same)
 
 
 def _prod_vjp(g, ins, out, n):
@@ -180,7 +182,8 @@ def _others_at_zeros(x, zero, safe, dims):
     return E.mul(p, factor)
 
 
-PROD = Primitive("prod", _prod_kernel, vjp=_prod_vjp, saves=(0,), saves_out=True)
+PROD = Primitive("prod", _prod_kernel, vjp=_prod_vjp, saves=(0,), saves_out=True,
+                 shape_rule=SR.reduce)
 PROD_DIM = overload_of(PROD, "prod_dim", "ProdBackward1")
 
 
@@ -217,12 +220,14 @@ def _amin_kernel(x, dims, keepdim):
     return np.amin(x, axis=dims, keepdims=keepdim)
 
 
-AMAX = Primitive("amax", _amax_kernel, vjp=_even_vjp, saves=(0,), saves_out=True)
-AMIN = Primitive("amin", _amin_kernel, vjp=_even_vjp, saves=(0,), saves_out=True)
+AMAX = Primitive("amax", _amax_kernel, vjp=_even_vjp, saves=(0,), saves_out=True,
+                 shape_rule=SR.reduce)
+AMIN = Primitive("amin", _amin_kernel, vjp=_even_vjp, saves=(0,), saves_out=True,
+                 shape_rule=SR.reduce)
 MAX_ALL = Primitive("max_all", _amax_kernel, vjp=_even_vjp, saves=(0,), saves_out=True,
-                    grad_fn_name="MaxBackward1")
+                    grad_fn_name="MaxBackward1", shape_rule=SR.reduce)
 MIN_ALL = Primitive("min_all", _amin_kernel, vjp=_even_vjp, saves=(0,), saves_out=True,
-                    grad_fn_name="MinBackward1")
+                    grad_fn_name="MinBackward1", shape_rule=SR.reduce)
 
 
 def amax(input, dim=(), keepdim=False):
@@ -274,8 +279,8 @@ def _argmin_kernel(x, dim=None, keepdim=False):
     return np.argmin(x, axis=dim, keepdims=keepdim) if x.ndim else np.zeros((), np.int64)
 
 
-ARGMAX = Primitive("argmax", _argmax_kernel)
-ARGMIN = Primitive("argmin", _argmin_kernel)
+ARGMAX = Primitive("argmax", _argmax_kernel, shape_rule=SR.arg_reduce)
+ARGMIN = Primitive("argmin", _argmin_kernel, shape_rule=SR.arg_reduce)
 
 
 def argmax(input, dim=None, keepdim=False):
@@ -301,9 +306,9 @@ def _arg_dim(input, dim, op):
 
 
 MAX_DIM = Primitive("max_dim", _sel_kernel(np.argmax), vjp=_sel_vjp(argmax), saves=(0,),
-                    grad_fn_name="MaxBackward0")
+                    grad_fn_name="MaxBackward0", shape_rule=SR.reduce_dim)
 MIN_DIM = Primitive("min_dim", _sel_kernel(np.argmin), vjp=_sel_vjp(argmin), saves=(0,),
-                    grad_fn_name="MinBackward0")
+                    grad_fn_name="MinBackward0", shape_rule=SR.reduce_dim)
 
 
 class _MinMax(tuple):
@@ -393,7 +398,8 @@ def _norm_vjp(g, ins, out, n):
 
 
 NORM = Primitive("norm", _norm_kernel, vjp=_norm_vjp, saves=(0,), saves_out=True,
-                 grad_fn_name="LinalgVectorNormBackward0")    # torch.norm runs vector_norm
+                 grad_fn_name="LinalgVectorNormBackward0",    # torch.norm runs vector_norm
+                 shape_rule=SR.reduce)
 INF = float("inf")
 
 
@@ -439,8 +445,9 @@ def _std_vjp(g, ins, out, n):
     return (E.div(E.mul(ge, centered), E.mul(ob, float(cnt))),)
 
 
-VAR = Primitive("var", _var_kernel, vjp=_var_vjp, saves=(0,))
-STD = Primitive("std", _std_kernel, vjp=_std_vjp, saves=(0,), saves_out=True)
+VAR = Primitive("var", _var_kernel, vjp=_var_vjp, saves=(0,), shape_rule=SR.reduce)
+STD = Primitive("std", _std_kernel, vjp=_std_vjp, saves=(0,), saves_out=True,
+                shape_rule=SR.reduce)
 
 
 def _correction(unbiased, correction):
@@ -493,7 +500,8 @@ def _lse_vjp(g, ins, out, n):
     return (E.mul(ge, E.exp(E.sub(x, ob))),)
 
 
-LOGSUMEXP = Primitive("logsumexp", _lse_kernel, vjp=_lse_vjp, saves=(0,), saves_out=True)
+LOGSUMEXP = Primitive("logsumexp", _lse_kernel, vjp=_lse_vjp, saves=(0,), saves_out=True,
+                      shape_rule=SR.reduce)
 
 
 def logsumexp(input, dim, keepdim=False):
@@ -536,9 +544,10 @@ def _log_softmax_vjp(g, ins, out, n):
     return (E.sub(g, E.mul(E.exp(out), sum(g, d, keepdim=True))),)
 
 
-SOFTMAX = Primitive("softmax", _softmax_kernel, vjp=_softmax_vjp, saves_out=True)
+SOFTMAX = Primitive("softmax", _softmax_kernel, vjp=_softmax_vjp, saves_out=True,
+                    shape_rule=SR.same)
 LOG_SOFTMAX = Primitive("log_softmax", _log_softmax_kernel, vjp=_log_softmax_vjp,
-                        saves_out=True)
+                        saves_out=True, shape_rule=SR.same)
 
 
 def softmax(input, dim=None, dtype=None):
@@ -576,8 +585,8 @@ def _all_kernel(x, dims, keepdim):
     return np.all(x, axis=dims, keepdims=keepdim)
 
 
-ANY = Primitive("any", _any_kernel)
-ALL = Primitive("all", _all_kernel)
+ANY = Primitive("any", _any_kernel, shape_rule=SR.reduce)
+ALL = Primitive("all", _all_kernel, shape_rule=SR.reduce)
 
 
 def any(input, dim=None, keepdim=False):

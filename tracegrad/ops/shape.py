@@ -14,6 +14,7 @@ from .._dispatch import dispatch
 from .._errors import (TracegradIndexError, TracegradRuntimeError, TracegradValueError,
                        op_error)
 from .._tensor import Tensor, _wrap_dim, from_array
+from . import shape_rules as SR
 from .primitive import Primitive, overload_of, promote
 
 
@@ -67,9 +68,9 @@ def _expand_kernel(x, shape):
 
 SUM_TO = Primitive("sum_to_size", _sum_to_kernel,
                    vjp=lambda g, i, o, n: (expand(g, n.shapes[0]),), grad_fn_name="SumBackward1",
-                   specialize=_sum_to_specialize)
+                   specialize=_sum_to_specialize, shape_rule=SR.attr_shape)
 EXPAND = Primitive("expand", _expand_kernel, aliases=0,
-                   vjp=lambda g, i, o, n: (sum_to(g, n.shapes[0]),))
+                   vjp=lambda g, i, o, n: (sum_to(g, n.shapes[0]),), shape_rule=SR.attr_shape)
 
 
 def sum_to(x, shape):
@@ -133,13 +134,15 @@ def _reshape_vjp(g, i, o, n):
     return (reshape(g, n.shapes[0]),)
 
 
-VIEW = Primitive("view", _reshape_kernel, aliases=0, vjp=_reshape_vjp)
+VIEW = Primitive("view", _reshape_kernel, aliases=0, vjp=_reshape_vjp, shape_rule=SR.reshape)
 RESHAPE_ALIAS = Primitive("reshape_alias", _reshape_kernel, aliases=0, vjp=_reshape_vjp,
-                          grad_fn_name="ViewBackward0")
-SQUEEZE = Primitive("squeeze", _reshape_kernel, aliases=0, vjp=_reshape_vjp)
+                          grad_fn_name="ViewBackward0", shape_rule=SR.reshape)
+SQUEEZE = Primitive("squeeze", _reshape_kernel, aliases=0, vjp=_reshape_vjp,
+                    shape_rule=SR.reshape)
 SQUEEZE_DIM = overload_of(SQUEEZE, "squeeze_dim", "SqueezeBackward1")      # squeeze(x, 1)
 SQUEEZE_DIMS = overload_of(SQUEEZE, "squeeze_dims", "SqueezeBackward2")    # squeeze(x, (0, 1))
-UNSQUEEZE = Primitive("unsqueeze", _reshape_kernel, aliases=0, vjp=_reshape_vjp)
+UNSQUEEZE = Primitive("unsqueeze", _reshape_kernel, aliases=0, vjp=_reshape_vjp,
+                      shape_rule=SR.reshape)
 
 
 def _infer_shape(shape, numel, op):
@@ -242,9 +245,12 @@ def _permute_vjp(g, i, o, n):
     return (permute(g, inv),)
 
 
-PERMUTE = Primitive("permute", _permute_kernel, aliases=0, vjp=_permute_vjp)
-TRANSPOSE = Primitive("transpose", _permute_kernel, aliases=0, vjp=_permute_vjp)
-T_ = Primitive("t", _permute_kernel, aliases=0, vjp=_permute_vjp, grad_fn_name="TBackward0")
+PERMUTE = Primitive("permute", _permute_kernel, aliases=0, vjp=_permute_vjp,
+                    shape_rule=SR.permute)
+TRANSPOSE = Primitive("transpose", _permute_kernel, aliases=0, vjp=_permute_vjp,
+                      shape_rule=SR.permute)
+T_ = Primitive("t", _permute_kernel, aliases=0, vjp=_permute_vjp, grad_fn_name="TBackward0",
+               shape_rule=SR.permute)
 
 
 def permute(input, *dims):
@@ -286,7 +292,7 @@ def _clone_kernel(x):
     return np.array(x, copy=True, order="C")
 
 
-CLONE = Primitive("clone", _clone_kernel, vjp=lambda g, i, o, n: (g,))
+CLONE = Primitive("clone", _clone_kernel, vjp=lambda g, i, o, n: (g,), shape_rule=SR.same)
 
 
 def clone(input, *, memory_format=None):
@@ -302,7 +308,7 @@ def _to_kernel(x, dtype):
 
 
 TO_COPY = Primitive("to_copy", _to_kernel, vjp=lambda g, i, o, n: (g,),
-                    grad_fn_name="ToCopyBackward0")
+                    grad_fn_name="ToCopyBackward0", shape_rule=SR.same)
 
 
 def to_dtype(input, dtype, copy=False):
@@ -312,12 +318,13 @@ def to_dtype(input, dtype, copy=False):
     return dispatch(TO_COPY, (input,), {"dtype": dtype.np})
 
 
-DETACH = Primitive("detach", lambda x: x.view(), aliases=0, is_view=False)
+DETACH = Primitive("detach", lambda x: x.view(), aliases=0, is_view=False, shape_rule=SR.same)
 
 # An in-place write under no_grad, functionalized: the storage's new contents (operand 1),
 # seen by autograd as its old contents (operand 0), since eager keeps the tensor's history.
 NOGRAD_WRITE = Primitive("nograd_write", lambda old, new: new.view(),
-                         vjp=lambda g, ins, out, node: (g, None), aliases=1, is_view=False)
+                         vjp=lambda g, ins, out, node: (g, None), aliases=1, is_view=False,
+                         shape_rule=SR.operand(1))
 
 
 def _cat_kernel(*xs, dim):
@@ -334,7 +341,7 @@ def _cat_vjp(g, i, o, n):
     return tuple(out)
 
 
-CAT = Primitive("cat", _cat_kernel, vjp=_cat_vjp, dtype_rule=promote)
+CAT = Primitive("cat", _cat_kernel, vjp=_cat_vjp, dtype_rule=promote, shape_rule=SR.cat)
 
 
 def cat(tensors, dim=0):
@@ -371,7 +378,8 @@ def _stack_vjp(g, i, o, n):
     return tuple(select(g, d, k) if need else None for k, need in enumerate(n.needs))
 
 
-STACK = Primitive("stack", _stack_kernel, vjp=_stack_vjp, dtype_rule=promote)
+STACK = Primitive("stack", _stack_kernel, vjp=_stack_vjp, dtype_rule=promote,
+                  shape_rule=SR.stack)
 
 
 def stack(tensors, dim=0):
@@ -402,7 +410,7 @@ def _repeat_vjp(g, i, o, n):
     return (reshape(gs, n.shapes[0]),)
 
 
-REPEAT = Primitive("repeat", _repeat_kernel, vjp=_repeat_vjp)
+REPEAT = Primitive("repeat", _repeat_kernel, vjp=_repeat_vjp, shape_rule=SR.repeat)
 
 
 def repeat(input, *sizes):
@@ -449,8 +457,8 @@ def _view_vjp(g, i, o, n):
     return (dispatch(VIEW_SCATTER, (z, g), {"chain": ((n.prim, n.attrs),)}),)
 
 
-SLICE = Primitive("slice", _view_kernel, aliases=0, vjp=_view_vjp)
-SELECT = Primitive("select", _view_kernel, aliases=0, vjp=_view_vjp)
+SLICE = Primitive("slice", _view_kernel, aliases=0, vjp=_view_vjp, shape_rule=SR.index)
+SELECT = Primitive("select", _view_kernel, aliases=0, vjp=_view_vjp, shape_rule=SR.index)
 
 
 def _index_kernel(x, *idx, key):
@@ -534,11 +542,12 @@ def _index_backward_vjp(g, ins, o, n):
     return (dispatch(INDEX, (g,) + tuple(idx), {"key": n.attrs["key"]}),) + (None,) * len(idx)
 
 
+# a boolean mask operand makes index's shape data-dependent: its rule then returns None
 INDEX = Primitive("index", _index_kernel, vjp=_index_vjp, saves=tuple(range(1, 64)),
-                  specialize=_index_specialize)
+                  specialize=_index_specialize, shape_rule=SR.index)
 INDEX_BACKWARD = Primitive("index_backward", _index_backward_kernel, vjp=_index_backward_vjp,
                            saves=tuple(range(1, 64)), grad_fn_name="IndexPutBackward0",
-                           specialize=_index_backward_specialize)
+                           specialize=_index_backward_specialize, shape_rule=SR.attr_shape)
 
 
 def _index_put_kernel(x, v, *idx, key):
@@ -561,7 +570,7 @@ def _index_put_vjp(g, ins, o, n):
 
 
 INDEX_PUT = Primitive("index_put", _index_put_kernel, vjp=_index_put_vjp,
-                      saves=tuple(range(2, 64)))
+                      saves=tuple(range(2, 64)), shape_rule=SR.same)
 from .primitive import inplace_of  # noqa: E402
 
 INDEX_PUT_ = inplace_of(INDEX_PUT, grad_fn_name="CopySlices")
@@ -598,7 +607,7 @@ def _view_scatter_vjp(g, ins, o, n):
 
 
 VIEW_SCATTER = Primitive("view_scatter", _view_scatter_kernel, vjp=_view_scatter_vjp,
-                         grad_fn_name="CopySlices")
+                         grad_fn_name="CopySlices", shape_rule=SR.same)
 
 
 def _normalize_key(x, key):
@@ -774,6 +783,7 @@ def _nonzero_kernel(x):
     return np.argwhere(x).astype(np.int64)
 
 
+# no shape rule: how many elements are nonzero is data (Note [Shape rules])
 NONZERO = Primitive("nonzero", _nonzero_kernel)
 
 
