@@ -175,6 +175,8 @@ def matmul(shapes, attrs):
     a, b = tuple(shapes[0]), tuple(shapes[1])
     a2 = (1,) + a if len(a) == 1 else a
     b2 = b + (1,) if len(b) == 1 else b
+    if a2[-1] != b2[-2]:
+        raise ValueError(f"matmul: inner dimensions differ ({a} @ {b})")
     batch = tuple(np.broadcast_shapes(a2[:-2], b2[:-2]))
     out = batch + (a2[-2], b2[-1])
     if len(a) == 1:
@@ -190,6 +192,8 @@ def dot(shapes, attrs):
     a, b = tuple(shapes[0]), tuple(shapes[1])
     if not a or not b:
         return a or b
+    if a[-1] != b[-1 if len(b) == 1 else -2]:
+        raise ValueError(f"dot: inner dimensions differ ({a} . {b})")
     if len(b) == 1:
         return a[:-1]
     return a[:-1] + b[:-2] + b[-1:]
@@ -211,26 +215,23 @@ def index_shape(shape, key, slot_shapes):
     in the key, or in front of every other dim if anything (even a `None` or an empty
     `...`) separates them.
     """
-    items = []                   # ("dims", n), ("new",), ("adv", shape, consumed), ("int",)
-    for k in key:
-        item = _key_item(k, slot_shapes)
-        if item is None:
-            return None
-        items.append(item)
+    items = [_key_item(k, slot_shapes) for k in key]
+    if None in items:
+        return None
+    if ("ell",) not in items:
+        items.append(("ell",))                # trailing dims are kept, as by a final `...`
+    adv = any(it[0] == "adv" for it in items)
+    if adv:                                   # ints join the advanced indices as 0-d arrays
+        items = [("adv", (), 1) if it[0] == "int" else it for it in items]
     consumed = sum(it[2] if it[0] == "adv" else 1 for it in items
                    if it[0] in ("adv", "int", "slice"))
-    has_ell = any(it[0] == "ell" for it in items)
-    if not has_ell:
-        items.append(("ell",))
-    adv = any(it[0] == "adv" for it in items)
-    out, dim, adv_shapes, adv_at, runs, prev_adv = [], 0, [], None, 0, False
+    out, dim, adv_shapes, adv_at, runs, prev = [], 0, [], 0, 0, None
     for it in items:
         kind = it[0]
-        is_adv = kind == "adv" or (kind == "int" and adv)
-        if is_adv:
-            adv_shapes.append(it[1] if kind == "adv" else ())
-            dim += it[2] if kind == "adv" else 1
-            if not prev_adv:
+        if kind == "adv":
+            adv_shapes.append(it[1])
+            dim += it[2]
+            if prev != "adv":                 # a new run of adjacent advanced indices
                 runs += 1
                 adv_at = len(out)
         elif kind == "int":
@@ -240,20 +241,20 @@ def index_shape(shape, key, slot_shapes):
             dim += 1
         elif kind == "new":
             out.append(1)
-        else:                                           # "...": the dims no entry consumes
+        else:                                 # "...": the dims no other entry consumes
             n = len(shape) - consumed
             out.extend(shape[dim:dim + n])
             dim += n
-        prev_adv = is_adv
-    if not adv_shapes or not adv:
+        prev = kind
+    if not adv:
         return tuple(out)
-    bshape = tuple(np.broadcast_shapes(*adv_shapes))
     at = adv_at if runs == 1 else 0
-    return tuple(out[:at]) + bshape + tuple(out[at:])
+    return tuple(out[:at]) + tuple(np.broadcast_shapes(*adv_shapes)) + tuple(out[at:])
 
 
 def _key_item(k, slot_shapes):
-    """One key entry as a tagged tuple; None for a boolean mask operand (data-dependent)."""
+    """One key entry as ("new",), ("ell",), ("slice", s), ("int",) or ("adv", shape, dims
+    consumed); None for a boolean mask operand (data-dependent)."""
     if k is None:
         return ("new",)
     if k is Ellipsis:
