@@ -75,11 +75,6 @@ def scalar(shapes, attrs):
     return ()
 
 
-def data_dependent(shapes, attrs):
-    """No static shape: the result's size depends on the values (see Note [Shape rules])."""
-    return None
-
-
 # ---- shapes given by attributes ----
 
 def attr_shape(shapes, attrs):
