@@ -171,6 +171,53 @@ def test_every_parameter_update_is_written_in_place():
         np.testing.assert_array_equal(p.detach().numpy(), e.detach().numpy())
 
 
+def _bits(a):
+    a = np.asarray(a)
+    return a.dtype, a.shape, np.ascontiguousarray(a).tobytes()
+
+
+def _transposed_tanh_sums(x, w):
+    h = (x.t() * 1.5).tanh()             # column-major in eager: numpy keeps the order
+    return h.sum(0) + (h * w).sum(1), (x * w).sum()
+
+
+@pytest.mark.parametrize("memory", MODES)
+def test_values_eager_keeps_out_of_c_order_get_no_planned_buffer(memory):
+    """Note [Layouts]: an `out=` buffer would be row-major, and the following float sums
+    would add in another order than eager's; results must stay bitwise eager's."""
+    rng = np.random.default_rng(3)
+    x0 = rng.standard_normal((160, 160)).astype(np.float32)   # 100 KiB: arena-sized
+    w0 = rng.standard_normal((160, 160)).astype(np.float32)
+    f = tg.compile(_transposed_tanh_sums, memory=memory)
+    args = [tg.tensor(x0, requires_grad=True), tg.tensor(w0, requires_grad=True)]
+    for _ in range(2):                    # the second call runs the planned program
+        got = f(*args)
+        gg = tg.autograd.grad(got[0].sum() + got[1], args)
+        want = _transposed_tanh_sums(*args)
+        gw = tg.autograd.grad(want[0].sum() + want[1], args)
+        for a, b in zip(list(got) + list(gg), list(want) + list(gw)):
+            assert _bits(a.detach().numpy()) == _bits(b.detach().numpy())
+    plan = f.programs[0].forward_plan
+    if plan is not None:                  # the transposed chain is left to numpy's allocator
+        g = f.programs[0].part.forward
+        from tracegrad.passes.layout import reordered_values
+        moved = reordered_values(g)
+        written = {g.nodes[i].output for i in list(plan.takeover) + list(plan.into_input)}
+        assert moved and not (moved & (written | set(plan.slots)))
+
+
+def test_an_argument_out_of_c_order_gets_its_own_path_and_eager_bits():
+    rng = np.random.default_rng(4)
+    a = rng.standard_normal((48, 48)).astype(np.float32)
+    f = tg.compile(lambda x: ((x * 2).tanh() * 3).sum(0))
+    c_arg, f_arg = tg.tensor(a), tg.from_numpy(np.asfortranarray(a))
+    for arg in (c_arg, f_arg, f_arg, c_arg):
+        want = ((arg * 2).tanh() * 3).sum(0)
+        assert _bits(f(arg).numpy()) == _bits(want.numpy())
+    assert f.stats.traces == 2
+    assert f.stats.retraces == ["argument 0: C-contiguous layout changed (True -> False)"]
+
+
 def test_forward_and_backward_plans_of_a_loss():
     ws = [tg.tensor(_arr(128, 128, scale=0.1), requires_grad=True) for _ in range(2)]
     x = tg.tensor(_arr(128, 128))

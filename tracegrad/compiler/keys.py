@@ -1,5 +1,6 @@
 """The entry key: what must match, checked with one dict lookup, before a cached trace is
-reused (shapes, dtypes, requires_grad of tensor arguments, which arguments alias, Python
+reused (shapes, dtypes, requires_grad and C-contiguity of tensor arguments, which arguments
+alias, Python
 scalar values, grad and inference mode, module training flags and parameter identities)."""
 import numpy as np
 
@@ -20,7 +21,8 @@ def entry_key(leaves):
                 aliased = True
             storages.add(vc)
             d = x._data
-            parts.append(("T", d.shape, d.dtype, x._rg))
+            # memory order decides what a planned program may do (Note [Layouts])
+            parts.append(("T", d.shape, d.dtype, x._rg, d.ndim < 2 or d.flags.c_contiguous))
         elif isinstance(x, (bool, int, float, str, type(None))):
             parts.append(("S", type(x), x))
         elif isinstance(x, np.ndarray):      # the trace baked its values in: key by value
@@ -64,8 +66,8 @@ def describe_difference(old, new):
     for i, (a, b) in enumerate(zip(op, np_)):
         if a != b:
             if a[0] == "T" and b[0] == "T":
-                for name, x, y in zip(("shape", "dtype", "requires_grad"),
-                                      a[1:], b[1:]):
+                for name, x, y in zip(("shape", "dtype", "requires_grad",
+                                       "C-contiguous layout"), a[1:], b[1:]):
                     if x != y:
                         return f"argument {i}: {name} changed ({x} -> {y})"
             if a[0] == "A" and b[0] == "A":

@@ -14,6 +14,7 @@ from ..codegen import build
 from ..passes import check_inplace, functionalize, partition, vjp
 from ..passes import dce
 from ..passes.fold import drop_aliases, fold_constants, fold_scalings
+from ..passes.layout import reordered_values
 from ..passes.plan_memory import plan_memory
 from ..passes.schedule import schedule_memory
 from .backward_node import CompiledFunctionBackward
@@ -77,6 +78,9 @@ class CompiledPath:
                                                  {ins[i] for i in self.wrt})
             self.stages.append(("vjp", vr.graph))
         self.part = partition(fg, vr, remat=(memory == "min"))
+        # inputs whose arrays are not in C order (part of the entry key): Note [Layouts]
+        self._reordered_inputs = {k for k, t in enumerate(self._input_tensors_from(tracer))
+                                  if t._data.ndim >= 2 and not t._data.flags.c_contiguous}
         if needs_bwd:
             self.part.forward.pass_log.append(("check_inplace", self.deferred_errors.stats))
         self.memory_mode = memory
@@ -125,16 +129,37 @@ class CompiledPath:
         self.forward_plan = self.backward_plan = None
         if memory != "off":
             part.forward = schedule_memory(part.forward, protected_inputs=protected)
-            self.forward_plan = plan_memory(part.forward, protected_inputs=protected)
+            self.forward_plan = plan_memory(part.forward, protected_inputs=protected,
+                                            reordered_inputs=self._reordered_inputs)
             if part.backward is not None:
                 part.backward = schedule_memory(part.backward)
-                self.backward_plan = plan_memory(part.backward,
-                                                 protected_inputs=set(range(len(
-                                                     part.backward.inputs))))
+                self.backward_plan = plan_memory(
+                    part.backward, protected_inputs=set(range(len(part.backward.inputs))),
+                    reordered_inputs=self._reordered_saves())
         self.forward_program = build(part.forward, name, plan=self.forward_plan, poison=poison)
         self.backward_program = (build(part.backward, name + "_backward",
                                        plan=self.backward_plan, poison=poison)
                                  if part.backward is not None else None)
+
+    def _reordered_saves(self):
+        """Backward inputs that may not be in C order: saved values computed from a
+        transposed view or a non-C argument (Note [Layouts]). Cotangents arrive from the
+        caller's backward and are taken to be C-ordered."""
+        part = self.part
+        n_ct = len(part.cotangent_outputs)
+        fwd = reordered_values(part.forward, self._reordered_inputs)
+        n_fwd = len(part.saved) - len(part.saved_from_input)
+        it = iter(part.forward.outputs[part.n_user:part.n_user + n_fwd])
+        out = set()
+        for k in range(len(part.saved)):
+            pos = part.saved_from_input.get(k)
+            if pos is not None:
+                reordered = pos in self._reordered_inputs
+            else:
+                reordered = next(it) in fwd
+            if reordered:
+                out.add(n_ct + k)
+        return out
 
     @staticmethod
     def _input_tensors_from(tracer):
@@ -315,4 +340,5 @@ def _needs_eager(part, fg, tracer, loud, outs):
 
 
 def _meta(t):
-    return (tuple(t._data.shape), t._data.dtype, t.requires_grad)
+    d = t._data
+    return (tuple(d.shape), d.dtype, t.requires_grad, d.ndim < 2 or d.flags.c_contiguous)

@@ -26,9 +26,9 @@ def _matmul_vjp(g, ins, out, n):
 
 
 MATMUL = Primitive("matmul", np.matmul, vjp=_matmul_vjp, saves=(0, 1), dtype_rule=promote,
-                   grad_fn_name="BmmBackward0", shape_rule=SR.matmul)
+                   grad_fn_name="BmmBackward0", shape_rule=SR.matmul, layout="c")
 MM = Primitive("mm", np.matmul, vjp=_matmul_vjp, saves=(0, 1), dtype_rule=promote,
-               shape_rule=SR.matmul)
+               shape_rule=SR.matmul, layout="c")
 
 
 def _dot_vjp(g, ins, out, n):
@@ -38,7 +38,7 @@ def _dot_vjp(g, ins, out, n):
 
 
 DOT = Primitive("dot", np.dot, vjp=_dot_vjp, saves=(0, 1), dtype_rule=promote,
-                shape_rule=SR.dot)
+                shape_rule=SR.dot, layout="c")
 
 
 def _check_dtypes(op, a, b):

@@ -55,12 +55,12 @@ class Primitive:
     __slots__ = ("name", "kernel", "vjp", "grad_fn_name", "saves", "saves_out", "dtype_rule",
                  "overwrites", "aliases", "is_view", "functional", "node_cls", "nondiff",
                  "shape_rule", "doc", "impure", "elementwise", "float_fast", "saves_for",
-                 "_saves_by_need", "specialize")
+                 "_saves_by_need", "specialize", "layout")
 
     def __init__(self, name, kernel, *, vjp=None, grad_fn_name=None, saves=(), saves_out=False,
                  dtype_rule=None, overwrites=(), aliases=None, is_view=None, functional=None,
                  nondiff=False, shape_rule=None, doc="", impure=False,
-                 elementwise=False, saves_for=None, specialize=None):
+                 elementwise=False, saves_for=None, specialize=None, layout=None):
         if name in REGISTRY:
             raise ValueError(f"primitive {name!r} declared twice")
         self.name = name
@@ -87,6 +87,9 @@ class Primitive:
         self.impure = impure          # never removed or merged by passes (RNG draws)
         self.elementwise = elementwise  # output[i] depends on operand[i] only: may write in place
         self.specialize = specialize  # Note [Static kernels]
+        # memory order of the result (Note [Layouts] in passes/layout.py): None = that of its
+        # operands, "reorders" = a view with its axes reordered, "c" = always C order
+        self.layout = layout
         from ..autograd.graph import node_class
         self.node_cls = node_class(self.grad_fn_name)     # see Note [Monomorphic nodes]
         REGISTRY[name] = self
@@ -144,7 +147,7 @@ def overload_of(prim, name, grad_fn_name):
                      saves=prim.saves, saves_out=prim.saves_out, dtype_rule=prim.dtype_rule,
                      aliases=prim.aliases, is_view=prim.is_view, nondiff=prim.nondiff,
                      shape_rule=prim.shape_rule, doc=prim.doc, saves_for=prim.saves_for,
-                     specialize=prim.specialize)
+                     specialize=prim.specialize, layout=prim.layout)
 
 
 # ---- dtype rules: map operands to the numpy dtype they are cast to before the kernel ----

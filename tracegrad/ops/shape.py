@@ -246,11 +246,11 @@ def _permute_vjp(g, i, o, n):
 
 
 PERMUTE = Primitive("permute", _permute_kernel, aliases=0, vjp=_permute_vjp,
-                    shape_rule=SR.permute)
+                    shape_rule=SR.permute, layout="reorders")
 TRANSPOSE = Primitive("transpose", _permute_kernel, aliases=0, vjp=_permute_vjp,
-                      shape_rule=SR.permute)
+                      shape_rule=SR.permute, layout="reorders")
 T_ = Primitive("t", _permute_kernel, aliases=0, vjp=_permute_vjp, grad_fn_name="TBackward0",
-               shape_rule=SR.permute)
+               shape_rule=SR.permute, layout="reorders")
 
 
 def permute(input, *dims):

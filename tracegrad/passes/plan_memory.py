@@ -14,11 +14,14 @@ Note [Memory plan]
    the lower bound (Note [Capped arena]). Small arrays stay with numpy's allocator
    (for them `out=` does not pay). Arenas are per thread (see codegen), so concurrent calls
    never share scratch memory; values returned to the user never live in the arena.
+3. Values eager execution may hold in another memory order than C (a transposed view's
+   `tanh`) get neither: see Note [Layouts] in passes/layout.py.
 `check_plan` re-verifies a plan by simulating which value occupies each buffer: every read
 must find the value it expects (the versioned-storage check of the optimiser's decisions).
 """
 from dataclasses import dataclass, field
 
+from .layout import reordered_values
 from .liveness import liveness
 
 ARENA_MIN_BYTES = 64 * 1024
@@ -52,9 +55,14 @@ def elementwise(prim):
     return getattr(prim, "elementwise", False)
 
 
-def plan_memory(g, protected_inputs=(), min_bytes=ARENA_MIN_BYTES, arena=True):
-    """Plan buffers for scheduled graph `g`; `protected_inputs`: input indexes never written."""
+def plan_memory(g, protected_inputs=(), min_bytes=ARENA_MIN_BYTES, arena=True,
+                reordered_inputs=()):
+    """Plan buffers for scheduled graph `g`; `protected_inputs`: input indexes never written;
+    `reordered_inputs`: input indexes whose arrays may not be in C order (Note [Layouts])."""
     live = liveness(g)
+    # values eager execution may hold in another memory order get no buffer of ours: an
+    # `out=` would change the order a later sum adds in (Note [Layouts])
+    reordered = reordered_values(g, reordered_inputs)
     storage, last = live.storage_of, live.last
     inputs = {v: k for k, v in enumerate(g.inputs)}
     plan = MemoryPlan(naive_bytes=live.naive_bytes)
@@ -87,6 +95,8 @@ def plan_memory(g, protected_inputs=(), min_bytes=ARENA_MIN_BYTES, arena=True):
     for i, node in enumerate(g.nodes):
         out = node.output
         if node.prim.aliases is not None or not (elementwise(node.prim) and accepts_out(node.prim)):
+            continue
+        if out in reordered:
             continue
         tgt_in = mut_final.get(out)
         if tgt_in is not None and out not in returned and i >= last_guard:
@@ -122,7 +132,8 @@ def plan_memory(g, protected_inputs=(), min_bytes=ARENA_MIN_BYTES, arena=True):
         for r in roots:
             head = g.nodes[extent[r][0]]
             if (sizes[r] >= min_bytes and r not in escaping and head.output is r
-                    and accepts_out(head.prim) and extent[r][0] not in plan.into_input):
+                    and accepts_out(head.prim) and extent[r][0] not in plan.into_input
+                    and r not in reordered):
                 cands.append(r)
     # greedy-by-size first; a few other orders are tried and the smallest arena wins (the
     # packing problem is NP-hard, and on small graphs ties in size decide the outcome)
