@@ -142,3 +142,40 @@ def test_grad_fn_names_match_torch():
         for d in sorted(diffs):
             print(f"  {name}: {d}")
     assert not unexpected
+
+
+# Keys mixing integers (or None) with index tensors: PyTorch applies the integers as selects
+# first, so an integer apart from the index tensors does not move their dimension to the
+# front as numpy's rule would (x[:, 0, :, idx] is (2, 4, 2), not (2, 2, 4)).
+MIXED_KEYS = ["[:, 0, :, i]", "[0, :, i]", "[i, :, 0]", "[0, i]", "[:, 0, i]",
+              "[None, 0, :, i]", "[i, 1, None, j]", "[..., 1, i]", "[1, ..., i]",
+              "[j[:, None], 0, :, i]"]
+
+
+def _index_mixed(m, x, key):
+    i, j = m.tensor([0, 1]), m.tensor([1, 0])      # noqa: F841 (read by the key)
+    return eval("x" + key)
+
+
+@pytest.mark.parametrize("key", MIXED_KEYS)
+def test_integers_among_index_tensors_follow_torch(key):
+    x0 = np.random.default_rng(zlib.crc32(key.encode())).standard_normal((2, 3, 4, 5))
+    res = []
+    for m in (torch, tg):
+        x = m.tensor(x0, requires_grad=True)
+        y = _index_mixed(m, x, key)
+        (y * y).sum().backward()
+        w = m.tensor(x0.copy())
+        i, j = m.tensor([0, 1]), m.tensor([1, 0])  # noqa: F841 (read by the key)
+        exec("w" + key + " = 7.0")
+        res.append((tuple(y.shape), y.detach().numpy(), x.grad.numpy(),
+                    type(y.grad_fn).__name__, w.numpy()))
+    (ts, tv, tgx, tn, tw), (gs, gv, ggx, gn, gw) = res
+    assert gs == ts and gn == tn
+    np.testing.assert_array_equal(gv, tv)
+    np.testing.assert_allclose(ggx, tgx, rtol=1e-12)
+    np.testing.assert_array_equal(gw, tw)
+    f = tg.compile(lambda x: _index_mixed(tg, x, key) * 2)
+    xc = tg.tensor(x0)
+    for _ in range(2):
+        np.testing.assert_array_equal(f(xc).numpy(), gv * 2)

@@ -263,14 +263,6 @@ def test_basic_index_and_write_rules():
     assert rule("nograd_write", [(2, 3), (2, 3)]) == (2, 3)
 
 
-@pytest.mark.xfail(strict=True, reason="tracegrad indexes with numpy's rule: an int between "
-                   "advanced indices counts as one; PyTorch selects it first (see report)")
-def test_int_between_advanced_indices_like_torch():
-    x = np.zeros((2, 3, 4, 5))
-    want = tuple(torch.tensor(x)[:, 0, :, torch.tensor([0, 1])].shape)
-    assert tg.tensor(x)[:, 0, :, tg.tensor([0, 1])].shape == want
-
-
 # ---- convolution patches, losses, creation ----
 
 CONV = [((2, 3, 7, 6), (3, 2), 1, 0, 1), ((1, 2, 8, 8), (3, 3), 2, 1, 1),

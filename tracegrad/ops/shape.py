@@ -685,11 +685,30 @@ def getitem(x, key):
     """`x[key]`: basic indexing gives a view; integer-array / bool-mask indexing a copy."""
     k, tensors, adv = _normalize_key(x, key)
     if not adv:
-        if any(i is None for i in k):
-            return _with_new_axes(x, k)
-        prim = SELECT if any(isinstance(i, int) for i in k) else SLICE
-        return dispatch(prim, (x,), {"key": k})
+        return _basic(x, k)
+    x, k = _ints_first(x, k)
     return dispatch(INDEX, (x,) + tensors, {"key": k})
+
+
+def _basic(x, k):
+    """The view basic indexing with key `k` (ints, slices, None, Ellipsis) gives."""
+    if any(i is None for i in k):
+        return _with_new_axes(x, k)
+    prim = SELECT if any(isinstance(i, int) for i in k) else SLICE
+    return dispatch(prim, (x,), {"key": k})
+
+
+def _ints_first(x, k):
+    """(view, remaining key) for an advanced key holding integers or new axes.
+
+    PyTorch applies integer indices (and `None`) as views before the advanced step, so
+    `x[:, 0, :, idx]` indexes `x.select(1, 0)` with `[:, :, idx]`; numpy would treat the 0
+    as one more index array and, the two being apart, move their dimension to the front."""
+    if not any(type(i) is int or i is None for i in k):
+        return x, k
+    view = _basic(x, tuple(slice(None) if isinstance(i, Slot) else i for i in k))
+    rest = tuple(slice(None) if i is None else i for i in k if type(i) is not int)
+    return view, rest
 
 
 def _with_new_axes(x, k):
@@ -725,6 +744,11 @@ def setitem(x, key, value, prim=None):
         value = from_array(np.asarray(value, dtype=x._data.dtype))
     if prim is None:
         prim = INDEX_PUT_ADV_ if adv else INDEX_PUT_
+    if adv:
+        view, k = _ints_first(x, k)
+        if view is not x:                # written through the view, as PyTorch does
+            dispatch(prim, (view, value) + tensors, {"key": k})
+            return
     dispatch(prim, (x, value) + tensors, {"key": k})
 
 
