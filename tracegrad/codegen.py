@@ -36,20 +36,24 @@ class Program:
             return self.fn(*arrays)
         except GuardFailed:
             raise
-        except (ValueError, IndexError, TypeError) as e:
-            _annotate(e, self)
-            new = _as_eager_error(e, self)
-            if new is e:
-                raise
-            for note in getattr(e, "__notes__", ()):
-                new.add_note(note)
-            raise new.with_traceback(e.__traceback__) from None
         except Exception as e:
-            _annotate(e, self)
-            raise
+            raise self.failed(e) from None
         finally:
             if token is not None:
                 quiet_exit(token)
+
+    def failed(self, e):
+        """The exception to raise for `e` raised inside the program: the error eager execution
+        raises for that op (same type and message), noted with the user's source line."""
+        _annotate(e, self)
+        if not isinstance(e, (ValueError, IndexError, TypeError)):
+            return e
+        new = _as_eager_error(e, self)
+        if new is e:
+            return e
+        for note in getattr(e, "__notes__", ()):
+            new.add_note(note)
+        return new.with_traceback(e.__traceback__)
 
     def __repr__(self):
         return f"<Program {self.graph.name}: {len(self.graph.nodes)} nodes>"

@@ -130,7 +130,7 @@ class CompiledFunction:
         leaves = leaves_of(args)
         if kwargs:
             leaves_of(kwargs, leaves)
-        key, aliased = entry_key(leaves)
+        key, tensors, aliased = entry_key(leaves)
         if self.module is not None:
             key = key + (tuple(m.training for m in self.module.modules()),)
         if aliased:
@@ -146,7 +146,7 @@ class CompiledFunction:
             reason = ("first call" if not self.entries else
                       describe_difference(self._last_key, key) if self._last_key else "new entry")
         else:
-            out, reason = self._run_cached(entry, leaves)
+            out, reason = self._run_cached(entry, tensors)
             if reason is None:
                 self.stats.cache_hits += 1
                 self._last_key = key
@@ -161,14 +161,13 @@ class CompiledFunction:
                     self.stats.eager_calls += 1
                     return self.fn(*args, **kwargs)
                 if entry is not None:
-                    out, reason = self._run_cached(entry, leaves)
+                    out, reason = self._run_cached(entry, tensors)
                     if reason is None:
                         self.stats.cache_hits += 1
                         return out
             return self._trace(key, entry, args, kwargs, leaves, reason)
 
-    def _run_cached(self, entry, leaves):
-        tensors = [x for x in leaves if isinstance(x, Tensor)]
+    def _run_cached(self, entry, tensors):
         path = entry.last
         tried = set()
         while path is not None:

@@ -9,17 +9,13 @@ from .._tensor import Tensor
 
 
 def entry_key(leaves):
-    """(key, aliased): the hashable entry key, and whether two tensor arguments share storage."""
-    parts = []
-    storages = set()
-    aliased = False
+    """(key, tensors, aliased): the hashable entry key, the tensor leaves in order, and
+    whether two of them share storage (such calls run eagerly: the key only flags it)."""
+    parts, tensors, storages = [], [], []
     for x in leaves:
         if isinstance(x, Tensor):
-            # aliasing arguments never reach the cache (the call runs eagerly): only flag it
-            vc = id(x._vc)
-            if vc in storages:
-                aliased = True
-            storages.add(vc)
+            tensors.append(x)
+            storages.append(id(x._vc))
             d = x._data
             # memory order decides what a planned program may do (Note [Layouts])
             parts.append(("T", d.shape, d.dtype, x._rg, d.ndim < 2 or d.flags.c_contiguous))
@@ -29,7 +25,8 @@ def entry_key(leaves):
             parts.append(("A", x.shape, x.dtype.str, x.tobytes()))
         else:                                # by identity (the entry keeps `x` alive)
             parts.append(("O", id(x), _module_flags(x)))
-    return (tuple(parts), _mode.grad_enabled(), _mode.inference_enabled()), aliased
+    aliased = len(storages) > 1 and len(set(storages)) < len(storages)
+    return (tuple(parts), _mode.grad_enabled(), _mode.inference_enabled()), tensors, aliased
 
 
 def has_aliasing(leaves):

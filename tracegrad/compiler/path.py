@@ -19,7 +19,8 @@ from ..passes.plan_memory import plan_memory
 from ..passes.schedule import schedule_memory
 from .backward_node import CompiledFunctionBackward
 from .replay import plan_replay, replay_backward
-from .state import first_failing
+from .runner import build_runner
+from .state import checker, first_failing
 
 
 class CompiledPath:
@@ -35,6 +36,7 @@ class CompiledPath:
         # where captured tensors are bound, and the Python state read while tracing: each
         # must still hold on a call (Note [Captured state] in compiler/state.py)
         self.state_guards = list(state_guards)
+        self._state_holds = checker(self.state_guards)
         self.out_build = out_build
         self.out_is_tensor = [isinstance(o, Tensor) for o in out_tensors]
         self.out_consts = [None if isinstance(o, Tensor) else o for o in out_tensors]
@@ -100,6 +102,9 @@ class CompiledPath:
         self.wrt_shapes = tuple(ins[i].type.shape for i in self.wrt)
         self.wrt_dtypes = tuple(ins[i].type.dtype.np for i in self.wrt)
         self._layout()
+        fast = build_runner(self)           # Note [Runner]: straight-line `run` when it can
+        if fast is not None:
+            self.run = fast
 
     def _layout(self):
         """Per-call facts fixed at compile time, so `run` and `_attach` stay cheap."""
@@ -174,9 +179,10 @@ class CompiledPath:
             vcs = {id(t._vc) for t in self.captured}
             if any(id(t._vc) in vcs for t in args):
                 return "an argument shares memory with a captured tensor"
-        bad = first_failing(self.state_guards)
-        if bad is not None:
-            return bad.reason()
+        if not self._state_holds():
+            bad = first_failing(self.state_guards)
+            if bad is not None:
+                return bad.reason()
         for t, m in zip(self.captured, self.captured_meta):
             if _meta(t) != m:
                 return f"captured tensor changed: {m} -> {_meta(t)}"
