@@ -37,14 +37,22 @@ except ImportError:            # the oracle is optional
 from _mlp import make_params, numpy_step, tg_compiled_body, tg_eager_step, torch_step  # noqa
 
 
-def mlp_cases(batch, sizes):
+def mlp_cases(batch, sizes, first_alloc=0):
+    """The MLP step per implementation; `first_alloc` rotates which one allocates its
+    parameters first (Note [Fresh processes])."""
     rng = np.random.default_rng(1)
     x = rng.standard_normal((batch, sizes[0])).astype(np.float32)
     y = rng.integers(0, sizes[-1], batch)
     base = make_params(sizes)
-    np_ps = [p.copy() for p in base]
-    tg_ps = [tg.tensor(p, requires_grad=True) for p in base]
-    tge_ps = [tg.tensor(p, requires_grad=True) for p in base]
+    makers = [lambda: [p.copy() for p in base],
+              lambda: [tg.tensor(p, requires_grad=True) for p in base],
+              lambda: [tg.tensor(p, requires_grad=True) for p in base],
+              lambda: [torch.tensor(p, requires_grad=True) for p in base] if torch else None]
+    made = {}
+    for k in range(len(makers)):
+        i = (k + first_alloc) % len(makers)
+        made[i] = makers[i]()
+    np_ps, tg_ps, tge_ps, t_ps = (made[i] for i in range(len(makers)))
     tx, ty = tg.tensor(x), tg.tensor(y)
     step = tg.compile(tg_compiled_body(tg))
     t0 = time.perf_counter()
@@ -62,7 +70,6 @@ def mlp_cases(batch, sizes):
              "tg compiled": lambda: step(tg_ps, tx, ty),
              "tg eager": lambda: tg_eager_step(tg, tge_ps, tx, ty)}
     if torch is not None:
-        t_ps = [torch.tensor(p, requires_grad=True) for p in base]
         txx, tyy = torch.tensor(x), torch.tensor(y)
         cases["torch eager"] = lambda: torch_step(torch, t_ps, txx, tyy)
     return cases, first
@@ -189,9 +196,9 @@ def report(title, samples, unit=1e6):
 MLPS = [(32, (64, 64, 10)), (64, (784, 128, 10)), (256, (784, 512, 512, 10))]
 
 
-def one_mlp(batch, sizes, rounds):
+def one_mlp(batch, sizes, rounds, first_alloc):
     """Medians of one MLP configuration measured in this process (printed as JSON)."""
-    cases, first = mlp_cases(batch, sizes)
+    cases, first = mlp_cases(batch, sizes, first_alloc)
     r = rounds if batch < 256 else max(5, rounds // 4)
     samples = T.interleaved(cases, r, inner=5 if batch < 256 else 1, settle=0.01,
                             apart=("torch eager",))
@@ -199,15 +206,19 @@ def one_mlp(batch, sizes, rounds):
 
 
 def mlp_in_processes(batch, sizes, rounds, processes):
-    """Note [Fresh processes]: the hand-written numpy step's speed differs from one process
-    to the next by up to 30% on this machine (282 vs 365 us at batch 64, 784-128-10, each
-    with a 4% spread inside its process: where numpy's buffers and BLAS threads land), so one
-    process's ratio is luck. Each configuration runs in several fresh processes; the table
-    gives per-implementation medians over them and the range of the ratio to numpy."""
+    """Note [Fresh processes]: at batch 64, 784-128-10 a step's time depends on where its
+    arrays land in memory: the final in-place update of the 784x128 weight costs 10 us with
+    the array in cache and ~130 us without, and which implementation's weights stay cached
+    follows the order in which the implementations allocated them (swapping the order of two
+    otherwise identical configurations flipped a 1.2x difference to 0.9x). So each process
+    lets another implementation allocate first (`first_alloc`), and the table gives medians
+    over the processes and the range of the ratio to numpy; use 4 or more processes so that
+    every implementation allocates first once."""
     runs = []
-    for _ in range(processes):
+    for k in range(processes):
         out = subprocess.run([sys.executable, os.path.abspath(__file__), "--one", str(batch),
-                              "-".join(map(str, sizes)), "--rounds", str(rounds)],
+                              "-".join(map(str, sizes)), "--rounds", str(rounds),
+                              "--first-alloc", str(k % 4)],
                              capture_output=True, text=True, check=True)
         runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
     names = list(runs[0]["medians"])
@@ -224,14 +235,16 @@ def mlp_in_processes(batch, sizes, rounds, processes):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=100)
-    ap.add_argument("--processes", type=int, default=3,
+    ap.add_argument("--processes", type=int, default=4,
                     help="fresh processes per MLP configuration (Note [Fresh processes])")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--one", nargs=2, metavar=("BATCH", "SIZES"), help=argparse.SUPPRESS)
+    ap.add_argument("--first-alloc", type=int, default=0, help=argparse.SUPPRESS)
     a = ap.parse_args()
     rounds = 10 if a.quick else a.rounds
     if a.one:
-        one_mlp(int(a.one[0]), tuple(int(v) for v in a.one[1].split("-")), rounds)
+        one_mlp(int(a.one[0]), tuple(int(v) for v in a.one[1].split("-")), rounds,
+                a.first_alloc)
         return
     summary = []
     for batch, sizes in MLPS:
