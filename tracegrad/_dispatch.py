@@ -13,7 +13,7 @@ import numpy as np
 from . import _mode
 from ._dtype import _FROM_NP, can_cast, scalar_type_name
 from ._errors import InplaceError, TracegradRuntimeError, op_error
-from ._tensor import Tensor, VersionCounter, edge_of
+from ._tensor import Tensor, edge_of
 
 # A tracer installs a callable here; dispatch hands every call to it while it is set.
 trace_hook = contextvars.ContextVar("tracegrad_trace_hook", default=None)
@@ -446,8 +446,7 @@ def _operand_type_error(prim, args):
 
 def _translate(prim, e, args=()):
     """Turn a numpy error inside a kernel into the error PyTorch raises, naming the op."""
-    from ._errors import (TracegradError, TracegradIndexError, TracegradRuntimeError,
-                          TracegradTypeError)
+    from ._errors import TracegradError, TracegradIndexError, TracegradRuntimeError
     if isinstance(e, TracegradError):
         return e                    # a kernel already raised the right error
     msg = str(e)

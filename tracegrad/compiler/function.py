@@ -27,7 +27,7 @@ import warnings
 import numpy as np
 import weakref
 
-from .. import _dispatch, _mode
+from .. import _dispatch
 from .._tensor import Tensor
 from ..ir.interpret import GuardFailed
 from ..ir.printer import value_names
@@ -212,8 +212,9 @@ class CompiledFunction:
             self.stats.retraces.append(reason)
         self.stats.traces += 1
         tracer = Tracer(self.name)
-        bindings, state_guards, names = scan(self.module if self.module is not None else self.fn)
-        tracer.names.update(names)
+        bindings, state_guards, state_names = scan(self.module if self.module is not None
+                                                   else self.fn)
+        tracer.names.update(state_names)
         names = _arg_names(self.fn, len(leaves))
         n_args = 0
         for i, x in enumerate(leaves):

@@ -17,7 +17,8 @@ def entry_key(leaves):
             tensors.append(x)
             storages.append(id(x._vc))
             d = x._data
-            # memory order decides what a planned program may do (Note [Layouts])
+            # memory order decides what a planned program may do (Note [Layouts]); this is
+            # passes.layout.in_c_order, inlined: the key is computed on every call
             parts.append(("T", d.shape, d.dtype, x._rg, d.ndim < 2 or d.flags.c_contiguous))
         elif isinstance(x, (bool, int, float, str, type(None))):
             parts.append(("S", type(x), x))
@@ -27,16 +28,6 @@ def entry_key(leaves):
             parts.append(("O", id(x), _module_flags(x)))
     aliased = len(storages) > 1 and len(set(storages)) < len(storages)
     return (tuple(parts), _mode.grad_enabled(), _mode.inference_enabled()), tensors, aliased
-
-
-def has_aliasing(leaves):
-    seen = set()
-    for x in leaves:
-        if isinstance(x, Tensor):
-            if id(x._vc) in seen:
-                return True
-            seen.add(id(x._vc))
-    return False
 
 
 def _module_flags(x):

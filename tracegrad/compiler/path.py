@@ -14,7 +14,7 @@ from ..codegen import build
 from ..passes import check_inplace, functionalize, partition, vjp
 from ..passes import dce
 from ..passes.fold import drop_aliases, fold_constants, fold_scalings
-from ..passes.layout import reordered_values
+from ..passes.layout import in_c_order, reordered_values
 from ..passes.plan_memory import plan_memory
 from ..passes.schedule import schedule_memory
 from .backward_node import CompiledFunctionBackward
@@ -82,7 +82,7 @@ class CompiledPath:
         self.part = partition(fg, vr, remat=(memory == "min"))
         # inputs whose arrays are not in C order (part of the entry key): Note [Layouts]
         self._reordered_inputs = {k for k, t in enumerate(self._input_tensors_from(tracer))
-                                  if t._data.ndim >= 2 and not t._data.flags.c_contiguous}
+                                  if not in_c_order(t._data)}
         if needs_bwd:
             self.part.forward.pass_log.append(("check_inplace", self.deferred_errors.stats))
         self.memory_mode = memory
@@ -347,4 +347,4 @@ def _needs_eager(part, fg, tracer, loud, outs):
 
 def _meta(t):
     d = t._data
-    return (tuple(d.shape), d.dtype, t.requires_grad, d.ndim < 2 or d.flags.c_contiguous)
+    return (tuple(d.shape), d.dtype, t.requires_grad, in_c_order(d))

@@ -17,6 +17,12 @@ dimensions are always in C order.
 """
 
 
+def in_c_order(a):
+    """Whether numpy array `a` is in C order as Note [Layouts] counts it (fewer than two
+    dimensions always are)."""
+    return a.ndim < 2 or a.flags.c_contiguous
+
+
 def reordered_values(g, reordered_inputs=()):
     """The Values of `g` that may not be in C order (Note [Layouts]).
 
