@@ -16,7 +16,7 @@ from ._errors import InplaceError, TracegradRuntimeError, op_error
 from ._tensor import Tensor, edge_of
 
 # A tracer installs a callable here; dispatch hands every call to it while it is set.
-trace_hook = contextvars.ContextVar("tracegrad_trace_hook", default=None)
+from ._effects import trace_hook   # the one "is a trace active" variable (Note [Effects])
 _get_hook = trace_hook.get
 _grad_on = _mode.grad_enabled
 _inference_on = _mode.inference_enabled

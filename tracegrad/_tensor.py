@@ -15,7 +15,8 @@ import weakref
 import numpy as np
 
 from . import _dtype as D
-from . import _mode
+from . import _effects, _mode
+from ._effects import _get_hook
 from ._errors import TracegradRuntimeError, op_error
 
 
@@ -90,6 +91,8 @@ class Tensor:
     @property
     def grad(self):
         g = self._grad
+        if _get_hook() is not None:          # inside a trace: `.grad` is read per call
+            _effects.grad_read(self, g)
         if g is None and self._grad_fn is not None and not self._retains_grad:
             # PyTorch warns: a non-leaf's .grad is never populated unless retain_grad().
             import warnings
@@ -104,6 +107,8 @@ class Tensor:
 
     @grad.setter
     def grad(self, value):
+        if _get_hook() is not None:
+            _effects.note("grad_write", "assigning .grad", self)
         self._grad = value
 
     # -- basic attributes --

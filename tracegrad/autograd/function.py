@@ -135,6 +135,9 @@ class Function(metaclass=_FunctionMeta):
         needs = tuple(t is not None and t.requires_grad for t in tens)
         ctx.needs_input_grad = needs
         record = _mode.is_grad_enabled() and any(needs)
+        if record:
+            from .. import _effects
+            _effects.note("function", f"custom autograd.Function {cls.__name__}.apply()")
         with _mode.no_grad():
             out = cls.forward(ctx, *args, **kwargs)
         single = not isinstance(out, tuple)

@@ -14,6 +14,8 @@ import types
 import weakref
 
 from .._errors import InplaceError, TracegradRuntimeError, op_error
+from .. import _effects
+from .._effects import _get_hook
 from .._tensor import Tensor     # _tensor imports this module lazily, so no cycle
 
 _seq = itertools.count()
@@ -222,6 +224,8 @@ class AccumulateGrad(Node):
         var = self._var()
         if var is None:
             return
+        if _get_hook() is not None:
+            _effects.note("backward", "backward() accumulating into a leaf's .grad", var)
         with self.lock:
             old = var._grad
             if old is None:

@@ -35,6 +35,8 @@ from ..ir.tracer import Tracer, flatten, leaves_of
 from ..passes import DEFAULT_PIPELINE
 from .keys import describe_difference, entry_key
 from .path import CompiledPath
+from .._effects import watch_python
+from .binding import Binder
 from .state import scan
 
 log = logging.getLogger("tracegrad")
@@ -108,6 +110,7 @@ class CompiledFunction:
         self._paths_added = 0                # paths in all entries (`_n_paths`)
         self._trace_lock = threading.RLock()
         self.module = None
+        self.binder = Binder(fn)
         functools.update_wrapper(self, fn, updated=())
         _register(self)
 
@@ -127,10 +130,10 @@ class CompiledFunction:
             # records our ops (a nested program's outputs would otherwise become constants).
             self.stats.eager_calls += 1
             return self.fn(*args, **kwargs)
-        leaves = leaves_of(args)
-        if kwargs:
-            leaves_of(kwargs, leaves)
-        key, tensors, aliased = entry_key(leaves)
+        leaves, struct, containers = self.binder.bind(args, kwargs)
+        if leaves is None:                   # arguments that do not fit: Python's error
+            return self.fn(*args, **kwargs)
+        key, tensors, aliased = entry_key(leaves, struct)
         if self.module is not None:
             key = key + (tuple(m.training for m in self.module.modules()),)
         if aliased:
@@ -165,19 +168,28 @@ class CompiledFunction:
                     if reason is None:
                         self.stats.cache_hits += 1
                         return out
-            return self._trace(key, entry, args, kwargs, leaves, reason)
+            return self._trace(key, entry, args, kwargs, leaves, reason, containers)
 
     def _run_cached(self, entry, tensors):
+        """Run the cached path that fits this call: (outputs, None), or (None, why none does).
+
+        The last path that ran is tried first; a path whose Python state no longer holds
+        gives way to any other path of the entry whose state does (a global flipping between
+        two values alternates between two paths instead of re-tracing), and a failed tensor
+        guard to a path sharing the outcomes before it (Note [Paths])."""
         path = entry.last
         tried = set()
+        first_bad = None
         while path is not None:
             tried.add(id(path))
-            bad = path.captured_ok(tensors)
+            captured, bad = path.resolve(tensors)
             if bad is not None:
-                return None, bad
+                first_bad = first_bad or bad
+                path = next((p for p in entry.paths if id(p) not in tried), None)
+                continue
             rng = _rng_states(path)
             try:
-                outs = path.run(tensors)
+                outs = path.run(tensors, captured)
             except GuardFailed as gf:
                 for gen, r, state, seed in rng:  # undo draws made before the failed guard
                     gen._rng, gen._seed = r, seed
@@ -194,9 +206,9 @@ class CompiledFunction:
                 continue
             entry.last = path
             return path.rebuild_outputs(outs), None
-        return None, "no path"
+        return None, first_bad or "no path"
 
-    def _trace(self, key, entry, args, kwargs, leaves, reason):
+    def _trace(self, key, entry, args, kwargs, leaves, reason, containers=()):
         if self._n_paths() >= self.cache_limit:
             if not self._warned:
                 warnings.warn(f"tracegrad.compile: '{self.name}' reached cache_limit="
@@ -212,18 +224,23 @@ class CompiledFunction:
             self.stats.retraces.append(reason)
         self.stats.traces += 1
         tracer = Tracer(self.name)
-        bindings, state_guards, state_names = scan(self.module if self.module is not None
-                                                   else self.fn)
-        tracer.names.update(state_names)
         names = _arg_names(self.fn, len(leaves))
+        objects = [(names[i] if i < len(names) else f"a{i}", x) for i, x in enumerate(leaves)
+                   if not isinstance(x, (Tensor, bool, int, float, str, type(None)))]
+        scanned = scan(self.module if self.module is not None else self.fn, objects)
+        bindings, state_guards = scanned.bindings, scanned.guards
+        tracer.names.update(scanned.names)
         n_args = 0
         for i, x in enumerate(leaves):
             if isinstance(x, Tensor):
                 tracer.add_arg(x, names[i] if i < len(names) else f"a{i}")
                 n_args += 1
-        with tracer:
+        external = set(containers) | scanned.containers
+        with tracer, watch_python(tracer, external):
             out = self.fn(*args, **kwargs)
-        outs, build = flatten(out)
+        tracer.check_numpy_writes()
+        outs, build = flatten(out, strict=True)
+        _warn_effects(self.name, tracer)
         if isinstance(out, Tensor):
             build = _single
         tracer.graph.outputs = [tracer.value_of(o) for o in outs if isinstance(o, Tensor)]
@@ -280,6 +297,15 @@ class CompiledFunction:
         if module is not None:
             return getattr(module, name)
         raise AttributeError(f"'CompiledFunction' object has no attribute {name!r}")
+
+
+def _warn_effects(name, tracer):
+    """Once per trace, name the Python side effects that run only while tracing."""
+    for e in tracer.effects:
+        if not e.eager and e.kind == "print":
+            warnings.warn(f"tracegrad.compile: '{name}' calls {e.describe()}; it runs only "
+                          "while tracing, not on cached calls. Print outside the compiled "
+                          "function, or return the value.", UserWarning, stacklevel=4)
 
 
 def _single(outs):
