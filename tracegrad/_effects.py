@@ -20,11 +20,16 @@ containers that existed before the trace (the caller's or global lists, dicts an
 import contextvars
 import os
 import sys
+import sysconfig
 
 trace_hook = contextvars.ContextVar("tracegrad_trace_hook", default=None)
 _get_hook = trace_hook.get
 
 _PKG = os.path.dirname(os.path.abspath(__file__)) + os.sep
+# installed libraries and the standard library are not the user's code (a gc callback of
+# a test framework calling a clock mid-trace is not the traced function's side effect)
+_LIBS = tuple(sorted({os.path.join(p, "") for k in ("stdlib", "platstdlib", "purelib", "platlib")
+                      if (p := sysconfig.get_paths().get(k))}))
 
 
 def active():
@@ -45,11 +50,54 @@ def note(kind, message, tensor=None, eager=True):
         tracer.note_effect(kind, message, tensor, eager)
 
 
+def grad_set(owner):
+    """`owner.grad = value` inside a trace: replayed after each call (Note [Effects])."""
+    tracer = active()
+    if tracer is not None:
+        tracer.note_grad_set(owner)
+
+
 def grad_read(owner, g):
     """`owner.grad` was read inside a trace and gave `g` (a Tensor or None)."""
     tracer = active()
     if tracer is not None:
         tracer.note_grad_read(owner, g)
+
+
+def accumulate_traced(var, g, create_graph):
+    """`backward()` inside a trace reaching the leaf `var` (Note [Effects]): the write into
+    `var.grad` is recorded, so every compiled call performs it. A first gradient becomes a
+    new `.grad` (a hidden output of the program, assigned after each call); a gradient
+    added to an existing `.grad` is an in-place add into that tensor, read per call."""
+    tracer = active()
+    if create_graph or g.requires_grad:
+        tracer.note_effect("backward", "backward(create_graph=True) into a leaf's .grad", var)
+        var._grad = g.clone() if var._grad is None else var._grad + g
+        return
+    from . import _mode
+    old = var._grad
+    tracer.note_grad_read(var, old)
+    with _mode.no_grad():
+        if old is None:
+            var._grad = g.detach().clone()
+        elif old.requires_grad:
+            tracer.note_effect("backward", "backward() into a .grad that requires grad", var)
+            var._grad = old + g
+            return
+        else:
+            old.add_(g)
+    tracer.note_grad_set(var)
+
+
+def hyper(holder, key):
+    """`holder[key]`, a hyper-parameter such as a learning rate. Eagerly the Python number;
+    inside a trace a 0-d float64 tensor the compiled program reads from `holder[key]` on
+    every call, so a scheduler changing it never re-traces (Note [Effects])."""
+    value = holder[key]
+    tracer = active()
+    if tracer is None or type(value) not in (float, int):
+        return value
+    return tracer.scalar_source(holder, key, value)
 
 
 def numpy_read(t):
@@ -69,7 +117,7 @@ _CLOCKS = frozenset(("time", "perf_counter", "monotonic", "process_time", "time_
 
 def _is_user_frame(frame):
     fn = frame.f_code.co_filename
-    return not (fn.startswith(_PKG) or fn.startswith("<tracegrad") or "/random.py" in fn)
+    return not (fn.startswith(_PKG) or fn.startswith(_LIBS) or fn.startswith(("<tracegrad", "<frozen")))
 
 
 class watch_python:

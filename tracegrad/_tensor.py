@@ -107,9 +107,9 @@ class Tensor:
 
     @grad.setter
     def grad(self, value):
-        if _get_hook() is not None:
-            _effects.note("grad_write", "assigning .grad", self)
         self._grad = value
+        if _get_hook() is not None:
+            _effects.grad_set(self)
 
     # -- basic attributes --
     @property

@@ -224,8 +224,8 @@ class AccumulateGrad(Node):
         var = self._var()
         if var is None:
             return
-        if _get_hook() is not None:
-            _effects.note("backward", "backward() accumulating into a leaf's .grad", var)
+        if _get_hook() is not None and _effects.active() is not None:
+            return _effects.accumulate_traced(var, g, create_graph)
         with self.lock:
             old = var._grad
             if old is None:

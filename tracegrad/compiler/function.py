@@ -243,13 +243,26 @@ class CompiledFunction:
         _warn_effects(self.name, tracer)
         if isinstance(out, Tensor):
             build = _single
-        tracer.graph.outputs = [tracer.value_of(o) for o in outs if isinstance(o, Tensor)]
+        # `.grad` assignments (backward() or `p.grad = ...` inside): hidden outputs
+        grad_sets = tracer.grad_results()
+        for o, g in grad_sets:
+            if g is not None and id(g) not in tracer.env:
+                tracer.note_effect("grad_write", "assigning .grad a tensor from outside the "
+                                   "trace", o)
+        grad_sets = [(o, g) for o, g in grad_sets if g is None or id(g) in tracer.env]
+        tracer.graph.outputs = [tracer.value_of(o) for o in outs if isinstance(o, Tensor)] + [
+            tracer.env[id(g)] for _, g in grad_sets if g is not None]
         # the captured tensors' bindings, then every container/scalar guard (Note [Captured
         # state]); tensors the trace did not capture need no binding
         state_guards = [bindings[id(t)] for _, t in tracer.captured
                         if id(t) in bindings] + state_guards
+        # places read as runtime scalars (`hyper`) are inputs, not guards
+        places = tracer.scalar_places()
+        state_guards = [g for g in state_guards
+                        if not any(g.holder is h and g.key == k for h, k in places)]
         path = CompiledPath(self.name, tracer, tracer.graph, outs, build, self.pipeline, n_args,
-                            memory=self.memory, poison=self.debug_nan, state_guards=state_guards)
+                            memory=self.memory, poison=self.debug_nan, state_guards=state_guards,
+                            grad_sets=grad_sets)
         if entry is None:
             entry = self.entries[key] = _Entry(key)
             # objects keyed by id() must outlive the entry, or a new object could reuse the id

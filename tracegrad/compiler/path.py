@@ -17,7 +17,7 @@ from ..passes.fold import drop_aliases, fold_constants, fold_scalings
 from ..passes.layout import in_c_order, reordered_values
 from ..passes.plan_memory import plan_memory
 from ..passes.schedule import schedule_memory
-from .backward_node import CompiledFunctionBackward
+from .backward_node import CompiledFunctionBackward, ConsumedBackward
 from .replay import plan_replay, replay_backward
 from .runner import build_runner
 from .state import checker, first_failing
@@ -27,7 +27,7 @@ class CompiledPath:
     """A specialization for one entry key and one sequence of guard outcomes."""
 
     def __init__(self, name, tracer, raw, out_tensors, out_build, pipeline, n_args,
-                 memory="balanced", poison=False, state_guards=()):
+                 memory="balanced", poison=False, state_guards=(), grad_sets=()):
         self.name = name
         self.raw = raw
         self.n_args = n_args
@@ -68,8 +68,15 @@ class CompiledPath:
         ins = fg.inputs
         self.wrt = [i for i, (v, t) in enumerate(zip(ins, self._input_tensors_from(tracer)))
                     if t.requires_grad and t.is_floating_point()]
+        # `.grad` values the function assigned follow the user's outputs (Note [Effects])
         tens_outs = [o for o in out_tensors if isinstance(o, Tensor)]
-        self.out_requires = [o.requires_grad for o in tens_outs]
+        tens_outs += [g for _, g in grad_sets if g is not None]
+        # an output whose graph the function already ran backward through (retain_graph
+        # off) gets no backward program and no saved values: its grad_fn only raises
+        self.consumed = {k: o._grad_fn.name() for k, o in enumerate(tens_outs)
+                         if o._grad_fn is not None and o._grad_fn.released}
+        self.out_requires = [o.requires_grad and k not in self.consumed
+                             for k, o in enumerate(tens_outs)]
         # the trace decides, not the mode outside it: `enable_grad()` inside a call made
         # under no_grad gives outputs that require grad, eagerly and compiled alike
         needs_bwd = bool(self.wrt) and any(self.out_requires)
@@ -103,11 +110,13 @@ class CompiledPath:
                             if v is not None and storage.get(v) in behind}
         self.eager_reason = _needs_eager(self.part, fg, tracer, loud, out_tensors)
         self._effect_replays(tracer, out_tensors)
+        self._grad_plan(tracer, grad_sets, len(tens_outs))
         self.wrt_shapes = tuple(ins[i].type.shape for i in self.wrt)
         self.wrt_dtypes = tuple(ins[i].type.dtype.np for i in self.wrt)
         self._layout()
-        fast = None if (self.sources or self.grad_none or self.pre_effects
-                        or self.post_retain) else build_runner(self)
+        fast = None if (self.sources or self.grad_none or self.pre_effects or self.consumed
+                        or self.scalar_sources
+                        or self.post_retain or self.grad_set_plan) else build_runner(self)
         if fast is not None:                # Note [Runner]: straight-line `run` when it can
             self.run = fast
 
@@ -187,6 +196,8 @@ class CompiledPath:
             return ("arg", args[id(owner)]) if id(owner) in args else owner
         self.sources = [(j, ref(tracer.sources[v])) for j, (v, _) in enumerate(tracer.captured)
                         if v in tracer.sources]
+        self.scalar_sources = [(j, *tracer.scalar_sources[v]) for j, (v, _) in
+                               enumerate(tracer.captured) if v in tracer.scalar_sources]
         seen = set()
         self.grad_none = [ref(o) for o in tracer.grad_none
                           if id(o) in known and not (id(o) in seen or seen.add(id(o)))]
@@ -201,14 +212,29 @@ class CompiledPath:
         self.post_retain = sorted({outs[id(e.tensor)] for e in tracer.effects
                                    if e.kind == "retain_grad" and id(e.tensor) in outs})
 
+    def _grad_plan(self, tracer, grad_sets, n_outs):
+        """`.grad` assignments replayed after each call: [(input position, output k or
+        None)], the outputs being the hidden ones after the user's (Note [Effects])."""
+        inputs = {id(t): k for k, t in enumerate(self._input_tensors_from(tracer))}
+        k = n_outs - sum(g is not None for _, g in grad_sets)
+        self.grad_set_plan = []
+        for owner, g in grad_sets:
+            pos = inputs.get(id(owner))
+            if pos is None:
+                self.eager_reason = self.eager_reason or (
+                    "it assigns .grad of a tensor the compiled program does not read")
+                continue
+            self.grad_set_plan.append((pos, None if g is None else k))
+            k += g is not None
+
     # -- checks before running --
     def resolve(self, args=()):
         """(captured tensors for this call, None) when captured tensors and guarded Python
         state still match, else (None, why not)."""
-        if not self.captured and not self.state_guards and not self.grad_none:
+        if not self.captured and not self.state_guards:
             return self.captured, None
         captured = self.captured
-        if self.sources or self.grad_none:
+        if self.sources or self.grad_none or self.scalar_sources:
             captured, bad = self._read_sources(args)
             if bad is not None:
                 return None, bad
@@ -241,6 +267,11 @@ class CompiledPath:
             if g is None:
                 return None, "a .grad read by the function is None now"
             captured[j] = g
+        for j, holder, key in self.scalar_sources:
+            value = holder.get(key) if isinstance(holder, dict) else holder[key]
+            if type(value) not in (float, int):
+                return None, f"{key!r} is no longer a number ({value!r})"
+            captured[j] = Tensor._wrap(np.array(value, dtype=np.float64))
         return captured, None
 
     # -- running --
@@ -292,6 +323,12 @@ class CompiledPath:
         for k in self.post_retain:
             if outs[k].requires_grad:
                 outs[k].retain_grad()
+        for k, name in self.consumed.items():
+            node = ConsumedBackward(None, None, (), (), (), ())
+            node.eager_name, node.released = name, True
+            outs[k]._grad_fn, outs[k]._rg = node, True
+        for pos, k in self.grad_set_plan:
+            inputs[pos]._grad = None if k is None else outs[k]
         return outs
 
     def _attach(self, inputs, outs, saved_fwd, kept):
@@ -398,7 +435,10 @@ def _needs_eager(part, fg, tracer, loud, outs):
     if _mode.is_grad_enabled() and tracer.new_leaves(outs):
         return ("it creates a tensor that requires grad (a new leaf, whose .grad only eager "
                 "execution can fill); create it outside and pass it in to compile")
+    recorded = {id(t) for t in tracer.grad_sets}
     for t in tracer.grad_writes():
+        if id(t) in recorded or id(t._grad) in tracer.env:
+            continue                         # a recorded effect (Note [Effects])
         name = fg.inputs[next(i for i, u in enumerate(tensors) if u is t)].name or "an input"
         return (f"it changes '{name}.grad' (backward() inside the function); return "
                 "gradients from tg.autograd.grad(...) instead to compile it")

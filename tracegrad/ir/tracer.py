@@ -77,6 +77,9 @@ class Tracer:
         self.grad_none = []      # owner tensors whose `.grad` was read as None
         self.sources = {}        # Value of a captured input -> owner tensor (its `.grad`)
         self.numpy_reads = []    # [(tensor, its Value then, copy of its data)]: `.numpy()`
+        self.grad_sets = []      # tensors whose `.grad` the function assigned
+        self.scalar_sources = {}  # Value of a captured 0-d input -> (holder, key): `hyper`
+        self.scalar_tensors = {}  # (id(holder), key) -> that input's tensor
 
     # -- inputs --
     def add_arg(self, t, name=None, role="arg"):
@@ -105,8 +108,32 @@ class Tracer:
                 self.note_effect("numpy", "a write through the array x.numpy() returned", t,
                                  site=None)
 
+    def scalar_source(self, holder, key, value):
+        """A Python number read per call from `holder[key]`, as a captured 0-d tensor."""
+        t = self.scalar_tensors.get((id(holder), key))
+        if t is None:
+            t = self.scalar_tensors[(id(holder), key)] = Tensor._wrap(
+                np.array(value, dtype=np.float64))
+            v = self.add_arg(t, str(key), role="captured")
+            self.scalar_sources[v] = (holder, key)
+        return t
+
+    def scalar_places(self):
+        return list(self.scalar_sources.values())
+
+    def note_grad_set(self, owner):
+        if all(o is not owner for o in self.grad_sets):
+            self.grad_sets.append(owner)
+            self.keep.append(owner)
+
+    def grad_results(self):
+        """[(owner, final .grad)] for every `.grad` the function assigned (Note [Effects])."""
+        return [(o, o._grad) for o in self.grad_sets]
+
     def note_grad_read(self, owner, g):
         """`owner.grad` read while tracing: a captured `.grad` is re-read per call."""
+        if any(o is owner for o in self.grad_sets):
+            return                           # the function set it: traced state, no source
         self.keep.append(owner)
         if g is None:
             self.grad_none.append(owner)
