@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import tracegrad as tg
-from tracegrad.ir.tracer import CONSTANT
+from tracegrad.tracing import CONSTANT
 from tracegrad.ops import shape_rules as SR
 from tracegrad.ops.primitive import REGISTRY
 from tracegrad.ops.shape import Slot

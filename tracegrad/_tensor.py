@@ -3,6 +3,12 @@
 Methods that compute (math, shape ops, operators) are attached in `_tensor_methods.py` from
 the op modules; this file holds only what a tensor *is*.
 
+Note [Layers]
+The eager core is layered: `_dtype`, `_mode`, `_effects` < `_tensor` < `_dispatch` < the
+primitive table (`ops/`) < `autograd/` < tensor methods, nn, compiler. A lower layer that
+must call into a higher one at run time keeps a slot the higher one fills at import
+(`_tensor._layers`, `_dispatch._layers`), instead of importing upwards.
+
 Note [Views and versions]
 A view shares its base's `VersionCounter` (`_vc`) and its numpy memory; `_base` points to
 the root base and `_view_chain` lists the (primitive, attrs) steps that re-derive the view
@@ -21,6 +27,15 @@ from ._errors import TracegradRuntimeError, op_error
 
 
 _new = object.__new__
+
+
+class _layers:
+    """What the layers above the Tensor type install here at import (Note [Layers]):
+    `record` from _dispatch.py (re-deriving a view's grad_fn) and `AccumulateGrad` from
+    autograd/graph.py (a leaf's gradient sink). The Tensor type never imports them, so
+    the package's imports point one way, downwards."""
+    record = None
+    AccumulateGrad = None
 
 
 class VersionCounter:
@@ -153,7 +168,7 @@ class Tensor:
 
     def _regenerate(self):
         """Re-derive this view's grad_fn from its base's current grad_fn (see Note)."""
-        from ._dispatch import record
+        record = _layers.record
         base = self._base
         self._fn_version = self._vc.v
         if not base.requires_grad:
@@ -244,7 +259,7 @@ def accumulator(t):
     """The (cached) AccumulateGrad node of leaf `t` (owned by `t`; it refers back weakly)."""
     acc = t._accum
     if acc is None:
-        from .autograd.graph import AccumulateGrad    # here, not per call: imports cost ~2 us
+        AccumulateGrad = _layers.AccumulateGrad
         # Created under a lock so threads never hold two live accumulators (two locks) for
         # one leaf at the same time.
         with _ACCUM_LOCK:
@@ -271,8 +286,7 @@ def from_array(arr, requires_grad=False):
     t = Tensor._wrap(arr)
     if _mode.inference_enabled():
         t._inference = True
-    from ._dispatch import trace_hook
-    hook = trace_hook.get()
+    hook = _get_hook()
     if hook is not None:
         hook.__self__.constant(t)
     if requires_grad:

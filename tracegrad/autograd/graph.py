@@ -16,6 +16,7 @@ import weakref
 from .._errors import InplaceError, TracegradRuntimeError, op_error
 from .. import _effects
 from .._effects import _get_hook
+from .. import _tensor
 from .._tensor import Tensor     # _tensor imports this module lazily, so no cycle
 
 _seq = itertools.count()
@@ -241,3 +242,6 @@ class AccumulateGrad(Node):
                 var.grad = old + g
             else:
                 old._data += g._data
+
+
+_tensor._layers.AccumulateGrad = AccumulateGrad   # Note [Layers] in _tensor.py

@@ -31,7 +31,7 @@ from .. import _dispatch
 from .._tensor import Tensor
 from ..ir.interpret import GuardFailed
 from ..ir.printer import value_names
-from ..ir.tracer import Tracer, flatten, leaves_of
+from ..tracing import Tracer, flatten
 from ..passes import DEFAULT_PIPELINE
 from .keys import describe_difference, entry_key
 from .path import CompiledPath
@@ -296,6 +296,11 @@ class CompiledFunction:
     def _repr_svg_(self):
         from .. import viz                   # notebook display; None (text) without `dot`
         return viz.svg(self)
+
+    def _tracegrad_drawing(self, color_by=None):
+        """What `tracegrad.viz` draws for a compiled function: every cached path."""
+        from ..viz.ir import function_drawing
+        return function_drawing(self, color_by)
 
     def __repr__(self):
         return f"<compiled {self.name}: {self._n_paths()} path(s)>"

@@ -412,6 +412,11 @@ class CompiledPath:
         from .. import viz                   # notebook display; None (text) without `dot`
         return viz.svg(self)
 
+    def _tracegrad_drawing(self, color_by=None):
+        """What `tracegrad.viz` draws for a path (viz knows drawings, not the compiler)."""
+        from ..viz.ir import path_drawing
+        return path_drawing(self, color_by)
+
 
 def _needs_eager(part, fg, tracer, loud, outs):
     """Why this path must run eagerly, or None.

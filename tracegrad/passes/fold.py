@@ -16,7 +16,7 @@ import math
 import numpy as np
 
 from ..ir.graph import Guard, Node
-from ..ir.tracer import CONSTANT
+from ..tracing import CONSTANT
 from .simplify import _copy_shell
 
 

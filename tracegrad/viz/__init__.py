@@ -20,7 +20,7 @@ from .._tensor import Tensor
 from .collapse import collapse as _collapse
 from .drawing import emit
 from .eager import eager_drawing
-from .ir import function_drawing, graph_drawing, path_drawing
+from .ir import graph_drawing
 
 __all__ = ["to_dot", "render", "GraphvizNotFound"]
 
@@ -57,8 +57,6 @@ def to_dot(obj, *, params=None, color_by=None, plan=None, collapse=None,
 
 
 def _drawing(obj, params, color_by, plan):
-    from ..compiler.function import CompiledFunction
-    from ..compiler.path import CompiledPath
     from ..ir.graph import Graph
     if isinstance(obj, Tensor) or (isinstance(obj, (list, tuple)) and obj
                                    and all(isinstance(t, Tensor) for t in obj)):
@@ -68,10 +66,9 @@ def _drawing(obj, params, color_by, plan):
         return eager_drawing(obj, params)
     if isinstance(obj, Graph):
         return graph_drawing(obj, color_by, plan)
-    if isinstance(obj, CompiledPath):
-        return path_drawing(obj, color_by)
-    if isinstance(obj, CompiledFunction):
-        return function_drawing(obj, color_by)
+    draw = getattr(type(obj), "_tracegrad_drawing", None)
+    if draw is not None:            # compiled functions and paths draw themselves from ours
+        return draw(obj, color_by)
     raise TracegradTypeError(
         f"tracegrad.viz.to_dot: cannot draw a {type(obj).__name__}; pass a result Tensor "
         "(or a list of them), a tracegrad.ir.Graph, a compiled function or one of its "

@@ -24,8 +24,8 @@ from .._errors import user_site
 from .._tensor import Tensor
 from ..ops.primitive import Primitive
 from ..ops.shape import CLONE, DETACH, INDEX_PUT, NONZERO
-from .graph import Graph, Guard, Node, Value
-from .types import TensorType
+from ..ir.graph import Graph, Guard, Node, Value
+from ..ir.types import TensorType
 
 
 def _constant_kernel(value):
@@ -398,30 +398,6 @@ def flatten(obj, strict=False):
 
 _IMMUTABLE = (Tensor, bool, int, float, complex, str, bytes, type(None), type(Ellipsis),
               slice, range, np.dtype, np.generic, DType)
-
-
-def leaves_of(obj, out=None):
-    """The leaves `flatten` would produce, without building a rebuild function (fast)."""
-    if out is None:
-        out = []
-    t = type(obj)
-    if t is tuple or t is list:
-        append = out.append
-        for x in obj:                    # flat arguments (tensors, numbers) without recursion
-            tx = type(x)
-            if tx is tuple or tx is list or tx is dict or isinstance(x, (tuple, list)):
-                leaves_of(x, out)
-            else:
-                append(x)
-    elif t is dict:
-        for x in obj.values():
-            leaves_of(x, out)
-    elif isinstance(obj, (tuple, list)):
-        for x in obj:
-            leaves_of(x, out)
-    else:
-        out.append(obj)
-    return out
 
 
 def trace(fn, *example_args, name=None, **example_kwargs):
