@@ -258,11 +258,12 @@ class CompiledFunction:
                         if id(t) in bindings] + state_guards
         # places read as runtime scalars (`hyper`) are inputs, not guards
         places = tracer.scalar_places()
-        state_guards = [g for g in state_guards
-                        if not any(g.holder is h and g.key == k for h, k in places)]
+        runtime = [g for g in state_guards if any(g.holder is h and g.key == k for h, k in places)]
+        state_guards = [g for g in state_guards if all(g is not r for r in runtime)]
         path = CompiledPath(self.name, tracer, tracer.graph, outs, build, self.pipeline, n_args,
                             memory=self.memory, poison=self.debug_nan, state_guards=state_guards,
                             grad_sets=grad_sets)
+        path.scalar_names = {(id(g.holder), g.key): g.where for g in runtime}
         if entry is None:
             entry = self.entries[key] = _Entry(key)
             # objects keyed by id() must outlive the entry, or a new object could reuse the id

@@ -150,10 +150,13 @@ def _short(x):
         return f"tensor of shape {tuple(x.shape)}"
     if isinstance(x, np.ndarray):
         return f"array of shape {x.shape}"
+    if not isinstance(x, _SCALARS + (list, tuple, dict, type, types.FunctionType)):
+        return f"<{type(x).__name__} object>"
     try:
         r = repr(x)
     except Exception:
         r = f"<{type(x).__name__}>"
+    r = " ".join(r.split())
     return r if len(r) <= 60 else r[:57] + "..."
 
 
@@ -216,8 +219,8 @@ class _Scanner:
         if isinstance(v, Tensor):
             if holder is not None and id(v) not in self.bindings:
                 self.bindings[id(v)] = StateGuard(holder, key, v, "is", where)
-                if name:
-                    self.names.setdefault(id(v), name)
+            if name:                         # a module's name for it beats a list position
+                self.names.setdefault(id(v), name)
             return
         if isinstance(v, _SCALARS):
             self.guard(holder, key, v, "eq", where)
