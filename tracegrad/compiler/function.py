@@ -33,6 +33,7 @@ from ..ir.interpret import GuardFailed
 from ..ir.printer import value_names
 from ..tracing import Tracer, flatten
 from ..passes import DEFAULT_PIPELINE
+from .arguments import check_compile_arguments
 from .keys import describe_difference, entry_key
 from .path import CompiledPath
 from .._effects import watch_python
@@ -371,6 +372,7 @@ def compile(fn=None, *, cache_limit=8, passes=None, backend="numpy", memory="bal
     "min" (also recompute cheap values in backward instead of saving them) or "off".
     `debug_nan=True` fills every buffer with NaN when its value dies (results must not change).
     """
+    check_compile_arguments(fn, backend)
     opts = dict(cache_limit=cache_limit, passes=passes, backend=backend, memory=memory,
                 debug_nan=debug_nan)
     if fn is None:

@@ -85,21 +85,22 @@ def require_dot():
             "to_dot(...).source works without it.")
 
 
-def render(obj, path, format="svg", **options):
+def render(obj, path, format=None, **options):
     """Draw `obj` (anything `to_dot` takes, or a Digraph) into file `path`; return its path.
 
-    `format` is "svg", "png" or "pdf"; `.{format}` is appended when `path` has no suffix.
-    Options are those of `to_dot`. Needs the Graphviz `dot` program.
+    The format is "svg", "png" or "pdf": by default the one `path` ends with
+    (`render(f, "f.png")` writes PNG bytes); `format=` overrides it, and a `path` without
+    a suffix gets `.{format}` appended ("svg" when neither says). Options are those of
+    `to_dot`. Needs the Graphviz `dot` program.
     """
-    if format not in FORMATS:
-        raise TracegradValueError(f"render: format must be one of {FORMATS}, not {format!r}")
+    path = os.fspath(path)
+    format = _render_format(path, format)
     require_dot()
     dot = obj if isinstance(obj, graphviz.Digraph) else to_dot(obj, **options)
     try:
         data = dot.pipe(format=format)
     except graphviz.ExecutableNotFound as e:
         raise GraphvizNotFound(str(e)) from None
-    path = os.fspath(path)
     if not os.path.splitext(path)[1]:
         path = f"{path}.{format}"
     parent = os.path.dirname(path)
@@ -108,6 +109,23 @@ def render(obj, path, format="svg", **options):
     with open(path, "wb") as f:
         f.write(data)
     return path
+
+
+def _render_format(path, format):
+    """The format `render` writes: `format` if given, else `path`'s suffix, else "svg"."""
+    if format is not None:
+        if format not in FORMATS:
+            raise TracegradValueError(
+                f"render: format must be one of {FORMATS}, not {format!r}")
+        return format
+    suffix = os.path.splitext(path)[1].lower().lstrip(".")
+    if not suffix:
+        return "svg"
+    if suffix not in FORMATS:
+        raise TracegradValueError(
+            f"render: cannot tell the format from {path!r}: the suffix .{suffix} is none of "
+            f"{FORMATS}; end the path with .svg, .png or .pdf, or pass format=")
+    return suffix
 
 
 def svg(obj, **options):
