@@ -100,6 +100,34 @@ def hyper(holder, key):
     return tracer.scalar_source(holder, key, value)
 
 
+def replayed(method):
+    """Decorator for Python-only methods a compiled call must run again on every call
+    (a learning-rate scheduler's `step`): inside a trace the call is recorded and runs;
+    after each compiled call it runs again, in order (Note [Effects]). The state it
+    rewrites is its own: not guarded. It must not compute with tensors; arguments other
+    than plain Python values make such calls run eagerly."""
+    import functools
+
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        tracer = active()
+        if tracer is None:
+            return method(self, *args, **kwargs)
+        plain = all(isinstance(a, (bool, int, float, str, type(None)))
+                    for a in args + tuple(kwargs.values()))
+        if plain:
+            tracer.note_replay(self, method, args, kwargs)
+        else:
+            tracer.note_effect("python", f"{type(self).__name__}.{method.__name__}() with "
+                               "non-Python arguments", None)
+        token = trace_hook.set(None)
+        try:
+            return method(self, *args, **kwargs)
+        finally:
+            trace_hook.reset(token)
+    return wrapper
+
+
 def numpy_read(t):
     """`t.numpy()` inside a trace: the caller gets `t`'s memory; writes through it are
     checked when the trace ends (`Tracer.numpy_writes`)."""

@@ -38,7 +38,7 @@ from .keys import describe_difference, entry_key
 from .path import CompiledPath
 from .._effects import watch_python
 from .binding import Binder
-from .state import scan
+from .state import changed_by_trace, owned_holders, scan
 
 log = logging.getLogger("tracegrad")
 
@@ -257,6 +257,14 @@ class CompiledFunction:
         # state]); tensors the trace did not capture need no binding
         state_guards = [bindings[id(t)] for _, t in tracer.captured
                         if id(t) in bindings] + state_guards
+        # Python state the function itself changed: replayed calls own theirs; any other
+        # changed value is an effect no compiled call can replay (Note [Effects])
+        dropped, changed = changed_by_trace(
+            state_guards, owned_holders([o for o, *_ in tracer.replays]))
+        for g in changed:
+            tracer.note_effect("python_state", f"it changes {g.where} "
+                               f"({g.reason().split(': ', 1)[-1]}), which it also reads", None)
+        state_guards = [g for g in state_guards if all(g is not d for d in dropped)]
         # places read as runtime scalars (`hyper`) are inputs, not guards
         places = tracer.scalar_places()
         runtime = [g for g in state_guards if any(g.holder is h and g.key == k for h, k in places)]

@@ -110,11 +110,13 @@ class CompiledPath:
                             if v is not None and storage.get(v) in behind}
         self.eager_reason = _needs_eager(self.part, fg, tracer, loud, out_tensors)
         self._effect_replays(tracer, out_tensors)
+        self.replays = [(obj, m, a, k) for obj, m, a, k in tracer.replays]
         self._grad_plan(tracer, grad_sets, len(tens_outs))
         self.wrt_shapes = tuple(ins[i].type.shape for i in self.wrt)
         self.wrt_dtypes = tuple(ins[i].type.dtype.np for i in self.wrt)
         self._layout()
         fast = None if (self.sources or self.grad_none or self.pre_effects or self.consumed
+                        or self.replays
                         or self.scalar_sources
                         or self.post_retain or self.grad_set_plan) else build_runner(self)
         if fast is not None:                # Note [Runner]: straight-line `run` when it can
@@ -329,6 +331,8 @@ class CompiledPath:
             outs[k]._grad_fn, outs[k]._rg = node, True
         for pos, k in self.grad_set_plan:
             inputs[pos]._grad = None if k is None else outs[k]
+        for obj, method, a, k in self.replays:  # Python-only calls (`_effects.replayed`)
+            method(obj, *a, **k)
         return outs
 
     def _attach(self, inputs, outs, saved_fwd, kept):

@@ -160,6 +160,26 @@ def _short(x):
     return r if len(r) <= 60 else r[:57] + "..."
 
 
+def owned_holders(objects):
+    """Ids of the dicts and containers reachable from `objects` (the state replayed calls
+    rewrite, e.g. a scheduler's attributes and its optimizer's param groups)."""
+    s = _Scanner()
+    for obj in objects:
+        s.value_in(None, None, obj, "owner", 0, force=True)
+    return {id(g.holder) for g in s.guards} | {id(g.holder) for g in s.bindings.values()}
+
+
+def changed_by_trace(guards, owned):
+    """(dropped, changed): value guards that no longer hold right after the trace, split
+    into those on state replayed calls own (dropped: replaying rewrites it) and the others
+    (the function changes Python state it reads: no compiled call can replay that)."""
+    dropped, changed = [], []
+    for g in guards:
+        if g.mode == "eq" and not g.holds():
+            (dropped if id(g.holder) in owned else changed).append(g)
+    return dropped, changed
+
+
 def scan(target, objects=()):
     """The state a function, bound method, callable object or nn.Module about to be traced
     can reach (Note [Captured state]), plus `objects`: [(name, object)] passed as arguments.

@@ -23,7 +23,7 @@ from .._dtype import dtype as DType
 from .._errors import user_site
 from .._tensor import Tensor
 from ..ops.primitive import Primitive
-from ..ops.shape import CLONE, DETACH, INDEX_PUT, NONZERO
+from ..ops.shape import CLONE, DETACH, INDEX, INDEX_PUT, NONZERO
 from ..ir.graph import Graph, Guard, Node, Value
 from ..ir.types import TensorType
 
@@ -38,7 +38,6 @@ def _constant_shape(shapes, attrs):
 
 
 CONSTANT = Primitive("constant", _constant_kernel, shape_rule=_constant_shape)
-_DYNAMIC_SHAPE = {"nonzero", "index"}
 
 
 class Effect:
@@ -80,6 +79,7 @@ class Tracer:
         self.grad_sets = []      # tensors whose `.grad` the function assigned
         self.scalar_sources = {}  # Value of a captured 0-d input -> (holder, key): `hyper`
         self.scalar_tensors = {}  # (id(holder), key) -> that input's tensor
+        self.replays = []        # [(obj, method, args, kwargs)]: `_effects.replayed` calls
 
     # -- inputs --
     def add_arg(self, t, name=None, role="arg"):
@@ -120,6 +120,10 @@ class Tracer:
 
     def scalar_places(self):
         return list(self.scalar_sources.values())
+
+    def note_replay(self, obj, method, args, kwargs):
+        """A Python-only call replayed after each compiled call (`_effects.replayed`)."""
+        self.replays.append((obj, method, args, kwargs))
 
     def note_grad_set(self, owner):
         if all(o is not owner for o in self.grad_sets):
@@ -227,7 +231,7 @@ class Tracer:
         self._bind(out, v, snapshot=bool(prim.impure))
         self.by_data[id(out._data)] = v
         self.keep.append(out._data)
-        if prim.name in _DYNAMIC_SHAPE and (prim.name == "nonzero" or any(
+        if (prim is NONZERO or prim is INDEX) and (prim is NONZERO or any(
                 isinstance(a, Tensor) and a._data.dtype == np.bool_ for a in args[1:])):
             self._guard(v, "shape", tuple(out._data.shape))
         return out
