@@ -51,6 +51,15 @@ class Env:
         return self.tensor(np.random.default_rng(seed).standard_normal(shape), requires_grad)
 
 
+def init_params(env, module, seed=3):
+    """Deterministic parameters (the same under tracegrad and PyTorch)."""
+    rng = np.random.default_rng(seed)
+    with env.lib.no_grad():
+        for p in module.parameters():
+            p.copy_(env.tensor(rng.uniform(-0.6, 0.6, tuple(p.shape))))
+    return module
+
+
 def _identity_compile(fn=None, **_):
     return fn if fn is not None else (lambda f: f)
 
@@ -77,8 +86,9 @@ def _walk(obj, path, out, seen, depth=0):
         for n, b in obj.named_buffers():
             _walk(b, f"{path}.{n}", out, seen, depth + 1)
     if isinstance(obj, dict):
-        for k, v in list(obj.items()):
-            _walk(v, f"{path}[{k!r}]", out, seen, depth + 1)
+        for n, (k, v) in enumerate(list(obj.items())):
+            label = repr(k) if isinstance(k, (str, int)) else f"#{n}"
+            _walk(v, f"{path}[{label}]", out, seen, depth + 1)
     elif isinstance(obj, (list, tuple)):
         for k, v in enumerate(obj):
             _walk(v, f"{path}[{k}]", out, seen, depth + 1)
