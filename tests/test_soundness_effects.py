@@ -48,7 +48,7 @@ def test_custom_function_ctx_attributes_and_saved_tensors():
                 return g * 2 * x * ctx.k + 1.0, None
         s = State()
         _x_w(s, env)
-        s.args = lambda i: ((env.randn(3, seed=i, requires_grad=True), [2.0, -1.0, 0.5, 3.0][i]),
+        s.args = lambda i: ((env.randn(3, seed=i, requires_grad=True), [2.0, 2.0, -1.0, -1.0][i]),
                             {})
         s.fn = lambda x, k: Scaled.apply(x * s.w, k)
         return s
