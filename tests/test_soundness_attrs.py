@@ -218,3 +218,19 @@ def test_grad_assigned_by_the_user_between_calls():
         s.fn = f
         return s
     check_same(None, make, calls=4, torch=True)
+
+
+def test_in_place_on_a_captured_leaf_raises_only_while_it_requires_grad():
+    """`w.add_` inside is legal while `w` needs no grad and a RuntimeError once it does (a
+    leaf requiring grad used in an in-place op): decided on every call, as eagerly."""
+    def make(env):
+        s = State(w=env.randn(3, seed=1))
+        s.before = lambda i: s.w.requires_grad_(i in (1, 3))
+        s.args = lambda i: ((env.randn(3, seed=i),), {})
+
+        def f(x):
+            s.w.add_(x)
+            return s.w * 2
+        s.fn = f
+        return s
+    check_same(None, make, calls=4, torch=True, versions=True)
