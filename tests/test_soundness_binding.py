@@ -184,8 +184,8 @@ def test_string_argument_selects_a_reduction():
 
     def make(env):
         s = State()
-        s.args = lambda i: ((env.randn(4, seed=i, requires_grad=True),),
-                            [{}, {"reduction": "sum"}, {"reduction": "mean"}, {"reduction": "sum"}][i])
+        kws = [{}, {"reduction": "sum"}, {"reduction": "mean"}, {"reduction": "sum"}]
+        s.args = lambda i: ((env.randn(4, seed=i, requires_grad=True),), kws[i])
         return s
     check_same(f, make, calls=4, torch=True)
 
@@ -216,7 +216,8 @@ def test_the_same_tensor_passed_twice_by_keyword_and_position():
         def args(i):
             x = env.randn(3, seed=i)
             y = env.randn(3, seed=10 + i)
-            return [((x, y), {}), ((x,), {"b": x}), ((), {"b": y, "a": x}), ((), {"a": x, "b": x})][i]
+            return [((x, y), {}), ((x,), {"b": x}), ((), {"b": y, "a": x}),
+                    ((), {"a": x, "b": x})][i]
         s.args = args
         return s
     check_same(f, make, calls=4, torch=True)
