@@ -170,12 +170,16 @@ def owned_holders(objects):
 
 
 def changed_by_trace(guards, owned):
-    """(dropped, changed): value guards that no longer hold right after the trace, split
-    into those on state replayed calls own (dropped: replaying rewrites it) and the others
-    (the function changes Python state it reads: no compiled call can replay that)."""
+    """(dropped, changed): guards that no longer hold right after the trace, split into
+    those on state that replayed calls own (dropped: replaying rewrites it) and the others
+    (the function changed Python state it reads; a cached path would not)."""
     dropped, changed = [], []
     for g in guards:
-        if g.mode == "eq" and not g.holds():
+        try:
+            holds = g.holds()
+        except (ValueError, IndexError, KeyError, TypeError):
+            holds = False
+        if not holds:
             (dropped if id(g.holder) in owned else changed).append(g)
     return dropped, changed
 
@@ -259,6 +263,9 @@ class _Scanner:
             return
         if isinstance(v, type):
             self.guard(holder, key, v, "is", where)
+            if _is_user_class(v) and id(v) not in self.seen:
+                self.seen.add(id(v))
+                self.class_attrs(v, where, depth)
             return
         self.guard(holder, key, v, "is", where)
         if _is_module(v):
@@ -307,6 +314,15 @@ class _Scanner:
         if callable(v) and isinstance(call, types.FunctionType) and _is_user(call) \
                 and depth < MAX_DEPTH:
             self.function(call, depth + 1)
+
+    def class_attrs(self, cls, where, depth):
+        """The attributes of a user class (`Model.k`) that the scanned code names."""
+        cd = cls.__dict__
+        for nm in sorted(self.code_names):
+            if nm in cd and not nm.startswith("__"):
+                x = cd[nm]
+                if isinstance(x, (Tensor, np.ndarray, list, tuple, dict) + _SCALARS):
+                    self.value_in(cd, nm, x, f"{where}.{nm}", depth, nest=2)
 
     def user_module(self, m, where, depth):
         """The attributes of a user module (`cfg.LR`) that the scanned code names."""

@@ -80,6 +80,9 @@ class Tracer:
         self.scalar_sources = {}  # Value of a captured 0-d input -> (holder, key): `hyper`
         self.scalar_tensors = {}  # (id(holder), key) -> that input's tensor
         self.replays = []        # [(obj, method, args, kwargs)]: `_effects.replayed` calls
+        self.input_ids = set()   # ids of argument and captured tensors
+        self.start_versions = {}  # id(input tensor) -> its version when the trace met it
+        self.attr_reads = {}     # (id(tensor), attr) -> (tensor, attr, value): see note_attr_read
 
     # -- inputs --
     def add_arg(self, t, name=None, role="arg"):
@@ -89,6 +92,8 @@ class Tracer:
             self.grads_before.append((t, g, None if g is None else g._data.copy()))
         self._bind(t, v, snapshot=True)
         (self.captured if role == "captured" else self.args).append((v, t))
+        self.input_ids.add(id(t))
+        self.start_versions[id(t)] = t._vc.v
         owner = self.grad_of.get(id(t)) if role == "captured" else None
         if owner is not None:
             self.sources[v] = owner
@@ -124,6 +129,18 @@ class Tracer:
     def note_replay(self, obj, method, args, kwargs):
         """A Python-only call replayed after each compiled call (`_effects.replayed`)."""
         self.replays.append((obj, method, args, kwargs))
+
+    def note_attr_read(self, t, attr, value):
+        """Guard an attribute Python read from a tensor from outside the trace (its value
+        decided something: a branch on `w.requires_grad`, `type(x.grad_fn)`, ...)."""
+        if id(t) in self.env and id(t) not in self.input_ids:
+            return                           # made by the trace: the same on every call
+        if attr == "_version":               # checked before a call: the version then
+            value = self.start_versions.get(id(t), value)
+        key = (id(t), attr)
+        if key not in self.attr_reads:
+            self.attr_reads[key] = (t, attr, value)
+            self.keep.append(t)
 
     def note_grad_set(self, owner):
         if all(o is not owner for o in self.grad_sets):
@@ -234,6 +251,20 @@ class Tracer:
         if (prim is NONZERO or prim is INDEX) and (prim is NONZERO or any(
                 isinstance(a, Tensor) and a._data.dtype == np.bool_ for a in args[1:])):
             self._guard(v, "shape", tuple(out._data.shape))
+        return out
+
+    def record_result(self, prim, args, attrs, out):
+        """Record a node of `prim` whose result `out` was computed outside dispatch (a custom
+        Function's forward, Note [Opaque Functions]), and give `out` its eager grad_fn."""
+        ins = [self.value_of(a) if isinstance(a, Tensor) else a for a in args]
+        needs = tuple(isinstance(a, Tensor) and a.requires_grad for a in args)
+        if _mode.is_grad_enabled() and any(needs):
+            _dispatch.record(prim, tuple(args), attrs, out, needs)
+        v = self.graph.add_node(prim, ins, attrs, TensorType.of(out._data),
+                                self.site or user_site(), self.phase)
+        self._bind(out, v)
+        self.by_data[id(out._data)] = v
+        self.keep.append(out._data)
         return out
 
     def _guard_mask_counts(self, index_tensors):
