@@ -72,7 +72,8 @@ def _check_index(op, input, dim, index, others=()):
                        f"{type(index).__name__}")
     d = _wrap_dim(dim, input.ndim, op)
     if index.dtype not in (D.int64, D.int32):
-        raise op_error(TracegradRuntimeError, op, f"{op}(): Expected dtype int32/int64 for index",
+        raise op_error(TracegradRuntimeError, op,
+                       f"{op.rstrip('_')}(): Expected dtype int32/int64 for index",
                        "Convert it, e.g. `index.long()`.")
     if input.ndim and index.ndim and index.ndim != input.ndim:
         raise op_error(TracegradRuntimeError, op, "Index tensor must have the same number of "
