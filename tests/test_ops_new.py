@@ -171,8 +171,6 @@ def test_sort_and_topk_return_named_pairs_and_stable_ties(torch):
 
 
 def test_masked_fill_casts_the_value_and_broadcasts_like_torch(torch):
-    for m in (tg, torch):
-        pass
     a = tg.masked_fill(tg.arange(4), tg.tensor([True, False, True, False]), 2.7)
     assert a.dtype is tg.int64 and a.tolist() == [2, 1, 2, 3]
     b = tg.masked_fill(tg.ones(3), tg.ones(2, 3, dtype=tg.bool), 2.5)
@@ -258,6 +256,19 @@ def test_errors_match_torch(name, fn, torch):
     assert isinstance(ours.value, builtin), (repr(ours.value), repr(theirs.value))
     first = str(theirs.value).split("\n")[0]
     assert first in str(ours.value), (str(ours.value), first)
+    assert "test_ops_new.py" in str(ours.value), "the message must point at the user's line"
+
+
+@pytest.mark.parametrize("bad", [
+    lambda x: x.scatter_(0, tg.tensor([[0, 7]]), 1.0),
+    lambda x: x.scatter_add_(1, tg.tensor([[0, -1]]), tg.ones(1, 2)),
+    lambda x: x.masked_fill_(tg.ones(2, 2, 3, dtype=tg.bool), 1.0),
+])
+def test_failed_inplace_ops_leave_the_target_unchanged(bad):
+    x = tg.zeros(2, 3)
+    with pytest.raises(RuntimeError):
+        bad(x)
+    assert x.tolist() == [[0.0] * 3] * 2 and x._version == 0
 
 
 # ---------------- multinomial ----------------

@@ -9,7 +9,6 @@ import numpy as np
 from .._dispatch import dispatch
 from .._errors import TracegradRuntimeError, op_error
 from . import elementwise as E
-from . import shape_rules as SR
 from .primitive import Primitive
 
 

@@ -8,7 +8,6 @@ again (Note in reduction._others_at_zeros).
 """
 import numpy as np
 
-from .. import _dtype as D
 from .._dispatch import dispatch
 from .._tensor import _wrap_dim
 from . import elementwise as E

@@ -47,7 +47,7 @@ def _argsort_kernel(x, dim, descending):
     return _order(x, dim, descending)
 
 
-def _scatter_back(g, x, idx, n):
+def _scatter_back(g, idx, n):
     from .creation import zeros
     from .select import SCATTER_ADD
     if not n.shapes[0]:
@@ -59,7 +59,7 @@ def _scatter_back(g, x, idx, n):
 def _sort_vjp(g, ins, out, n):
     a = n.attrs
     idx = dispatch(ARGSORT, (ins[0],), {"dim": a["dim"], "descending": a["descending"]})
-    return (_scatter_back(g, ins[0], idx, n),)
+    return (_scatter_back(g, idx, n),)
 
 
 SORT = Primitive("sort", _sort_kernel, vjp=_sort_vjp, saves=(0,), shape_rule=SR.same)
@@ -99,7 +99,7 @@ def _topk_kernel(x, k, dim, largest):
 def _topk_vjp(g, ins, out, n):
     a = n.attrs
     idx = dispatch(TOPK_INDICES, (ins[0],), a)
-    return (_scatter_back(g, ins[0], idx, n),)
+    return (_scatter_back(g, idx, n),)
 
 
 def _topk_shape(shapes, attrs):
