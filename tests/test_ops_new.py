@@ -368,3 +368,45 @@ def test_einsum_with_ellipsis_has_gradients(torch):
     tg.einsum("...ij,...jk->...ik", a, b).sum().backward()
     np.testing.assert_allclose(a.grad.numpy(), ta.grad.numpy(), rtol=1e-12)
     np.testing.assert_allclose(b.grad.numpy(), tb.grad.numpy(), rtol=1e-12)
+
+
+# ---------------- shape rules on edge operands ----------------
+def _rule_and_kernel(name, operands, **attrs):
+    from tracegrad.ops.primitive import REGISTRY
+    from tracegrad.ops.shape_rules import operand_shapes
+    p = REGISTRY[name]
+    got = p.shape_rule(operand_shapes(operands), attrs)
+    return got, np.shape(p.kernel(*operands, **attrs))
+
+
+RULE_CASES = [
+    ("topk", [np.zeros(())], {"k": 1, "dim": 0, "largest": True}),
+    ("topk_indices", [np.zeros((3, 4))], {"k": 0, "dim": 1, "largest": False}),
+    ("sort", [np.zeros(())], {"dim": 0, "descending": True}),
+    ("argsort", [np.zeros((0, 3))], {"dim": 0, "descending": False}),
+    ("gather", [np.zeros(()), np.zeros((2,), np.int64)], {"dim": 0}),
+    ("gather", [np.zeros((3, 4)), np.zeros((1, 0), np.int64)], {"dim": 1}),
+    ("index_select", [np.zeros(()), np.zeros((3,), np.int64)], {"dim": 0}),
+    ("index_select", [np.zeros((2, 3)), np.zeros((0,), np.int64)], {"dim": 1}),
+    ("scatter_add", [np.zeros((3,)), np.zeros((0,), np.int64), np.zeros((2,))], {"dim": 0}),
+    ("masked_fill", [np.zeros((3,)), np.zeros((2, 1), bool), 1.0], {}),
+    ("cumsum", [np.zeros(())], {"dim": 0}),
+    ("cumprod", [np.zeros((2, 0))], {"dim": 1}),
+    ("flip", [np.zeros(())], {"dims": ()}),
+    ("tril", [np.zeros((2, 0, 3))], {"diagonal": 5}),
+    ("baddbmm", [np.zeros((5,)), np.zeros((2, 3, 4)), np.zeros((2, 4, 5))],
+     {"beta": 1, "alpha": 1}),
+    ("baddbmm", [np.zeros((1, 1, 1)), np.zeros((1, 0, 4)), np.zeros((1, 4, 2))],
+     {"beta": 0, "alpha": 2}),
+    ("multinomial", [tg.default_generator, np.ones((2, 3))],
+     {"num_samples": 5, "replacement": True}),
+    ("multinomial", [tg.default_generator, np.ones((4,))],
+     {"num_samples": 4, "replacement": False}),
+]
+
+
+@pytest.mark.parametrize("name,operands,attrs", RULE_CASES,
+                         ids=[f"{c[0]}-{k}" for k, c in enumerate(RULE_CASES)])
+def test_shape_rules_on_edge_operands(name, operands, attrs):
+    got, want = _rule_and_kernel(name, operands, **attrs)
+    assert got == want
