@@ -36,6 +36,7 @@ def _mask(m):
 CASES = [
     ("tril", lambda m, x: m.tril(x, -1), [(3, 4)], "TrilBackward0"),
     ("triu", lambda m, x: x.triu(1), [(2, 3, 4)], "TriuBackward0"),
+    ("tril_", lambda m, x: (x * 1).tril_(1), [(3, 4)], "TrilBackward0"),
     ("gather", lambda m, x: m.gather(x, 0, m.tensor(IDX)), [(3, 4)], "GatherBackward0"),
     ("gather_dim1", lambda m, x: x.gather(1, m.tensor([[3, 3], [0, 1], [2, 2]])), [(3, 4)],
      "GatherBackward0"),
@@ -196,6 +197,7 @@ def _i(m, v):
 ERRORS = [
     ("tril_1d", lambda m: m.tril(m.ones(3))),
     ("triu_1d", lambda m: m.ones(3).triu()),
+    ("tril__1d", lambda m: m.ones(3).tril_()),
     ("topk_k_too_big", lambda m: m.ones(3, 4).topk(5)),
     ("topk_k_negative", lambda m: m.ones(3, 4).topk(-1)),
     ("topk_bad_dim", lambda m: m.ones(3, 4).topk(1, dim=2)),

@@ -391,6 +391,6 @@ Tensor.type = lambda self, dtype=None: (
         self._data.dtype.name] if dtype is None else S.to_dtype(self, dtype))
 # selection, ordering, scans and structure (ops/select.py, sort.py, scan.py, structure.py, ...)
 _attach("""gather scatter scatter_add index_select masked_fill masked_fill_ scatter_
-scatter_add_ sort argsort topk cumsum cumprod tril triu repeat_interleave baddbmm
+scatter_add_ sort argsort topk cumsum cumprod tril triu tril_ triu_ repeat_interleave baddbmm
 multinomial""".split())
 Tensor.flip = O.structure._flip_method

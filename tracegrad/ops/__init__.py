@@ -17,6 +17,6 @@ from .select import (gather, scatter, scatter_add, index_select, masked_fill,  #
                      masked_fill_, scatter_, scatter_add_)
 from .sort import sort, argsort, topk  # noqa: F401
 from .scan import cumsum, cumprod  # noqa: F401
-from .structure import tril, triu, flip, repeat_interleave  # noqa: F401
+from .structure import tril, triu, tril_, triu_, flip, repeat_interleave  # noqa: F401
 from .baddbmm import baddbmm  # noqa: F401
 from .sampling import multinomial  # noqa: F401

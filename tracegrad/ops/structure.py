@@ -14,7 +14,7 @@ from .._dispatch import dispatch
 from .._errors import TracegradRuntimeError, TracegradTypeError, op_error
 from .._tensor import Tensor, _wrap_dim, from_array
 from . import shape_rules as SR
-from .primitive import Primitive
+from .primitive import Primitive, inplace_of
 
 
 # ---------------- tril / triu ----------------
@@ -32,10 +32,15 @@ TRIU = Primitive("triu", _triu_kernel, shape_rule=SR.same,
                  vjp=lambda g, i, o, n: (triu(g, n.attrs["diagonal"]),))
 
 
+TRIL_ = inplace_of(TRIL)
+TRIU_ = inplace_of(TRIU)
+
+
 def _triangle(prim, input, diagonal):
     if input.ndim < 2:
+        name = prim.name.rstrip("_")
         raise op_error(TracegradRuntimeError, prim.name,
-                       f"{prim.name}: input tensor must have at least 2 dimensions")
+                       f"{name}: input tensor must have at least 2 dimensions")
     return dispatch(prim, (input,), {"diagonal": int(diagonal)})
 
 
@@ -47,6 +52,14 @@ def tril(input, diagonal=0):
 def triu(input, diagonal=0):
     """The upper triangle of the last two dims (entries with j - i >= diagonal); zeros below."""
     return _triangle(TRIU, input, diagonal)
+
+
+def tril_(input, diagonal=0):
+    return _triangle(TRIL_, input, diagonal)
+
+
+def triu_(input, diagonal=0):
+    return _triangle(TRIU_, input, diagonal)
 
 
 # ---------------- flip ----------------
