@@ -352,6 +352,7 @@ def test_where_einsum_bmm_repeat_one_hot_match_torch(torch):
         _same(m_fn(tg), m_fn(torch))
     for bad in [lambda m: m.tensor(x).repeat(2),
                 lambda m: m.bmm(m.ones(2, 3, 4), m.ones(3, 4, 5)),
+                lambda m: m.bmm(m.ones(2, 3, 4), m.ones(2, 4, 5, dtype=m.float64)),
                 lambda m: m.nn.functional.one_hot(m.tensor([0, 2]), 2),
                 lambda m: m.nn.functional.one_hot(m.tensor([0, -1]), 3),
                 lambda m: m.where(m.tensor([1, 0]), 1.0, 0.0)]:

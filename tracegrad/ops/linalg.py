@@ -99,6 +99,12 @@ def bmm(input, mat2):
                        f"Expected size for first two dimensions of batch2 tensor to be: "
                        f"[{input.shape[0]}, {input.shape[2]}] but got: "
                        f"[{mat2.shape[0]}, {mat2.shape[1]}].")
+    if input.dtype is not mat2.dtype:
+        names = {"float32": "Float", "float64": "Double", "float16": "Half", "int64": "Long",
+                 "int32": "Int", "bool": "Bool"}
+        raise op_error(TracegradRuntimeError, "bmm",
+                       f"expected scalar type {names[input.dtype.name]} but found "
+                       f"{names[mat2.dtype.name]}", "Convert one operand, e.g. `b.to(a.dtype)`.")
     return matmul(input, mat2)
 
 
