@@ -413,3 +413,44 @@ RULE_CASES = [
 def test_shape_rules_on_edge_operands(name, operands, attrs):
     got, want = _rule_and_kernel(name, operands, **attrs)
     assert got == want
+
+
+# ---------------- a PyTorch program, unchanged ----------------
+def _attention_step(torch, x, w, k=3):
+    """nanoGPT-style: causal self-attention, top-k filtering of the logits, a greedy pick and
+    cumulative sums of the sorted probabilities (nucleus sampling's bookkeeping)."""
+    T = x.size(1)
+    q = x @ w
+    att = (q @ x.transpose(-2, -1)) * (1.0 / x.size(-1) ** 0.5)
+    mask = torch.tril(torch.ones(T, T)).view(1, T, T)
+    att = att.masked_fill(mask[:, :T, :T] == 0, float("-inf"))
+    y = torch.softmax(att, dim=-1) @ x
+    logits = y[:, -1, :]
+    v, _ = torch.topk(logits, k)
+    logits = logits.masked_fill(logits < v[:, [-1]], float("-inf"))
+    probs = torch.softmax(logits, dim=-1)
+    sorted_probs, order = torch.sort(probs, descending=True)
+    cum = torch.cumsum(sorted_probs, dim=-1)
+    pick = torch.gather(order, -1, torch.argmax(probs, -1, keepdim=True))
+    return y, cum, pick
+
+
+def test_a_gpt_style_program_runs_unchanged(torch):
+    rng = np.random.default_rng(0)
+    x0, w0 = rng.standard_normal((2, 5, 6)), rng.standard_normal((6, 6))
+    res = []
+    for m in (torch, tg):
+        x, w = m.tensor(x0, requires_grad=True), m.tensor(w0, requires_grad=True)
+        y, cum, pick = _attention_step(m, x, w)
+        ((y * y).sum() + (cum * cum).sum()).backward()
+        res.append((y.detach().numpy(), cum.detach().numpy(), pick.numpy(), x.grad.numpy(),
+                    w.grad.numpy()))
+    for a, b in zip(*res):
+        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
+    cf = tg.compile(lambda x, w: _attention_step(tg, x, w))
+    for seed in (1, 2):
+        x1 = rng.standard_normal((2, 5, 6))
+        want = _attention_step(tg, tg.tensor(x1), tg.tensor(w0))
+        got = cf(tg.tensor(x1), tg.tensor(w0))
+        for a, b in zip(got, want):
+            np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-12)
