@@ -834,3 +834,10 @@ INPLACE = [
 OPS = ARITH + COMPARE + MATH + REDUCE + LINALG + SHAPE + INDEX + INPLACE
 BY_NAME = {o.name: o for o in OPS}
 assert len(BY_NAME) == len(OPS), "duplicate op names in the table"
+
+# Rows for selection, ordering, scans and structure (issue 12) live in their own module.
+from op_table_new import NEW  # noqa: E402
+
+OPS = OPS + NEW
+BY_NAME = {o.name: o for o in OPS}
+assert len(BY_NAME) == len(OPS), "duplicate op names in the table"

@@ -182,6 +182,8 @@ EXTRA = {
     "logic": (_logic, lambda: [_t(2, 3), _t(2, 3, seed=1)]),
     "unary_extras": (_unary_extras, lambda: [_t(2, 3)]),
     "nograd_writes": (_nograd_writes, lambda: [_t(2, 3), _t(2, 3, grad=False)]),
+    "multinomial": (lambda p: [tg.multinomial(p.softmax(-1), 2),
+                               tg.multinomial(p[0].exp(), 5, True)], lambda: [_t(2, 3)]),
 }
 
 
