@@ -114,7 +114,7 @@ def drop_aliases(g):
         return v
 
     for n in g.nodes:
-        if (n.prim.name in ("detach", "nograd_write") and _is_val(n.inputs[n.prim.aliases])
+        if (n.prim.name in ("detach", "data", "nograd_write") and _is_val(n.inputs[n.prim.aliases])
                 and n.output not in g.outputs):
             rename[n.output] = n.inputs[n.prim.aliases]
             dropped += 1
