@@ -331,7 +331,6 @@ def compile(fn=None, *, cache_limit=8, passes=None, backend="numpy", memory="bal
     if fn is None:
         return lambda f: compile(f, **opts)
     if hasattr(fn, "forward") and hasattr(fn, "parameters"):
-        cf = CompiledFunction(fn.forward, name=type(fn).__name__, **opts)
-        cf.module = fn
-        return cf
+        from .module import CompiledModule       # an nn.Module (compiler/module.py)
+        return CompiledModule(fn, **opts)
     return CompiledFunction(fn, **opts)
