@@ -207,3 +207,60 @@ def test_check_mode_on_a_compiled_module():
     for _ in range(3):
         m(x).sum().backward()
     np.testing.assert_allclose(g, m[0].weight.grad.numpy(), rtol=1e-5)
+
+
+def test_python_state_changed_by_the_function_changes_once_per_call():
+    class Counter(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.calls = 0
+
+        def forward(self, x):
+            self.calls += 1
+            return x * self.calls
+    m = Counter()
+    c = tg.compile(m, check=True, cache_limit=3)
+    with pytest.warns(UserWarning, match="cache_limit"):
+        outs = [c(tg.ones(2)).tolist() for _ in range(5)]
+    assert outs == [[float(k)] * 2 for k in range(1, 6)] and m.calls == 5
+
+
+def test_user_hooks_on_arguments_run_once_per_backward():
+    cf = tg.compile(lambda x, w: (x @ w).tanh().sum(), check=True)
+    w = tg.randn(3, requires_grad=True)
+    seen = []
+    w.register_hook(lambda g: seen.append(1))
+    for _ in range(3):
+        cf(tg.randn(2, 3), w).backward()
+    assert len(seen) == 3
+
+
+def test_compile_time_inplace_error_counts_as_eager_backward_error():
+    def f(x):
+        y = x.exp()
+        y.add_(1)            # exp saved its output: eager raises in backward
+        return y.sum()
+    cf = tg.compile(f, check=True)
+    x = tg.ones(3, requires_grad=True)
+    with pytest.raises(RuntimeError) as info:
+        cf(x).backward()
+    assert not isinstance(info.value, tg.CompileMismatchError)
+    with pytest.raises(RuntimeError):
+        f(x).backward()
+
+
+def test_catches_a_real_divergence_of_requires_grad_under_no_grad():
+    """Found by running the suite under TRACEGRAD_CHECK=1: a leaf made inside the function
+    under no_grad is returned without requires_grad by the compiled path (issue 10, family
+    1). If the compiler learns it, this test may be flipped to expect no error."""
+    def f(x):
+        w = tg.ones(3).requires_grad_()
+        return (x * w).sum(), w
+    cf = tg.compile(f, check=True)
+    with tg.no_grad():
+        try:
+            out, w = cf(tg.ones(3))
+        except tg.CompileMismatchError as e:
+            assert "output[1] (requires_grad)" in str(e)
+        else:
+            assert w.requires_grad          # fixed: compiled == eager

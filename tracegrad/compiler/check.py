@@ -10,12 +10,15 @@ Note [Check mode]
    tuples, dicts, modules' parameters and buffers, and plain objects' attributes) and the
    tensors the state scan finds (closures, globals, `self`, module state);
 2. snapshots each one's array, contents, version, `requires_grad`, `grad_fn` and `.grad`
-   (object and contents), and tracegrad's default random generator;
+   (object and contents), tracegrad's default random generator, and the Python values at
+   the places the state scan guards (a counter `self.calls += 1` must count once);
 3. runs `cf.fn` eagerly and records its outputs, the gradients of the sum of its floating
    outputs that require grad w.r.t. every collected tensor that requires grad
    (`autograd.grad(..., retain_graph=True)`, so the graph stays usable), and the state of
    every collected tensor after the call; then restores the snapshot;
-4. runs the compiled call, records the same, and compares in order: raised exception (type),
+4. runs the compiled call, records the same, and compares in order: raised exception (its
+   PyTorch builtin type; an error the compiled call raises at compile time where eager's
+   backward raises the same type is a match, as API.md promises such errors early),
    outputs (structure, shape, dtype, requires_grad, is_leaf, identity with an input, values),
    gradients, then each tensor's contents, version, requires_grad and `.grad`.
 Floating values compare with rtol=1e-5, atol=1e-6 (NaN equals NaN): the compiled program may
@@ -23,7 +26,8 @@ reorder or fuse float arithmetic; everything else compares exactly. On a match t
 results are returned (state as the compiled call left it). On a mismatch the snapshot is
 restored (the call leaves no effect) and the error is raised.
 
-Caveats: hooks registered on tensors run during the gradient comparison too; Python side
+The user's hooks on the collected leaves are muted during the comparison's backward; hooks
+registered inside the function on intermediate tensors run there too. Caveats: Python side
 effects of the function (prints, appends) happen twice; objects reached only through
 deeper state than the scan walks are neither restored nor compared.
 """
@@ -58,8 +62,8 @@ def _inside():
 
 def checked_call(cf, args, kwargs):
     """Run `cf` eagerly and compiled on the same state; raise on any difference."""
-    tensors = _involved(cf, args, kwargs)
-    snap = _Snapshot(tensors)
+    tensors, places = _involved(cf, args, kwargs)
+    snap = _Snapshot(tensors, places)
     eager = _record(lambda: cf.fn(*args, **kwargs), tensors)
     snap.restore()
     eager_calls = cf.stats.eager_calls
@@ -79,7 +83,8 @@ def checked_call(cf, args, kwargs):
 # -- what a call can touch --
 
 def _involved(cf, args, kwargs):
-    """[(name, tensor)] without repeats: argument leaves, then state the scan finds."""
+    """([(name, tensor)] without repeats: argument leaves, then state the scan finds;
+    the scan's guarded places of Python state, restored with the tensors)."""
     found, seen = [], set()
 
     def add(name, t):
@@ -95,15 +100,15 @@ def _involved(cf, args, kwargs):
         _walk(v, f"argument '{k}'", add, set(), 0)
     from .state import scan
     try:
-        bindings = scan(module if module is not None else cf.fn)[0]
+        bindings, places, _ = scan(module if module is not None else cf.fn)
     except Exception:              # the scan is best effort here; the call itself decides
-        bindings = {}
+        bindings, places = {}, []
     for g in bindings.values():
         add(g.where, g.expected)
     if module is not None:
         for n, t in list(module.named_parameters()) + list(module.named_buffers()):
             add(n, t)
-    return found
+    return found, places
 
 
 def _walk(x, name, add, seen, depth):
@@ -140,8 +145,11 @@ def _param_names(fn, n):
 # -- snapshot and restore --
 
 class _Snapshot:
-    def __init__(self, tensors):
+    def __init__(self, tensors, places=()):
         self.items = [(t, _tensor_state(t)) for _, t in tensors]
+        # Python state the scan guards (`self.calls`, a global `lr`): a function changing it
+        # must not see the eager run's change in the compiled run
+        self.places = [(g, g.current()) for g in places if g.holder is not None]
         from ..ops.creation import default_generator as gen
         self.gen = (gen, gen._rng, gen._rng.bit_generator.state, gen._seed)
 
@@ -155,9 +163,27 @@ class _Snapshot:
             t._grad = grad
             if grad is not None and gdata is not None and grad._data.flags.writeable:
                 np.copyto(grad._data, gdata, casting="unsafe")
+        for g, v in self.places:
+            _put(g, v)
         gen, rng, state, seed = self.gen
         gen._rng, gen._seed = rng, seed
         rng.bit_generator.state = state
+
+
+def _put(guard, v):
+    from .state import _MISSING
+    h, k = guard.holder, guard.key
+    try:
+        if k is None:
+            if v is not _MISSING:
+                h.cell_contents = v
+        elif v is _MISSING:
+            if isinstance(h, dict):
+                h.pop(k, None)
+        elif guard.current() is not v:
+            h[k] = v
+    except (TypeError, IndexError, AttributeError, ValueError):
+        pass                       # an immutable or shrunk holder: nothing to put back
 
 
 def _tensor_state(t):
@@ -239,23 +265,45 @@ def _grads(flat, tensors):
     wrt = [(n, t) for n, t in tensors if t.requires_grad]
     if not outs or not wrt:
         return []
+    muted = _mute_leaf_hooks(t for _, t in tensors)
     try:
         total = outs[0].sum()
         for o in outs[1:]:
             total = total + o.sum()
         gs = autograd.grad(total, [t for _, t in wrt], retain_graph=True, allow_unused=True)
     except Exception as e:
-        return [("backward", f"raised {type(e).__name__}: {e}")]
+        # which check fires first may differ (a freed graph, a stale saved value): compare
+        # only the PyTorch builtin type
+        return [("backward", f"raised {_builtin(type(e)).__name__}")]
+    finally:
+        for lst, hooks in muted:
+            lst[:] = hooks
     return [(f"d(sum of outputs)/d({n})", None if g is None else np.array(g._data, copy=True))
             for (n, _), g in zip(wrt, gs)]
+
+
+def _mute_leaf_hooks(tensors):
+    """Empty the hook lists of the collected leaves for the comparison's own backward (the
+    user's hooks on them run for the user's backward only); returns what to put back."""
+    muted = []
+    for t in tensors:
+        lst = t.__dict__.get("_leaf_hooks")
+        if lst:
+            muted.append((lst, list(lst)))
+            lst[:] = []
+    return muted
 
 
 # -- comparison --
 
 def _first_difference(eager, compiled):
     """(where, eager value, compiled value) of the first difference, or None."""
+    if compiled.error is not None and eager.error is None and _backward_raised(
+            eager, compiled.error):
+        return None          # raised at compile time where eager raises in backward
     if (eager.error is None) != (compiled.error is None) or (
-            eager.error is not None and type(eager.error) is not type(compiled.error)):
+            eager.error is not None and
+            _builtin(type(eager.error)) is not _builtin(type(compiled.error))):
         return ("the call's outcome", _outcome(eager), _outcome(compiled))
     if eager.error is not None:
         return None
@@ -295,6 +343,19 @@ def _differs(x, y):
     if type(x) is not type(y) or x != y:
         return ("", _short(x), _short(y))
     return None
+
+
+def _builtin(cls):
+    """The builtin exception class an error stands for (tracegrad errors subclass the one
+    PyTorch raises: `InplaceError` -> RuntimeError)."""
+    if not cls.__module__.startswith("tracegrad"):
+        return cls
+    return next(c for c in cls.__mro__ if c.__module__ == "builtins")
+
+
+def _backward_raised(eager, error):
+    return any(w == "backward" and g == f"raised {_builtin(type(error)).__name__}"
+               for w, g in eager.grads)
 
 
 def _outcome(run):
