@@ -264,3 +264,29 @@ def test_catches_a_real_divergence_of_requires_grad_under_no_grad():
             assert "output[1] (requires_grad)" in str(e)
         else:
             assert w.requires_grad          # fixed: compiled == eager
+
+
+def test_random_programs_run_clean_under_check_mode():
+    """The random programs of test_compile_random, each called 4 times under check mode
+    (between calls a captured weight changes in place): no false mismatch."""
+    hyp = pytest.importorskip("hypothesis")
+    from test_compile_random import programs, run_program
+
+    @hyp.settings(max_examples=25, deadline=None, derandomize=True,
+                  suppress_health_check=[hyp.HealthCheck.too_slow])
+    @hyp.given(prog=programs(), seed=hyp.strategies.integers(0, 2 ** 16))
+    def check(prog, seed):
+        rng = np.random.default_rng(seed)
+        bias = tg.tensor(rng.standard_normal(3), requires_grad=True)
+        cf = tg.compile(lambda prog, x, w: [o + bias for o in run_program(prog, x, w)],
+                        cache_limit=64, check=True)
+        for call in range(4):
+            x0, w0 = rng.standard_normal((2, 3, 3))
+            x = tg.tensor(x0, requires_grad=True)
+            w = tg.tensor(w0, requires_grad=True)
+            outs = cf(prog, x, w)
+            sum(o.sum() for o in outs).backward()
+            with tg.no_grad():
+                bias.mul_(0.5)
+        assert cf.stats.calls == 4
+    check()
