@@ -182,3 +182,20 @@ def test_to_dot_of_a_compiled_module():
     c = tg.compile(nn.Linear(2, 2))
     c(tg.ones(1, 2))
     assert isinstance(c.to_dot(), graphviz.Digraph)
+
+
+def test_hooks_of_the_original_run_eagerly_on_every_call_in_order():
+    eager, orig = _pair()
+    c = tg.compile(orig)
+    order, acts = [], []
+    c.register_forward_pre_hook(lambda m, a: order.append("wrapper pre"))
+    orig.register_forward_pre_hook(lambda m, a: order.append("orig pre"))
+    orig.register_forward_hook(lambda m, a, out: acts.append(out.detach().clone()))
+    c.register_forward_hook(lambda m, a, out: order.append("wrapper post"))
+    rng = np.random.default_rng(3)
+    for _ in range(3):
+        x = tg.tensor(rng.standard_normal((2, 4)).astype(np.float32))
+        c(x)
+        np.testing.assert_allclose(acts[-1].numpy(), eager(x).detach().numpy(), rtol=1e-6)
+    assert len(acts) == 3 and c.stats.traces == 1
+    assert order == ["wrapper pre", "orig pre", "wrapper post"] * 3

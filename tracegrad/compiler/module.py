@@ -2,25 +2,27 @@
 
 Like PyTorch's `OptimizedModule`, the wrapper holds the original as `_orig_mod` (its only
 child for `children()`, `apply()`, `train()` and dtype conversion, but kept out of the
-`_modules` registry so that no name gains a prefix) and its `forward` runs
-the compiled `_orig_mod.__call__`: the original's own forward hooks and pre-hooks are part
-of what is compiled, and hooks registered on the wrapper run around it (`Module.__call__`).
+`_modules` registry so that no name gains a prefix). Calling the wrapper runs, in order, the
+wrapper's forward pre-hooks, the original's, the compiled `_orig_mod.forward`, then the
+original's forward hooks and the wrapper's: hooks on either object run eagerly on every
+call, Python side effects included (a hook collecting activations sees every call).
 
 Names pass through (shared/API.md): `named_parameters()`, `state_dict()` and
 `load_state_dict()` use the original's names, without PyTorch's `_orig_mod.` prefix, so a
 checkpoint of the compiled module loads into the plain one and back. Attributes not found on
 the wrapper are read from (and public ones written to) the original.
 
-Note [Hooks of the original]
-Hooks run inside the compiled program, so their tensor work is traced. Adding or removing
-a hook on the original (or any of its submodules) after a call changes what the function
-does, but hook dictionaries are not (yet) a guarded source of the compiled function; the
-wrapper compares a signature of every hook dictionary on each call and drops the cached
-paths when it changed (the next call re-traces with the new hooks).
+Note [Hooks of submodules]
+Hooks of the original's submodules run inside the compiled forward, so their tensor work is
+traced (and their Python side effects happen while tracing only). Adding or removing such a
+hook after a call changes what the forward does, but hook dictionaries are not (yet) a
+guarded source of the compiled function; the wrapper compares a signature of the
+submodules' hook dictionaries on each call and drops the cached paths when it changed (the
+next call re-traces with the new hooks).
 """
 import logging
 
-from ..nn.module import Module
+from ..nn.module import Module, call_with_hooks
 
 log = logging.getLogger("tracegrad")
 
@@ -31,7 +33,7 @@ class CompiledModule(Module):
         super().__init__()
         from .function import CompiledFunction
         object.__setattr__(self, "_orig_mod", mod)
-        cf = CompiledFunction(mod.__call__, name=type(mod).__name__, **opts)
+        cf = CompiledFunction(mod.forward, name=type(mod).__name__, **opts)
         cf.module = mod                # state scan and training flags of the original
         object.__setattr__(self, "_compiled", cf)
         object.__setattr__(self, "_hook_sig", _hook_signature(mod))
@@ -47,7 +49,7 @@ class CompiledModule(Module):
                 cf.stats.retraces.append("forward hooks of the module changed")
                 cf.entries.clear()
             object.__setattr__(self, "_hook_sig", sig)
-        return self._compiled(*args, **kwargs)
+        return call_with_hooks(self._orig_mod, self._compiled, args, kwargs)
 
     # -- the original's flags, names and state pass through --
     @property
@@ -125,7 +127,8 @@ class CompiledModule(Module):
 
 
 def _hook_signature(mod):
-    """The hook handles of every module under `mod` that has hooks (handle ids only grow,
-    so the keys identify the hooks)."""
+    """The hook handles of every submodule of `mod` that has hooks (handle ids only grow,
+    so the keys identify the hooks); `mod`'s own hooks run outside the compiled forward."""
     return tuple((id(m), tuple(m._forward_pre_hooks), tuple(m._forward_hooks))
-                 for m in mod.modules() if m._forward_pre_hooks or m._forward_hooks)
+                 for m in mod.modules() if m is not mod and (
+                     m._forward_pre_hooks or m._forward_hooks))
