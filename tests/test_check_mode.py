@@ -290,3 +290,19 @@ def test_random_programs_run_clean_under_check_mode():
                 bias.mul_(0.5)
         assert cf.stats.calls == 4
     check()
+
+
+def test_generators_passed_or_captured_are_restored_between_the_runs():
+    g_arg = tg.Generator().manual_seed(1)
+    g_cap = tg.Generator().manual_seed(2)
+
+    def f(x, gen):
+        return x + tg.rand(3, generator=gen) + tg.rand(3, generator=g_cap) + tg.rand(3)
+    cf = tg.compile(f, check=True)
+    e_arg, e_cap = tg.Generator().manual_seed(1), tg.Generator().manual_seed(2)
+    tg.manual_seed(0)
+    outs = [cf(tg.zeros(3), g_arg) for _ in range(3)]
+    tg.manual_seed(0)
+    for o in outs:
+        want = tg.rand(3, generator=e_arg) + tg.rand(3, generator=e_cap) + tg.rand(3)
+        np.testing.assert_allclose(o.numpy(), want.numpy(), rtol=1e-6)

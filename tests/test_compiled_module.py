@@ -182,6 +182,7 @@ def test_to_dot_of_a_compiled_module():
     c = tg.compile(nn.Linear(2, 2))
     c(tg.ones(1, 2))
     assert isinstance(c.to_dot(), graphviz.Digraph)
+    assert tg.viz.to_dot(c).source == c.to_dot().source
 
 
 def test_hooks_of_the_original_run_eagerly_on_every_call_in_order():

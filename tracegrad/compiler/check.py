@@ -10,7 +10,8 @@ Note [Check mode]
    tuples, dicts, modules' parameters and buffers, and plain objects' attributes) and the
    tensors the state scan finds (closures, globals, `self`, module state);
 2. snapshots each one's array, contents, version, `requires_grad`, `grad_fn` and `.grad`
-   (object and contents), tracegrad's default random generator, and the Python values at
+   (object and contents), tracegrad's random generators (the default one, and any found in
+   the arguments, closure cells or globals the function names), and the Python values at
    the places the state scan guards (a counter `self.calls += 1` must count once);
 3. runs `cf.fn` eagerly and records its outputs, the gradients of the sum of its floating
    outputs that require grad w.r.t. every collected tensor that requires grad
@@ -62,8 +63,8 @@ def _inside():
 
 def checked_call(cf, args, kwargs):
     """Run `cf` eagerly and compiled on the same state; raise on any difference."""
-    tensors, places = _involved(cf, args, kwargs)
-    snap = _Snapshot(tensors, places)
+    tensors, places, gens = _involved(cf, args, kwargs)
+    snap = _Snapshot(tensors, places, gens)
     eager = _record(lambda: cf.fn(*args, **kwargs), tensors)
     snap.restore()
     eager_calls = cf.stats.eager_calls
@@ -84,11 +85,14 @@ def checked_call(cf, args, kwargs):
 
 def _involved(cf, args, kwargs):
     """([(name, tensor)] without repeats: argument leaves, then state the scan finds;
-    the scan's guarded places of Python state, restored with the tensors)."""
-    found, seen = [], set()
+    the scan's guarded places of Python state; random generators the call may draw from)."""
+    from ..ops.creation import Generator, default_generator
+    found, seen, gens = [], set(), {id(default_generator): default_generator}
 
     def add(name, t):
-        if id(t) not in seen:
+        if isinstance(t, Generator):
+            gens[id(t)] = t
+        elif id(t) not in seen:
             seen.add(id(t))
             found.append((name, t))
 
@@ -108,11 +112,24 @@ def _involved(cf, args, kwargs):
     if module is not None:
         for n, t in list(module.named_parameters()) + list(module.named_buffers()):
             add(n, t)
-    return found, places
+    fn = getattr(cf.fn, "__func__", cf.fn)
+    for cell in getattr(fn, "__closure__", None) or ():
+        try:
+            v = cell.cell_contents
+        except ValueError:
+            continue
+        if isinstance(v, Generator):
+            add("closure", v)
+    g, code = getattr(fn, "__globals__", {}), getattr(fn, "__code__", None)
+    for nm in code.co_names if code is not None else ():
+        if isinstance(g.get(nm), Generator):
+            add(nm, g[nm])
+    return found, places, list(gens.values())
 
 
 def _walk(x, name, add, seen, depth):
-    if isinstance(x, Tensor):
+    from ..ops.creation import Generator
+    if isinstance(x, (Tensor, Generator)):
         add(name, x)
         return
     if id(x) in seen or depth > _MAX_OBJECT_DEPTH or isinstance(x, (str, bytes, type)):
@@ -145,13 +162,12 @@ def _param_names(fn, n):
 # -- snapshot and restore --
 
 class _Snapshot:
-    def __init__(self, tensors, places=()):
+    def __init__(self, tensors, places=(), gens=()):
         self.items = [(t, _tensor_state(t)) for _, t in tensors]
         # Python state the scan guards (`self.calls`, a global `lr`): a function changing it
         # must not see the eager run's change in the compiled run
         self.places = [(g, g.current()) for g in places if g.holder is not None]
-        from ..ops.creation import default_generator as gen
-        self.gen = (gen, gen._rng, gen._rng.bit_generator.state, gen._seed)
+        self.gens = [(g, g._rng, g._rng.bit_generator.state, g._seed) for g in gens]
 
     def restore(self):
         for t, (arr, data, version, rg, fn, nr, grad, gdata) in self.items:
@@ -165,9 +181,9 @@ class _Snapshot:
                 np.copyto(grad._data, gdata, casting="unsafe")
         for g, v in self.places:
             _put(g, v)
-        gen, rng, state, seed = self.gen
-        gen._rng, gen._seed = rng, seed
-        rng.bit_generator.state = state
+        for gen, rng, state, seed in self.gens:
+            gen._rng, gen._seed = rng, seed
+            rng.bit_generator.state = state
 
 
 def _put(guard, v):

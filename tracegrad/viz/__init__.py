@@ -72,6 +72,9 @@ def _drawing(obj, params, color_by, plan):
         return path_drawing(obj, color_by)
     if isinstance(obj, CompiledFunction):
         return function_drawing(obj, color_by)
+    from ..compiler.module import CompiledModule
+    if isinstance(obj, CompiledModule):        # tg.compile(module): its compiled forward
+        return function_drawing(obj._compiled, color_by)
     raise TracegradTypeError(
         f"tracegrad.viz.to_dot: cannot draw a {type(obj).__name__}; pass a result Tensor "
         "(or a list of them), a tracegrad.ir.Graph, a compiled function or one of its "
