@@ -306,3 +306,30 @@ def test_generators_passed_or_captured_are_restored_between_the_runs():
     for o in outs:
         want = tg.rand(3, generator=e_arg) + tg.rand(3, generator=e_cap) + tg.rand(3)
         np.testing.assert_allclose(o.numpy(), want.numpy(), rtol=1e-6)
+
+
+class _Box:
+    def __init__(self, t, k):
+        self.t, self.k = t, k
+
+
+def test_new_but_equal_output_objects_are_no_difference():
+    """Eager's and the compiled call's outputs are never the same objects: custom objects,
+    dataclasses and numpy arrays compare by type and contents (cache_limit=0 runs the
+    compiled half eagerly, so any mismatch would be a false one)."""
+    def f(x):
+        return {"box": _Box(x * 2, 3), "arr": x.detach().numpy() + 1, "shape": x.shape}
+    cf = tg.compile(f, check=True, cache_limit=0)
+    with pytest.warns(UserWarning, match="cache_limit"):
+        out = cf(tg.ones(2))
+    for _ in range(2):
+        out = cf(tg.ones(2))
+    assert out["box"].t.tolist() == [2.0, 2.0] and out["shape"] == (2,)
+
+
+def test_output_structure_difference_is_named():
+    cf = tg.compile(lambda x: (x, x * 2), check=True)
+    cf(tg.ones(2))
+    cf.fn = lambda x: [x, x * 2]
+    with pytest.raises(tg.CompileMismatchError, match=r"output \(type\)"):
+        cf(tg.ones(2))

@@ -243,25 +243,36 @@ def _record(call, tensors):
     return run
 
 
-def _flatten_out(x, where, out):
+def _flatten_out(x, where, out, depth=0):
+    """[(where, leaf)] of an output: tensors and other values, with the type of every
+    container or object on the way (so a different structure is a difference)."""
     if isinstance(x, Tensor):
         out.append((where, x))
     elif isinstance(x, (list, tuple)) and not hasattr(x, "_fields"):
         out.append((where + " (type)", type(x)))
         for i, v in enumerate(x):
-            _flatten_out(v, f"{where}[{i}]", out)
+            _flatten_out(v, f"{where}[{i}]", out, depth + 1)
     elif isinstance(x, tuple):                          # namedtuple
         out.append((where + " (type)", type(x)))
         for k in x._fields:
-            _flatten_out(getattr(x, k), f"{where}.{k}", out)
+            _flatten_out(getattr(x, k), f"{where}.{k}", out, depth + 1)
     elif isinstance(x, dict):
         out.append((where + " (keys)", list(x.keys())))
         for k, v in x.items():
-            _flatten_out(v, f"{where}[{k!r}]", out)
+            _flatten_out(v, f"{where}[{k!r}]", out, depth + 1)
     elif dataclasses.is_dataclass(x) and not isinstance(x, type):
         out.append((where + " (type)", type(x)))
         for f in dataclasses.fields(x):
-            _flatten_out(getattr(x, f.name), f"{where}.{f.name}", out)
+            _flatten_out(getattr(x, f.name), f"{where}.{f.name}", out, depth + 1)
+    elif isinstance(x, np.ndarray):
+        out.append((where, np.array(x, copy=True)))
+    elif (hasattr(x, "__dict__") and not callable(x) and not inspect.ismodule(x)
+          and depth < _MAX_OBJECT_DEPTH):
+        # another object: the same type with equal attributes (eager's and the compiled
+        # call's are never the same object)
+        out.append((where + " (type)", type(x)))
+        for k, v in list(vars(x).items()):
+            _flatten_out(v, f"{where}.{k}", out, depth + 1)
     else:
         out.append((where, x))
 
@@ -356,9 +367,11 @@ def _differs(x, y):
         return ("", _short(x), _short(y))
     if isinstance(x, float) and isinstance(y, float) and x != x and y != y:
         return None
-    if type(x) is not type(y) or x != y:
-        return ("", _short(x), _short(y))
-    return None
+    try:
+        same = type(x) is type(y) and bool(x == y)
+    except Exception:                # an `==` that cannot answer: compare identity
+        same = x is y
+    return None if same else ("", _short(x), _short(y))
 
 
 def _builtin(cls):
