@@ -333,3 +333,16 @@ def test_output_structure_difference_is_named():
     cf.fn = lambda x: [x, x * 2]
     with pytest.raises(tg.CompileMismatchError, match=r"output \(type\)"):
         cf(tg.ones(2))
+
+
+def test_checked_function_inside_another_compiled_function():
+    inner = tg.compile(lambda x: x.exp() * 2, check=True)
+    outer = tg.compile(lambda x: inner(x).sum() + x.sum(), check=True)
+    plain = tg.compile(lambda x: inner(x).sum() - 1)
+    for k in range(3):
+        x = tg.full((3,), float(k) / 3, requires_grad=True)
+        want = (np.exp(float(k) / 3) * 2 + float(k) / 3) * 3
+        assert outer(x).item() == pytest.approx(want, rel=1e-6)
+        assert plain(x).item() == pytest.approx(np.exp(float(k) / 3) * 6 - 1, rel=1e-6)
+    assert outer.stats.traces == plain.stats.traces == 1
+    assert len(plain.programs[0].forward.nodes) <= 4     # inner's ops recorded once

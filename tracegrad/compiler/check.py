@@ -30,7 +30,9 @@ restored (the call leaves no effect) and the error is raised.
 The user's hooks on the collected leaves are muted during the comparison's backward; hooks
 registered inside the function on intermediate tensors run there too. Caveats: Python side
 effects of the function (prints, appends) happen twice; objects reached only through
-deeper state than the scan walks are neither restored nor compared.
+deeper state than the scan walks are neither restored nor compared; concurrent checked calls
+on shared state (threads) may see each other's snapshots: check mode is a debugging aid.
+Inside another function's trace a checked function runs inline, as any compiled one does.
 """
 import contextlib
 import dataclasses
@@ -63,6 +65,10 @@ def _inside():
 
 def checked_call(cf, args, kwargs):
     """Run `cf` eagerly and compiled on the same state; raise on any difference."""
+    from .._dispatch import trace_hook
+    if trace_hook.get() is not None:     # inside another function's trace: the call runs
+        with _inside():                  # inline (recorded once), nothing to compare
+            return cf(*args, **kwargs)
     tensors, places, gens = _involved(cf, args, kwargs)
     snap = _Snapshot(tensors, places, gens)
     eager = _record(lambda: cf.fn(*args, **kwargs), tensors)
