@@ -9,7 +9,7 @@ import pytest
 import tracegrad as tg
 
 
-def _scenarios(lib):
+def _scenarios():
     """name -> fn(lib) returning (versions..., values...) for one scenario."""
 
     def data_mul(x):
@@ -43,13 +43,13 @@ def _scenarios(lib):
             "data_of_detach": data_of_detach, "data_twice": data_twice}
 
 
-@pytest.mark.parametrize("name", sorted(_scenarios(tg)))
+@pytest.mark.parametrize("name", sorted(_scenarios()))
 def test_eager_versions_match_torch(name):
     torch = pytest.importorskip("torch")
     x = tg.ones(2, 3, requires_grad=True)
     tx = torch.ones(2, 3, requires_grad=True)
-    got = _scenarios(tg)[name](x)
-    want = _scenarios(torch)[name](tx)
+    got = _scenarios()[name](x)
+    want = _scenarios()[name](tx)
     assert got == tuple(want)
     np.testing.assert_allclose(x.detach().numpy(), tx.detach().numpy())
 
