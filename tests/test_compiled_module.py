@@ -172,6 +172,7 @@ def test_hooks_on_the_original_run_including_ones_added_later():
     assert c.stats.traces == 3
 
 
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
 def test_torch_compiled_modules_are_modules_too():
     torch = pytest.importorskip("torch")
     assert isinstance(torch.compile(torch.nn.Linear(2, 2)), torch.nn.Module)
