@@ -172,7 +172,9 @@ def _nograd_writes(x, w):
         w.add_(1.0)                  # an input update, optimizer style
     d = x.detach()
     d.add_(1.0)                      # through a detached alias
-    return [y * x, d]
+    e = x.data
+    e.mul_(2.0)                      # through `.data` (a version counter of its own)
+    return [y * x, d, e]
 
 
 EXTRA = {

@@ -340,7 +340,7 @@ Tensor._move_retain_grad = _move_retain_grad
 def _get_data(self):
     hook = trace_hook.get()
     if hook is not None:                 # a tracer must know `.data` aliases self
-        t = dispatch(S.DETACH, (self,))
+        t = dispatch(S.DATA, (self,))
         t._vc = type(self._vc)()         # .data does not share the version counter
         return t
     t = Tensor._wrap(self._data)

@@ -34,6 +34,7 @@ from ..ir.printer import value_names
 from ..tracing import Tracer, flatten
 from ..passes import DEFAULT_PIPELINE
 from .arguments import check_compile_arguments
+from .check import _in_check, checked_call
 from .keys import describe_difference, entry_key
 from .path import CompiledPath
 from .._effects import watch_python
@@ -93,11 +94,12 @@ class CompiledFunction:
     """A function compiled by `tracegrad.compile` (callable like the original)."""
 
     def __init__(self, fn, cache_limit=8, passes=None, backend="numpy", name=None,
-                 memory="balanced", debug_nan=False):
+                 memory="balanced", debug_nan=False, check=False):
         if memory not in ("off", "balanced", "min"):
             raise ValueError(f"memory must be 'off', 'balanced' or 'min', got {memory!r}")
         self.memory = memory
         self.debug_nan = debug_nan
+        self.check = check                   # check mode (compiler/check.py)
         if backend != "numpy":
             raise ValueError(f"unknown backend {backend!r}; only 'numpy' is available")
         self.fn = fn
@@ -125,6 +127,8 @@ class CompiledFunction:
         return self._paths_added
 
     def __call__(self, *args, **kwargs):
+        if self.check and not _in_check():
+            return checked_call(self, args, kwargs)
         self.stats.calls += 1
         if _dispatch.trace_hook.get() is not None:
             # Called while another function is being traced: run inline so the outer trace
@@ -407,7 +411,7 @@ def _arg_names(fn, n):
 
 
 def compile(fn=None, *, cache_limit=8, passes=None, backend="numpy", memory="balanced",
-            debug_nan=False, fullgraph=False, dynamic=None, mode=None):
+            debug_nan=False, fullgraph=False, dynamic=None, mode=None, check=None):
     """Compile a function or an nn.Module (as `@compile`, `compile(fn, cache_limit=...)`).
 
     For a module, `forward` is compiled; its parameters and buffers are read by reference
@@ -415,14 +419,17 @@ def compile(fn=None, *, cache_limit=8, passes=None, backend="numpy", memory="bal
     `memory`: "balanced" (default: memory-aware order, in-place takeover, packed arena),
     "min" (also recompute cheap values in backward instead of saving them) or "off".
     `debug_nan=True` fills every buffer with NaN when its value dies (results must not change).
+    `check=True` (default: env `TRACEGRAD_CHECK=1`) runs every call eagerly and compiled and
+    raises `CompileMismatchError` on any difference (compiler/check.py).
     """
     check_compile_arguments(fn, backend)
+    if check is None:
+        check = os.environ.get("TRACEGRAD_CHECK", "") not in ("", "0")
     opts = dict(cache_limit=cache_limit, passes=passes, backend=backend, memory=memory,
-                debug_nan=debug_nan)
+                debug_nan=debug_nan, check=check)
     if fn is None:
         return lambda f: compile(f, **opts)
     if hasattr(fn, "forward") and hasattr(fn, "parameters"):
-        cf = CompiledFunction(fn.forward, name=type(fn).__name__, **opts)
-        cf.module = fn
-        return cf
+        from .module import CompiledModule       # an nn.Module (compiler/module.py)
+        return CompiledModule(fn, **opts)
     return CompiledFunction(fn, **opts)
