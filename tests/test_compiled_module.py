@@ -169,7 +169,7 @@ def test_hooks_on_the_original_run_including_ones_added_later():
     h2.remove()
     np.testing.assert_allclose(c(x).detach().numpy(), orig.forward(x).detach().numpy(),
                                rtol=1e-6)
-    assert c.stats.traces == 3
+    assert c.stats.traces == 2      # without the hooks, the first path fits again
 
 
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")

@@ -109,10 +109,8 @@ def _involved(cf, args, kwargs):
     for k, v in kwargs.items():
         _walk(v, f"argument '{k}'", add, set(), 0)
     from .state import scan
-    try:
-        bindings, places, _ = scan(module if module is not None else cf.fn)
-    except Exception:              # the scan is best effort here; the call itself decides
-        bindings, places = {}, []
+    scanned = scan(module if module is not None else cf.fn)
+    bindings, places = scanned.bindings, scanned.guards
     for g in bindings.values():
         add(g.where, g.expected)
     if module is not None:

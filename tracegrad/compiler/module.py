@@ -14,17 +14,11 @@ the wrapper are read from (and public ones written to) the original.
 
 Note [Hooks of submodules]
 Hooks of the original's submodules run inside the compiled forward, so their tensor work is
-traced (and their Python side effects happen while tracing only). Adding or removing such a
-hook after a call changes what the forward does, but hook dictionaries are not (yet) a
-guarded source of the compiled function; the wrapper compares a signature of the
-submodules' hook dictionaries on each call and drops the cached paths when it changed (the
-next call re-traces with the new hooks).
+traced and their hook dicts are guarded sources of the compiled function (compiler/state.py):
+adding or removing such a hook re-traces. Their Python side effects are reported like any
+other (Note [Effects] in _effects.py).
 """
-import logging
-
 from ..nn.module import Module, call_with_hooks
-
-log = logging.getLogger("tracegrad")
 
 class CompiledModule(Module):
     """An `nn.Module` whose forward runs the compiled forward of `_orig_mod`."""
@@ -36,19 +30,9 @@ class CompiledModule(Module):
         cf = CompiledFunction(mod.forward, name=type(mod).__name__, **opts)
         cf.module = mod                # state scan and training flags of the original
         object.__setattr__(self, "_compiled", cf)
-        object.__setattr__(self, "_hook_sig", _hook_signature(mod))
 
     # -- calling --
     def forward(self, *args, **kwargs):
-        sig = _hook_signature(self._orig_mod)
-        if sig != self._hook_sig:
-            cf = self._compiled
-            if cf.entries:
-                log.info("tracegrad: re-tracing '%s': forward hooks of the module changed",
-                         cf.name)
-                cf.stats.retraces.append("forward hooks of the module changed")
-                cf.entries.clear()
-            object.__setattr__(self, "_hook_sig", sig)
         return call_with_hooks(self._orig_mod, self._compiled, args, kwargs)
 
     # -- the original's flags, names and state pass through --
@@ -129,10 +113,3 @@ class CompiledModule(Module):
         else:
             delattr(self._orig_mod, name)
 
-
-def _hook_signature(mod):
-    """The hook handles of every submodule of `mod` that has hooks (handle ids only grow,
-    so the keys identify the hooks); `mod`'s own hooks run outside the compiled forward."""
-    return tuple((id(m), tuple(m._forward_pre_hooks), tuple(m._forward_hooks))
-                 for m in mod.modules() if m is not mod and (
-                     m._forward_pre_hooks or m._forward_hooks))

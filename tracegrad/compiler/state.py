@@ -191,8 +191,8 @@ def scan(target, objects=()):
     Returns the scanner: `.bindings` {id(tensor): StateGuard}, `.guards` [StateGuard],
     `.names` {id(tensor): name}, `.containers` (ids of the containers walked)."""
     s = _Scanner()
-    if _is_module(target):
-        s.module(target, type(target).__name__, 0)
+    if _is_module(target):     # its own hooks run eagerly around the compiled forward
+        s.module(target, type(target).__name__, 0, hooks=False)
         s.function(type(target).forward, 0)
     elif not isinstance(target, (types.FunctionType, types.MethodType)) and callable(target) \
             and hasattr(target, "__dict__"):
@@ -331,14 +331,17 @@ class _Scanner:
             if nm in d and not nm.startswith("__") and not isinstance(d[nm], types.ModuleType):
                 self.value_in(d, nm, d[nm], f"{m.__name__}.{nm}", depth, nest=2)
 
-    def module(self, m, where, depth):
+    def module(self, m, where, depth, hooks=True):
         """Parameters, buffers, hooks and attributes of `m` and of every submodule."""
         d = vars(m)
         for reg in ("_parameters", "_buffers"):
             for k, t in d.get(reg, {}).items():
                 if t is not None:
                     self.value_in(d[reg], k, t, f"{where}.{k}", depth, name=_dotted(where, k))
-        for reg in ("_forward_hooks", "_forward_pre_hooks"):
+        orig = d.get("_orig_mod")            # a compiled module inside: its original's state
+        if orig is not None:
+            self.value_in(None, None, orig, where, depth)
+        for reg in ("_forward_hooks", "_forward_pre_hooks") if hooks else ():
             hooks = d.get(reg)
             if isinstance(hooks, dict):
                 self.container(hooks, f"{where}.{reg}", depth, 1)
