@@ -305,3 +305,5 @@ def one_hot(tensor, num_classes=-1):
 from ._functional_extra import (adaptive_avg_pool2d, avg_pool2d, binary_cross_entropy,  # noqa
                                 binary_cross_entropy_with_logits, layer_norm, max_pool2d,
                                 max_pool2d_with_indices, silu)
+from ._attention_functional import (multi_head_attention_forward,  # noqa: F401
+                                    scaled_dot_product_attention)
