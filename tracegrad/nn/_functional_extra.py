@@ -11,7 +11,8 @@ import numpy as np
 
 from .. import _mode
 from .. import ops as O
-from .._errors import TracegradRuntimeError, TracegradValueError, op_error
+from .._errors import (TracegradRuntimeError, TracegradTypeError, TracegradValueError,
+                       op_error)
 from ..ops import activation as _act
 from ..ops import bce as _bce
 from ..ops import normalization as _norm
@@ -28,8 +29,10 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     >>> layer_norm(tracegrad.tensor([[1.0, 3.0]]), (2,))
     tensor([[-1.0000,  1.0000]])
     """
-    shape = (normalized_shape,) if isinstance(normalized_shape, numbers.Integral) \
-        else tuple(normalized_shape)
+    if isinstance(normalized_shape, numbers.Integral):
+        raise TracegradTypeError("layer_norm(): argument 'normalized_shape' (position 2) must "
+                                 "be tuple of ints, not int")
+    shape = tuple(normalized_shape)
     k = len(shape)
     if tuple(input.shape[input.ndim - k:]) != shape or k > input.ndim or k == 0:
         raise op_error(TracegradRuntimeError, "layer_norm",

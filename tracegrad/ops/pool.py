@@ -2,7 +2,7 @@
 
 Max pooling. `max_pool2d` (grad_fn MaxPool2DWithIndicesBackward0) returns the window maxima;
 `max_pool2d_indices` (not differentiable) the flat position `h * W + w` of each maximum in its
-input plane, the first one in window order on ties, a NaN winning as in PyTorch. The VJP
+input plane, the first one in window order on ties, the last NaN winning as in PyTorch. The VJP
 routes gradients through two mutually adjoint linear primitives over those indices:
 `max_pool2d_backward` (scatter-add into the input plane) and `max_pool2d_gather`, so gradients
 of every order come from these declarations.
@@ -56,11 +56,13 @@ def _max_windows(x, kernel_size, stride, padding, dilation, ceil_mode):
 
 
 def _argmax(win):
-    """First maximum of each window, a NaN counting as the maximum (PyTorch's rule)."""
+    """First maximum of each window; in a window holding NaNs, the last NaN (PyTorch's CPU
+    rule: a value replaces the maximum when greater, or when it is NaN)."""
     nan = np.isnan(win)
     local = np.argmax(win, axis=-1)
     if nan.any():
-        local = np.where(nan.any(-1), np.argmax(nan, axis=-1), local)
+        last = win.shape[-1] - 1 - np.argmax(nan[..., ::-1], axis=-1)
+        local = np.where(nan.any(-1), last, local)
     return local
 
 
