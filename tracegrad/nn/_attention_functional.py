@@ -99,7 +99,7 @@ def _check(cond, msg):
         raise AttentionArgumentError(msg)
 
 
-def _in_projection(query, key, value, e, w, b, separate, q_w, k_w, v_w):
+def _in_projection(query, key, value, w, b, separate, q_w, k_w, v_w):
     from .functional import linear
     bq = bk = bv = None
     if b is not None:
@@ -134,45 +134,19 @@ def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_head
         raise NotImplementedError("multi_head_attention_forward: static_k/static_v are not "
                                   "supported")
     batched = query.ndim == 3
-    if not batched:
-        query, key, value = (O.unsqueeze(t, 1) for t in (query, key, value))
-        if key_padding_mask is not None:
-            key_padding_mask = O.unsqueeze(key_padding_mask, 0)
+    query, key, value, key_padding_mask = _batch(query, key, value, key_padding_mask, batched)
     L, N, E = query.shape
-    _check(E == embed_dim_to_check, f"was expecting embedding dimension of "
-           f"{embed_dim_to_check}, but got {E}")
-    hd = E // num_heads
-    _check(hd * num_heads == E, f"embed_dim {E} not divisible by num_heads {num_heads}")
-    if is_causal and attn_mask is None:
-        raise op_error(TracegradRuntimeError, "multi_head_attention_forward",
-                       "Need attn_mask if specifying the is_causal hint. You may use the "
-                       "Transformer module method `generate_square_subsequent_mask` to create "
-                       "this mask.")
+    _check_args(E, embed_dim_to_check, num_heads, is_causal, attn_mask)
     key_padding_mask = _float_mask(key_padding_mask, query, "key_padding_mask")
     attn_mask = _float_mask(attn_mask, query, "attn_mask")
-    q, k, v = _in_projection(query, key, value, E, in_proj_weight, in_proj_bias,
+    q, k, v = _in_projection(query, key, value, in_proj_weight, in_proj_bias,
                              use_separate_proj_weight, q_proj_weight, k_proj_weight,
                              v_proj_weight)
     if attn_mask is not None:
         attn_mask = _mask_3d(attn_mask, L, key.shape[0], N * num_heads)
-    if bias_k is not None and bias_v is not None:
-        k = O.cat([k, O.expand(bias_k, (1, N, E))])
-        v = O.cat([v, O.expand(bias_v, (1, N, E))])
-        attn_mask, key_padding_mask = _pad_last(attn_mask), _pad_last(key_padding_mask)
-    q = O.transpose(O.reshape(q, (L, N * num_heads, hd)), 0, 1)
-    k = O.transpose(O.reshape(k, (k.shape[0], N * num_heads, hd)), 0, 1)
-    v = O.transpose(O.reshape(v, (v.shape[0], N * num_heads, hd)), 0, 1)
-    if add_zero_attn:
-        k = O.cat([k, O.zeros((N * num_heads, 1, hd), dtype=k.dtype)], 1)
-        v = O.cat([v, O.zeros((N * num_heads, 1, hd), dtype=v.dtype)], 1)
-        attn_mask, key_padding_mask = _pad_last(attn_mask), _pad_last(key_padding_mask)
+    q, k, v, attn_mask = _heads(q, k, v, attn_mask, key_padding_mask, bias_k, bias_v,
+                                add_zero_attn, num_heads)
     S = k.shape[1]
-    if key_padding_mask is not None:
-        _check(tuple(key_padding_mask.shape) == (N, S), f"expecting key_padding_mask shape of "
-               f"{(N, S)}, but got {tuple(key_padding_mask.shape)}")
-        kpm = O.reshape(O.expand(O.reshape(key_padding_mask, (N, 1, 1, S)),
-                                 (N, num_heads, 1, S)), (N * num_heads, 1, S))
-        attn_mask = kpm if attn_mask is None else O.add(attn_mask, kpm)
     if not training:
         dropout_p = 0.0
     out, weights = _attend(q, k, v, attn_mask, dropout_p, need_weights, L, N, S, num_heads)
@@ -184,6 +158,52 @@ def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_head
         out = O.squeeze(out, 1)
         weights = None if weights is None else O.squeeze(weights, 0)
     return out, weights
+
+
+def _batch(query, key, value, key_padding_mask, batched):
+    """Unbatched (L, E) inputs as (L, 1, E), their key padding mask as (1, S)."""
+    if batched:
+        return query, key, value, key_padding_mask
+    query, key, value = (O.unsqueeze(t, 1) for t in (query, key, value))
+    if key_padding_mask is not None:
+        key_padding_mask = O.unsqueeze(key_padding_mask, 0)
+    return query, key, value, key_padding_mask
+
+
+def _check_args(e, embed_dim_to_check, num_heads, is_causal, attn_mask):
+    _check(e == embed_dim_to_check, f"was expecting embedding dimension of "
+           f"{embed_dim_to_check}, but got {e}")
+    _check((e // num_heads) * num_heads == e,
+           f"embed_dim {e} not divisible by num_heads {num_heads}")
+    if is_causal and attn_mask is None:
+        raise op_error(TracegradRuntimeError, "multi_head_attention_forward",
+                       "Need attn_mask if specifying the is_causal hint. You may use the "
+                       "Transformer module method `generate_square_subsequent_mask` to create "
+                       "this mask.")
+
+
+def _heads(q, k, v, attn_mask, key_padding_mask, bias_k, bias_v, add_zero_attn, H):
+    """Projected (L, N, E) q and (S, N, E) k, v as (N*H, L|S, E/H), with bias_k/bias_v and a
+    zero key appended when asked, and the key padding mask merged into one float mask."""
+    L, N, E = q.shape
+    hd = E // H
+    if bias_k is not None and bias_v is not None:
+        k = O.cat([k, O.expand(bias_k, (1, N, E))])
+        v = O.cat([v, O.expand(bias_v, (1, N, E))])
+        attn_mask, key_padding_mask = _pad_last(attn_mask), _pad_last(key_padding_mask)
+    q, k, v = (O.transpose(O.reshape(t, (t.shape[0], N * H, hd)), 0, 1) for t in (q, k, v))
+    if add_zero_attn:
+        k = O.cat([k, O.zeros((N * H, 1, hd), dtype=k.dtype)], 1)
+        v = O.cat([v, O.zeros((N * H, 1, hd), dtype=v.dtype)], 1)
+        attn_mask, key_padding_mask = _pad_last(attn_mask), _pad_last(key_padding_mask)
+    S = k.shape[1]
+    if key_padding_mask is not None:
+        _check(tuple(key_padding_mask.shape) == (N, S), f"expecting key_padding_mask shape of "
+               f"{(N, S)}, but got {tuple(key_padding_mask.shape)}")
+        kpm = O.reshape(O.expand(O.reshape(key_padding_mask, (N, 1, 1, S)), (N, H, 1, S)),
+                        (N * H, 1, S))
+        attn_mask = kpm if attn_mask is None else O.add(attn_mask, kpm)
+    return q, k, v, attn_mask
 
 
 def _mask_3d(mask, L, S, bh):

@@ -1,4 +1,5 @@
-"""Pooling primitives over (*, H, W) (batched (N, C, H, W) or unbatched (C, H, W)): max pooling and (adaptive) average pooling.
+"""Pooling primitives over (*, H, W), batched (N, C, H, W) or unbatched (C, H, W): max pooling
+and (adaptive) average pooling.
 
 Max pooling. `max_pool2d` (grad_fn MaxPool2DWithIndicesBackward0) returns the window maxima;
 `max_pool2d_indices` (not differentiable) the flat position `h * W + w` of each maximum in its
@@ -134,7 +135,9 @@ MAX_POOL2D_GATHER = Primitive("max_pool2d_gather", _gather_kernel, vjp=_gather_v
 
 
 def max_pool2d_backward(g, idx, input_size):
-    return dispatch(MAX_POOL2D_BACKWARD, (g, idx), {"input_size": tuple(int(i) for i in input_size)})
+    """Scatter-add `g` into planes of `input_size` at the flat positions `idx`."""
+    return dispatch(MAX_POOL2D_BACKWARD, (g, idx),
+                    {"input_size": tuple(int(i) for i in input_size)})
 
 
 def _max_attrs(kernel_size, stride, padding, dilation, ceil_mode):
