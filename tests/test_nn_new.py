@@ -347,6 +347,27 @@ class TestPooling:
             assert repr(getattr(nn, name)(*args, **kw)) == repr(getattr(torch.nn, name)(*args,
                                                                                         **kw))
 
+    def test_integer_inputs_like_torch(self, torch):
+        a = np.random.default_rng(19).integers(-50, 50, (2, 2, 5, 6))
+        for kw in (dict(kernel_size=2), dict(kernel_size=3, stride=1, padding=1),
+                   dict(kernel_size=3, stride=2, padding=1, ceil_mode=True)):
+            for fn, extra in (("max_pool2d", {}), ("avg_pool2d", {}),
+                              ("avg_pool2d", {"count_include_pad": False}),
+                              ("avg_pool2d", {"divisor_override": 4})):
+                y = getattr(F, fn)(tg.tensor(a), **kw, **extra)
+                ty = getattr(torch.nn.functional, fn)(torch.tensor(a), **kw, **extra)
+                assert y.dtype == tg.int64
+                np.testing.assert_array_equal(_np(y), ty.numpy())     # truncating division
+        y = F.max_pool2d(tg.tensor(a).int(), 2)
+        assert y.dtype == tg.int32
+        for call, msg in ((lambda: F.avg_pool2d(tg.tensor(a).int(), 2), "'Int'"),
+                          (lambda: F.max_pool2d(tg.tensor(a) > 0, 2), "'Bool'"),
+                          (lambda: F.adaptive_avg_pool2d(tg.tensor(a), 2), "'Long'"),
+                          (lambda: F.layer_norm(tg.tensor(a), (6,)), "'Long'"),
+                          (lambda: F.silu(tg.tensor(a)), "'Long'")):
+            with pytest.raises(NotImplementedError, match=msg):
+                call()
+
     def test_errors_like_torch(self, torch):
         x = tg.ones(1, 1, 5, 5)
         for fn in (F.max_pool2d, F.avg_pool2d):

@@ -10,14 +10,22 @@ import numbers
 import numpy as np
 
 from .. import _mode
+from .._dtype import scalar_type_name
 from .. import ops as O
-from .._errors import (TracegradRuntimeError, TracegradTypeError, TracegradValueError,
-                       op_error)
+from .._errors import (TracegradNotImplementedError, TracegradRuntimeError, TracegradTypeError,
+                       TracegradValueError, op_error)
 from ..ops import activation as _act
 from ..ops import bce as _bce
 from ..ops import normalization as _norm
 from ..ops import pool as _pool
 from ._losses import _reduction
+
+
+def _float_only(input, kernel):
+    """PyTorch's NotImplementedError for a kernel that has no integer or bool version."""
+    if not input.is_floating_point():
+        raise op_error(TracegradNotImplementedError, kernel, f'"{kernel}" not implemented for '
+                       f"'{scalar_type_name(input.dtype)}'")
 
 
 # ---------------- normalization and activations ----------------
@@ -33,6 +41,7 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
         raise TracegradTypeError("layer_norm(): argument 'normalized_shape' (position 2) must "
                                  "be tuple of ints, not int")
     shape = tuple(normalized_shape)
+    _float_only(input, "LayerNormKernelImpl")
     k = len(shape)
     if tuple(input.shape[input.ndim - k:]) != shape or k > input.ndim or k == 0:
         raise op_error(TracegradRuntimeError, "layer_norm",
@@ -55,6 +64,7 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
 
 def silu(input, inplace=False):
     """`input * sigmoid(input)` (SiluBackward0)."""
+    _float_only(input, "silu_cpu")
     return _act.silu_(input) if inplace else _act.silu(input)
 
 
@@ -117,6 +127,9 @@ def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
               [13., 15.]]]])
     """
     k, s, p, d = _pool_args("max_pool2d", input, kernel_size, stride, padding, dilation)
+    if input.dtype.name == "bool":
+        raise op_error(TracegradNotImplementedError, "max_pool2d", "\"max_pool2d\" not "
+                       "implemented for 'Bool'")
     out_hw = tuple(_pool.out_len(n, kk, ss, pp, dd, ceil_mode)
                    for n, kk, ss, pp, dd in zip(input.shape[-2:], k, s, p, d))
     _check_out("max_pool2d", input, out_hw)
@@ -132,6 +145,9 @@ def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
                count_include_pad=True, divisor_override=None):
     """Mean over each kh x kw window (zero padding counted when `count_include_pad`)."""
     k, s, p, _ = _pool_args("avg_pool2d", input, kernel_size, stride, padding, 1)
+    if input.dtype.name not in ("float16", "float32", "float64", "int64"):
+        raise op_error(TracegradNotImplementedError, "avg_pool2d", "\"avg_pool2d\" not "
+                       f"implemented for '{scalar_type_name(input.dtype)}'")
     if divisor_override is not None and divisor_override == 0:
         raise op_error(TracegradRuntimeError, "avg_pool2d", "divisor must be not zero")
     out_hw = tuple(_pool.out_len(n, kk, ss, pp, 1, ceil_mode)
@@ -147,6 +163,7 @@ def adaptive_avg_pool2d(input, output_size):
         raise op_error(TracegradRuntimeError, "adaptive_avg_pool2d",
                        "adaptive_avg_pool2d(): Expected 3D or 4D tensor, but got "
                        f"{list(input.shape)}")
+    _float_only(input, "adaptive_avg_pool2d")
     size = tuple(output_size) if isinstance(output_size, (tuple, list)) else (output_size,) * 2
     if len(size) != 2:
         raise op_error(TracegradRuntimeError, "adaptive_avg_pool2d",
@@ -206,6 +223,7 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
     tensor(0.6931)
     """
     reduction = _reduction(reduction, size_average, reduce)
+    _float_only(input, "binary_cross_entropy")
     _check_bce("binary_cross_entropy", input, target, weight)
     return _bce.binary_cross_entropy(input, target, weight, reduction)
 
@@ -215,5 +233,6 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
     """BCE of `sigmoid(input)` computed stably from logits; `pos_weight` scales the positive
     term per class (broadcast along the last dim)."""
     reduction = _reduction(reduction, size_average, reduce)
+    _float_only(input, "log_sigmoid_cpu")
     _check_bce("binary_cross_entropy_with_logits", input, target, weight, pos_weight)
     return _bce.binary_cross_entropy_with_logits(input, target, weight, pos_weight, reduction)

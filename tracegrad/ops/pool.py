@@ -40,7 +40,8 @@ def _out_hw(size, a):
 # ---------------- max pooling ----------------
 
 def _max_windows(x, kernel_size, stride, padding, dilation, ceil_mode):
-    """(window values (N, C, OH, OW, kh*kw), OH, OW) of the -inf padded input."""
+    """(window values (*, OH, OW, kh*kw), OH, OW) of the input padded with -inf (integers:
+    the dtype's minimum; every window holds at least one real element)."""
     a = {"kernel_size": kernel_size, "stride": stride, "padding": padding,
          "dilation": dilation, "ceil_mode": ceil_mode}
     oh, ow = _out_hw(x.shape[-2:], a)
@@ -48,7 +49,8 @@ def _max_windows(x, kernel_size, stride, padding, dilation, ceil_mode):
     for n, o, k, s, p, d in zip(x.shape[-2:], (oh, ow), kernel_size, stride, padding, dilation):
         need = (o - 1) * s + d * (k - 1) + 1
         pads.append((p, max(0, need - n - p)))
-    xp = np.pad(x, ((0, 0),) * (x.ndim - 2) + tuple(pads), constant_values=-np.inf)
+    low = -np.inf if x.dtype.kind == "f" else np.iinfo(x.dtype).min
+    xp = np.pad(x, ((0, 0),) * (x.ndim - 2) + tuple(pads), constant_values=low)
     (kh, kw), (sh, sw), (dh, dw) = kernel_size, stride, dilation
     span = (dh * (kh - 1) + 1, dw * (kw - 1) + 1)
     win = np.lib.stride_tricks.sliding_window_view(xp, span, axis=(-2, -1))
@@ -156,44 +158,61 @@ def max_pool2d(input, kernel_size, stride, padding, dilation, ceil_mode, return_
 
 # ---------------- average pooling ----------------
 
-def _avg_matrix(n, o, k, s, p, count_include_pad, divisor_override):
-    """(o, n) weights: row r averages input positions of window r with PyTorch's divisor."""
-    m = np.zeros((o, n))
+def _avg_windows(n, o, k, s, p, count_include_pad):
+    """((o, n) 0/1 window membership, (o,) divisors) for one spatial dim of avg_pool2d."""
+    m, div = np.zeros((o, n)), np.zeros(o)
     for r in range(o):
         start = r * s - p
         end = min(start + k, n + p)
-        size = end - start
         lo, hi = max(start, 0), min(end, n)
-        if divisor_override:
-            m[r, lo:hi] = 1.0
-        else:
-            m[r, lo:hi] = 1.0 / (size if count_include_pad else hi - lo)
-    return m
+        m[r, lo:hi] = 1.0
+        div[r] = end - start if count_include_pad else hi - lo
+    return m, div
 
 
-def _adaptive_matrix(n, o):
-    """(o, n) weights: row r averages input positions floor(r*n/o) .. ceil((r+1)*n/o)."""
-    m = np.zeros((o, n))
+def _adaptive_windows(n, o):
+    """((o, n) membership, divisors): row r covers floor(r*n/o) .. ceil((r+1)*n/o)."""
+    m, div = np.zeros((o, n)), np.zeros(o)
     for r in range(o):
         lo, hi = (r * n) // o, -((-(r + 1) * n) // o)
-        m[r, lo:hi] = 1.0 / (hi - lo)
-    return m
+        m[r, lo:hi] = 1.0
+        div[r] = hi - lo
+    return m, div
+
+
+def _avg_windows_of(size, a):
+    """[(membership, divisors)] for rows and columns, and the divisor override (or None)."""
+    if "output_size" in a:
+        return [_adaptive_windows(n, o) for n, o in zip(size, a["output_size"])], None
+    oh, ow = _out_hw(size, a)
+    wins = [_avg_windows(n, o, k, s, p, a["count_include_pad"])
+            for n, o, k, s, p in zip(size, (oh, ow), a["kernel_size"], a["stride"],
+                                     a["padding"])]
+    return wins, a["divisor_override"]
 
 
 def _avg_matrices(size, a):
-    if "output_size" in a:
-        return [_adaptive_matrix(n, o) for n, o in zip(size, a["output_size"])], 1.0
-    oh, ow = _out_hw(size, a)
-    mats = [_avg_matrix(n, o, k, s, p, a["count_include_pad"], a["divisor_override"])
-            for n, o, k, s, p in zip(size, (oh, ow), a["kernel_size"], a["stride"],
-                                     a["padding"])]
-    return mats, (1.0 / a["divisor_override"] if a["divisor_override"] else 1.0)
+    """(Ah, Aw) weight matrices and a final scale: out = Ah @ x @ Aw.T * scale."""
+    wins, override = _avg_windows_of(size, a)
+    if override:
+        return [m for m, _ in wins], 1.0 / override
+    return [m / div[:, None] for m, div in wins], 1.0
 
 
 def _avg_kernel(x, **a):
+    if x.dtype.kind != "f":
+        return _avg_int_kernel(x, a)
     (mh, mw), scale = _avg_matrices(x.shape[-2:], a)
     out = np.matmul(np.matmul(mh.astype(x.dtype), x), mw.T.astype(x.dtype))
     return out * np.asarray(scale, x.dtype) if scale != 1.0 else out
+
+
+def _avg_int_kernel(x, a):
+    """Integer inputs: exact window sums, divided with truncation (PyTorch's integer rule)."""
+    ((mh, dh), (mw, dw)), override = _avg_windows_of(x.shape[-2:], a)
+    total = np.matmul(np.matmul(mh.astype(np.int64), x.astype(np.int64)), mw.T.astype(np.int64))
+    div = np.int64(override) if override else np.outer(dh, dw).astype(np.int64)
+    return (np.sign(total) * (np.abs(total) // div)).astype(x.dtype)
 
 
 def _avg_backward_kernel(g, input_size, **a):
