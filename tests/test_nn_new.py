@@ -501,8 +501,29 @@ class TestAttention:
         for fw in ({}, {"need_weights": False}, {"key_padding_mask": kpm},
                    {"attn_mask": causal}, {"attn_mask": rng.standard_normal((L, S))},
                    {"average_attn_weights": False},
-                   {"attn_mask": causal, "key_padding_mask": kpm, "need_weights": False}):
+                   {"attn_mask": causal, "key_padding_mask": kpm, "need_weights": False},
+                   {"key_padding_mask": kpm, "need_weights": False}):
             self._mha_call(torch, m, tm, (q, k, v), fw, rng)
+
+    def test_mha_eval_mode_matches_torch_fast_path(self, torch):
+        rng = np.random.default_rng(20)
+        for bf in (False, True):
+            tm = torch.nn.MultiheadAttention(8, 2, batch_first=bf, dropout=0.5).eval()
+            m = nn.MultiheadAttention(8, 2, batch_first=bf, dropout=0.5).eval()
+            _copy(tm, m)
+            x = rng.standard_normal((2, 4, 8)).astype(np.float32)
+            kpm = np.zeros((2, 4) if bf else (4, 2), bool)
+            kpm[0, -1] = True
+            for fw in ({}, {"need_weights": False}, {"key_padding_mask": kpm},
+                       {"key_padding_mask": kpm, "need_weights": False}):
+                with torch.no_grad():
+                    to, _ = tm(*(torch.tensor(x),) * 3,
+                               **{a: _conv(torch, b)[1] for a, b in fw.items()})
+                with tg.no_grad():
+                    go, _ = m(*(tg.tensor(x),) * 3, **{a: _conv(torch, b)[0] for a, b in fw.items()})
+                np.testing.assert_allclose(_np(go), to.numpy(), rtol=1e-5, atol=1e-6)
+        with pytest.raises(AssertionError, match=r"Expected key_padded_mask.shape\[0\] to be 2"):
+            m(*(tg.tensor(x),) * 3, key_padding_mask=tg.zeros(3, 4).bool())
 
     def _mha_call(self, torch, m, tm, qkv, fw, rng):
         ts = [torch.tensor(a, requires_grad=True) for a in qkv]

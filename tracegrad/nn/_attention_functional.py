@@ -137,6 +137,10 @@ def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_head
     query, key, value, key_padding_mask = _batch(query, key, value, key_padding_mask, batched)
     L, N, E = query.shape
     _check_args(E, embed_dim_to_check, num_heads, is_causal, attn_mask)
+    if key_padding_mask is not None:
+        for d, want in ((0, N), (1, key.shape[0])):
+            _check(key_padding_mask.shape[d] == want, f"Expected key_padded_mask.shape[{d}] to "
+                   f"be {want}, but got {key_padding_mask.shape[d]}")
     key_padding_mask = _float_mask(key_padding_mask, query, "key_padding_mask")
     attn_mask = _float_mask(attn_mask, query, "attn_mask")
     q, k, v = _in_projection(query, key, value, in_proj_weight, in_proj_bias,
@@ -198,8 +202,6 @@ def _heads(q, k, v, attn_mask, key_padding_mask, bias_k, bias_v, add_zero_attn, 
         attn_mask, key_padding_mask = _pad_last(attn_mask), _pad_last(key_padding_mask)
     S = k.shape[1]
     if key_padding_mask is not None:
-        _check(tuple(key_padding_mask.shape) == (N, S), f"expecting key_padding_mask shape of "
-               f"{(N, S)}, but got {tuple(key_padding_mask.shape)}")
         kpm = O.reshape(O.expand(O.reshape(key_padding_mask, (N, 1, 1, S)), (N, H, 1, S)),
                         (N * H, 1, S))
         attn_mask = kpm if attn_mask is None else O.add(attn_mask, kpm)
@@ -232,7 +234,7 @@ def _attend(q, k, v, mask, dropout_p, need_weights, L, N, S, H):
         out = O.reshape(O.transpose(out, 0, 1), (L * N, E))
         return out, O.reshape(w, (N, H, L, S))
     if mask is not None:
-        mask = O.unsqueeze(mask, 0) if mask.shape[0] == 1 else O.reshape(mask, (N, H, L, S))
+        mask = O.unsqueeze(mask, 0) if mask.shape[0] == 1 else O.reshape(mask, (N, H, -1, S))
     q4, k4, v4 = (O.reshape(t, (N, H, t.shape[1], t.shape[2])) for t in (q, k, v))
     out = scaled_dot_product_attention(q4, k4, v4, mask, dropout_p)
     return O.reshape(O.permute(out, (2, 0, 1, 3)), (L * N, E)), None
