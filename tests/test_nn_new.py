@@ -520,7 +520,8 @@ class TestAttention:
                     to, _ = tm(*(torch.tensor(x),) * 3,
                                **{a: _conv(torch, b)[1] for a, b in fw.items()})
                 with tg.no_grad():
-                    go, _ = m(*(tg.tensor(x),) * 3, **{a: _conv(torch, b)[0] for a, b in fw.items()})
+                    go, _ = m(*(tg.tensor(x),) * 3,
+                              **{a: _conv(torch, b)[0] for a, b in fw.items()})
                 np.testing.assert_allclose(_np(go), to.numpy(), rtol=1e-5, atol=1e-6)
         with pytest.raises(AssertionError, match=r"Expected key_padded_mask.shape\[0\] to be 2"):
             m(*(tg.tensor(x),) * 3, key_padding_mask=tg.zeros(3, 4).bool())
