@@ -2,7 +2,7 @@
 signatures, defaults, checks and error messages).
 
 Each function checks its arguments the way PyTorch does, then calls one primitive
-(`ops/norm.py`, `ops/activation.py`, `ops/pool.py`, `ops/bce.py`), so a result prints the same
+(`ops/normalization.py`, `ops/activation.py`, `ops/pool.py`, `ops/bce.py`), so a result prints the same
 grad_fn as PyTorch's. Attention lives in `_attention_functional.py`.
 """
 import numbers
