@@ -23,11 +23,13 @@ from .shape import sum_to
 
 def _ln_kernel(x, w, b, ndim, eps):
     axes = tuple(range(x.ndim - ndim, x.ndim))
+    acc = np.float32 if x.dtype == np.float16 else x.dtype   # half accumulates in float
     with np.errstate(all="ignore"):
-        mu = np.mean(x, axis=axes, keepdims=True, dtype=x.dtype)
-        xc = x - mu
-        var = np.mean(xc * xc, axis=axes, keepdims=True, dtype=x.dtype)
-        y = xc * (1.0 / np.sqrt(var + np.asarray(eps, x.dtype)))
+        xa = x.astype(acc, copy=False)
+        mu = np.mean(xa, axis=axes, keepdims=True, dtype=acc)
+        xc = xa - mu
+        var = np.mean(xc * xc, axis=axes, keepdims=True, dtype=acc)
+        y = xc * (1.0 / np.sqrt(var + np.asarray(eps, acc)))
         if not isinstance(w, (int, float)):
             y *= w
         if not isinstance(b, (int, float)):
