@@ -189,6 +189,28 @@ EXTRA = {
 }
 
 
+def _nn_new(x4, x3, p):
+    """Layer norm, SiLU, pooling (and, through a create_graph gradient, their backward
+    primitives' own VJPs), binary cross-entropy."""
+    F = tg.nn.functional
+    outs = [F.layer_norm(x3, (3,)), F.layer_norm(x3, (2, 3), x3[0], x3[1]), F.silu(x3),
+            F.silu(x3 * 1.0, inplace=True), F.max_pool2d(x4, 2, 1, 1, ceil_mode=True),
+            F.avg_pool2d(x4, 3, 2, 1, count_include_pad=False), F.adaptive_avg_pool2d(x4, (2, 3)),
+            F.max_pool2d(x4, 2, return_indices=True)[1].double()]
+    for pool in (lambda t: F.max_pool2d(t, 2), lambda t: F.avg_pool2d(t, 2),
+                 lambda t: F.adaptive_avg_pool2d(t, 3)):
+        g, = tg.autograd.grad((pool(x4) ** 2).sum(), x4, create_graph=True)
+        outs.append(g)
+    t = p.detach().sigmoid()
+    outs += [F.binary_cross_entropy(p.sigmoid(), t), F.binary_cross_entropy(p.sigmoid(), t,
+             reduction="none"), F.binary_cross_entropy_with_logits(p, t, pos_weight=t[0],
+                                                                   reduction="sum")]
+    return outs
+
+
+EXTRA["nn_new"] = (_nn_new, lambda: [_t(1, 2, 5, 6), _t(2, 2, 3, seed=1), _t(2, 3, seed=2)])
+
+
 def extra_prims(name):
     if ("extra", name) in _CHECKED:
         return _CHECKED["extra", name]
