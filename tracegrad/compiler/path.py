@@ -21,6 +21,7 @@ from .backward_node import CompiledFunctionBackward, ConsumedBackward
 from .replay import plan_replay, replay_backward
 from .runner import build_runner
 from .._effects import attr_now
+from .keys import storage_id
 from .state import checker, first_failing
 
 
@@ -255,8 +256,8 @@ class CompiledPath:
             if bad is not None:
                 return None, bad
         if args and captured:
-            vcs = {id(t._vc) for t in captured}
-            if any(id(t._vc) in vcs for t in args):
+            vcs = {storage_id(t) for t in captured}
+            if any(storage_id(t) in vcs for t in args):
                 return None, "an argument shares memory with a captured tensor"
         if not self._state_holds():
             bad = first_failing(self.state_guards)
@@ -469,11 +470,11 @@ def _needs_eager(part, fg, tracer, loud, outs):
                     "(see 'what compile sees' in the README)")
         if e.kind == "requires_grad_" and id(e.tensor) not in tracer.env:
             return f"{e.describe()} on a tensor the compiled program does not read"
-    captured_vcs = {id(t._vc) for _, t in tracer.captured}
-    if any(id(t._vc) in captured_vcs for _, t in tracer.args):
+    captured_vcs = {storage_id(t) for _, t in tracer.captured}
+    if any(storage_id(t) in captured_vcs for _, t in tracer.args):
         return ("an argument shares memory with a tensor the function reads from a closure, "
                 "global or module (the compiled program would read them as separate inputs)")
-    if _mode.is_grad_enabled() and tracer.new_leaves(outs):
+    if tracer.new_leaves(outs):
         return ("it creates a tensor that requires grad (a new leaf, whose .grad only eager "
                 "execution can fill); create it outside and pass it in to compile")
     recorded = {id(t) for t in tracer.grad_sets}

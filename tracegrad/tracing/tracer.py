@@ -360,7 +360,8 @@ class Tracer:
             if id(node) in seen:
                 continue
             seen.add(id(node))
-            var = getattr(node, "_var", None)         # AccumulateGrad of a leaf
+            ref = getattr(node, "_var", None)         # AccumulateGrad of a leaf (weakly)
+            var = ref() if ref is not None else None
             if var is not None and id(var) in leaves:
                 found.append(var)
             stack.extend(e[0] for e in (getattr(node, "edges", None) or ())
@@ -418,6 +419,10 @@ def flatten(obj, strict=False):
             names = [f.name for f in dataclasses.fields(x) if f.init]
             kinds = [walk(getattr(x, n)) for n in names]
             return lambda it: typ(**{n: k(it) for n, k in zip(names, kinds)})
+        if _plain_object(x):                 # a user class's instance: a new one, rebuilt
+            names = list(vars(x))
+            kinds = [walk(v) for v in vars(x).values()]
+            return lambda it: _new_like(typ, {n: k(it) for n, k in zip(names, kinds)})
         if strict and not isinstance(x, _IMMUTABLE):
             raise TypeError(
                 f"tracegrad.compile: the function returns a {typ.__name__} object, which a "
@@ -429,6 +434,22 @@ def flatten(obj, strict=False):
 
     build = walk(obj)
     return leaves, lambda new: build(iter(new))
+
+
+def _plain_object(x):
+    """An instance of a user class holding its state in `__dict__` (no slots, not a
+    library type): rebuilt for each compiled call like a dataclass."""
+    typ = type(x)
+    mod = typ.__module__ or "builtins"
+    return (hasattr(x, "__dict__") and not hasattr(typ, "__slots__") and not callable(x)
+            and not isinstance(x, (type, Tensor)) and not mod.startswith(
+                ("tracegrad", "numpy", "builtins", "torch", "jax")))
+
+
+def _new_like(typ, state):
+    obj = typ.__new__(typ)
+    obj.__dict__.update(state)
+    return obj
 
 
 _IMMUTABLE = (Tensor, bool, int, float, complex, str, bytes, type(None), type(Ellipsis),
