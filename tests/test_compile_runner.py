@@ -52,7 +52,7 @@ def test_generated_runner_equals_generic_run(fn):
     c = tg.compile(fn)
     c(*_args(fn))
     path = c.programs[0]
-    assert getattr(path.run, "code", "").startswith("def run(args)")   # the generated one
+    assert getattr(path.run, "code", "").startswith("def run(args")   # the generated one
     a1 = _args(fn)
     a2 = _clone(a1)
     o1, o2 = path.run(a1), CompiledPath.run(path, a2)

@@ -16,6 +16,8 @@ tensor result, a deterministic forward. A Function that returns several tensors,
 inputs dirty or outputs non-differentiable, or draws random numbers in `forward` runs
 eagerly for such calls, with a warning (Note [Effects] in _effects.py).
 """
+import weakref
+
 import numpy as np
 
 from .. import _mode
@@ -88,9 +90,12 @@ def _primitive(cls, n):
     if prim is None:
         prim = table[n] = Primitive(
             _unique(f"{cls.__qualname__}.apply"), _kernel(cls), vjp=_vjp(cls),
-            grad_fn_name=f"{cls.__name__}Backward", saves=tuple(range(n)),
-            shape_rule=_data_shape)
+            grad_fn_name=f"{cls.__name__}Backward", saves=tuple(range(n)))
+        OPAQUE.add(prim)
     return prim
+
+
+OPAQUE = weakref.WeakSet()   # the primitives made here (user code, not the op table)
 
 
 def _unique(name):
@@ -99,10 +104,6 @@ def _unique(name):
     while out in REGISTRY:           # another class of that name, or another arity
         out, k = f"{name}#{k}", k + 1
     return out
-
-
-def _data_shape(shapes, attrs):
-    return None                      # the user's forward decides (like a data shape)
 
 
 def _kernel(cls):
