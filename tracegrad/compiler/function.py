@@ -90,13 +90,19 @@ class CompiledFunction:
     """A function compiled by `tracegrad.compile` (callable like the original)."""
 
     def __init__(self, fn, cache_limit=8, passes=None, backend="numpy", name=None,
-                 memory="balanced", debug_nan=False):
+                 memory="balanced", debug_nan=False, data_parallel=False):
         if memory not in ("off", "balanced", "min"):
             raise ValueError(f"memory must be 'off', 'balanced' or 'min', got {memory!r}")
         self.memory = memory
         self.debug_nan = debug_nan
-        if backend != "numpy":
-            raise ValueError(f"unknown backend {backend!r}; only 'numpy' is available")
+        if backend not in ("numpy", "jax"):
+            raise ValueError(f"unknown backend {backend!r}; expected 'numpy' or 'jax'")
+        if backend == "jax":
+            from ..backends.jax import require_jax
+            require_jax()
+        if data_parallel and backend != "jax":
+            raise ValueError("data_parallel=True needs backend='jax'")
+        self.backend, self.data_parallel = backend, data_parallel
         self.fn = fn
         self.cache_limit = cache_limit
         self.pipeline = tuple(DEFAULT_PIPELINE if passes is None else passes)
@@ -232,7 +238,8 @@ class CompiledFunction:
         state_guards = [bindings[id(t)] for _, t in tracer.captured
                         if id(t) in bindings] + state_guards
         path = CompiledPath(self.name, tracer, tracer.graph, outs, build, self.pipeline, n_args,
-                            memory=self.memory, poison=self.debug_nan, state_guards=state_guards)
+                            memory=self.memory, poison=self.debug_nan, state_guards=state_guards,
+                            backend=self.backend, data_parallel=self.data_parallel)
         if entry is None:
             entry = self.entries[key] = _Entry(key)
             # objects keyed by id() must outlive the entry, or a new object could reuse the id
@@ -317,7 +324,7 @@ def _arg_names(fn, n):
 
 
 def compile(fn=None, *, cache_limit=8, passes=None, backend="numpy", memory="balanced",
-            debug_nan=False, fullgraph=False, dynamic=None, mode=None):
+            debug_nan=False, fullgraph=False, dynamic=None, mode=None, data_parallel=False):
     """Compile a function or an nn.Module (as `@compile`, `compile(fn, cache_limit=...)`).
 
     For a module, `forward` is compiled; its parameters and buffers are read by reference
@@ -327,7 +334,7 @@ def compile(fn=None, *, cache_limit=8, passes=None, backend="numpy", memory="bal
     `debug_nan=True` fills every buffer with NaN when its value dies (results must not change).
     """
     opts = dict(cache_limit=cache_limit, passes=passes, backend=backend, memory=memory,
-                debug_nan=debug_nan)
+                debug_nan=debug_nan, data_parallel=data_parallel)
     if fn is None:
         return lambda f: compile(f, **opts)
     if hasattr(fn, "forward") and hasattr(fn, "parameters"):
