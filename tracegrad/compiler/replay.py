@@ -19,6 +19,8 @@ value is a constant of that computation and must have the value the call saw:
 The plan is made once per path on the partitioned forward graph, before the cleanup passes,
 so `detach` nodes (which drop_aliases removes) still cut the recomputed graph.
 """
+import numpy as np
+
 from .._dispatch import dispatch
 from .._tensor import Tensor
 from ..ops.creation import zeros
@@ -79,7 +81,7 @@ def replay_backward(path, inputs, grads, saved_arrays, kept_arrays):
         env[v] = Tensor._wrap(arr)
     for v, arr in zip(part.saved, saved_arrays):
         if v not in env:                     # values in `plan.nodes` are recomputed below
-            env[v] = Tensor._wrap(arr)
+            env[v] = Tensor._wrap(np.asarray(arr))   # (a backend may keep them as its arrays)
     for n in plan.nodes:
         env[n.output] = dispatch(n.prim, tuple(env[a] if _isval(a) else a for a in n.inputs),
                                  n.attrs)

@@ -5,9 +5,11 @@ draws the graph's random numbers on the host (Note [Host draws] in lower.py), ru
 compiled XLA executable under 64-bit mode when the graph has 64-bit values (only for the
 duration of the call: `jax.enable_x64`, never the global flag), walks guards and runtime
 checks in program order (Note [Guards in a jitted program]), and converts the results:
-the first `writable` outputs (what users receive, gradients) are fresh writable arrays, the
-rest (saved values, input mutations, values kept for double backward) read-only views of
-XLA's buffers, which is all their readers need.
+the first `writable` outputs (what users receive, gradients) become fresh writable numpy
+arrays; the rest (saved values, input mutations, values kept for double backward) stay jax
+arrays: the backward program takes saved values as they are, without a round trip through
+the host (which costs tens of microseconds per array), and the compiler's other readers
+(`np.copyto` of a mutation, `np.asarray` of a kept value) accept them.
 
 A runtime check that fails (division of integers by zero, an index out of range) means the
 XLA result is not eager's: the generators are rewound and that call runs the numpy program
@@ -99,8 +101,9 @@ class JaxProgram:
                 elif bool(cvals[k]):
                     return self._on_numpy(arrays[:len(self.graph.inputs)], snap)
         w = self.writable
-        return [None if o is None else (np.array(o) if i < w else np.asarray(o))
-                for i, o in enumerate(outs)]
+        if w >= len(outs):
+            return [None if o is None else np.array(o) for o in outs]
+        return [None if o is None else np.array(o) for o in outs[:w]] + outs[w:]
 
     def _on_numpy(self, arrays, snap):
         for gen, r, state, seed in snap or ():       # the numpy program draws again
