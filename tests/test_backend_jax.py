@@ -205,11 +205,19 @@ def test_random_draws_equal_numpy_backend_and_manual_seed_reproduces():
     assert all(_jax_paths(on_jax))
 
 
-def test_double_backward_through_jax_compiled_function():
+def _small_chain(x, w):
+    """Many small saved values: they travel packed (Note [Packed saved values])."""
+    h = x @ w
+    for _ in range(4):
+        h = (h.sin() * w.sum() + h.tanh()).exp() * 0.5
+    return (h ** 2).sum()
+
+
+@pytest.mark.parametrize("f", [lambda x, w: ((x @ w).tanh() ** 2).sum(), _small_chain],
+                         ids=["tanh", "packed"])
+def test_double_backward_through_jax_compiled_function(f):
     """create_graph=True replays the backward graph through eager dispatch (as on the numpy
     backend: Note [Differentiable backward]); the first-order pass runs on XLA."""
-    def f(x, w):
-        return ((x @ w).tanh() ** 2).sum()
     cf = tg.compile(f, backend="jax")
     rng = np.random.default_rng(2)
     for _ in range(3):
@@ -223,6 +231,8 @@ def test_double_backward_through_jax_compiled_function():
         for a, b in zip(got, ref):
             np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
     assert all(_jax_paths(cf))
+    if f is _small_chain:
+        assert cf.programs[0].backward_program.pack_in is not None
 
 
 def test_float64_runs_in_64_bits_without_touching_the_global_flag():

@@ -77,6 +77,9 @@ def replay_backward(path, inputs, grads, saved_arrays, kept_arrays):
     """Input gradients of one compiled call, computed through dispatch (differentiable)."""
     part, plan = path.part, path.replay
     env = dict(zip(plan.graph.inputs, inputs))
+    unpack = getattr(path, "host_saved", None)   # a backend's packed saved values
+    if unpack is not None:
+        saved_arrays = unpack(saved_arrays)
     for v, arr in zip(plan.keep, kept_arrays):
         env[v] = Tensor._wrap(arr)
     for v, arr in zip(part.saved, saved_arrays):

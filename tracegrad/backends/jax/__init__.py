@@ -27,11 +27,14 @@ def build_path_programs(path, name, data_parallel=False):
     `path.part`; returns False (after one warning naming the primitive) when the path must use
     the numpy backend instead."""
     from .program import JaxProgram
+    from .saved import plan_packing
     from .table import Unsupported
     part = path.part
+    pack = plan_packing(part)
     try:
-        fwd = JaxProgram(part.forward, name, writable=part.n_user, data_parallel=data_parallel)
-        bwd = (JaxProgram(part.backward, name + "_backward")
+        fwd = JaxProgram(part.forward, name, writable=part.n_user, data_parallel=data_parallel,
+                         pack_out=pack)
+        bwd = (JaxProgram(part.backward, name + "_backward", pack_in=pack)
                if part.backward is not None else None)
     except Unsupported as e:
         _fallback_warning(name, e.prim.name, str(e))
@@ -40,6 +43,9 @@ def build_path_programs(path, name, data_parallel=False):
     path.forward_program, path.backward_program = fwd, bwd
     path.forward_plan = path.backward_plan = None
     path.backend_note = "jax"
+    if pack is not None:                     # double backward reads them one by one
+        n_ct = len(part.cotangent_outputs)
+        path.host_saved = lambda arrays: pack.host_saved(n_ct, arrays)
     return True
 
 
