@@ -351,3 +351,12 @@ def test_data_parallel_step_over_4_host_devices_equals_single_device():
                        text=True, timeout=600, cwd=ROOT)
     assert r.returncode == 0, r.stdout + r.stderr
     assert r.stdout.startswith("OK")
+
+
+def test_example_runs():
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "examples", "jax_backend.py"),
+                        "--quick"], env=env, capture_output=True, text=True, timeout=600,
+                       cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    assert "all-reduce in the compiled program: True" in r.stdout, r.stdout
