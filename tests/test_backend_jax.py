@@ -274,17 +274,50 @@ def test_index_out_of_range_raises_like_eager():
     assert str(ei.value).split("\n")[0] == str(ee.value).split("\n")[0]
 
 
-def test_unlowerable_path_falls_back_to_numpy_with_one_warning():
-    def f(x):
-        return x[x > 0].sum()          # a boolean mask: data-dependent shape
-    cf = tg.compile(f, backend="jax")
-    x = tg.tensor([1.0, -2.0, 3.0])
-    with pytest.warns(UserWarning, match="'nonzero'|'index'") as rec:
+def test_unlowerable_path_falls_back_to_numpy_with_one_warning(monkeypatch):
+    from tracegrad.backends.jax.table import RULES
+    from tracegrad.ops.elementwise import SIN
+    monkeypatch.delitem(RULES, SIN)
+    cf = tg.compile(lambda x: x.sin().sum() * 2, backend="jax")
+    x = tg.tensor([1.0, -2.0, 3.0], requires_grad=True)
+    with pytest.warns(UserWarning, match="primitive 'sin'") as rec:
         cf(x)
     assert len([w for w in rec if "cannot lower" in str(w.message)]) == 1
-    assert cf(tg.tensor([2.0, -1.0, 1.0])).item() == 3.0
-    assert _jax_paths(cf) == [False]
+    x2 = tg.tensor([2.0, -1.0, 1.0], requires_grad=True)
+    out = cf(x2)
+    out.backward()
+    np.testing.assert_allclose(out.item(), np.sin([2.0, -1.0, 1.0]).sum() * 2, rtol=1e-6)
+    np.testing.assert_allclose(x2.grad.numpy(), 2 * np.cos([2.0, -1.0, 1.0]), rtol=1e-6)
+    assert _jax_paths(cf) == [False] and cf.stats.cache_hits == 1
     assert "fallback" in cf.explain()
+
+
+def _masks(x, w):
+    a = x[x > 0]
+    d = x.clone()
+    d[d < 0] = 0.0
+    e = x[:, x[0] > 0]
+    return a.sum() * w.sum() + d.sum() + (e * 3).sum() + tg.nonzero(x > 0.5).sum()
+
+
+def test_boolean_masks_lower_for_the_traced_count_and_guard_it():
+    """Note [Data-dependent shapes]: the same values, guards and re-trace reasons as the
+    numpy backend; a new count re-traces, a repeated one hits the cache."""
+    on_np, on_jax = _pair(_masks)
+    rng = np.random.default_rng(0)
+    arrays = [rng.standard_normal((3, 4)).astype(np.float32) for _ in range(4)]
+    for a in arrays + arrays[:2]:
+        res = []
+        for f in (on_np, on_jax):
+            x, w = tg.tensor(a, requires_grad=True), tg.tensor([1.0, 2.0], requires_grad=True)
+            out = f(x, w)
+            out.backward()
+            res.append((out, x.grad, w.grad))
+        for p, q in zip(*res):
+            _same(p, q, "masks")
+    assert on_jax.stats.retraces == on_np.stats.retraces
+    assert on_jax.stats.cache_hits == on_np.stats.cache_hits >= 2
+    assert all(_jax_paths(on_jax))
 
 
 def test_explain_shows_jaxpr_and_compile_time():

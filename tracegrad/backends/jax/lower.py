@@ -14,6 +14,14 @@ with their numpy kernels, in program order, before the jitted call, and their re
 the program as extra inputs. Masks and samples are therefore the numpy backend's, bit for
 bit, and `manual_seed` reproduces runs.
 
+Note [Data-dependent shapes]
+A boolean mask selects as many elements as it has True values: data, which XLA cannot make a
+shape of. But a path is specialised to the count seen while tracing (the tracer guards the
+result's shape), so a rule gives the result its traced static shape (`jnp.nonzero(mask,
+size=count)`) and reports the shape the numpy program would have produced with
+`ctx.actual_shape(value, dims)`; the shape guard compares that. When the count differs the
+guard fails and the call re-traces, before anything computed with the wrong count is used.
+
 Note [Guards in a jitted program]
 A jitted program cannot stop half-way. The lowered function returns, besides the outputs,
 the value behind every guard and every runtime check; the host then walks them in program
@@ -44,9 +52,15 @@ class Ctx:
         self.x64 = x64
         self.checks = []            # (node position, 0-d bool: True = rerun on numpy)
         self.position = 0
+        self.shapes = {}            # Value -> its actual shape, where that is data (masks)
+        self.mask_counts = {}       # mask Value -> traced number of True elements
 
     def check(self, bad):
         self.checks.append((self.position, jnp.asarray(bad, dtype=bool).reshape(())))
+
+    def actual_shape(self, value, dims):
+        """Record the shape `value` really has on this call (Note [Data-dependent shapes])."""
+        self.shapes[value] = dims
 
 
 def rule_for(prim):
@@ -97,7 +111,17 @@ class Lowered:
             env[n.output] = _typed(rule_for(n.prim)(ctx, n, *args), n)
         self.check_positions = [p for p, _ in ctx.checks]
         outs = [env[v] if v is not None else None for v in g.outputs]
-        return outs, [env[gd.value] for gd in g.guards], [c for _, c in ctx.checks]
+        guards = [_shape_of(ctx, gd.value) if gd.kind == "shape" else env[gd.value]
+                  for gd in g.guards]
+        return outs, guards, [c for _, c in ctx.checks]
+
+
+def _shape_of(ctx, v):
+    """A shape guard's observed value: the actual shape as an int array."""
+    dims = ctx.shapes.get(v, v.type.shape)
+    if not dims:
+        return jnp.zeros((0,), jnp.int32)
+    return jnp.stack([jnp.asarray(d, jnp.int32) for d in dims])
 
 
 def _typed(r, node):

@@ -155,7 +155,10 @@ class JaxProgram:
             for kind, k in self._events:
                 if kind == "guard":
                     gd = guards[k]
-                    actual = guard_outcome(gd.kind, np.asarray(gvals[k]))
+                    if gd.kind == "shape":       # Note [Data-dependent shapes] in lower.py
+                        actual = tuple(np.asarray(gvals[k]).tolist())
+                    else:
+                        actual = guard_outcome(gd.kind, np.asarray(gvals[k]))
                     if not same_outcome(actual, gd.expected):
                         raise GuardFailed(k, actual)
                 elif bool(cvals[k]):
