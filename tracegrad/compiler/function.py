@@ -332,6 +332,9 @@ def compile(fn=None, *, cache_limit=8, passes=None, backend="numpy", memory="bal
     `memory`: "balanced" (default: memory-aware order, in-place takeover, packed arena),
     "min" (also recompute cheap values in backward instead of saving them) or "off".
     `debug_nan=True` fills every buffer with NaN when its value dies (results must not change).
+    `backend="jax"` runs each path's programs on XLA (tracegrad/backends/jax; needs
+    `pip install tracegrad[jax]`); with it, `data_parallel=True` shards the batch dimension
+    of the tensor arguments over `jax.devices()` and replicates captured tensors.
     """
     opts = dict(cache_limit=cache_limit, passes=passes, backend=backend, memory=memory,
                 debug_nan=debug_nan, data_parallel=data_parallel)
