@@ -94,6 +94,7 @@ def check_op(info, dtype):
             for k, (a, b) in enumerate(zip(n_grads or [], j_grads or [])):
                 _same(a, b, f"{where}: grad {k}", low)
         assert on_jax.stats.traces == on_np.stats.traces, where
+        assert all(_jax_paths(on_jax)), f"{info.name}{first}: a path fell back to numpy"
 
 
 @pytest.mark.parametrize("k,info", [pytest.param(k, i, id=i.name) for k, i in enumerate(OPS)])
