@@ -24,9 +24,11 @@ guard fails and the call re-traces, before anything computed with the wrong coun
 
 Note [Guards in a jitted program]
 A jitted program cannot stop half-way. The lowered function returns, besides the outputs,
-the value behind every guard and every runtime check; the host then walks them in program
-order and raises `GuardFailed(k, actual)` at the first guard whose outcome differs, exactly
-as the numpy program would have. Nothing the program computed is visible before that walk
+the value behind every guard and one flag, True when any runtime check failed. The host
+first reads the flag: when set, the call is re-run by the numpy program, which meets guards
+and errors in program order itself. Otherwise it walks the guards in order and raises
+`GuardFailed(k, actual)` at the first whose outcome differs, exactly as the numpy program
+would have. Nothing the program computed is visible before that walk
 (input mutations are copied back by the caller afterwards, and the caller restores the
 generators), so computing past a failing guard is harmless.
 """
@@ -84,7 +86,7 @@ class Lowered:
             elif rule_for(n.prim) is None:
                 raise Unsupported(n.prim, "no lowering rule")
         self.x64 = any(v.type.dtype.name in _WIDE for v in graph.all_values())
-        self.check_positions = None     # filled by the first trace of `fn`
+        self.n_checks = None            # filled by the first trace of `fn`
 
     def host_draws(self):
         """Results of the random nodes, drawn now from their generators (Note [Host draws])."""
@@ -109,11 +111,14 @@ class Lowered:
             ctx.position = i
             args = [env[a] if isinstance(a, Value) else a for a in n.inputs]
             env[n.output] = _typed(rule_for(n.prim)(ctx, n, *args), n)
-        self.check_positions = [p for p, _ in ctx.checks]
+        self.n_checks = len(ctx.checks)
         outs = [env[v] if v is not None else None for v in g.outputs]
         guards = [_shape_of(ctx, gd.value) if gd.kind == "shape" else env[gd.value]
                   for gd in g.guards]
-        return outs, guards, [c for _, c in ctx.checks]
+        bad = None                  # one flag for all checks: one transfer per call
+        if ctx.checks:
+            bad = jnp.any(jnp.stack([c for _, c in ctx.checks]))
+        return outs, guards, bad
 
 
 def _shape_of(ctx, v):

@@ -4,7 +4,7 @@
 draws the graph's random numbers on the host (Note [Host draws] in lower.py), runs the
 compiled XLA executable under 64-bit mode when the graph has 64-bit values (only for the
 duration of the call: `jax.enable_x64`, never the global flag), walks guards and runtime
-checks in program order (Note [Guards in a jitted program]), and converts the results:
+checks (Note [Guards in a jitted program]), and converts the results:
 the first `writable` outputs (what users receive, gradients) become fresh writable numpy
 arrays; the rest (saved values, input mutations, values kept for double backward) stay jax
 arrays: the backward program takes saved values as they are, without a round trip through
@@ -57,7 +57,6 @@ class JaxProgram:
             self.executable = traced.lower().compile()
         self.trace_seconds = t1 - t0
         self.compile_seconds = time.perf_counter() - t1
-        self._events = self._order_events()
         self.fn = self.__call__
 
     # -- building --
@@ -127,12 +126,6 @@ class JaxProgram:
             specs = [jax.ShapeDtypeStruct(t.shape, t.dtype.np) for t in types]
         return specs, shardings
 
-    def _order_events(self):
-        """Guards and checks, in the order the numpy program would meet them."""
-        ev = [(gd.position, 0, "guard", k) for k, gd in enumerate(self.graph.guards)]
-        ev += [(p, 1, "check", k) for k, p in enumerate(self.lowered.check_positions or ())]
-        return [(kind, k) for _, _, kind, k in sorted(ev)]
-
     # -- running --
     def __call__(self, *arrays):
         low = self.lowered
@@ -150,19 +143,16 @@ class JaxProgram:
                 outs = [rest[j] if t == 0 else bufs[j] for t, j in self._out_slots]
             else:
                 outs, gvals, cvals = self.executable(*arrays)
-        if self._events:
-            guards = self.graph.guards
-            for kind, k in self._events:
-                if kind == "guard":
-                    gd = guards[k]
-                    if gd.kind == "shape":       # Note [Data-dependent shapes] in lower.py
-                        actual = tuple(np.asarray(gvals[k]).tolist())
-                    else:
-                        actual = guard_outcome(gd.kind, np.asarray(gvals[k]))
-                    if not same_outcome(actual, gd.expected):
-                        raise GuardFailed(k, actual)
-                elif bool(cvals[k]):
-                    return self._on_numpy(given, snap)
+        if cvals is not None and bool(cvals):
+            return self._on_numpy(given, snap)
+        if gvals:
+            for k, (gd, val) in enumerate(zip(self.graph.guards, gvals)):
+                if gd.kind == "shape":           # Note [Data-dependent shapes] in lower.py
+                    actual = tuple(np.asarray(val).tolist())
+                else:
+                    actual = guard_outcome(gd.kind, np.asarray(val))
+                if not same_outcome(actual, gd.expected):
+                    raise GuardFailed(k, actual)
         w = self.writable
         if w >= len(outs):
             return [None if o is None else np.array(o) for o in outs]
