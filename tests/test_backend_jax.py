@@ -374,6 +374,25 @@ for a, b in zip(p1, p4):
     np.testing.assert_allclose(b, a, rtol=1e-4, atol=1e-6)
 text = prog.executable.as_text()
 assert "all-reduce" in text, "no gradient all-reduce in the sharded program"
+
+# a sharded forward whose backward runs later, outside the compiled function
+w = tg.tensor(np.random.default_rng(0).standard_normal((8, 3)).astype(np.float32),
+              requires_grad=True)
+def loss(x):
+    return ((x @ w).tanh() ** 2).mean()
+cl = tg.compile(loss, backend="jax", data_parallel=True)
+for i in range(3):
+    x = tg.tensor(np.random.default_rng(i).standard_normal((16, 8)).astype(np.float32))
+    w.grad = None
+    a = cl(x)
+    a.backward()
+    g = w.grad.numpy().copy()
+    w.grad = None
+    b = loss(x)
+    b.backward()
+    np.testing.assert_allclose(a.item(), b.item(), rtol=1e-5)
+    np.testing.assert_allclose(g, w.grad.numpy(), rtol=1e-4, atol=1e-6)
+assert cl.stats.cache_hits == 2
 print("OK", l1[0], l1[-1])
 """
 

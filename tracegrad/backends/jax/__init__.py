@@ -34,7 +34,8 @@ def build_path_programs(path, name, data_parallel=False):
     try:
         fwd = JaxProgram(part.forward, name, writable=part.n_user, data_parallel=data_parallel,
                          pack_out=pack)
-        bwd = (JaxProgram(part.backward, name + "_backward", pack_in=pack)
+        bwd = (JaxProgram(part.backward, name + "_backward", pack_in=pack,
+                          follow_inputs=data_parallel)
                if part.backward is not None else None)
     except Unsupported as e:
         _fallback_warning(name, e.prim.name, str(e))

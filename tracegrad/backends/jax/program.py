@@ -36,7 +36,7 @@ class JaxProgram:
     quiet = False
 
     def __init__(self, graph, name=None, writable=None, data_parallel=False, pack_out=None,
-                 pack_in=None):
+                 pack_in=None, follow_inputs=False):
         self.graph = graph
         self.name = name or graph.name
         self.lowered = lower(graph)              # raises Unsupported: caller falls back
@@ -57,6 +57,9 @@ class JaxProgram:
             self.executable = traced.lower().compile()
         self.trace_seconds = t1 - t0
         self.compile_seconds = time.perf_counter() - t1
+        # `follow_inputs`: the inputs' shardings are XLA's choice (saved values of a sharded
+        # forward), so calls go through `jax.jit`, which compiles for the shardings it meets
+        self._call = jitted if follow_inputs else self.executable
         self.fn = self.__call__
 
     # -- building --
@@ -139,10 +142,10 @@ class JaxProgram:
             arrays = [arrays[i] for i in take] + list(arrays[len(self.graph.inputs):])
         with jax.enable_x64(low.x64):
             if self.pack_out is not None:
-                rest, bufs, gvals, cvals = self.executable(*arrays)
+                rest, bufs, gvals, cvals = self._call(*arrays)
                 outs = [rest[j] if t == 0 else bufs[j] for t, j in self._out_slots]
             else:
-                outs, gvals, cvals = self.executable(*arrays)
+                outs, gvals, cvals = self._call(*arrays)
         if cvals is not None and bool(cvals):
             return self._on_numpy(given, snap)
         if gvals:
