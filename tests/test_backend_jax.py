@@ -413,3 +413,37 @@ def test_example_runs():
                        cwd=ROOT)
     assert r.returncode == 0, r.stderr
     assert "all-reduce in the compiled program: True" in r.stdout, r.stdout
+
+
+def _random_program_tests():
+    pytest.importorskip("hypothesis")
+    import test_compile_random as R
+    return R
+
+
+def test_random_programs_on_jax_equal_eager():
+    """The randomized programs of test_compile_random.py (branches and loops on tensor
+    values, in-place writes, masks) on the JAX backend: values, gradients, cache reuse."""
+    R = _random_program_tests()
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    @settings(max_examples=16, deadline=None, derandomize=True,
+              suppress_health_check=[HealthCheck.too_slow])
+    @given(prog=R.programs(), seed=st.integers(0, 2 ** 16))
+    def check(prog, seed):
+        rng = np.random.default_rng(seed)
+        cf = tg.compile(R.run_program, cache_limit=64, backend="jax")
+        for call in range(4):
+            x0, w0 = rng.standard_normal((2, 3, 3))
+            if call == 3:
+                x0, w0 = prev                            # a repeated input: a cache hit
+            prev = (x0, w0)
+            e_outs, e_gx, e_gw = R._call(R.run_program, prog, x0, w0)
+            c_outs, c_gx, c_gw = R._call(cf, prog, x0, w0)
+            assert len(e_outs) == len(c_outs)
+            for a, b in zip(e_outs + [e_gx, e_gw], c_outs + [c_gx, c_gw]):
+                R._close(a, b)
+        assert cf.stats.cache_hits >= 1
+        assert all(_jax_paths(cf))
+    check()
