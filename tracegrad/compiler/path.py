@@ -81,7 +81,9 @@ class CompiledPath:
             self.deferred_errors = check_inplace(fg, vr.differentiated,
                                                  {ins[i] for i in self.wrt})
             self.stages.append(("vjp", vr.graph))
-        self.part = partition(fg, vr, remat=(memory == "min"))
+        # XLA fuses recomputation into backward's kernels: Note [Packed saved values]
+        remat = "ties" if backend == "jax" else memory == "min"
+        self.part = partition(fg, vr, remat=remat)
         # inputs whose arrays are not in C order (part of the entry key): Note [Layouts]
         self._reordered_inputs = {k for k, t in enumerate(self._input_tensors_from(tracer))
                                   if not in_c_order(t._data)}
