@@ -81,7 +81,7 @@ class CompiledPath:
             self.deferred_errors = check_inplace(fg, vr.differentiated,
                                                  {ins[i] for i in self.wrt})
             self.stages.append(("vjp", vr.graph))
-        # XLA fuses recomputation into backward's kernels: Note [Packed saved values]
+        # XLA fuses recomputed elementwise chains into backward (passes/remat.py, ties)
         remat = "ties" if backend == "jax" else memory == "min"
         self.part = partition(fg, vr, remat=remat)
         # inputs whose arrays are not in C order (part of the entry key): Note [Layouts]
