@@ -447,3 +447,61 @@ def test_random_programs_on_jax_equal_eager():
         assert cf.stats.cache_hits >= 1
         assert all(_jax_paths(cf))
     check()
+
+
+def _layers(x, w, k, t, e):
+    """Rules the op table does not reach: convolution patches, losses with weights and
+    ignored rows, gelu/erf, prod with zeros, einsum, batch norm, embedding."""
+    F = tg.nn.functional
+    c = F.conv2d(x, k, stride=(2, 1), padding=1, dilation=(1, 2))
+    c2 = F.conv2d(x, k, padding="same")
+    h = c.flatten(1) @ w
+    ce = F.cross_entropy(h, t, weight=tg.tensor([1.0, 2.0, 0.5]), ignore_index=1)
+    ce2 = F.cross_entropy(h, t, reduction="sum")
+    mse = F.mse_loss(h, h.detach() * 0.5 + 1)
+    g = F.gelu(h).sum() + F.gelu(h, approximate="tanh").sum() + tg.erf(h).sum()
+    p = tg.cat([h, tg.zeros(h.shape[0], 1)], 1).prod(1).sum() + h.prod()
+    es = tg.einsum("bi,bj->ij", h, h).sum()
+    bn = F.batch_norm(h, None, None, training=True).pow(2).mean()
+    em = F.embedding(t, e).sum(0)
+    return ce + ce2 + mse + g + p + es + bn + c2.mean() + (em * em).sum()
+
+
+def test_conv_losses_and_other_rules_match_numpy_backend():
+    on_np, on_jax = _pair(_layers)
+    rng = np.random.default_rng(5)
+    for call in range(3):
+        arrs = [rng.standard_normal((2, 2, 5, 6)), rng.standard_normal((36, 3)) * 0.3,
+                rng.standard_normal((3, 2, 3, 3)) * 0.3, rng.integers(0, 3, 2),
+                rng.standard_normal((3, 4))]
+        res = []
+        for f in (on_np, on_jax):
+            ts = [tg.tensor(a, requires_grad=a.dtype.kind == "f") for a in arrs]
+            out = f(*ts)
+            out.backward()
+            res.append([out] + [t.grad for t in ts if t.requires_grad])
+        for k, (a, b) in enumerate(zip(*res)):
+            _same(a, b, f"call {call} value {k}")
+    assert on_jax.stats.traces == 1 and all(_jax_paths(on_jax))
+
+
+def test_compiled_module_train_and_eval_match_numpy_backend():
+    nn = tg.nn
+    outs = {}
+    for backend in ("numpy", "jax"):
+        tg.manual_seed(0)
+        m = nn.Sequential(nn.Linear(6, 8), nn.Dropout(0.3), nn.Tanh(), nn.Linear(8, 2))
+        cm = tg.compile(m, backend=backend)
+        x = tg.tensor(np.random.default_rng(0).standard_normal((5, 6)).astype(np.float32))
+        got = []
+        tg.manual_seed(1)
+        for mode in ("train", "eval", "train", "eval"):
+            getattr(m, mode)()
+            y = cm(x)
+            y.sum().backward()
+            got.append((y, m[0].weight.grad.clone()))
+        outs[backend] = (got, cm.stats)
+    for (a, ga), (b, gb) in zip(outs["numpy"][0], outs["jax"][0]):
+        _same(a, b, "module output")
+        _same(ga, gb, "module grad")
+    assert outs["jax"][1].traces == outs["numpy"][1].traces == 2
