@@ -46,8 +46,8 @@ class JaxProgram:
         self._numpy = None
         self.filename = f"<tracegrad-jax-{self.name}>"
         self._line_sites = {}
-        specs, shardings = self._specs()
         fn = self._packing_fn()
+        specs, shardings = self._specs()
         jitted = jax.jit(fn, in_shardings=shardings) if shardings else jax.jit(fn)
         t0 = time.perf_counter()
         with jax.enable_x64(self.lowered.x64):
@@ -111,8 +111,6 @@ class JaxProgram:
 
     def _specs(self):
         g, low = self.graph, self.lowered
-        if self.pack_in is not None:
-            self._packing_fn()
         types = self._input_types()
         shardings = None
         if self.data_parallel:
