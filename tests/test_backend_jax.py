@@ -505,3 +505,29 @@ def test_compiled_module_train_and_eval_match_numpy_backend():
         _same(a, b, "module output")
         _same(ga, gb, "module grad")
     assert outs["jax"][1].traces == outs["numpy"][1].traces == 2
+
+
+def test_threads_mixing_64_and_32_bit_programs():
+    """64-bit mode is entered per call and per thread: concurrent float64 and float32 calls
+    each keep their precision."""
+    import threading
+    f = tg.compile(lambda x: (x.exp() * 2).sum(), backend="jax")
+    a64 = tg.tensor(np.linspace(0, 1, 1000))
+    a32 = tg.tensor(np.linspace(0, 1, 1000).astype(np.float32))
+    ref = float(np.exp(np.linspace(0, 1, 1000)).sum() * 2)
+    f(a64), f(a32)
+    errors = []
+
+    def work(k):
+        for _ in range(50):
+            r = f(a64) if k % 2 else f(a32)
+            if r.dtype != (tg.float64 if k % 2 else tg.float32):
+                errors.append(r.dtype)
+            if k % 2 and abs(r.item() - ref) > 1e-9 * ref:
+                errors.append(r.item())
+    ts = [threading.Thread(target=work, args=(k,)) for k in range(6)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert errors == [] and f.stats.traces == 2
