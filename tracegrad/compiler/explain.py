@@ -288,6 +288,9 @@ def explain(cf, code=False):
         else:
             lines.append("backward: none (no input requires grad, or grad mode was off)")
         lines.append("memory: " + str(p.memory))
+        if getattr(p, "backend", "numpy") != "numpy":
+            from ..backends.jax import report_lines
+            lines += report_lines(p)
         if code:
             lines += ["generated code:", str(p.code)]
     return Report("\n".join(lines))

@@ -94,14 +94,19 @@ class CompiledFunction:
     """A function compiled by `tracegrad.compile` (callable like the original)."""
 
     def __init__(self, fn, cache_limit=8, passes=None, backend="numpy", name=None,
-                 memory="balanced", debug_nan=False, check=False):
+                 memory="balanced", debug_nan=False, check=False, data_parallel=False):
         if memory not in ("off", "balanced", "min"):
             raise ValueError(f"memory must be 'off', 'balanced' or 'min', got {memory!r}")
         self.memory = memory
         self.debug_nan = debug_nan
         self.check = check                   # check mode (compiler/check.py)
-        if backend != "numpy":
-            raise ValueError(f"unknown backend {backend!r}; only 'numpy' is available")
+        check_compile_arguments(fn, backend)
+        if backend == "jax":
+            from ..backends.jax import require_jax
+            require_jax()
+        if data_parallel and backend != "jax":
+            raise ValueError("data_parallel=True needs backend='jax'")
+        self.backend, self.data_parallel = backend, data_parallel
         self.fn = fn
         self.cache_limit = cache_limit
         self.pipeline = tuple(DEFAULT_PIPELINE if passes is None else passes)
@@ -236,7 +241,8 @@ class CompiledFunction:
         entry.unstable = 0
         path = CompiledPath(self.name, tracer, tracer.graph, outs, build, self.pipeline, n_args,
                             memory=self.memory, poison=self.debug_nan, state_guards=state_guards,
-                            grad_sets=grad_sets)
+                            grad_sets=grad_sets, backend=self.backend,
+                            data_parallel=self.data_parallel)
         path.scalar_names = {(id(g.holder), g.key): g.where for g in runtime}
         self._store(entry, path, reason)
         return out
@@ -411,7 +417,8 @@ def _arg_names(fn, n):
 
 
 def compile(fn=None, *, cache_limit=8, passes=None, backend="numpy", memory="balanced",
-            debug_nan=False, fullgraph=False, dynamic=None, mode=None, check=None):
+            debug_nan=False, fullgraph=False, dynamic=None, mode=None, check=None,
+            data_parallel=False):
     """Compile a function or an nn.Module (as `@compile`, `compile(fn, cache_limit=...)`).
 
     For a module, `forward` is compiled; its parameters and buffers are read by reference
@@ -421,12 +428,15 @@ def compile(fn=None, *, cache_limit=8, passes=None, backend="numpy", memory="bal
     `debug_nan=True` fills every buffer with NaN when its value dies (results must not change).
     `check=True` (default: env `TRACEGRAD_CHECK=1`) runs every call eagerly and compiled and
     raises `CompileMismatchError` on any difference (compiler/check.py).
+    `backend="jax"` runs each path's programs on XLA (tracegrad/backends/jax; needs
+    `pip install tracegrad[jax]`); with it, `data_parallel=True` shards the batch dimension
+    of the tensor arguments over `jax.devices()` and replicates captured tensors.
     """
     check_compile_arguments(fn, backend)
     if check is None:
         check = os.environ.get("TRACEGRAD_CHECK", "") not in ("", "0")
     opts = dict(cache_limit=cache_limit, passes=passes, backend=backend, memory=memory,
-                debug_nan=debug_nan, check=check)
+                debug_nan=debug_nan, check=check, data_parallel=data_parallel)
     if fn is None:
         return lambda f: compile(f, **opts)
     if hasattr(fn, "forward") and hasattr(fn, "parameters"):

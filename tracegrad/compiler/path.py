@@ -29,8 +29,10 @@ class CompiledPath:
     """A specialization for one entry key and one sequence of guard outcomes."""
 
     def __init__(self, name, tracer, raw, out_tensors, out_build, pipeline, n_args,
-                 memory="balanced", poison=False, state_guards=(), grad_sets=()):
+                 memory="balanced", poison=False, state_guards=(), grad_sets=(),
+                 backend="numpy", data_parallel=False):
         self.name = name
+        self.backend, self.data_parallel = backend, data_parallel
         self.raw = raw
         self.n_args = n_args
         self.captured = [t for _, t in tracer.captured]
@@ -91,7 +93,9 @@ class CompiledPath:
             self.deferred_errors = check_inplace(fg, vr.differentiated,
                                                  {ins[i] for i in self.wrt})
             self.stages.append(("vjp", vr.graph))
-        self.part = partition(fg, vr, remat=(memory == "min"))
+        # XLA fuses recomputed elementwise chains into backward (passes/remat.py, ties)
+        remat = "ties" if backend == "jax" else memory == "min"
+        self.part = partition(fg, vr, remat=remat)
         # inputs whose arrays are not in C order (part of the entry key): Note [Layouts]
         self._reordered_inputs = {k for k, t in enumerate(self._input_tensors_from(tracer))
                                   if not in_c_order(t._data)}
@@ -147,6 +151,10 @@ class CompiledPath:
         part.forward = dce(fold_scalings(fold_constants(drop_aliases(part.forward))))
         if part.backward is not None:
             part.backward = dce(fold_scalings(fold_constants(drop_aliases(part.backward))))
+        if self.backend == "jax":            # memory planning is XLA's job there
+            from ..backends.jax import build_path_programs
+            if build_path_programs(self, name, data_parallel=self.data_parallel):
+                return
         protected = set(part.saved_from_input.values())
         protected |= {i for i, v in enumerate(part.forward.inputs) if v in part.forward.outputs}
         self.forward_plan = self.backward_plan = None

@@ -19,6 +19,8 @@ value is a constant of that computation and must have the value the call saw:
 The plan is made once per path on the partitioned forward graph, before the cleanup passes,
 so `detach` nodes (which drop_aliases removes) still cut the recomputed graph.
 """
+import numpy as np
+
 from .._dispatch import dispatch
 from .._tensor import Tensor
 from ..ops.creation import zeros
@@ -76,11 +78,14 @@ def replay_backward(path, inputs, grads, saved_arrays, kept_arrays):
     """Input gradients of one compiled call, computed through dispatch (differentiable)."""
     part, plan = path.part, path.replay
     env = dict(zip(plan.graph.inputs, inputs))
+    unpack = getattr(path, "host_saved", None)   # a backend's packed saved values
+    if unpack is not None:
+        saved_arrays = unpack(saved_arrays)
     for v, arr in zip(plan.keep, kept_arrays):
         env[v] = Tensor._wrap(arr)
     for v, arr in zip(part.saved, saved_arrays):
         if v not in env:                     # values in `plan.nodes` are recomputed below
-            env[v] = Tensor._wrap(arr)
+            env[v] = Tensor._wrap(np.asarray(arr))   # (a backend may keep them as its arrays)
     for n in plan.nodes:
         env[n.output] = dispatch(n.prim, tuple(env[a] if _isval(a) else a for a in n.inputs),
                                  n.attrs)

@@ -29,7 +29,8 @@ def partition(fg, vjp_result=None, remat=False):
     """Build the forward/backward program pair from a functional graph and its VJP.
 
     With `remat`, cheap elementwise values are recomputed in backward instead of saved
-    when that lowers the saved bytes (see passes/remat.py)."""
+    when that lowers the saved bytes (see passes/remat.py); `remat="ties"` also when it
+    keeps them equal (for fusing backends)."""
     inputs = {v: i for i, v in enumerate(fg.inputs)}
     user = list(fg.outputs)
     part = Partition(forward=None, n_user=len(user))
@@ -41,7 +42,7 @@ def partition(fg, vjp_result=None, remat=False):
         if remat:
             from .remat import rematerialize
             bwd, saved_list, part.recomputed, part.recomputed_as = rematerialize(
-                fg, bwd, n_ct, saved_list)
+                fg, bwd, n_ct, saved_list, ties=(remat == "ties"))
         used = {a for n in bwd.nodes for a in n.value_inputs()} | {
             v for v in bwd.outputs if v is not None}
         keep_inputs = bwd.inputs[:n_ct]

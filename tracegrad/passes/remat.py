@@ -11,27 +11,40 @@ from ..ir.graph import Node
 from ..ir.types import Value
 
 
-def rematerialize(fg, bwd, n_ct, saved):
+def rematerialize(fg, bwd, n_ct, saved, ties=False):
     """Return (backward graph, saved forward values, recomputed values, and for each of
-    those the backward Value its recomputation defines)."""
+    those the backward Value its recomputation defines).
+
+    `ties=True` also recomputes a value whose operands are not saved yet (saving them
+    instead) when that leaves the saved bytes unchanged (program inputs count as free: they
+    are saved by reference), so whole chains of elementwise ops move into backward and only
+    their start is saved: what a fusing backend (XLA) wants, where recomputing is free and
+    every saved value costs a kernel of its own. Values are then taken latest first, so a
+    value's readers are recomputed before it and its node lands before theirs."""
+    import heapq
     prod = {n.output: n for n in fg.nodes}
+    pos = {n.output: i for i, n in enumerate(fg.nodes)}
     inputs = set(fg.inputs)
     saved = list(saved)
     saved_in = dict(zip(saved, bwd.inputs[n_ct:]))
     recomputed, recomputed_as = [], {}
+    heap = [(-pos.get(v, -1), v.id, v) for v in saved] if ties else None
+    if ties:
+        heapq.heapify(heap)
     changed = True
     while changed:
         changed = False
-        for fv in list(saved):
+        for fv in _candidates(saved, heap):
             node = prod.get(fv)
             if node is None or not node.prim.elementwise or node.prim.impure:
                 continue
             ops = [a for a in node.value_inputs()]
             extra = [a for a in ops if a not in saved_in and a not in inputs]
-            if extra:
+            if extra and not ties or any(a in recomputed_as for a in ops):
                 continue
-            new_bytes = sum(a.type.nbytes for a in ops if a not in saved_in)
-            if fv.type.nbytes <= new_bytes:
+            new_bytes = sum(a.type.nbytes for a in ops if a not in saved_in
+                            and not (ties and a in inputs))
+            if fv.type.nbytes < new_bytes or fv.type.nbytes == new_bytes and not ties:
                 continue
             # re-emit the node at the top of backward, reading saved/input operands
             for a in ops:
@@ -40,6 +53,8 @@ def rematerialize(fg, bwd, n_ct, saved):
                     bwd.inputs.append(v)
                     saved.append(a)
                     saved_in[a] = v
+                    if ties:
+                        heapq.heappush(heap, (-pos.get(a, -1), a.id, a))
             target = saved_in.pop(fv)
             ins = tuple(saved_in[a] if isinstance(a, Value) else a
                         for a in node.inputs)
@@ -53,3 +68,14 @@ def rematerialize(fg, bwd, n_ct, saved):
             changed = True
     bwd.pass_log.append(("rematerialize", {"recomputed": len(recomputed)}))
     return bwd, saved, recomputed, recomputed_as
+
+
+def _candidates(saved, heap):
+    """The saved values to try: a snapshot (one sweep), or latest first from `heap`,
+    which grows while it is drained."""
+    if heap is None:
+        yield from list(saved)
+        return
+    import heapq
+    while heap:
+        yield heapq.heappop(heap)[2]

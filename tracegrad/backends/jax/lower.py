@@ -1,0 +1,145 @@
+"""Lowering: an IR Graph becomes one Python function over jax.numpy, ready for `jax.jit`.
+
+    lowered = lower(graph)
+    outs, guard_values, checks = lowered.fn(*input_arrays, *host_arrays)
+
+Every node runs its rule from `RULES` (table.py); the result is cast to the node's IR dtype
+and its shape checked against the IR type, so a rule that disagrees with the numpy kernel is
+caught when the path is built (the path then falls back to numpy), never at run time.
+
+Note [Host draws]
+tracegrad's Generator stays the source of truth for randomness: random nodes (`rand`,
+`randn`, `randint`, `manual_seed`) are not lowered. `host_draws(arrays)` runs them on the host
+with their numpy kernels, in program order, before the jitted call, and their results enter
+the program as extra inputs. Masks and samples are therefore the numpy backend's, bit for
+bit, and `manual_seed` reproduces runs.
+
+Note [Data-dependent shapes]
+A boolean mask selects as many elements as it has True values: data, which XLA cannot make a
+shape of. But a path is specialised to the count seen while tracing (the tracer guards the
+result's shape), so a rule gives the result its traced static shape (`jnp.nonzero(mask,
+size=count)`) and reports the shape the numpy program would have produced with
+`ctx.actual_shape(value, dims)`; the shape guard compares that. When the count differs the
+guard fails and the call re-traces, before anything computed with the wrong count is used.
+
+Note [Guards in a jitted program]
+A jitted program cannot stop half-way. The lowered function returns, besides the outputs,
+the value behind every guard and one flag, True when any runtime check failed. The host
+first reads the flag: when set, the call is re-run by the numpy program, which meets guards
+and errors in program order itself. Otherwise it walks the guards in order and raises
+`GuardFailed(k, actual)` at the first whose outcome differs, exactly as the numpy program
+would have. Nothing the program computed is visible before that walk
+(input mutations are copied back by the caller afterwards, and the caller restores the
+generators), so computing past a failing guard is harmless.
+"""
+import jax.numpy as jnp
+
+from ...ir.graph import Value
+from ...ops import creation as K
+from . import rules_elementwise, rules_misc, rules_reduction, rules_shape  # noqa: F401
+from .table import RULES, Unsupported
+
+HOST_PRIMS = frozenset([K.RAND, K.RANDN, K.RANDINT, K.SEED])
+_WIDE = ("float64", "int64")
+
+
+class LoweringError(Exception):
+    """A rule's result disagrees with the IR type of its node (the path falls back)."""
+
+
+class Ctx:
+    """What a rule may use besides its operands: runtime checks and the x64 mode."""
+
+    def __init__(self, x64):
+        self.x64 = x64
+        self.checks = []            # (node position, 0-d bool: True = rerun on numpy)
+        self.position = 0
+        self.shapes = {}            # Value -> its actual shape, where that is data (masks)
+        self.mask_counts = {}       # mask Value -> traced number of True elements
+
+    def check(self, bad):
+        self.checks.append((self.position, jnp.asarray(bad, dtype=bool).reshape(())))
+
+    def actual_shape(self, value, dims):
+        """Record the shape `value` really has on this call (Note [Data-dependent shapes])."""
+        self.shapes[value] = dims
+
+
+def rule_for(prim):
+    """The lowering rule of `prim` (an in-place variant lowers as its functional op)."""
+    r = RULES.get(prim)
+    if r is None and prim.functional is not None:
+        r = RULES.get(prim.functional)
+    return r
+
+
+class Lowered:
+    """A graph lowered to `fn`, plus what the host does around the call."""
+
+    def __init__(self, graph):
+        self.graph = graph
+        self.host_nodes = [n for n in graph.nodes if n.prim in HOST_PRIMS]
+        for n in graph.nodes:
+            if n.prim in HOST_PRIMS:
+                if any(isinstance(a, Value) for a in n.inputs):
+                    raise Unsupported(n.prim, "a random draw reading traced values")
+            elif rule_for(n.prim) is None:
+                raise Unsupported(n.prim, "no lowering rule")
+        self.x64 = any(v.type.dtype.name in _WIDE for v in graph.all_values())
+        self.n_checks = None            # filled by the first trace of `fn`
+
+    def host_draws(self):
+        """Results of the random nodes, drawn now from their generators (Note [Host draws])."""
+        out = []
+        for n in self.host_nodes:
+            out.append(n.prim.kernel(*n.inputs, **n.attrs))
+        return out
+
+    def generators(self):
+        return list({id(a): a for n in self.host_nodes for a in n.inputs
+                     if isinstance(a, K.Generator)}.values())
+
+    def fn(self, *arrays):
+        g = self.graph
+        n_in = len(g.inputs)
+        env = dict(zip(g.inputs, arrays[:n_in]))
+        env.update(zip([n.output for n in self.host_nodes], arrays[n_in:]))
+        ctx = Ctx(self.x64)
+        for i, n in enumerate(g.nodes):
+            if n.prim in HOST_PRIMS:
+                continue
+            ctx.position = i
+            args = [env[a] if isinstance(a, Value) else a for a in n.inputs]
+            env[n.output] = _typed(rule_for(n.prim)(ctx, n, *args), n)
+        self.n_checks = len(ctx.checks)
+        outs = [env[v] if v is not None else None for v in g.outputs]
+        guards = [_shape_of(ctx, gd.value) if gd.kind == "shape" else env[gd.value]
+                  for gd in g.guards]
+        bad = None                  # one flag for all checks: one transfer per call
+        if ctx.checks:
+            bad = jnp.any(jnp.stack([c for _, c in ctx.checks]))
+        return outs, guards, bad
+
+
+def _shape_of(ctx, v):
+    """A shape guard's observed value: the actual shape as an int array."""
+    dims = ctx.shapes.get(v, v.type.shape)
+    if not dims:
+        return jnp.zeros((0,), jnp.int32)
+    return jnp.stack([jnp.asarray(d, jnp.int32) for d in dims])
+
+
+def _typed(r, node):
+    want = node.output.type
+    r = jnp.asarray(r)
+    if r.dtype != want.dtype.np:
+        r = r.astype(want.dtype.np)
+    if tuple(r.shape) != tuple(want.shape):
+        raise LoweringError(f"the rule of '{node.prim.name}' gives shape {tuple(r.shape)}, "
+                            f"the IR says {tuple(want.shape)}")
+    return r
+
+
+def lower(graph):
+    """`Lowered` for `graph`; raises `Unsupported` naming the first primitive without a rule."""
+    return Lowered(graph)

@@ -1,0 +1,190 @@
+"""`JaxProgram`: one lowered graph, jit-compiled once, with the numpy Program's interface.
+
+`program(*input_arrays) -> list of output arrays` (numpy arrays; None stays None). A call
+draws the graph's random numbers on the host (Note [Host draws] in lower.py), runs the
+compiled XLA executable under 64-bit mode when the graph has 64-bit values (only for the
+duration of the call: `jax.enable_x64`, never the global flag), walks guards and runtime
+checks (Note [Guards in a jitted program]), and converts the results:
+the first `writable` outputs (what users receive, gradients) become fresh writable numpy
+arrays; the rest (saved values, input mutations, values kept for double backward) stay jax
+arrays: the backward program takes saved values as they are, without a round trip through
+the host (which costs tens of microseconds per array), and the compiler's other readers
+(`np.copyto` of a mutation, `np.asarray` of a kept value) accept them.
+
+A runtime check that fails (division of integers by zero, an index out of range) means the
+XLA result is not eager's: the generators are rewound and that call runs the numpy program
+built from the same graph, which raises eager's error.
+
+`data_parallel=True` shards dimension 0 of every tensor argument (role "arg") divisible by
+the device count over a one-axis `Mesh` of `jax.devices()`, and replicates everything else
+(captured tensors: parameters, buffers); XLA's partitioner inserts the collectives (the
+gradient all-reduce of a training step).
+"""
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ...ir.interpret import GuardFailed, guard_outcome, same_outcome
+from .lower import lower
+
+
+class JaxProgram:
+    """An executable graph on XLA (see module docstring)."""
+
+    quiet = False
+
+    def __init__(self, graph, name=None, writable=None, data_parallel=False, pack_out=None,
+                 pack_in=None, follow_inputs=False):
+        self.graph = graph
+        self.name = name or graph.name
+        self.lowered = lower(graph)              # raises Unsupported: caller falls back
+        self.writable = len(graph.outputs) if writable is None else writable
+        self.data_parallel = data_parallel
+        self.pack_out, self.pack_in = pack_out, pack_in    # Note [Packed saved values]
+        self._numpy = None
+        self.filename = f"<tracegrad-jax-{self.name}>"
+        self._line_sites = {}
+        fn = self._packing_fn()
+        specs, shardings = self._specs()
+        jitted = jax.jit(fn, in_shardings=shardings) if shardings else jax.jit(fn)
+        t0 = time.perf_counter()
+        with jax.enable_x64(self.lowered.x64):
+            traced = jitted.trace(*specs)
+            self.jaxpr = traced.jaxpr
+            t1 = time.perf_counter()
+            self.executable = traced.lower().compile()
+        self.trace_seconds = t1 - t0
+        self.compile_seconds = time.perf_counter() - t1
+        # `follow_inputs`: the inputs' shardings are XLA's choice (saved values of a sharded
+        # forward), so calls go through `jax.jit`, which compiles for the shardings it meets
+        self._call = jitted if follow_inputs else self.executable
+        self.fn = self.__call__
+
+    # -- building --
+    def _packing_fn(self):
+        """`lowered.fn` with small saved values packed on the way out (forward) or unpacked
+        on the way in (backward): Note [Packed saved values] in saved.py."""
+        low, n_in = self.lowered, len(self.graph.inputs)
+        if self.pack_out is not None:
+            groups, packed = self.pack_out.groups, self.pack_out.fwd_packed
+            n_out = len(self.graph.outputs)
+            rest = [i for i in range(n_out) if i not in packed]
+            where = {i: (0, j) for j, i in enumerate(rest)}
+            where.update({f: (1, gi) for gi, (_, m) in enumerate(groups) for f, *_ in m})
+            self._out_slots = [where[i] for i in range(n_out)]
+
+            def fn(*arrays):
+                outs, gv, cv = low.fn(*arrays)
+                bufs = [jnp.concatenate([outs[f].reshape(-1) for f, *_ in m])
+                        for _, m in groups]
+                return [outs[i] for i in rest], bufs, gv, cv
+            return fn
+        if self.pack_in is not None:
+            groups, packed = self.pack_in.groups, self.pack_in.bwd_packed
+            plain = [i for i in range(n_in) if i not in packed]
+            self._in_take = plain + [m[0][1] for _, m in groups]
+
+            def fn(*arrays):
+                full = [None] * n_in
+                for i, a in zip(plain, arrays):
+                    full[i] = a
+                bufs = arrays[len(plain):len(plain) + len(groups)]
+                for (_, m), buf in zip(groups, bufs):
+                    for _, b, shape, off, size in m:
+                        full[b] = buf[off:off + size].reshape(shape)
+                return low.fn(*full, *arrays[len(plain) + len(groups):])
+            return fn
+        return low.fn
+
+    def _input_types(self):
+        g, low = self.graph, self.lowered
+        types = [v.type for v in g.inputs]
+        if self.pack_in is not None:
+            from ...ir.types import TensorType
+            from ... import _dtype as D
+            types = [types[i] for i in self._in_take[:len(types) - len(self.pack_in.bwd_packed)]]
+            types += [TensorType((sum(x[4] for x in m),), D._FROM_NP[np.dtype(dt)])
+                      for dt, m in self.pack_in.groups]
+        return types + [n.output.type for n in low.host_nodes]
+
+    def _specs(self):
+        g, low = self.graph, self.lowered
+        types = self._input_types()
+        shardings = None
+        if self.data_parallel:
+            from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+            devs = jax.devices()
+            mesh = Mesh(np.array(devs), ("batch",))
+            roles = [v.role for v in g.inputs] if self.pack_in is None else []
+            roles += [None] * (len(types) - len(roles))
+            shardings = tuple(
+                NamedSharding(mesh, P("batch") if r == "arg" and t.shape
+                              and t.shape[0] % len(devs) == 0 else P())
+                for r, t in zip(roles, types))
+        with jax.enable_x64(low.x64):
+            specs = [jax.ShapeDtypeStruct(t.shape, t.dtype.np) for t in types]
+        return specs, shardings
+
+    # -- running --
+    def __call__(self, *arrays):
+        low = self.lowered
+        snap = None
+        given = arrays
+        if low.host_nodes:
+            snap = [(g, g._rng, g._rng.bit_generator.state, g._seed) for g in low.generators()]
+            arrays = arrays + tuple(low.host_draws())
+        if self.pack_in is not None:
+            take = self._in_take
+            arrays = [arrays[i] for i in take] + list(arrays[len(self.graph.inputs):])
+        with jax.enable_x64(low.x64):
+            if self.pack_out is not None:
+                rest, bufs, gvals, cvals = self._call(*arrays)
+                outs = [rest[j] if t == 0 else bufs[j] for t, j in self._out_slots]
+            else:
+                outs, gvals, cvals = self._call(*arrays)
+        if cvals is not None and bool(cvals):
+            return self._on_numpy(given, snap)
+        if gvals:
+            for k, (gd, val) in enumerate(zip(self.graph.guards, gvals)):
+                if gd.kind == "shape":           # Note [Data-dependent shapes] in lower.py
+                    actual = tuple(np.asarray(val).tolist())
+                else:
+                    actual = guard_outcome(gd.kind, np.asarray(val))
+                if not same_outcome(actual, gd.expected):
+                    raise GuardFailed(k, actual)
+        w = self.writable
+        if w >= len(outs):
+            return [None if o is None else np.array(o) for o in outs]
+        return [None if o is None else np.array(o) for o in outs[:w]] + outs[w:]
+
+    def _on_numpy(self, arrays, snap):
+        for gen, r, state, seed in snap or ():       # the numpy program draws again
+            gen._rng, gen._seed = r, seed
+            r.bit_generator.state = state
+        if self._numpy is None:
+            from ...codegen import build
+            self._numpy = build(self.graph, self.name + "_numpy")
+        arrays = [np.asarray(a) for a in arrays]
+        if self.pack_in is not None:                 # saved values arrive packed
+            arrays = self.pack_in.host_saved(0, arrays)
+        outs = self._numpy(*arrays)
+        if self.pack_out is not None:                # the backward program takes them packed
+            for _, m in self.pack_out.groups:
+                buf = np.concatenate([np.asarray(outs[f]).reshape(-1) for f, *_ in m])
+                for f, *_ in m:
+                    outs[f] = buf
+        return outs
+
+    def failed(self, e):
+        """Errors from XLA are raised as they are (numpy-backend errors come translated)."""
+        return e
+
+    @property
+    def code(self):
+        """The lowered program as jax prints it (`jax.make_jaxpr` text)."""
+        return str(self.jaxpr)
+
+    def __repr__(self):
+        return f"<JaxProgram {self.name}: {len(self.graph.nodes)} nodes>"

@@ -1,0 +1,109 @@
+"""Lowering rules of the elementwise primitives (ops/elementwise.py): arithmetic, unary math,
+the fused backward kernels, comparisons and logic.
+
+Operands arrive already cast by the tracer to the dtype the primitive's promotion rule picks
+(Python numbers stay weakly typed in jax as in numpy), so most rules are one jnp call. Integer
+division by zero raises in eager execution; here it is a runtime check (Note in table.py).
+"""
+import math
+
+import jax.numpy as jnp
+from jax import lax
+
+from ...ops import elementwise as E
+from .table import register, simple
+
+
+def _is_int(x):
+    return hasattr(x, "dtype") and jnp.issubdtype(x.dtype, jnp.integer) or \
+        hasattr(x, "dtype") and x.dtype == jnp.bool_
+
+
+for _p, _f in ((E.ADD, jnp.add), (E.SUB, jnp.subtract), (E.MUL, jnp.multiply),
+               (E.DIV, jnp.true_divide), (E.MAXIMUM, jnp.maximum), (E.MINIMUM, jnp.minimum),
+               (E.EQ, jnp.equal), (E.NE, jnp.not_equal), (E.LT, jnp.less),
+               (E.LE, jnp.less_equal), (E.GT, jnp.greater), (E.GE, jnp.greater_equal),
+               (E.AND, jnp.bitwise_and), (E.OR, jnp.bitwise_or), (E.XOR, jnp.bitwise_xor),
+               (E.INVERT, jnp.invert), (E.LOGICAL_AND, jnp.logical_and),
+               (E.LOGICAL_OR, jnp.logical_or), (E.LOGICAL_NOT, jnp.logical_not),
+               (E.EXP, jnp.exp), (E.LOG, jnp.log), (E.LOG1P, jnp.log1p), (E.SQRT, jnp.sqrt),
+               (E.RSQRT, lax.rsqrt), (E.SIN, jnp.sin), (E.COS, jnp.cos), (E.TANH, jnp.tanh),
+               (E.RECIPROCAL, jnp.reciprocal), (E.NEG, jnp.negative), (E.ABS, jnp.abs),
+               (E.SIGN, jnp.sign), (E.ERF, lax.erf)):
+    simple(_p, _f)
+
+simple(E.RSUB, lambda x, y: jnp.subtract(y, x))
+simple(E.WHERE, jnp.where)
+
+
+@register(E.POW, E.POW_TENSOR, E.POW_SCALAR_BASE)
+def _pow(ctx, node, x, y):
+    if _is_int(x) and _is_int(y) or _is_int(x) and isinstance(y, int):
+        ctx.check(jnp.any(jnp.asarray(y) < 0))      # numpy refuses negative integer powers
+    return jnp.power(x, y)
+
+
+def _int_div(f):
+    def rule(ctx, node, x, y):
+        if jnp.issubdtype(node.output.type.dtype.np, jnp.integer):
+            ctx.check(jnp.any(jnp.asarray(y) == 0))   # eager raises ZeroDivisionError
+        return f(x, y)
+    return rule
+
+
+register(E.FLOOR_DIVIDE)(_int_div(jnp.floor_divide))
+register(E.REMAINDER, E.REMAINDER_TENSOR)(_int_div(jnp.remainder))
+
+
+@register(E.SIGMOID)
+def _sigmoid(ctx, node, x):
+    return 1.0 / (1.0 + jnp.exp(-x))
+
+
+@register(E.RELU)
+def _relu(ctx, node, x):
+    return x if x.dtype == jnp.bool_ else jnp.maximum(x, 0)
+
+
+def _int_safe(f):
+    def rule(ctx, node, x):
+        return f(x) if jnp.issubdtype(x.dtype, jnp.floating) else x
+    return rule
+
+
+register(E.FLOOR)(_int_safe(jnp.floor))
+register(E.CEIL)(_int_safe(jnp.ceil))
+register(E.ROUND)(_int_safe(jnp.round))
+
+
+@register(E.ROUND_DECIMALS)
+def _round_decimals(ctx, node, x):
+    if not jnp.issubdtype(x.dtype, jnp.floating):
+        return x
+    return jnp.round(x, node.attrs.get("decimals", 0))
+
+
+@register(E.CLAMP)
+def _clamp(ctx, node, x):
+    lo, hi = node.attrs.get("min"), node.attrs.get("max")
+    if lo is not None:
+        x = jnp.maximum(x, lo)
+    if hi is not None:
+        x = jnp.minimum(x, hi)
+    return x
+
+
+simple(E.TANH_BACKWARD, lambda g, y: g * (1.0 - y * y))
+simple(E.SIGMOID_BACKWARD, lambda g, y: g * (y * (1.0 - y)))
+simple(E.SIN_BACKWARD, lambda g, x: g * jnp.cos(x))
+simple(E.THRESHOLD_BACKWARD, lambda g, y: jnp.where(y <= 0, jnp.zeros_like(g), g))
+
+_SQRT_HALF, _SQRT_2_PI = 1.0 / math.sqrt(2.0), math.sqrt(2.0 / math.pi)
+
+
+@register(E.GELU)
+def _gelu(ctx, node, x):
+    if node.attrs["approximate"] == "tanh":
+        inner = (x + x * x * x * 0.044715) * _SQRT_2_PI
+        return x * 0.5 * (jnp.tanh(inner) + 1.0)
+    return x * 0.5 * (lax.erf(x * _SQRT_HALF) + 1.0)
