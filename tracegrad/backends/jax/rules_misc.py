@@ -8,7 +8,7 @@ rule here: they stay on the host (lower.py, Note [Host draws]).
 import jax.numpy as jnp
 from jax import lax
 
-from ...ir.tracer import CONSTANT
+from ...tracing import CONSTANT
 from ...ops import conv as C
 from ...ops import creation as K
 from ...ops import linalg as L
