@@ -292,16 +292,19 @@ class Module:
         return self
 
     def to(self, *args, **kwargs):
-        """`to(dtype)` converts floating parameters and buffers; devices are ignored."""
+        """`to(device)`, `to(dtype)`, `to(device, dtype)`, `to(tensor)`: converts floating
+        parameters and buffers in place; a non-CPU device raises (tracegrad is CPU only)."""
         from .. import _dtype as D
-        dtype = kwargs.get("dtype")
-        for a in args:
-            if isinstance(a, D.dtype):
-                dtype = a
-            elif isinstance(a, Tensor):
-                dtype = a.dtype
+        from .._device import check_device
+        from .._tensor_device import _parse_to
+        dev, dtype, _, _ = _parse_to(args, kwargs)
+        check_device(dev)
         if dtype is None:
             return self
+        dtype = D.as_dtype(dtype)
+        if not dtype.is_floating_point:
+            raise TracegradTypeError("nn.Module.to only accepts floating point dtypes, but got "
+                                     f"desired dtype={dtype}")
         return self._apply(lambda t: t.to(dtype) if t.is_floating_point() else t)
 
     def double(self):
@@ -315,6 +318,10 @@ class Module:
 
     def cpu(self):
         return self
+
+    def cuda(self, device=None):
+        from .._device import DeviceUnavailableError, _unavailable
+        raise DeviceUnavailableError(_unavailable("cuda"))
 
     # ---------------- state dict ----------------
     def state_dict(self, *, destination=None, prefix="", keep_vars=False):
