@@ -10,3 +10,4 @@ from .layers import (GELU, Conv2d, Dropout, Embedding, Flatten, Identity,  # noq
 from .loss import CrossEntropyLoss, MSELoss, NLLLoss  # noqa: F401
 from .module import Module  # noqa: F401
 from .parameter import Parameter  # noqa: F401
+from . import utils  # noqa: F401,E402
