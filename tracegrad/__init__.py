@@ -52,6 +52,9 @@ def __getattr__(name):
     import importlib
     if name in ("nn", "optim", "func", "viz", "utils", "cuda"):
         return importlib.import_module(f".{name}", __name__)
+    if name in ("save", "load", "serialization"):
+        serialization = importlib.import_module(".serialization", __name__)
+        return serialization if name == "serialization" else getattr(serialization, name)
     raise AttributeError(f"module 'tracegrad' has no attribute {name!r}")
 
 

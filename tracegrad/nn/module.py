@@ -364,8 +364,9 @@ class Module:
         if strict:
             for key in state_dict:
                 if key.startswith(prefix):
-                    head = key[len(prefix):].split(".", 1)[0]
-                    if head not in self._modules and head not in local:
+                    parts = key[len(prefix):].split(".", 1)
+                    # a dotted name must go through a child module, a plain one be local
+                    if parts[0] not in (self._modules if len(parts) > 1 else local):
                         unexpected_keys.append(key)
 
     def load_state_dict(self, state_dict, strict=True, assign=False):
