@@ -150,3 +150,20 @@ def test_legacy_follows_default_dtype():
         assert tg.Tensor([1]).dtype is tg.float64
     finally:
         tg.set_default_dtype(tg.float32)
+
+
+def test_new_constructors_take_device():
+    x = tg.ones(2, dtype=tg.float64)
+    for t in (x.new_zeros(3, device=x.device), x.new_ones((3,), device="cpu"),
+              x.new_empty(3, device="cpu"), x.new_full((3,), 2.0, device="cpu"),
+              x.new_tensor([1, 2, 3], device="cpu")):
+        assert t.shape == (3,) and t.dtype is tg.float64
+    with pytest.raises(RuntimeError):
+        x.new_zeros(2, device="cuda")
+
+
+def test_generator_device_argument():
+    assert tg.Generator(device="cpu").manual_seed(1).initial_seed() == 1
+    assert tg.Generator("cpu") is not None and tg.Generator(5).initial_seed() == 5
+    with pytest.raises(RuntimeError):
+        tg.Generator(device="cuda")

@@ -1,4 +1,5 @@
-"""Device-related Tensor methods: the `device` attribute, `to(...)`, `cpu()`, `cuda()`.
+"""Device-related Tensor methods: the `device` attribute, `to(...)`, `cpu()`, `cuda()`, and
+the `new_*` constructors (which take `device=` like the creation functions).
 
 Every tensor lives on `device('cpu')`. `to` accepts PyTorch's three call forms
 (`to(device=None, dtype=None, non_blocking=False, copy=False)`, `to(dtype, ...)`,
@@ -8,6 +9,7 @@ from . import _dtype as D
 from ._device import _CPU, DeviceUnavailableError, _unavailable, check_device, is_device_like
 from ._errors import TracegradTypeError
 from ._tensor import Tensor
+from . import ops as O
 from .ops import shape as S
 
 
@@ -68,6 +70,31 @@ def cpu(self, memory_format=None):
     return self
 
 
+def _new(fill):
+    def new(self, *size, dtype=None, device=None, requires_grad=False, layout=None,
+            pin_memory=False):
+        check_device(device)
+        return fill(*size, dtype=dtype or self.dtype, requires_grad=requires_grad)
+    return new
+
+
+def new_tensor(self, data, dtype=None, device=None, requires_grad=False, layout=None,
+               pin_memory=False):
+    check_device(device)
+    return O.tensor(data, dtype=dtype or self.dtype, requires_grad=requires_grad)
+
+
+def new_full(self, size, fill_value, *, dtype=None, device=None, requires_grad=False,
+             layout=None, pin_memory=False):
+    check_device(device)
+    return O.full(size, fill_value, dtype=dtype or self.dtype, requires_grad=requires_grad)
+
+
+Tensor.new_zeros = _new(O.zeros)
+Tensor.new_ones = _new(O.ones)
+Tensor.new_empty = _new(O.empty)
+Tensor.new_tensor = new_tensor
+Tensor.new_full = new_full
 Tensor.device = property(lambda self: _CPU)
 Tensor.is_cuda = property(lambda self: False)
 Tensor.is_cpu = property(lambda self: True)

@@ -226,7 +226,10 @@ def logspace(start, end, steps, base=10.0, *, dtype=None, requires_grad=False):
 class Generator:
     """Random state (numpy PCG64). `manual_seed` resets the default generator."""
 
-    def __init__(self, seed=None):
+    def __init__(self, seed=None, device=None):
+        if isinstance(seed, str) or type(seed).__name__ == "device":   # Generator("cpu")
+            seed, device = None, seed
+        check_device(device)
         self._rng = np.random.default_rng(seed)
         self._seed = seed
 
