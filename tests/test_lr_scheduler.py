@@ -179,3 +179,39 @@ def test_scheduler_drives_training_numbers(torch):
             o.step()
             s.step()
     np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), rtol=1e-6)
+
+
+@pytest.mark.parametrize("kw", [dict(), dict(mode="max", factor=0.5, patience=2),
+                                dict(patience=1, cooldown=2, min_lr=[0.01, 0.002]),
+                                dict(threshold_mode="abs", threshold=0.05, patience=0),
+                                dict(mode="max", threshold_mode="abs", patience=3, eps=0.1)])
+def test_reduce_lr_on_plateau_equals_torch(torch, kw):
+    a, b = _opts(torch)
+    sa = tg.optim.lr_scheduler.ReduceLROnPlateau(a, **kw)
+    sb = torch.optim.lr_scheduler.ReduceLROnPlateau(b, **kw)
+    metrics = [1.0, 0.9, 0.95, 0.95, 0.96, 0.7, 0.7, 0.71, 0.72, 0.8, 0.69, 0.7] * 4
+    for i, m in enumerate(metrics):
+        sa.step(tg.tensor(m) if i % 2 else m)
+        sb.step(torch.tensor(m) if i % 2 else m)
+        assert sa.get_last_lr() == sb.get_last_lr() and _lrs_of(a) == _lrs_of(b)
+        assert (sa.num_bad_epochs, sa.cooldown_counter, sa.best) == (
+            sb.num_bad_epochs, sb.cooldown_counter, sb.best)
+    sd = sa.state_dict()
+    assert set(sd) <= set(sb.state_dict())
+    s2 = tg.optim.lr_scheduler.ReduceLROnPlateau(a, **kw)
+    s2.load_state_dict(sd)
+    assert s2.best == sa.best and s2.num_bad_epochs == sa.num_bad_epochs
+
+
+def _lrs_of(opt):
+    return [g["lr"] for g in opt.param_groups]
+
+
+def test_reduce_lr_on_plateau_errors():
+    opt = tg.optim.SGD([tg.zeros(1, requires_grad=True)], lr=0.1)
+    with pytest.raises(ValueError, match="Factor should be < 1.0"):
+        tg.optim.lr_scheduler.ReduceLROnPlateau(opt, factor=1.0)
+    with pytest.raises(ValueError, match="mode foo is unknown"):
+        tg.optim.lr_scheduler.ReduceLROnPlateau(opt, mode="foo")
+    with pytest.raises(ValueError, match="expected 1 min_lrs"):
+        tg.optim.lr_scheduler.ReduceLROnPlateau(opt, min_lr=[0, 0])
