@@ -10,8 +10,9 @@ and fsyncs it, then `os.replace`s it over the target (and fsyncs the directory),
 crash at any moment leaves either the old file or the new one, never a mix. A file object
 (`io.BytesIO`, an open file) is written in place: atomicity is then the caller's business.
 
->>> tracegrad.save({"model": model.state_dict(), "opt": opt.state_dict()}, "ckpt.pt")  # doctest: +SKIP
->>> ckpt = tracegrad.load("ckpt.pt")                                                   # doctest: +SKIP
+>>> ckpt = {"model": model.state_dict(), "opt": opt.state_dict()}    # doctest: +SKIP
+>>> tracegrad.save(ckpt, "ckpt.pt")                                   # doctest: +SKIP
+>>> ckpt = tracegrad.load("ckpt.pt")                                  # doctest: +SKIP
 """
 import io
 import json
