@@ -167,3 +167,15 @@ def test_generator_device_argument():
     assert tg.Generator("cpu") is not None and tg.Generator(5).initial_seed() == 5
     with pytest.raises(RuntimeError):
         tg.Generator(device="cuda")
+
+
+def test_backends_answer_like_a_cpu_only_torch():
+    torch = pytest.importorskip("torch")
+    assert tg.backends.mps.is_available() == torch.backends.mps.is_available() is False
+    assert tg.backends.cudnn.is_available() == torch.backends.cudnn.is_available()
+    tg.backends.cudnn.benchmark = True          # accepted, no effect
+    tg.backends.cudnn.deterministic = True
+    assert tg.backends.cuda.is_built() is False
+    device = tg.device("cuda" if tg.cuda.is_available() else
+                       "mps" if tg.backends.mps.is_available() else "cpu")
+    assert tg.zeros(2).to(device).device == device

@@ -215,3 +215,25 @@ def test_reduce_lr_on_plateau_errors():
         tg.optim.lr_scheduler.ReduceLROnPlateau(opt, mode="foo")
     with pytest.raises(ValueError, match="expected 1 min_lrs"):
         tg.optim.lr_scheduler.ReduceLROnPlateau(opt, min_lr=[0, 0])
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_scheduler_state_survives_tg_save(torch, name, tmp_path):
+    """Scheduler and optimizer state through a checkpoint file resume like in memory."""
+    import io
+    a, _ = _opts(torch)
+    s = CASES[name](tg.optim.lr_scheduler, a)
+    _run(tg, a, s, 7)
+    buf = io.BytesIO()
+    tg.save({"opt": a.state_dict(), "sched": s.state_dict()}, buf)
+    buf.seek(0)
+    ck = tg.load(buf)
+    a2, _ = _opts(torch)
+    a2.load_state_dict(ck["opt"])
+    s2 = CASES[name](tg.optim.lr_scheduler, a2)
+    s2.load_state_dict(ck["sched"])
+    a3, _ = _opts(torch)
+    a3.load_state_dict(a.state_dict())
+    s3 = CASES[name](tg.optim.lr_scheduler, a3)
+    s3.load_state_dict(s.state_dict())
+    assert _run(tg, a2, s2, 12) == _run(tg, a3, s3, 12)

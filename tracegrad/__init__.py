@@ -50,7 +50,7 @@ def result_type(tensor1, tensor2):
 def __getattr__(name):
     # nn / optim / compile / func / viz load lazily so `import tracegrad` stays light.
     import importlib
-    if name in ("nn", "optim", "func", "viz", "utils", "cuda"):
+    if name in ("nn", "optim", "func", "viz", "utils", "cuda", "backends"):
         return importlib.import_module(f".{name}", __name__)
     if name in ("save", "load", "serialization"):
         serialization = importlib.import_module(".serialization", __name__)
