@@ -17,8 +17,10 @@ crash at any moment leaves either the old file or the new one, never a mix. A fi
 import io
 import json
 import os
+import struct
 import uuid
 import zipfile
+import zlib
 
 import numpy as np
 
@@ -149,9 +151,13 @@ def _read(fh, where, mapper):
     try:
         with zipfile.ZipFile(fh) as zf:
             return _decode(zf, where, mapper, bad)
+    except CheckpointError:
+        raise
     except zipfile.BadZipFile as e:
         raise bad(f"not a readable zip archive ({e})") from None
-    except (EOFError, zipfile.LargeZipFile, OSError) as e:
+    except (EOFError, OSError, NotImplementedError, ValueError, struct.error, zlib.error,
+            UnicodeDecodeError, OverflowError, MemoryError) as e:
+        # what zipfile raises on damaged headers (bogus versions, sizes, methods, names)
         raise bad(f"reading failed ({type(e).__name__}: {e})") from None
 
 
@@ -178,8 +184,11 @@ def _decode(zf, where, mapper, bad):
         if entry not in names:
             raise bad(f"the manifest refers to {entry}, which is missing")
         try:
-            with zf.open(entry) as src:
-                return np.lib.format.read_array(io.BytesIO(src.read()), allow_pickle=False)
+            with zf.open(entry) as src:        # streamed: no second copy of the data
+                arr = np.lib.format.read_array(src, allow_pickle=False)
+                if src.read(1):                  # also makes zipfile check the CRC
+                    raise bad(f"{entry} has data after its array")
+                return arr
         except zipfile.BadZipFile as e:
             raise bad(f"{entry} is damaged ({e})") from None
         except ValueError as e:           # includes object arrays refused without pickle
