@@ -179,3 +179,14 @@ def test_backends_answer_like_a_cpu_only_torch():
     device = tg.device("cuda" if tg.cuda.is_available() else
                        "mps" if tg.backends.mps.is_available() else "cpu")
     assert tg.zeros(2).to(device).device == device
+
+
+def test_type_with_legacy_names_like_torch():
+    torch = pytest.importorskip("torch")
+    x, y = tg.ones(2), torch.ones(2)
+    assert x.type() == y.type() == "torch.FloatTensor"
+    for a, b in [(tg.LongTensor, torch.LongTensor), ("torch.DoubleTensor", "torch.DoubleTensor"),
+                 (tg.int32, torch.int32), (tg.BoolTensor, torch.BoolTensor)]:
+        assert str(x.type(a).dtype) == str(y.type(b).dtype)
+    with pytest.raises(ValueError, match="invalid type"):
+        x.type("foo")

@@ -12,7 +12,7 @@ import numpy as np
 
 from . import _dtype as D
 from ._device import check_device
-from ._errors import TracegradTypeError
+from ._errors import TracegradTypeError, TracegradValueError
 from ._tensor import Tensor
 
 
@@ -89,3 +89,22 @@ HalfTensor = _legacy("HalfTensor", D.float16)
 LongTensor = _legacy("LongTensor", D.int64)
 IntTensor = _legacy("IntTensor", D.int32)
 BoolTensor = _legacy("BoolTensor", D.bool_)
+
+_BY_NAME = {f"torch.{c.__name__}": c for c in (FloatTensor, DoubleTensor, HalfTensor,
+                                              LongTensor, IntTensor, BoolTensor)}
+_tensor_type = Tensor.type
+
+
+def _type(self, dtype=None, non_blocking=False, **kwargs):
+    """`t.type()` names the legacy type (`'torch.FloatTensor'`); `t.type(tg.LongTensor)`,
+    `t.type('torch.LongTensor')` or `t.type(tg.int64)` converts."""
+    if isinstance(dtype, str):
+        if dtype not in _BY_NAME:
+            raise TracegradValueError(f"invalid type: '{dtype}'")
+        dtype = _BY_NAME[dtype]
+    if isinstance(dtype, _LegacyType):
+        dtype = dtype.dtype
+    return _tensor_type(self, dtype)
+
+
+Tensor.type = _type
