@@ -14,6 +14,9 @@ _TYPES = ("cpu", "cuda", "ipu", "xpu", "mkldnn", "opengl", "opencl", "ideep", "h
           "privateuseone")
 
 
+_builtin_type = type
+
+
 class DeviceUnavailableError(TracegradRuntimeError, AssertionError):
     """A tensor or module was asked to live on a device tracegrad has no kernels for."""
 
@@ -39,7 +42,7 @@ class device:
                 "tracegrad runs on the CPU only; use device('cpu').")
         elif not isinstance(type, str):
             raise TracegradTypeError(f"device() received an invalid argument: expected str, "
-                                     f"device or int, got {builtin_type(type).__name__}")
+                                     f"device or int, got {_builtin_type(type).__name__}")
         else:
             type, index = _parse(type, index)
         object.__setattr__(self, "_type", type)
@@ -81,9 +84,6 @@ class device:
         prev, _default_stack = _default_stack[-1], _default_stack[:-1]
         set_default_device(prev)
         return False
-
-
-builtin_type = type
 
 
 def _parse(text, index):
