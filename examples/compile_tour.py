@@ -5,6 +5,11 @@
    traced once, and its guards say which decisions it stands for.
 2. An MLP loss: the traced forward IR, the backward IR the VJP pass derives, what is saved
    for backward, the memory plan, and the generated numpy code.
+3. What compile sees: a training step written the PyTorch way (`zero_grad`, `backward`,
+   `step`) compiles to one program; `explain()` lists what it reads through a source each
+   call (`.grad`, the learning rate), the effects it replays (`.grad` writes), and the
+   guards on the Python state it read. Changing that state re-traces with a reason;
+   a side effect the program cannot replay is reported, never dropped.
 
     python examples/compile_tour.py
 """
@@ -86,6 +91,54 @@ def mlp_demo():
     print(path.backward_program.code)
 
 
+def sees_demo():
+    section("3. What compile sees: sources, effects and guards of a training step")
+    import warnings
+    nn = tg.nn
+    tg.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 3))
+    opt = tg.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    loss_fn = nn.CrossEntropyLoss()
+
+    @tg.compile
+    def train_step(x, y):
+        opt.zero_grad()
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    x, y = tg.randn(16, 4), tg.randint(0, 3, (16,))
+    for step in range(4):
+        opt.param_groups[0]["lr"] = 0.1 / (step + 1)    # a schedule: read per call
+        loss = train_step(x, y)
+    print(f"loss {loss.item():.4f}; {train_step.stats}")
+    report = train_step.explain()
+    last = report[report.rindex("== path"):]
+    keep = ("== path", "traced because", "read through", "effects replayed", "  %", "  output",
+            "guards", "  [py]")
+    print("\n".join(line[:150] for line in last.splitlines()[:40]
+                    if line.startswith(keep)))
+    print("\nchanging the model re-traces, with the reason:")
+    model[1] = nn.ReLU()
+    train_step(x, y)
+    print("  ", train_step.stats.retraces[-1])
+
+    print("\na side effect the program cannot replay is reported at trace time:")
+    seen = []
+
+    @tg.compile
+    def logged(x):
+        seen.append(float(x.sum()))                     # mutates a list the caller holds
+        return x * 2
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        logged(tg.ones(2))
+    print("  ", str(caught[0].message)[:160] if caught else "(no warning)")
+
+
 if __name__ == "__main__":
     loop_demo()
     mlp_demo()
+    sees_demo()

@@ -7,7 +7,8 @@ import pytest
 
 import tracegrad as tg
 from tracegrad import passes
-from tracegrad.ir import flatten, interpret
+from tracegrad.ir import interpret
+from tracegrad.tracing import flatten
 
 
 def _prims(g):

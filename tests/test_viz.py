@@ -502,3 +502,32 @@ def test_rejects_other_objects():
         viz.to_dot(42)
     with pytest.raises(ValueError, match="color_by"):
         viz.to_dot(tg.trace(three_ops, tg.ones(2, 3), tg.ones(3, 4)), color_by="dtype")
+
+
+MAGIC = {"png": b"\x89PNG\r\n\x1a\n", "pdf": b"%PDF-", "svg": b"<?xml"}
+
+
+@needs_dot
+@pytest.mark.parametrize("name,fmt", [("g.png", "png"), ("g.PNG", "png"), ("g.pdf", "pdf"),
+                                      ("g.svg", "svg"), ("g", "svg")])
+def test_render_format_follows_the_file_suffix(tmp_path, name, fmt):
+    f = _guarded_fn()
+    p = viz.render(f, tmp_path / name)
+    assert p == str(tmp_path / (name if "." in name else f"{name}.svg"))
+    with open(p, "rb") as fh:
+        assert fh.read(len(MAGIC[fmt])) == MAGIC[fmt]
+
+
+@needs_dot
+def test_render_format_argument_overrides_the_suffix(tmp_path):
+    p = viz.render(_guarded_fn(), tmp_path / "picture.svg", format="png")
+    assert p == str(tmp_path / "picture.svg")
+    with open(p, "rb") as fh:
+        assert fh.read(8) == MAGIC["png"]
+
+
+def test_render_refuses_an_unknown_suffix_before_drawing(tmp_path):
+    with pytest.raises(ValueError, match=r"\.gif") as info:
+        viz.render(_guarded_fn(), tmp_path / "g.gif")
+    assert "format=" in str(info.value)
+    assert not (tmp_path / "g.gif").exists()

@@ -17,9 +17,17 @@ from .ops import *  # noqa: F401,F403
 from .ops import abs, pow, round, sum, max, min, any, all  # noqa: F401,A004
 from . import autograd  # noqa: F401
 from .compiler import compile  # noqa: F401,A004
-from .ir.tracer import trace  # noqa: F401
+from .tracing import trace  # noqa: F401
 from .codegen import build  # noqa: F401
 from . import ir, passes  # noqa: F401
+
+
+def _svg(obj):
+    from . import viz                   # notebook display; None (text) without `dot`
+    return viz.svg(obj)
+
+
+ir.graph.set_display(_svg)              # the root wires presentation: ir never imports viz
 
 half, float, double, int, long = float16, float32, float64, int32, int64  # noqa: A001
 cfloat = None

@@ -13,10 +13,17 @@ import numpy as np
 from . import _mode
 from ._dtype import _FROM_NP, can_cast, scalar_type_name
 from ._errors import InplaceError, TracegradRuntimeError, op_error
+from . import _tensor
 from ._tensor import Tensor, edge_of
 
+
+class _layers:
+    """Installed by the primitive table at import (Note [Layers] in _tensor.py):
+    `VIEW_SCATTER`, the primitive that writes an in-place result through a view."""
+    VIEW_SCATTER = None
+
 # A tracer installs a callable here; dispatch hands every call to it while it is set.
-trace_hook = contextvars.ContextVar("tracegrad_trace_hook", default=None)
+from ._effects import trace_hook   # the one "is a trace active" variable (Note [Effects])
 _get_hook = trace_hook.get
 _grad_on = _mode.grad_enabled
 _inference_on = _mode.inference_enabled
@@ -394,7 +401,7 @@ def _rebase_view(prim, args, attrs, view, needs, old):
     base_new = view_scatter(base_old, f(view_old, *others)) -- every step a real node, so
     gradients (and gradients of gradients) flow through the ordinary machinery.
     """
-    from .ops import shape as S
+    S = _layers
     base = view._base
     view_old = Tensor._wrap(view._data, view.requires_grad, view.grad_fn)
     view_old._output_nr = view._output_nr
@@ -464,3 +471,6 @@ def _translate(prim, e, args=()):
     # PyTorch raises RuntimeError there; kernels raise TracegradTypeError themselves where
     # PyTorch raises TypeError.
     return op_error(TracegradRuntimeError, prim.name, msg)
+
+
+_tensor._layers.record = record          # Note [Layers]: the Tensor type calls back into us

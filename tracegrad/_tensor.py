@@ -3,6 +3,12 @@
 Methods that compute (math, shape ops, operators) are attached in `_tensor_methods.py` from
 the op modules; this file holds only what a tensor *is*.
 
+Note [Layers]
+The eager core is layered: `_dtype`, `_mode`, `_effects` < `_tensor` < `_dispatch` < the
+primitive table (`ops/`) < `autograd/` < tensor methods, nn, compiler. A lower layer that
+must call into a higher one at run time keeps a slot the higher one fills at import
+(`_tensor._layers`, `_dispatch._layers`), instead of importing upwards.
+
 Note [Views and versions]
 A view shares its base's `VersionCounter` (`_vc`) and its numpy memory; `_base` points to
 the root base and `_view_chain` lists the (primitive, attrs) steps that re-derive the view
@@ -15,11 +21,21 @@ import weakref
 import numpy as np
 
 from . import _dtype as D
-from . import _mode
+from . import _effects, _mode
+from ._effects import _get_hook
 from ._errors import TracegradRuntimeError, op_error
 
 
 _new = object.__new__
+
+
+class _layers:
+    """What the layers above the Tensor type install here at import (Note [Layers]):
+    `record` from _dispatch.py (re-deriving a view's grad_fn) and `AccumulateGrad` from
+    autograd/graph.py (a leaf's gradient sink). The Tensor type never imports them, so
+    the package's imports point one way, downwards."""
+    record = None
+    AccumulateGrad = None
 
 
 class VersionCounter:
@@ -89,6 +105,8 @@ class Tensor:
     @property
     def grad(self):
         g = self._grad
+        if _get_hook() is not None:          # inside a trace: `.grad` is read per call
+            _effects.grad_read(self, g)
         if g is None and self._grad_fn is not None and not self._retains_grad:
             # PyTorch warns: a non-leaf's .grad is never populated unless retain_grad().
             import warnings
@@ -104,6 +122,8 @@ class Tensor:
     @grad.setter
     def grad(self, value):
         self._grad = value
+        if _get_hook() is not None:
+            _effects.grad_set(self)
 
     # -- basic attributes --
     @property
@@ -143,7 +163,7 @@ class Tensor:
 
     def _regenerate(self):
         """Re-derive this view's grad_fn from its base's current grad_fn (see Note)."""
-        from ._dispatch import record
+        record = _layers.record
         base = self._base
         self._fn_version = self._vc.v
         if not base.requires_grad:
@@ -234,7 +254,7 @@ def accumulator(t):
     """The (cached) AccumulateGrad node of leaf `t` (owned by `t`; it refers back weakly)."""
     acc = t._accum
     if acc is None:
-        from .autograd.graph import AccumulateGrad    # here, not per call: imports cost ~2 us
+        AccumulateGrad = _layers.AccumulateGrad
         # Created under a lock so threads never hold two live accumulators (two locks) for
         # one leaf at the same time.
         with _ACCUM_LOCK:
@@ -261,8 +281,7 @@ def from_array(arr, requires_grad=False):
     t = Tensor._wrap(arr)
     if _mode.inference_enabled():
         t._inference = True
-    from ._dispatch import trace_hook
-    hook = trace_hook.get()
+    hook = _get_hook()
     if hook is not None:
         hook.__self__.constant(t)
     if requires_grad:

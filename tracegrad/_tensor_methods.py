@@ -8,6 +8,7 @@ import numpy as np
 from . import _dtype as D
 from . import _mode
 from . import ops as O
+from . import _effects
 from ._dispatch import dispatch, trace_hook
 from ._errors import TracegradRuntimeError, TracegradTypeError, TracegradValueError, op_error
 from ._tensor import Tensor, accumulator, from_array
@@ -203,6 +204,8 @@ def numpy(self, *, force=False):
         raise op_error(TracegradRuntimeError, "numpy",
                        "Can't call numpy() on Tensor that requires grad.",
                        "Use tensor.detach().numpy() instead.")
+    if trace_hook.get() is not None:
+        _effects.numpy_read(self)
     return _observe(self, "numpy", self._data)
 
 
@@ -226,6 +229,8 @@ def detach_(self):
     if self._base is not None:
         raise op_error(TracegradRuntimeError, "detach_",
                        "Can't detach views in-place. Use detach() instead.")
+    if self._rg or self._grad_fn is not None:
+        _effects.note("detach_", "detach_() on a tensor that requires grad", self)
     self._grad_fn = None
     self._rg = False
     return self
@@ -233,7 +238,10 @@ def detach_(self):
 
 def requires_grad_(self, requires_grad=True):
     """Set requires_grad in place (leaves only); returns self."""
+    before = self._rg
     self._set_requires_grad(requires_grad)
+    if self._rg != before:
+        _effects.note("requires_grad_", f"requires_grad_({requires_grad})", self, eager=False)
     return self
 
 
@@ -244,6 +252,7 @@ def retain_grad(self):
                        "can't retain_grad on Tensor that has requires_grad=False")
     if self.is_leaf or self._retains_grad:
         return
+    _effects.note("retain_grad", "retain_grad()", self, eager=False)
     import weakref
     ref = weakref.ref(self)
 
@@ -288,6 +297,7 @@ def register_hook(self, hook):
     if not self.requires_grad:
         raise op_error(TracegradRuntimeError, "register_hook",
                        "cannot register a hook on a tensor that doesn't require gradient")
+    _effects.note("hook", "register_hook()", self)
     if self.is_leaf:
         # The tensor owns its leaf hooks (its AccumulateGrad is only weakly held and may be
         # re-created); `accumulator()` installs this same list on every AccumulateGrad.

@@ -7,7 +7,7 @@ inputs and `mark_non_differentiable` outputs that never require grad.
 """
 import numpy as np
 
-from .. import _mode
+from .. import _effects, _mode
 from .._errors import TracegradRuntimeError, TracegradTypeError, op_error
 from .._tensor import Tensor, edge_of
 from .graph import FREED_MSG, Node, _version_error
@@ -135,6 +135,14 @@ class Function(metaclass=_FunctionMeta):
         needs = tuple(t is not None and t.requires_grad for t in tens)
         ctx.needs_input_grad = needs
         record = _mode.is_grad_enabled() and any(needs)
+        if record and _effects.active() is not None:
+            # inside a trace: one opaque node (Note [Opaque Functions]), else run eagerly
+            from ..tracing.custom_function import apply_traced
+            out = None if kwargs else apply_traced(cls, args)
+            if out is not None:
+                return out
+            _effects.note("function", f"custom autograd.Function {cls.__name__}.apply() "
+                          "(several outputs, keyword arguments, mark_dirty or randomness)")
         with _mode.no_grad():
             out = cls.forward(ctx, *args, **kwargs)
         single = not isinstance(out, tuple)

@@ -14,6 +14,9 @@ import types
 import weakref
 
 from .._errors import InplaceError, TracegradRuntimeError, op_error
+from .. import _effects
+from .._effects import _get_hook
+from .. import _tensor
 from .._tensor import Tensor     # _tensor imports this module lazily, so no cycle
 
 _seq = itertools.count()
@@ -222,6 +225,8 @@ class AccumulateGrad(Node):
         var = self._var()
         if var is None:
             return
+        if _get_hook() is not None and _effects.active() is not None:
+            return _effects.accumulate_traced(var, g, create_graph)
         with self.lock:
             old = var._grad
             if old is None:
@@ -237,3 +242,6 @@ class AccumulateGrad(Node):
                 var.grad = old + g
             else:
                 old._data += g._data
+
+
+_tensor._layers.AccumulateGrad = AccumulateGrad   # Note [Layers] in _tensor.py

@@ -17,6 +17,22 @@ from .._tensor import Tensor
 from ..autograd.graph import FREED_MSG, Node, _version_error
 
 
+class ConsumedBackward(Node):
+    """The grad_fn of an output whose graph the compiled function already ran backward
+    through (Note [Effects] in _effects.py): the program keeps no saved values for it, and
+    a second backward raises PyTorch's error, as eager does. Prints eager's node name."""
+    __slots__ = ("eager_name",)
+
+    def name(self):
+        return self.eager_name
+
+    def __repr__(self):
+        return f"<{self.eager_name} object at {id(self):#x}>"
+
+    def apply(self, grads):
+        raise TracegradRuntimeError(FREED_MSG)
+
+
 class CompiledFunctionBackward(Node):
     __slots__ = ("path", "saved_arrays", "kept_arrays", "checks", "inputs", "out_meta")
 

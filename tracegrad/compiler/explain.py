@@ -214,6 +214,41 @@ def input_lines(path):
     return out
 
 
+def source_lines(path):
+    """Captured inputs read through a source on every call (Note [Effects])."""
+    fg = path.part.forward
+    names = value_names(fg)
+    ins = fg.inputs
+
+    def owner(r):
+        if type(r) is tuple:
+            return f"%{names[ins[r[1]]]}"
+        k = next((i for i, t in enumerate(path.captured) if t is r), None)
+        return f"%{names[ins[path.n_args + k]]}" if k is not None else "a tensor"
+    out = [f"  %{names[ins[path.n_args + j]]} = {owner(r)}.grad" for j, r in path.sources]
+    where = getattr(path, "scalar_names", {})
+    out += [f"  %{names[ins[path.n_args + j]]} = "
+            f"{where.get((id(h), k), f'{type(h).__name__}[{k!r}]')}  (a runtime number: "
+            "changing it never re-traces)" for j, h, k in path.scalar_sources]
+    out += [f"  {owner(r)}.grad is None (checked)" for r in path.grad_none]
+    return out
+
+
+def effect_lines(path):
+    """Autograd effects every compiled call performs again (Note [Effects])."""
+    names = value_names(path.part.forward)
+    ins = path.part.forward.inputs
+    out = [f"  %{names[ins[pos]]}.requires_grad_({flag}) before the program"
+           for pos, flag in path.pre_effects]
+    out += [f"  output {k}.retain_grad()" for k in path.post_retain]
+    out += [f"  %{names[ins[pos]]}.grad = " + ("None" if k is None else f"result {k}")
+            for pos, k in path.grad_set_plan]
+    out += [f"  output {k}: backward() already ran through its graph inside; no saved values,"
+            f" its grad_fn ({name}) raises on a second backward" for k, name in
+            path.consumed.items()]
+    return out
+
+
 # -- the reports --
 
 def explain(cf, code=False):
@@ -232,6 +267,11 @@ def explain(cf, code=False):
             names = value_names(fg)
             lines.append("captured tensors (read by reference each call): " + ", ".join(
                 f"%{names[v]}: {v.type}" for v in fg.inputs[p.n_args:]))
+        src, eff = source_lines(p), effect_lines(p)
+        if src:
+            lines += ["read through a source on every call:"] + src
+        if eff:
+            lines += ["effects replayed on every call:"] + eff
         if p.part.mutations:
             names = value_names(p.part.forward)
             lines.append("input mutations (copied back after each call): " + ", ".join(

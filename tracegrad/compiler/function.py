@@ -31,11 +31,14 @@ from .. import _dispatch
 from .._tensor import Tensor
 from ..ir.interpret import GuardFailed
 from ..ir.printer import value_names
-from ..ir.tracer import Tracer, flatten, leaves_of
+from ..tracing import Tracer, flatten
 from ..passes import DEFAULT_PIPELINE
+from .arguments import check_compile_arguments
 from .keys import describe_difference, entry_key
 from .path import CompiledPath
-from .state import scan
+from .._effects import watch_python
+from .binding import Binder
+from .state import changed_by_trace, owned_holders, scan
 
 log = logging.getLogger("tracegrad")
 
@@ -108,6 +111,7 @@ class CompiledFunction:
         self._paths_added = 0                # paths in all entries (`_n_paths`)
         self._trace_lock = threading.RLock()
         self.module = None
+        self.binder = Binder(fn)
         functools.update_wrapper(self, fn, updated=())
         _register(self)
 
@@ -127,10 +131,10 @@ class CompiledFunction:
             # records our ops (a nested program's outputs would otherwise become constants).
             self.stats.eager_calls += 1
             return self.fn(*args, **kwargs)
-        leaves = leaves_of(args)
-        if kwargs:
-            leaves_of(kwargs, leaves)
-        key, tensors, aliased = entry_key(leaves)
+        leaves, struct, containers = self.binder.bind(args, kwargs)
+        if leaves is None:                   # arguments that do not fit: Python's error
+            return self.fn(*args, **kwargs)
+        key, tensors, aliased = entry_key(leaves, struct)
         if self.module is not None:
             key = key + (tuple(m.training for m in self.module.modules()),)
         if aliased:
@@ -165,19 +169,28 @@ class CompiledFunction:
                     if reason is None:
                         self.stats.cache_hits += 1
                         return out
-            return self._trace(key, entry, args, kwargs, leaves, reason)
+            return self._trace(key, entry, args, kwargs, leaves, reason, containers)
 
     def _run_cached(self, entry, tensors):
+        """Run the cached path that fits this call: (outputs, None), or (None, why none does).
+
+        The last path that ran is tried first; a path whose Python state no longer holds
+        gives way to any other path of the entry whose state does (a global flipping between
+        two values alternates between two paths instead of re-tracing), and a failed tensor
+        guard to a path sharing the outcomes before it (Note [Paths])."""
         path = entry.last
         tried = set()
+        first_bad = None
         while path is not None:
             tried.add(id(path))
-            bad = path.captured_ok(tensors)
+            captured, bad = path.resolve(tensors)
             if bad is not None:
-                return None, bad
+                first_bad = first_bad or bad
+                path = next((p for p in entry.paths if id(p) not in tried), None)
+                continue
             rng = _rng_states(path)
             try:
-                outs = path.run(tensors)
+                outs = path.run(tensors, captured)
             except GuardFailed as gf:
                 for gen, r, state, seed in rng:  # undo draws made before the failed guard
                     gen._rng, gen._seed = r, seed
@@ -194,9 +207,9 @@ class CompiledFunction:
                 continue
             entry.last = path
             return path.rebuild_outputs(outs), None
-        return None, "no path"
+        return None, first_bad or "no path"
 
-    def _trace(self, key, entry, args, kwargs, leaves, reason):
+    def _trace(self, key, entry, args, kwargs, leaves, reason, containers=()):
         if self._n_paths() >= self.cache_limit:
             if not self._warned:
                 warnings.warn(f"tracegrad.compile: '{self.name}' reached cache_limit="
@@ -212,27 +225,54 @@ class CompiledFunction:
             self.stats.retraces.append(reason)
         self.stats.traces += 1
         tracer = Tracer(self.name)
-        bindings, state_guards, state_names = scan(self.module if self.module is not None
-                                                   else self.fn)
-        tracer.names.update(state_names)
         names = _arg_names(self.fn, len(leaves))
+        objects = [(names[i] if i < len(names) else f"a{i}", x) for i, x in enumerate(leaves)
+                   if not isinstance(x, (Tensor, bool, int, float, str, type(None)))]
+        scanned = scan(self.module if self.module is not None else self.fn, objects)
+        bindings, state_guards = scanned.bindings, scanned.guards
+        tracer.names.update(scanned.names)
         n_args = 0
         for i, x in enumerate(leaves):
             if isinstance(x, Tensor):
                 tracer.add_arg(x, names[i] if i < len(names) else f"a{i}")
                 n_args += 1
-        with tracer:
+        external = set(containers) | scanned.containers
+        with tracer, watch_python(tracer, external):
             out = self.fn(*args, **kwargs)
-        outs, build = flatten(out)
+        tracer.check_numpy_writes()
+        outs, build = flatten(out, strict=True)
+        _warn_effects(self.name, tracer)
         if isinstance(out, Tensor):
             build = _single
-        tracer.graph.outputs = [tracer.value_of(o) for o in outs if isinstance(o, Tensor)]
+        # `.grad` assignments (backward() or `p.grad = ...` inside): hidden outputs
+        grad_sets = tracer.grad_results()
+        for o, g in grad_sets:
+            if g is not None and id(g) not in tracer.env:
+                tracer.note_effect("grad_write", "assigning .grad a tensor from outside the "
+                                   "trace", o)
+        grad_sets = [(o, g) for o, g in grad_sets if g is None or id(g) in tracer.env]
+        tracer.graph.outputs = [tracer.value_of(o) for o in outs if isinstance(o, Tensor)] + [
+            tracer.env[id(g)] for _, g in grad_sets if g is not None]
         # the captured tensors' bindings, then every container/scalar guard (Note [Captured
         # state]); tensors the trace did not capture need no binding
         state_guards = [bindings[id(t)] for _, t in tracer.captured
                         if id(t) in bindings] + state_guards
+        # Python state the function itself changed: replayed calls own theirs; any other
+        # changed value is an effect no compiled call can replay (Note [Effects])
+        dropped, changed = changed_by_trace(
+            state_guards, owned_holders([o for o, *_ in tracer.replays]))
+        for g in changed:
+            tracer.note_effect("python_state", f"it changes {g.where} "
+                               f"({g.reason().split(': ', 1)[-1]}), which it also reads", None)
+        state_guards = [g for g in state_guards if all(g is not d for d in dropped)]
+        # places read as runtime scalars (`hyper`) are inputs, not guards
+        places = tracer.scalar_places()
+        runtime = [g for g in state_guards if any(g.holder is h and g.key == k for h, k in places)]
+        state_guards = [g for g in state_guards if all(g is not r for r in runtime)]
         path = CompiledPath(self.name, tracer, tracer.graph, outs, build, self.pipeline, n_args,
-                            memory=self.memory, poison=self.debug_nan, state_guards=state_guards)
+                            memory=self.memory, poison=self.debug_nan, state_guards=state_guards,
+                            grad_sets=grad_sets)
+        path.scalar_names = {(id(g.holder), g.key): g.where for g in runtime}
         if entry is None:
             entry = self.entries[key] = _Entry(key)
             # objects keyed by id() must outlive the entry, or a new object could reuse the id
@@ -267,6 +307,11 @@ class CompiledFunction:
         from .. import viz                   # notebook display; None (text) without `dot`
         return viz.svg(self)
 
+    def _tracegrad_drawing(self, color_by=None):
+        """What `tracegrad.viz` draws for a compiled function: every cached path."""
+        from ..viz.ir import function_drawing
+        return function_drawing(self, color_by)
+
     def __repr__(self):
         return f"<compiled {self.name}: {self._n_paths()} path(s)>"
 
@@ -280,6 +325,15 @@ class CompiledFunction:
         if module is not None:
             return getattr(module, name)
         raise AttributeError(f"'CompiledFunction' object has no attribute {name!r}")
+
+
+def _warn_effects(name, tracer):
+    """Once per trace, name the Python side effects that run only while tracing."""
+    for e in tracer.effects:
+        if not e.eager and e.kind == "print":
+            warnings.warn(f"tracegrad.compile: '{name}' calls {e.describe()}; it runs only "
+                          "while tracing, not on cached calls. Print outside the compiled "
+                          "function, or return the value.", UserWarning, stacklevel=4)
 
 
 def _single(outs):
@@ -326,6 +380,7 @@ def compile(fn=None, *, cache_limit=8, passes=None, backend="numpy", memory="bal
     "min" (also recompute cheap values in backward instead of saving them) or "off".
     `debug_nan=True` fills every buffer with NaN when its value dies (results must not change).
     """
+    check_compile_arguments(fn, backend)
     opts = dict(cache_limit=cache_limit, passes=passes, backend=backend, memory=memory,
                 debug_nan=debug_nan)
     if fn is None:

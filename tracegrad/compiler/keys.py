@@ -1,14 +1,16 @@
 """The entry key: what must match, checked with one dict lookup, before a cached trace is
-reused (shapes, dtypes, requires_grad and C-contiguity of tensor arguments, which arguments
-alias, Python
-scalar values, grad and inference mode, module training flags and parameter identities)."""
+reused: shapes, dtypes, requires_grad, leaf-ness, inference flag and C-contiguity of tensor
+arguments, which arguments alias, Python scalar values by type and exact value, the
+arguments' structure (Note [Binding by name] in binding.py), grad and inference mode, the
+default dtype, module training flags and parameter identities."""
 import numpy as np
 
-from .. import _mode
+from .. import _dtype, _mode
 from .._tensor import Tensor
+from .binding import scalar_key
 
 
-def entry_key(leaves):
+def entry_key(leaves, struct=None):
     """(key, tensors, aliased): the hashable entry key, the tensor leaves in order, and
     whether two of them share storage (such calls run eagerly: the key only flags it)."""
     parts, tensors, storages = [], [], []
@@ -19,15 +21,17 @@ def entry_key(leaves):
             d = x._data
             # memory order decides what a planned program may do (Note [Layouts]); this is
             # passes.layout.in_c_order, inlined: the key is computed on every call
-            parts.append(("T", d.shape, d.dtype, x._rg, d.ndim < 2 or d.flags.c_contiguous))
+            parts.append(("T", d.shape, d.dtype, x._rg, d.ndim < 2 or d.flags.c_contiguous,
+                          x._grad_fn is None, x._inference))
         elif isinstance(x, (bool, int, float, str, type(None))):
-            parts.append(("S", type(x), x))
+            parts.append(("S", scalar_key(x)))
         elif isinstance(x, np.ndarray):      # the trace baked its values in: key by value
             parts.append(("A", x.shape, x.dtype.str, x.tobytes()))
         else:                                # by identity (the entry keeps `x` alive)
             parts.append(("O", id(x), _module_flags(x)))
     aliased = len(storages) > 1 and len(set(storages)) < len(storages)
-    return (tuple(parts), _mode.grad_enabled(), _mode.inference_enabled()), tensors, aliased
+    return ((tuple(parts), _mode.grad_enabled(), _mode.inference_enabled(),
+             _dtype.get_default_dtype(), struct), tensors, aliased)
 
 
 def _module_flags(x):
@@ -42,8 +46,12 @@ def _module_flags(x):
 
 def describe_difference(old, new):
     """Human-readable reason two entry keys differ (for retrace logs)."""
-    if len(old) > 3 and len(new) > 3 and old[3] != new[3]:
-        return f"module training flags changed ({old[3]} -> {new[3]})"
+    if len(old) > 5 and len(new) > 5 and old[5] != new[5]:
+        return f"module training flags changed ({old[5]} -> {new[5]})"
+    if old[3] != new[3]:
+        return f"default dtype changed ({old[3]} -> {new[3]})"
+    if old[4] != new[4]:
+        return "the arguments' structure changed (keyword names, containers or dict keys)"
     (op, og, oi), (np_, ng, ni) = old[:3], new[:3]
     if og != ng:
         return f"grad mode changed ({og} -> {ng})"
@@ -55,7 +63,8 @@ def describe_difference(old, new):
         if a != b:
             if a[0] == "T" and b[0] == "T":
                 for name, x, y in zip(("shape", "dtype", "requires_grad",
-                                       "C-contiguous layout"), a[1:], b[1:]):
+                                       "C-contiguous layout", "is_leaf", "inference tensor"),
+                                      a[1:], b[1:]):
                     if x != y:
                         return f"argument {i}: {name} changed ({x} -> {y})"
             if a[0] == "A" and b[0] == "A":

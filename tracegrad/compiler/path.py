@@ -17,7 +17,7 @@ from ..passes.fold import drop_aliases, fold_constants, fold_scalings
 from ..passes.layout import in_c_order, reordered_values
 from ..passes.plan_memory import plan_memory
 from ..passes.schedule import schedule_memory
-from .backward_node import CompiledFunctionBackward
+from .backward_node import CompiledFunctionBackward, ConsumedBackward
 from .replay import plan_replay, replay_backward
 from .runner import build_runner
 from .state import checker, first_failing
@@ -27,7 +27,7 @@ class CompiledPath:
     """A specialization for one entry key and one sequence of guard outcomes."""
 
     def __init__(self, name, tracer, raw, out_tensors, out_build, pipeline, n_args,
-                 memory="balanced", poison=False, state_guards=()):
+                 memory="balanced", poison=False, state_guards=(), grad_sets=()):
         self.name = name
         self.raw = raw
         self.n_args = n_args
@@ -37,6 +37,7 @@ class CompiledPath:
         # must still hold on a call (Note [Captured state] in compiler/state.py)
         self.state_guards = list(state_guards)
         self._state_holds = checker(self.state_guards)
+        self._sources_from(tracer)
         self.out_build = out_build
         self.out_is_tensor = [isinstance(o, Tensor) for o in out_tensors]
         self.out_consts = [None if isinstance(o, Tensor) else o for o in out_tensors]
@@ -67,9 +68,18 @@ class CompiledPath:
         ins = fg.inputs
         self.wrt = [i for i, (v, t) in enumerate(zip(ins, self._input_tensors_from(tracer)))
                     if t.requires_grad and t.is_floating_point()]
+        # `.grad` values the function assigned follow the user's outputs (Note [Effects])
         tens_outs = [o for o in out_tensors if isinstance(o, Tensor)]
-        self.out_requires = [o.requires_grad for o in tens_outs]
-        needs_bwd = _mode.is_grad_enabled() and self.wrt and any(self.out_requires)
+        tens_outs += [g for _, g in grad_sets if g is not None]
+        # an output whose graph the function already ran backward through (retain_graph
+        # off) gets no backward program and no saved values: its grad_fn only raises
+        self.consumed = {k: o._grad_fn.name() for k, o in enumerate(tens_outs)
+                         if o._grad_fn is not None and o._grad_fn.released}
+        self.out_requires = [o.requires_grad and k not in self.consumed
+                             for k, o in enumerate(tens_outs)]
+        # the trace decides, not the mode outside it: `enable_grad()` inside a call made
+        # under no_grad gives outputs that require grad, eagerly and compiled alike
+        needs_bwd = bool(self.wrt) and any(self.out_requires)
         vr = None
         self.deferred_errors = []
         if needs_bwd:
@@ -99,11 +109,17 @@ class CompiledPath:
         self.checked_out = {k for k, v in enumerate(fwd_outs)
                             if v is not None and storage.get(v) in behind}
         self.eager_reason = _needs_eager(self.part, fg, tracer, loud, out_tensors)
+        self._effect_replays(tracer, out_tensors)
+        self.replays = [(obj, m, a, k) for obj, m, a, k in tracer.replays]
+        self._grad_plan(tracer, grad_sets, len(tens_outs))
         self.wrt_shapes = tuple(ins[i].type.shape for i in self.wrt)
         self.wrt_dtypes = tuple(ins[i].type.dtype.np for i in self.wrt)
         self._layout()
-        fast = build_runner(self)           # Note [Runner]: straight-line `run` when it can
-        if fast is not None:
+        fast = None if (self.sources or self.grad_none or self.pre_effects or self.consumed
+                        or self.replays
+                        or self.scalar_sources
+                        or self.post_retain or self.grad_set_plan) else build_runner(self)
+        if fast is not None:                # Note [Runner]: straight-line `run` when it can
             self.run = fast
 
     def _layout(self):
@@ -170,27 +186,103 @@ class CompiledPath:
     def _input_tensors_from(tracer):
         return [t for _, t in tracer.args] + [t for _, t in tracer.captured]
 
+    def _sources_from(self, tracer):
+        """Captured inputs read through a source each call (Note [Effects]): `owner.grad`.
+
+        `self.sources`: [(captured index, owner)] where owner is ("arg", i) or a tensor the
+        state guards keep bound; `self.grad_none`: owners whose `.grad` was None."""
+        args = {id(t): i for i, (_, t) in enumerate(tracer.args)}
+        known = args.keys() | {id(t) for _, t in tracer.captured}
+
+        def ref(owner):
+            return ("arg", args[id(owner)]) if id(owner) in args else owner
+        self.sources = [(j, ref(tracer.sources[v])) for j, (v, _) in enumerate(tracer.captured)
+                        if v in tracer.sources]
+        self.scalar_sources = [(j, *tracer.scalar_sources[v]) for j, (v, _) in
+                               enumerate(tracer.captured) if v in tracer.scalar_sources]
+        seen = set()
+        self.grad_none = [ref(o) for o in tracer.grad_none
+                          if id(o) in known and not (id(o) in seen or seen.add(id(o)))]
+
+    def _effect_replays(self, tracer, out_tensors):
+        """Autograd effects replayed on every call (Note [Effects]): `requires_grad_` on an
+        input before the program runs, `retain_grad` on a returned tensor after it."""
+        inputs = {id(t): k for k, t in enumerate(self._input_tensors_from(tracer))}
+        outs = {id(o): k for k, o in enumerate(o for o in out_tensors if isinstance(o, Tensor))}
+        self.pre_effects = [(inputs[id(e.tensor)], e.tensor._rg) for e in tracer.effects
+                            if e.kind == "requires_grad_" and id(e.tensor) in inputs]
+        self.post_retain = sorted({outs[id(e.tensor)] for e in tracer.effects
+                                   if e.kind == "retain_grad" and id(e.tensor) in outs})
+
+    def _grad_plan(self, tracer, grad_sets, n_outs):
+        """`.grad` assignments replayed after each call: [(input position, output k or
+        None)], the outputs being the hidden ones after the user's (Note [Effects])."""
+        inputs = {id(t): k for k, t in enumerate(self._input_tensors_from(tracer))}
+        k = n_outs - sum(g is not None for _, g in grad_sets)
+        self.grad_set_plan = []
+        for owner, g in grad_sets:
+            pos = inputs.get(id(owner))
+            if pos is None:
+                self.eager_reason = self.eager_reason or (
+                    "it assigns .grad of a tensor the compiled program does not read")
+                continue
+            self.grad_set_plan.append((pos, None if g is None else k))
+            k += g is not None
+
     # -- checks before running --
-    def captured_ok(self, args=()):
-        """None when captured tensors and guarded Python state still match, else why not."""
+    def resolve(self, args=()):
+        """(captured tensors for this call, None) when captured tensors and guarded Python
+        state still match, else (None, why not)."""
         if not self.captured and not self.state_guards:
-            return None
-        if args and self.captured:
-            vcs = {id(t._vc) for t in self.captured}
+            return self.captured, None
+        captured = self.captured
+        if self.sources or self.grad_none or self.scalar_sources:
+            captured, bad = self._read_sources(args)
+            if bad is not None:
+                return None, bad
+        if args and captured:
+            vcs = {id(t._vc) for t in captured}
             if any(id(t._vc) in vcs for t in args):
-                return "an argument shares memory with a captured tensor"
+                return None, "an argument shares memory with a captured tensor"
         if not self._state_holds():
             bad = first_failing(self.state_guards)
             if bad is not None:
-                return bad.reason()
-        for t, m in zip(self.captured, self.captured_meta):
+                return None, bad.reason()
+        for t, m in zip(captured, self.captured_meta):
             if _meta(t) != m:
-                return f"captured tensor changed: {m} -> {_meta(t)}"
-        return None
+                return None, f"captured tensor changed: {m} -> {_meta(t)}"
+        return captured, None
+
+    def captured_ok(self, args=()):
+        """None when the path can run for these arguments, else why not."""
+        return self.resolve(args)[1]
+
+    def _read_sources(self, args):
+        def owner(r):
+            return args[r[1]] if type(r) is tuple else r
+        for r in self.grad_none:
+            if owner(r)._grad is not None:
+                return None, "a .grad that was None when traced is set now"
+        captured = list(self.captured)
+        for j, r in self.sources:
+            g = owner(r)._grad
+            if g is None:
+                return None, "a .grad read by the function is None now"
+            captured[j] = g
+        for j, holder, key in self.scalar_sources:
+            value = holder.get(key) if isinstance(holder, dict) else holder[key]
+            if type(value) not in (float, int):
+                return None, f"{key!r} is no longer a number ({value!r})"
+            captured[j] = Tensor._wrap(np.array(value, dtype=np.float64))
+        return captured, None
 
     # -- running --
-    def run(self, args):
-        inputs = list(args) + self.captured if self.captured else list(args)
+    def run(self, args, captured=None):
+        if captured is None:
+            captured = self.captured
+        inputs = list(args) + captured if captured else list(args)
+        for pos, flag in self.pre_effects:   # replayed effects (Note [Effects])
+            inputs[pos].requires_grad_(flag)
         res = self.forward_program(*[t._data for t in inputs])
         part = self.part
         n_user = part.n_user
@@ -220,7 +312,7 @@ class CompiledPath:
             for k, o in enumerate(outs):     # inference tensors, as in eager
                 if k not in self.alias_out and k not in self.dup_out:
                     o._inference = True
-        if part.backward is not None and _mode.is_grad_enabled():
+        if part.backward is not None:
             keep = self.replay.keep
             self._attach(inputs, outs, res[self._saved_slice],
                          res[len(res) - len(keep):] if keep else ())
@@ -230,6 +322,17 @@ class CompiledPath:
                 for prim, attrs in chain:    # a real view of the returned output j
                     t = dispatch(prim, (t,), attrs)
                 outs[k] = t
+        for k in self.post_retain:
+            if outs[k].requires_grad:
+                outs[k].retain_grad()
+        for k, name in self.consumed.items():
+            node = ConsumedBackward(None, None, (), (), (), ())
+            node.eager_name, node.released = name, True
+            outs[k]._grad_fn, outs[k]._rg = node, True
+        for pos, k in self.grad_set_plan:
+            inputs[pos]._grad = None if k is None else outs[k]
+        for obj, method, a, k in self.replays:  # Python-only calls (`_effects.replayed`)
+            method(obj, *a, **k)
         return outs
 
     def _attach(self, inputs, outs, saved_fwd, kept):
@@ -313,6 +416,11 @@ class CompiledPath:
         from .. import viz                   # notebook display; None (text) without `dot`
         return viz.svg(self)
 
+    def _tracegrad_drawing(self, color_by=None):
+        """What `tracegrad.viz` draws for a path (viz knows drawings, not the compiler)."""
+        from ..viz.ir import path_drawing
+        return path_drawing(self, color_by)
+
 
 def _needs_eager(part, fg, tracer, loud, outs):
     """Why this path must run eagerly, or None.
@@ -323,6 +431,12 @@ def _needs_eager(part, fg, tracer, loud, outs):
       on: eager rebases its autograd history on the in-place op; copying the new values back
       cannot do that. (Updates under `no_grad`, like optimizer steps, are compiled.)"""
     tensors = [t for _, t in tracer.args] + [t for _, t in tracer.captured]
+    for e in tracer.effects:
+        if e.eager:
+            return (f"{e.describe()}: an effect the compiled program cannot replay "
+                    "(see 'what compile sees' in the README)")
+        if e.kind == "requires_grad_" and id(e.tensor) not in tracer.env:
+            return f"{e.describe()} on a tensor the compiled program does not read"
     captured_vcs = {id(t._vc) for _, t in tracer.captured}
     if any(id(t._vc) in captured_vcs for _, t in tracer.args):
         return ("an argument shares memory with a tensor the function reads from a closure, "
@@ -330,7 +444,10 @@ def _needs_eager(part, fg, tracer, loud, outs):
     if _mode.is_grad_enabled() and tracer.new_leaves(outs):
         return ("it creates a tensor that requires grad (a new leaf, whose .grad only eager "
                 "execution can fill); create it outside and pass it in to compile")
+    recorded = {id(t) for t in tracer.grad_sets}
     for t in tracer.grad_writes():
+        if id(t) in recorded or id(t._grad) in tracer.env:
+            continue                         # a recorded effect (Note [Effects])
         name = fg.inputs[next(i for i, u in enumerate(tensors) if u is t)].name or "an input"
         return (f"it changes '{name}.grad' (backward() inside the function); return "
                 "gradients from tg.autograd.grad(...) instead to compile it")

@@ -23,6 +23,7 @@ from .._dispatch import dispatch
 from .._tensor import Tensor
 from ..ops.creation import zeros
 from ..ops.shape import CLONE
+from ..ir.types import Value
 
 
 class ReplayPlan:
@@ -99,4 +100,4 @@ def replay_backward(path, inputs, grads, saved_arrays, kept_arrays):
 
 
 def _isval(a):
-    return hasattr(a, "type") and hasattr(a, "id")
+    return isinstance(a, Value)

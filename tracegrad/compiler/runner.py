@@ -27,10 +27,9 @@ def build_runner(path):
     names = [f"a{i}" for i in range(n_args)] + [f"c{i}" for i in range(len(path.captured))]
     env = {"_fn": prog.fn, "_prog": prog, "_GuardFailed": GuardFailed, "_qe": quiet_enter,
            "_qx": quiet_exit, "_wrap": Tensor._wrap, "_asarray": np.asarray,
-           "_copyto": np.copyto, "_inference": _mode.inference_enabled,
-           "_grad_on": _mode.is_grad_enabled, "_attach": path._attach}
+           "_copyto": np.copyto, "_inference": _mode.inference_enabled, "_attach": path._attach}
     env.update({f"c{i}": t for i, t in enumerate(path.captured)})   # same objects every call
-    lines = ["def run(args):"]
+    lines = ["def run(args, captured=None):"]   # captured: fixed objects here (no sources)
     if n_args:
         lines.append(f"    {', '.join(names[:n_args])}{',' if n_args == 1 else ''} = args")
     call = f"_fn({', '.join(n + '._data' for n in names)})"
@@ -51,8 +50,8 @@ def build_runner(path):
         keep = len(path.replay.keep)
         sl = path._saved_slice
         kept = f"res[{-keep}:]" if keep else "()"
-        lines += ["    if _grad_on():",
-                  f"        _attach([{', '.join(names)}], outs, res[{sl.start}:{sl.stop}], "
+        # the trace decided that gradients flow (the entry key fixes the grad mode)
+        lines += [f"    _attach([{', '.join(names)}], outs, res[{sl.start}:{sl.stop}], "
                   f"{kept})"]
     lines.append("    return outs")
     code = "\n".join(lines) + "\n"

@@ -18,41 +18,76 @@ It records, as `StateGuard`s checked on every cache hit:
 - *value guards* on every Python scalar (bool, int, float, complex, str, None): a changed
   `lr = 0.01` re-traces, as a changed scalar argument does.
 A failing guard re-traces with a reason naming the place ("global 'scale' changed: 2.0 ->
-5.0"). Reads beyond this reach (deeper nesting, values behind calls) are not guarded: pass
-such values as arguments. A function that changes scalar state it reads (a call counter)
+5.0"). Arguments that are objects (modules, plain objects, `self` of a compiled method, a
+compiled callable object) are walked the same way, as are class attributes of user classes,
+the attributes a function names in a user module it reads (`cfg.LR`), library callables
+bound to a name (`act = tg.relu`, guarded by identity), numpy arrays (by value), and the
+forward-hook dicts of modules. Containers are guarded by identity *and* length, so an
+appended item or an added hook re-traces. Reads beyond this reach (values behind calls,
+nesting deeper than MAX_NEST) are not guarded: pass such values as arguments. A function that changes scalar state it reads (a call counter)
 re-traces on each call until `cache_limit`, then runs eagerly, which is what eager gives.
 """
 import types
 
+import numpy as np
+
 from .._tensor import Tensor
 
-MAX_ITEMS = 64          # larger containers are not walked
+MAX_ITEMS = 4096        # larger containers are not walked
 MAX_DEPTH = 3           # user functions reached through user functions
+MAX_NEST = 4            # containers and objects reached through containers and objects
 _SCALARS = (bool, int, float, complex, str, type(None))
-_LIBRARIES = ("tracegrad", "numpy", "torch", "builtins", "functools", "typing")
+_LIBRARIES = ("tracegrad", "numpy", "torch", "builtins", "functools", "typing", "jax")
+_WALKED_LIBRARY = ("tracegrad.optim", "tracegrad.utils")   # their objects hold user state
 _MISSING = object()
+_LEN = object()         # key of a length guard
 
 
 class StateGuard:
-    """`holder[key]` (a dict, list, tuple or closure cell with key None) must still hold
-    `expected`: the same object (`same`), or an equal value of the same type."""
+    """`holder[key]` (a dict, list, tuple or closure cell with key None; the container's
+    length with key _LEN) must still hold `expected`, by `mode`: "is" (the same object),
+    "eq" (an equal value of the same type), "len", or "array" (the same numpy array with
+    the same values: `expected` is (array, snapshot))."""
 
-    __slots__ = ("holder", "key", "expected", "same", "where", "current")
+    __slots__ = ("holder", "key", "expected", "mode", "where", "current")
 
-    def __init__(self, holder, key, expected, same, where):
+    def __init__(self, holder, key, expected, mode, where):
         self.holder, self.key, self.expected = holder, key, expected
-        self.same, self.where = same, where
+        self.mode, self.where = mode, where
         self.current = _getter(holder, key)     # () -> what the place holds now
+
+    @property
+    def same(self):
+        return self.mode == "is"
+
+    def holds(self):
+        cur, exp = self.current(), self.expected
+        if self.mode == "is":
+            return cur is exp
+        if self.mode == "array":
+            return cur is exp[0] and _array_eq(cur, exp[1])
+        return cur is exp or (type(cur) is type(exp) and cur == exp)
 
     def reason(self):
         cur = self.current()
         now = "deleted" if cur is _MISSING else _short(cur)
-        if self.same:
+        if self.mode == "is":
             return f"{self.where} was rebound to another object ({now})"
+        if self.mode == "len":
+            return f"{self.where} changed length: {self.expected} -> {now}"
+        if self.mode == "array":
+            return f"{self.where} (a numpy array) changed"
         return f"{self.where} changed: {_short(self.expected)} -> {now}"
 
     def describe(self):
-        return f"{self.where} {'is' if self.same else '=='} {_short(self.expected)}"
+        if self.mode == "len":
+            return f"len({self.where}) == {self.expected}"
+        exp = self.expected[1] if self.mode == "array" else self.expected
+        return f"{self.where} {'is' if self.mode == 'is' else '=='} {_short(exp)}"
+
+
+def _array_eq(a, snap):
+    return a.shape == snap.shape and a.dtype == snap.dtype and np.array_equal(a, snap)
 
 
 def checker(guards):
@@ -62,19 +97,24 @@ def checker(guards):
     cost of calling each guard's getter. On False, `first_failing` says which and why."""
     if not guards:
         return lambda: True
-    env, lines = {"_M": _MISSING}, ["def check():", "    try:"]
+    env = {"_M": _MISSING, "_aeq": _array_eq}
+    lines = ["def check():", "    try:"]
     for i, g in enumerate(guards):
         env[f"h{i}"], env[f"k{i}"], env[f"e{i}"] = g.holder, g.key, g.expected
-        if g.key is None:
+        if g.key is _LEN:
+            get = f"len(h{i})"
+        elif g.key is None:
             get = f"h{i}.cell_contents"
-        elif type(g.holder) is dict:
+        elif isinstance(g.holder, (dict, types.MappingProxyType)):
             get = f"h{i}.get(k{i}, _M)"
         else:
             get = f"h{i}[k{i}]"
-        test = f"v is not e{i}" if g.same else (
-            f"v is not e{i} and (type(v) is not type(e{i}) or v != e{i})")
+        test = {"is": f"v is not e{i}",
+                "array": f"v is not e{i}[0] or not _aeq(v, e{i}[1])"}.get(
+            g.mode, f"v is not e{i} and (type(v) is not type(e{i}) or v != e{i})")
         lines += [f"        v = {get}", f"        if {test}: return False"]
-    lines += ["    except (ValueError, IndexError):", "        return False", "    return True"]
+    lines += ["    except (ValueError, IndexError, KeyError, TypeError):", "        return False",
+              "    return True"]
     exec(compile("\n".join(lines), "<tracegrad state guards>", "exec"), env)
     return env["check"]
 
@@ -82,13 +122,17 @@ def checker(guards):
 def first_failing(guards):
     """The first guard that no longer holds, or None."""
     for g in guards:
-        cur, exp = g.current(), g.expected
-        if cur is not exp and (g.same or type(cur) is not type(exp) or cur != exp):
+        try:
+            if not g.holds():
+                return g
+        except (ValueError, IndexError, KeyError, TypeError):
             return g
     return None
 
 
 def _getter(holder, key):
+    if key is _LEN:
+        return lambda: len(holder)
     if key is None:
         def cell():
             try:
@@ -96,7 +140,7 @@ def _getter(holder, key):
             except ValueError:
                 return _MISSING
         return cell
-    if type(holder) is dict:
+    if isinstance(holder, (dict, types.MappingProxyType)):
         return lambda: holder.get(key, _MISSING)
     return lambda: holder[key] if -len(holder) <= key < len(holder) else _MISSING
 
@@ -104,36 +148,77 @@ def _getter(holder, key):
 def _short(x):
     if isinstance(x, Tensor):
         return f"tensor of shape {tuple(x.shape)}"
-    r = repr(x)
+    if isinstance(x, np.ndarray):
+        return f"array of shape {x.shape}"
+    if not isinstance(x, _SCALARS + (list, tuple, dict, type, types.FunctionType)):
+        return f"<{type(x).__name__} object>"
+    try:
+        r = repr(x)
+    except Exception:
+        r = f"<{type(x).__name__}>"
+    r = " ".join(r.split())
     return r if len(r) <= 60 else r[:57] + "..."
 
 
-def scan(target):
-    """(bindings {id(tensor): StateGuard}, guards [StateGuard], names {id(tensor): name})
-    for a function, bound method or nn.Module about to be traced (Note [Captured state])."""
+def owned_holders(objects):
+    """Ids of the dicts and containers reachable from `objects` (the state replayed calls
+    rewrite, e.g. a scheduler's attributes and its optimizer's param groups)."""
+    s = _Scanner()
+    for obj in objects:
+        s.value_in(None, None, obj, "owner", 0, force=True)
+    return {id(g.holder) for g in s.guards} | {id(g.holder) for g in s.bindings.values()}
+
+
+def changed_by_trace(guards, owned):
+    """(dropped, changed): value guards that no longer hold right after the trace, split
+    into those on state replayed calls own (dropped: replaying rewrites it) and the others
+    (the function changes Python state it reads: no compiled call can replay that)."""
+    dropped, changed = [], []
+    for g in guards:
+        if g.mode == "eq" and not g.holds():
+            (dropped if id(g.holder) in owned else changed).append(g)
+    return dropped, changed
+
+
+def scan(target, objects=()):
+    """The state a function, bound method, callable object or nn.Module about to be traced
+    can reach (Note [Captured state]), plus `objects`: [(name, object)] passed as arguments.
+
+    Returns the scanner: `.bindings` {id(tensor): StateGuard}, `.guards` [StateGuard],
+    `.names` {id(tensor): name}, `.containers` (ids of the containers walked)."""
     s = _Scanner()
     if _is_module(target):
         s.module(target, type(target).__name__, 0)
         s.function(type(target).forward, 0)
+    elif not isinstance(target, (types.FunctionType, types.MethodType)) and callable(target) \
+            and hasattr(target, "__dict__"):
+        s.value_in(None, None, target, "self", 0, force=True)     # a callable object
+        s.function(type(target).__call__, 0)
     else:
         s.function(target, 0)
-    return s.bindings, s.guards, s.names
+    for name, obj in objects:
+        s.value_in(None, None, obj, f"argument '{name}'", 0)
+    return s
 
 
 class _Scanner:
     def __init__(self):
         self.bindings, self.guards, self.names = {}, [], {}
         self.seen = set()
+        self.containers = set()
+        self.code_names = set()          # attribute names the scanned code reads
 
     def function(self, fn, depth):
         owner = getattr(fn, "__self__", None)
         fn = getattr(fn, "__func__", fn)
         if owner is not None and not isinstance(owner, types.ModuleType):
-            self.value_in(None, None, owner, "self", depth)
+            self.value_in(None, None, owner, "self", depth, force=True)
         code = getattr(fn, "__code__", None)
         if code is None or id(code) in self.seen:
             return
         self.seen.add(id(code))
+        names = _names(code)
+        self.code_names.update(names)
         for nm, cell in zip(code.co_freevars, fn.__closure__ or ()):
             try:
                 v = cell.cell_contents
@@ -141,61 +226,118 @@ class _Scanner:
                 continue
             self.value_in(cell, None, v, f"closure variable '{nm}'", depth, name=nm)
         g = getattr(fn, "__globals__", {})
-        for nm in _names(code):
+        for nm in names:
             if nm in g:
                 self.value_in(g, nm, g[nm], f"global '{nm}'", depth, name=nm)
 
-    def value_in(self, holder, key, v, where, depth, name=None, nested=True):
-        """Record `v` found at `holder[key]` (no guard when holder is None)."""
-        def guard(same):
-            if holder is not None:
-                self.guards.append(StateGuard(holder, key, v, same, where))
+    def guard(self, holder, key, v, mode, where):
+        if holder is not None:
+            self.guards.append(StateGuard(holder, key, v, mode, where))
+
+    def value_in(self, holder, key, v, where, depth, name=None, nest=MAX_NEST, force=False):
+        """Record `v` found at `holder[key]` (no guard on the place when holder is None)."""
         if isinstance(v, Tensor):
             if holder is not None and id(v) not in self.bindings:
-                self.bindings[id(v)] = StateGuard(holder, key, v, True, where)
-                if name:
-                    self.names.setdefault(id(v), name)
+                self.bindings[id(v)] = StateGuard(holder, key, v, "is", where)
+            if name:                         # a module's name for it beats a list position
+                self.names.setdefault(id(v), name)
             return
         if isinstance(v, _SCALARS):
-            guard(False)
+            self.guard(holder, key, v, "eq", where)
             return
-        if isinstance(v, (types.ModuleType, type)) or id(v) in self.seen:
+        if isinstance(v, np.ndarray):
+            self.guard(holder, key, (v, v.copy()), "array", where)
             return
+        if id(v) in self.seen:
+            self.guard(holder, key, v, "is", where)
+            return
+        if isinstance(v, types.ModuleType):
+            self.guard(holder, key, v, "is", where)
+            if not _is_library_name(v.__name__):
+                self.seen.add(id(v))
+                self.user_module(v, where, depth)
+            return
+        if isinstance(v, type):
+            self.guard(holder, key, v, "is", where)
+            return
+        self.guard(holder, key, v, "is", where)
         if _is_module(v):
-            guard(True)
             self.seen.add(id(v))
             self.module(v, name or where, depth)
-        elif isinstance(v, types.FunctionType) and _is_user(v) and depth < MAX_DEPTH:
-            guard(True)
-            self.function(v, depth + 1)
-        elif not nested:
+        elif isinstance(v, types.FunctionType) and _is_user(v):
+            if depth < MAX_DEPTH:
+                self.function(v, depth + 1)
+        elif isinstance(v, (types.MethodType, types.BuiltinFunctionType)) or (
+                callable(v) and not force and not _is_plain_object(v, callable_ok=True)):
+            return                           # library callables: identity is enough
+        elif nest <= 0:
             return
-        elif type(v) in (list, tuple, dict) and len(v) <= MAX_ITEMS:
-            guard(True)
-            self.seen.add(id(v))
-            items = v.items() if type(v) is dict else enumerate(v)
-            for k, x in items:
-                self.value_in(v if type(v) is not tuple else None, k, x, f"{where}[{k!r}]",
-                              depth, nested=False)
-        elif _is_plain_object(v):
-            guard(True)
-            self.seen.add(id(v))
-            d = vars(v)
-            if len(d) <= MAX_ITEMS:
-                for k, x in list(d.items()):
-                    if not k.startswith("__"):
-                        self.value_in(d, k, x, f"{where}.{k}", depth, nested=False)
+        elif type(v) in (list, tuple, dict) or isinstance(v, dict):
+            self.container(v, where, depth, nest)
+        elif force or _is_plain_object(v, callable_ok=True):
+            self.plain_object(v, where, depth, nest)
+
+    def container(self, v, where, depth, nest):
+        if len(v) > MAX_ITEMS:
+            return
+        self.seen.add(id(v))
+        if type(v) is not tuple:
+            self.containers.add(id(v))
+            self.guards.append(StateGuard(v, _LEN, len(v), "len", where))
+        items = v.items() if isinstance(v, dict) else enumerate(v)
+        for k, x in list(items):
+            self.value_in(v if type(v) is not tuple else None, k, x,
+                          f"{where}[{_short(k)}]", depth, nest=nest - 1)
+
+    def plain_object(self, v, where, depth, nest):
+        self.seen.add(id(v))
+        d = vars(v)
+        if len(d) > MAX_ITEMS:
+            return
+        for k, x in list(d.items()):
+            if not k.startswith("__"):
+                self.value_in(d, k, x, f"{where}.{k}", depth, nest=nest - 1)
+        cls = type(v)
+        if _is_user_class(cls):             # class attributes read through the instance
+            cd = cls.__dict__
+            for k, x in list(cd.items()):
+                if not k.startswith("__") and isinstance(x, (Tensor, np.ndarray) + _SCALARS):
+                    self.value_in(cd, k, x, f"{cls.__name__}.{k}", depth, nest=0)
+        call = getattr(cls, "__call__", None)
+        if callable(v) and isinstance(call, types.FunctionType) and _is_user(call) \
+                and depth < MAX_DEPTH:
+            self.function(call, depth + 1)
+
+    def user_module(self, m, where, depth):
+        """The attributes of a user module (`cfg.LR`) that the scanned code names."""
+        d = vars(m)
+        for nm in sorted(self.code_names):
+            if nm in d and not nm.startswith("__") and not isinstance(d[nm], types.ModuleType):
+                self.value_in(d, nm, d[nm], f"{m.__name__}.{nm}", depth, nest=2)
 
     def module(self, m, where, depth):
-        """Parameters, buffers and scalar attributes of `m` and of every submodule."""
+        """Parameters, buffers, hooks and attributes of `m` and of every submodule."""
         d = vars(m)
         for reg in ("_parameters", "_buffers"):
             for k, t in d.get(reg, {}).items():
                 if t is not None:
                     self.value_in(d[reg], k, t, f"{where}.{k}", depth, name=_dotted(where, k))
+        for reg in ("_forward_hooks", "_forward_pre_hooks"):
+            hooks = d.get(reg)
+            if isinstance(hooks, dict):
+                self.container(hooks, f"{where}.{reg}", depth, 1)
         for k, x in d.items():
-            if not k.startswith("_") and k != "training" and isinstance(x, _SCALARS):
-                self.value_in(d, k, x, f"{where}.{k}", depth)
+            if not k.startswith("_") and k != "training":
+                self.value_in(d, k, x, f"{where}.{k}", depth, name=_dotted(where, k))
+        cls = type(m)
+        if _is_user_class(cls):
+            cd = cls.__dict__
+            for k, x in list(cd.items()):
+                if not k.startswith("__") and isinstance(x, (Tensor, np.ndarray) + _SCALARS):
+                    self.value_in(cd, k, x, f"{cls.__name__}.{k}", depth, nest=0)
+            fwd = cd.get("forward")
+            if isinstance(fwd, types.FunctionType) and depth < MAX_DEPTH:
+                self.function(fwd, depth + 1)
         for k, child in d.get("_modules", {}).items():
             if child is not None:
                 self.value_in(d["_modules"], k, child, f"{where}.{k}", depth)
@@ -207,7 +349,7 @@ def _dotted(where, k):
 
 
 def _names(code):
-    """Global names read by `code` and by the code objects nested in it."""
+    """Global and attribute names read by `code` and by the code objects nested in it."""
     out = list(code.co_names)
     for c in code.co_consts:
         if isinstance(c, types.CodeType):
@@ -220,11 +362,19 @@ def _is_module(v):
         v, "__dict__", {})
 
 
+def _is_library_name(mod):
+    return (mod or "builtins").startswith(_LIBRARIES) and not mod.startswith(_WALKED_LIBRARY)
+
+
 def _is_user(fn):
     return not (fn.__module__ or "builtins").startswith(_LIBRARIES)
 
 
-def _is_plain_object(v):
+def _is_user_class(cls):
+    return not (cls.__module__ or "builtins").startswith(_LIBRARIES) and cls.__module__ != "abc"
+
+
+def _is_plain_object(v, callable_ok=False):
     t = type(v)
-    return (hasattr(v, "__dict__") and not callable(v)
-            and not (t.__module__ or "builtins").startswith(_LIBRARIES))
+    return (hasattr(v, "__dict__") and (callable_ok or not callable(v))
+            and not _is_library_name(t.__module__))

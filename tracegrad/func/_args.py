@@ -16,7 +16,7 @@ from collections import deque
 from .._errors import TracegradRuntimeError, TracegradValueError, op_error
 from .._tensor import Tensor
 from ..autograd.graph import AccumulateGrad
-from ..ir.tracer import flatten
+from ..tracing import flatten
 
 
 def _err(cls, msg):

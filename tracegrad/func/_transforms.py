@@ -20,7 +20,7 @@ from .. import _mode
 from .._errors import TracegradRuntimeError, op_error
 from .._tensor import Tensor
 from ..autograd.api import grad as _autograd_grad
-from ..ir.tracer import flatten
+from ..tracing import flatten
 from ._args import (Primals, check_scalar, depends_on_outer, detach_tree, normalize_argnums,
                     split_aux, tensor_leaves)
 

@@ -16,30 +16,7 @@ Graphs are treated as immutable by passes: a pass builds a new Graph.
 """
 import itertools
 
-from .types import TensorType
-
-
-class Value:
-    """An SSA value: `%name: type`."""
-
-    __slots__ = ("id", "type", "name", "role")
-
-    def __init__(self, id, type, name=None, role=None):
-        self.id = id
-        self.type = type
-        self.name = name            # printed name; defaults to the id
-        self.role = role            # for inputs: "arg", "captured", "saved", "cotangent"
-
-    def __repr__(self):
-        return f"%{self.name if self.name is not None else self.id}"
-
-    @property
-    def shape(self):
-        return self.type.shape
-
-    @property
-    def dtype(self):
-        return self.type.dtype
+from .types import TensorType, Value  # noqa: F401  (Value: re-exported)
 
 
 class Node:
@@ -164,8 +141,18 @@ class Graph:
         return f"<Graph {self.name}: {len(self.inputs)} inputs, {len(self.nodes)} nodes>"
 
     def _repr_svg_(self):
-        from .. import viz                   # notebook display; None (text) without `dot`
-        return viz.svg(self)
+        """Notebook display: the drawing installed by `set_display` (tracegrad's package
+        root installs `tracegrad.viz.svg`, so the IR itself never imports viz), or None
+        (the notebook shows the text form)."""
+        return _display[0](self) if _display else None
+
+
+_display = []
+
+
+def set_display(fn):
+    """Install `fn(graph) -> svg text or None` as the notebook display of graphs."""
+    _display[:] = [fn]
 
 
 __all__ = ["Graph", "Node", "Value", "Guard", "TensorType"]

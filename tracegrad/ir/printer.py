@@ -13,6 +13,7 @@ place carry `!`; guards print as `guard bool(%3) == True`.
 import os
 
 import numpy as np
+from .types import Value
 
 
 def _site(site):
@@ -82,7 +83,7 @@ def format_graph(g):
             body.append((f"  guard {gd.kind}({nm(gd.value)}) == {gd.expected!r}", gd.site))
         ops = []
         for k, a in enumerate(n.inputs):
-            s = nm(a) if hasattr(a, "type") and a in names else format_literal(a)
+            s = nm(a) if isinstance(a, Value) and a in names else format_literal(a)
             if k in n.prim.overwrites:
                 s += "!"
             ops.append(s)

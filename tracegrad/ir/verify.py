@@ -5,8 +5,7 @@ eager dispatch never call it (shape rules cost time that hot paths must not pay)
 """
 from .._errors import TracegradRuntimeError
 from ..ops.shape_rules import operand_shapes
-from .graph import Value
-from .types import TensorType
+from .types import TensorType, Value
 
 
 class IRError(TracegradRuntimeError):

@@ -10,6 +10,7 @@ in-place op through a view records on the base (PyTorch's CopySlices).
 import numpy as np
 
 from .. import _dtype as D
+from .. import _dispatch
 from .._dispatch import dispatch
 from .._errors import (TracegradIndexError, TracegradRuntimeError, TracegradValueError,
                        op_error)
@@ -608,6 +609,7 @@ def _view_scatter_vjp(g, ins, o, n):
 
 VIEW_SCATTER = Primitive("view_scatter", _view_scatter_kernel, vjp=_view_scatter_vjp,
                          grad_fn_name="CopySlices", shape_rule=SR.same)
+_dispatch._layers.VIEW_SCATTER = VIEW_SCATTER   # Note [Layers] in _tensor.py
 
 
 def _normalize_key(x, key):

@@ -12,6 +12,8 @@ from .. import _dtype as D
 from .. import _mode
 from .. import ops as O
 from .._errors import TracegradValueError
+from .._effects import hyper
+from .._tensor import Tensor
 from .optimizer import Optimizer, _check_unsupported
 
 
@@ -69,7 +71,7 @@ class Adam(Optimizer):
         return state
 
     def _update(self, p, group, state):
-        lr, eps, wd = group["lr"], group["eps"], group["weight_decay"]
+        lr, eps, wd = hyper(group, "lr"), group["eps"], group["weight_decay"]
         beta1, beta2 = group["betas"]
         g = -p.grad if group["maximize"] else p.grad
         step_t = state["step"]
@@ -82,9 +84,16 @@ class Adam(Optimizer):
         m, v = state["exp_avg"], state["exp_avg_sq"]
         _lerp_(m, g, 1 - beta1)
         v.mul_(beta2).add_(O.mul(O.mul(g, 1 - beta2), g))
-        step = step_t.item()
-        step_size = lr / (1 - beta1 ** step)
-        bias_correction2_sqrt = (1 - beta2 ** step) ** 0.5
+        if isinstance(lr, Tensor):
+            # compiled: the step count is a runtime value (its item() would be a guard
+            # failing every call); float64 arithmetic, as eager's Python floats
+            step = step_t.to(D.float64)
+            step_size = lr / (1 - beta1 ** step)
+            bias_correction2_sqrt = (1 - beta2 ** step) ** 0.5
+        else:
+            step = step_t.item()
+            step_size = lr / (1 - beta1 ** step)
+            bias_correction2_sqrt = (1 - beta2 ** step) ** 0.5
         if group["amsgrad"]:
             vmax = state["max_exp_avg_sq"]
             vmax.copy_(O.maximum(vmax, v))

@@ -196,3 +196,12 @@ def _check_unsupported(**flags):
     for name, v in flags.items():
         if v:
             raise NotImplementedError(f"tracegrad optimizers do not support {name}=True")
+
+
+def add_scaled_(p, g, alpha):
+    """`p += alpha * g` in place, where `alpha` is a Python number (eager) or a 0-d tensor
+    (a hyper-parameter a compiled step reads per call: `_effects.hyper`). Both round as
+    PyTorch's `p.add_(g, alpha=alpha)`: the factor in p's dtype, times g, added to p."""
+    if isinstance(alpha, Tensor):
+        return p.add_(g * alpha)
+    return p.add_(g, alpha=alpha)

@@ -9,7 +9,8 @@ Per parameter, in PyTorch's order of operations (single-tensor path):
 """
 from .. import _mode
 from .._errors import TracegradValueError
-from .optimizer import Optimizer, _check_unsupported
+from .._effects import hyper
+from .optimizer import Optimizer, _check_unsupported, add_scaled_
 
 
 class SGD(Optimizer):
@@ -61,4 +62,4 @@ class SGD(Optimizer):
             else:
                 buf.mul_(momentum).add_(g, alpha=1 - group["dampening"])
             g = g.add(buf, alpha=momentum) if group["nesterov"] else buf
-        p.add_(g, alpha=-group["lr"])
+        add_scaled_(p, g, -hyper(group, "lr"))   # lr: a runtime value when compiled

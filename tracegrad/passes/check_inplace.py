@@ -13,13 +13,14 @@ returned instead, for the compiled backward node to raise when backward runs.
 """
 from .._errors import InplaceError
 from ..autograd.graph import saved_by
+from ..ir.types import Value
 
 _KIND = {"float32": "FloatTensor", "float64": "DoubleTensor", "float16": "HalfTensor",
          "int64": "LongTensor", "int32": "IntTensor", "bool": "BoolTensor"}
 
 
 def _isval(a):
-    return hasattr(a, "type") and hasattr(a, "id")
+    return isinstance(a, Value)
 
 
 class InplaceCheck(list):

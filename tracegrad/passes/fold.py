@@ -16,8 +16,10 @@ import math
 import numpy as np
 
 from ..ir.graph import Guard, Node
-from ..ir.tracer import CONSTANT
+from ..ops.shape import DETACH, NOGRAD_WRITE
+from ..tracing import CONSTANT
 from .simplify import _copy_shell
+from ..ir.types import Value
 
 
 def fold_constants(g, max_bytes=1 << 20):
@@ -114,7 +116,7 @@ def drop_aliases(g):
         return v
 
     for n in g.nodes:
-        if (n.prim.name in ("detach", "nograd_write") and _is_val(n.inputs[n.prim.aliases])
+        if ((n.prim is DETACH or n.prim is NOGRAD_WRITE) and _is_val(n.inputs[n.prim.aliases])
                 and n.output not in g.outputs):
             rename[n.output] = n.inputs[n.prim.aliases]
             dropped += 1
@@ -137,4 +139,4 @@ def drop_aliases(g):
 
 
 def _is_val(a):
-    return hasattr(a, "type") and hasattr(a, "id")
+    return isinstance(a, Value)

@@ -21,6 +21,7 @@ compare versions to know when a view must be re-derived.
 import numpy as np
 
 from ..ops.shape import NOGRAD_WRITE, VIEW_SCATTER
+from ..ir.types import Value
 
 
 class _Storage:
@@ -189,7 +190,7 @@ def _note_uses(uses, idx, prim, raw_ins, root, storages, skip_first=False):
 
 
 def _isval(a):
-    return hasattr(a, "type") and hasattr(a, "id")
+    return isinstance(a, Value)
 
 
 def _moved(gd, value, position):

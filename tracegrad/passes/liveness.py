@@ -10,6 +10,7 @@ over node positions, of the bytes live at that position is the lower bound no bu
 assignment of this schedule can beat.
 """
 from dataclasses import dataclass, field
+from ..ir.types import Value
 
 
 @dataclass
@@ -73,4 +74,4 @@ def liveness(g):
 
 
 def _is_val(a):
-    return hasattr(a, "type") and hasattr(a, "id")
+    return isinstance(a, Value)

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 from .layout import reordered_values
 from .liveness import liveness
+from ..ir.types import Value
 
 ARENA_MIN_BYTES = 64 * 1024
 
@@ -231,7 +232,7 @@ def _align(x, a=64):
 
 
 def _is_val(a):
-    return hasattr(a, "type") and hasattr(a, "id")
+    return isinstance(a, Value)
 
 
 def check_plan(g, plan):

@@ -8,6 +8,7 @@ inputs or saved anyway). Greedy rather than min-cut: in the programs measured (M
 candidates are isolated activation functions, where one pass finds the same cut.
 """
 from ..ir.graph import Node
+from ..ir.types import Value
 
 
 def rematerialize(fg, bwd, n_ct, saved):
@@ -40,7 +41,7 @@ def rematerialize(fg, bwd, n_ct, saved):
                     saved.append(a)
                     saved_in[a] = v
             target = saved_in.pop(fv)
-            ins = tuple(saved_in[a] if hasattr(a, "type") and hasattr(a, "id") else a
+            ins = tuple(saved_in[a] if isinstance(a, Value) else a
                         for a in node.inputs)
             bwd.nodes.insert(0, Node(node.prim, ins, node.attrs, target, node.site, "bwd"))
             bwd.inputs.remove(target)

@@ -9,6 +9,7 @@ append their statistics to `pass_log`.
 import numpy as np
 
 from ..ir.graph import Graph, Guard
+from ..ir.types import Value
 
 
 def _copy_shell(g):
@@ -82,7 +83,7 @@ def cse(g):
     stale_nodes = {i for i, _ in getattr(g, "stale", {})}
 
     def r(v):
-        return rename.get(v, v) if hasattr(v, "type") and hasattr(v, "id") else v
+        return rename.get(v, v) if isinstance(v, Value) else v
 
     for i, n in enumerate(g.nodes):
         pos[i] = len(out.nodes)

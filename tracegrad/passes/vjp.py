@@ -20,7 +20,7 @@ from .. import _mode
 from .._tensor import Tensor, from_array
 from ..ir.graph import Graph, Value
 from ..ir.interpret import interpret
-from ..ir.tracer import Tracer
+from ..tracing import Tracer
 
 
 class _RuleNode:

@@ -20,7 +20,7 @@ from .._tensor import Tensor
 from .collapse import collapse as _collapse
 from .drawing import emit
 from .eager import eager_drawing
-from .ir import function_drawing, graph_drawing, path_drawing
+from .ir import graph_drawing
 
 __all__ = ["to_dot", "render", "GraphvizNotFound"]
 
@@ -57,8 +57,6 @@ def to_dot(obj, *, params=None, color_by=None, plan=None, collapse=None,
 
 
 def _drawing(obj, params, color_by, plan):
-    from ..compiler.function import CompiledFunction
-    from ..compiler.path import CompiledPath
     from ..ir.graph import Graph
     if isinstance(obj, Tensor) or (isinstance(obj, (list, tuple)) and obj
                                    and all(isinstance(t, Tensor) for t in obj)):
@@ -68,10 +66,9 @@ def _drawing(obj, params, color_by, plan):
         return eager_drawing(obj, params)
     if isinstance(obj, Graph):
         return graph_drawing(obj, color_by, plan)
-    if isinstance(obj, CompiledPath):
-        return path_drawing(obj, color_by)
-    if isinstance(obj, CompiledFunction):
-        return function_drawing(obj, color_by)
+    draw = getattr(type(obj), "_tracegrad_drawing", None)
+    if draw is not None:            # compiled functions and paths draw themselves from ours
+        return draw(obj, color_by)
     raise TracegradTypeError(
         f"tracegrad.viz.to_dot: cannot draw a {type(obj).__name__}; pass a result Tensor "
         "(or a list of them), a tracegrad.ir.Graph, a compiled function or one of its "
@@ -88,21 +85,22 @@ def require_dot():
             "to_dot(...).source works without it.")
 
 
-def render(obj, path, format="svg", **options):
+def render(obj, path, format=None, **options):
     """Draw `obj` (anything `to_dot` takes, or a Digraph) into file `path`; return its path.
 
-    `format` is "svg", "png" or "pdf"; `.{format}` is appended when `path` has no suffix.
-    Options are those of `to_dot`. Needs the Graphviz `dot` program.
+    The format is "svg", "png" or "pdf": by default the one `path` ends with
+    (`render(f, "f.png")` writes PNG bytes); `format=` overrides it, and a `path` without
+    a suffix gets `.{format}` appended ("svg" when neither says). Options are those of
+    `to_dot`. Needs the Graphviz `dot` program.
     """
-    if format not in FORMATS:
-        raise TracegradValueError(f"render: format must be one of {FORMATS}, not {format!r}")
+    path = os.fspath(path)
+    format = _render_format(path, format)
     require_dot()
     dot = obj if isinstance(obj, graphviz.Digraph) else to_dot(obj, **options)
     try:
         data = dot.pipe(format=format)
     except graphviz.ExecutableNotFound as e:
         raise GraphvizNotFound(str(e)) from None
-    path = os.fspath(path)
     if not os.path.splitext(path)[1]:
         path = f"{path}.{format}"
     parent = os.path.dirname(path)
@@ -111,6 +109,23 @@ def render(obj, path, format="svg", **options):
     with open(path, "wb") as f:
         f.write(data)
     return path
+
+
+def _render_format(path, format):
+    """The format `render` writes: `format` if given, else `path`'s suffix, else "svg"."""
+    if format is not None:
+        if format not in FORMATS:
+            raise TracegradValueError(
+                f"render: format must be one of {FORMATS}, not {format!r}")
+        return format
+    suffix = os.path.splitext(path)[1].lower().lstrip(".")
+    if not suffix:
+        return "svg"
+    if suffix not in FORMATS:
+        raise TracegradValueError(
+            f"render: cannot tell the format from {path!r}: the suffix .{suffix} is none of "
+            f"{FORMATS}; end the path with .svg, .png or .pdf, or pass format=")
+    return suffix
 
 
 def svg(obj, **options):

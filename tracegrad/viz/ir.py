@@ -22,6 +22,7 @@ from ..ir.printer import format_literal
 from ..ir.printer import value_names as printed_names
 from .drawing import Drawing
 from .style import MAX_LINE, Ids, buffer_color, short, site_str
+from ..ir.types import Value
 
 NO_PLAN_NOTE = ('color_by="buffer": no memory plan for this graph (compiled with memory="off", '
                 'or pass plan=tracegrad.passes.plan_memory(graph)); drawn '
@@ -188,7 +189,7 @@ def value_names(g):
 
 
 def _is_value(a):
-    return hasattr(a, "type") and hasattr(a, "id")
+    return isinstance(a, Value)
 
 
 # -- memory plans --

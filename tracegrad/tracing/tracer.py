@@ -14,15 +14,18 @@ Note [Inputs, captures and constants]
 - Python reading a concrete value out of a traced tensor (`bool`, `item`, `float`, `int`,
   `tolist`, `numpy`) records a Guard; data-dependent output shapes record `shape` guards.
 """
+import dataclasses
+
 import numpy as np
 
 from .. import _dispatch, _mode
+from .._dtype import dtype as DType
 from .._errors import user_site
 from .._tensor import Tensor
 from ..ops.primitive import Primitive
-from ..ops.shape import CLONE, DETACH, INDEX_PUT, NONZERO
-from .graph import Graph, Guard, Node, Value
-from .types import TensorType
+from ..ops.shape import CLONE, DETACH, INDEX, INDEX_PUT, NONZERO
+from ..ir.graph import Graph, Guard, Node, Value
+from ..ir.types import TensorType
 
 
 def _constant_kernel(value):
@@ -35,7 +38,20 @@ def _constant_shape(shapes, attrs):
 
 
 CONSTANT = Primitive("constant", _constant_kernel, shape_rule=_constant_shape)
-_DYNAMIC_SHAPE = {"nonzero", "index"}
+
+
+class Effect:
+    """One effect of the traced function (Note [Effects]): `kind`, a readable `message`,
+    the user's `site`, whether calls must run eagerly (`eager`), and the tensor concerned."""
+
+    __slots__ = ("kind", "message", "site", "eager", "tensor")
+
+    def __init__(self, kind, message, site, eager, tensor):
+        self.kind, self.message, self.site = kind, message, site
+        self.eager, self.tensor = eager, tensor
+
+    def describe(self):
+        return f"{self.message} at {self.site}" if self.site else self.message
 
 
 class Tracer:
@@ -55,6 +71,15 @@ class Tracer:
         self.site = None         # when set, recorded as every node's site (VJP pass)
         self.by_data = {}        # id(ndarray) -> Value of the node that produced that array
         self.snapshots = {}      # id(copy) -> (copy, Value, node index): see _adopt_snapshot
+        self.effects = []        # [Effect] what the function did besides values (Note [Effects])
+        self.grad_of = {}        # id(grad tensor) -> owner tensor: `.grad` reads (sources)
+        self.grad_none = []      # owner tensors whose `.grad` was read as None
+        self.sources = {}        # Value of a captured input -> owner tensor (its `.grad`)
+        self.numpy_reads = []    # [(tensor, its Value then, copy of its data)]: `.numpy()`
+        self.grad_sets = []      # tensors whose `.grad` the function assigned
+        self.scalar_sources = {}  # Value of a captured 0-d input -> (holder, key): `hyper`
+        self.scalar_tensors = {}  # (id(holder), key) -> that input's tensor
+        self.replays = []        # [(obj, method, args, kwargs)]: `_effects.replayed` calls
 
     # -- inputs --
     def add_arg(self, t, name=None, role="arg"):
@@ -64,7 +89,61 @@ class Tracer:
             self.grads_before.append((t, g, None if g is None else g._data.copy()))
         self._bind(t, v, snapshot=True)
         (self.captured if role == "captured" else self.args).append((v, t))
+        owner = self.grad_of.get(id(t)) if role == "captured" else None
+        if owner is not None:
+            self.sources[v] = owner
         return v
+
+    # -- effects (Note [Effects] in _effects.py) --
+    def note_effect(self, kind, message, tensor=None, eager=True, site=None):
+        self.effects.append(Effect(kind, message, site or user_site(), eager, tensor))
+        if tensor is not None:
+            self.keep.append(tensor)
+
+    def check_numpy_writes(self):
+        """Report writes made through arrays `x.numpy()` returned (a Python-level write
+        the IR never saw: the tensor's data changed while its recorded value did not)."""
+        for t, v, before in self.numpy_reads:
+            if self.env.get(id(t)) is v and not np.array_equal(t._data, before, equal_nan=True):
+                self.note_effect("numpy", "a write through the array x.numpy() returned", t,
+                                 site=None)
+
+    def scalar_source(self, holder, key, value):
+        """A Python number read per call from `holder[key]`, as a captured 0-d tensor."""
+        t = self.scalar_tensors.get((id(holder), key))
+        if t is None:
+            t = self.scalar_tensors[(id(holder), key)] = Tensor._wrap(
+                np.array(value, dtype=np.float64))
+            v = self.add_arg(t, str(key), role="captured")
+            self.scalar_sources[v] = (holder, key)
+        return t
+
+    def scalar_places(self):
+        return list(self.scalar_sources.values())
+
+    def note_replay(self, obj, method, args, kwargs):
+        """A Python-only call replayed after each compiled call (`_effects.replayed`)."""
+        self.replays.append((obj, method, args, kwargs))
+
+    def note_grad_set(self, owner):
+        if all(o is not owner for o in self.grad_sets):
+            self.grad_sets.append(owner)
+            self.keep.append(owner)
+
+    def grad_results(self):
+        """[(owner, final .grad)] for every `.grad` the function assigned (Note [Effects])."""
+        return [(o, o._grad) for o in self.grad_sets]
+
+    def note_grad_read(self, owner, g):
+        """`owner.grad` read while tracing: a captured `.grad` is re-read per call."""
+        if any(o is owner for o in self.grad_sets):
+            return                           # the function set it: traced state, no source
+        self.keep.append(owner)
+        if g is None:
+            self.grad_none.append(owner)
+        elif id(g) not in self.env:
+            self.grad_of[id(g)] = owner
+            self.keep.append(g)
 
     def _bind(self, t, v, snapshot=False):
         self.env[id(t)] = v
@@ -152,7 +231,7 @@ class Tracer:
         self._bind(out, v, snapshot=bool(prim.impure))
         self.by_data[id(out._data)] = v
         self.keep.append(out._data)
-        if prim.name in _DYNAMIC_SHAPE and (prim.name == "nonzero" or any(
+        if (prim is NONZERO or prim is INDEX) and (prim is NONZERO or any(
                 isinstance(a, Tensor) and a._data.dtype == np.bool_ for a in args[1:])):
             self._guard(v, "shape", tuple(out._data.shape))
         return out
@@ -284,21 +363,36 @@ def active_tracer():
     return getattr(hook, "__self__", None)
 
 
-def flatten(obj):
-    """Flatten nested tuples/lists/dicts into (leaves, rebuild) (a tiny pytree)."""
+def flatten(obj, strict=False):
+    """Flatten nested tuples/lists/dicts, namedtuples, tuple subclasses such as `Size`, and
+    dataclasses into (leaves, rebuild) (a tiny pytree). Rebuilding makes new containers.
+
+    With `strict`, a leaf that is neither a tensor nor an immutable Python value (a custom
+    object a compiled call would otherwise return, the very same one, on every call)
+    raises TypeError naming its type."""
     leaves = []
 
     def walk(x):
+        typ = type(x)
         if isinstance(x, (tuple, list)):
             kinds = [walk(i) for i in x]
-            typ = type(x)
-            if typ in (tuple, list):
+            if typ in (tuple, list) or not hasattr(x, "_fields"):
                 return lambda it: typ(k(it) for k in kinds)
             return lambda it: typ(*(k(it) for k in kinds))   # namedtuples
         if isinstance(x, dict):
             keys = list(x.keys())
             kinds = [walk(x[k]) for k in keys]
-            return lambda it: {k: f(it) for k, f in zip(keys, kinds)}
+            return lambda it: typ((k, f(it)) for k, f in zip(keys, kinds))
+        if dataclasses.is_dataclass(x) and not isinstance(x, type):
+            names = [f.name for f in dataclasses.fields(x) if f.init]
+            kinds = [walk(getattr(x, n)) for n in names]
+            return lambda it: typ(**{n: k(it) for n, k in zip(names, kinds)})
+        if strict and not isinstance(x, _IMMUTABLE):
+            raise TypeError(
+                f"tracegrad.compile: the function returns a {typ.__name__} object, which a "
+                "compiled call cannot rebuild (it would return this very object, holding "
+                "the first call's values, on every call). Return tensors, numbers, tuples, "
+                "lists, dicts, namedtuples or dataclasses instead.")
         leaves.append(x)
         return lambda it: next(it)
 
@@ -306,28 +400,8 @@ def flatten(obj):
     return leaves, lambda new: build(iter(new))
 
 
-def leaves_of(obj, out=None):
-    """The leaves `flatten` would produce, without building a rebuild function (fast)."""
-    if out is None:
-        out = []
-    t = type(obj)
-    if t is tuple or t is list:
-        append = out.append
-        for x in obj:                    # flat arguments (tensors, numbers) without recursion
-            tx = type(x)
-            if tx is tuple or tx is list or tx is dict or isinstance(x, (tuple, list)):
-                leaves_of(x, out)
-            else:
-                append(x)
-    elif t is dict:
-        for x in obj.values():
-            leaves_of(x, out)
-    elif isinstance(obj, (tuple, list)):
-        for x in obj:
-            leaves_of(x, out)
-    else:
-        out.append(obj)
-    return out
+_IMMUTABLE = (Tensor, bool, int, float, complex, str, bytes, type(None), type(Ellipsis),
+              slice, range, np.dtype, np.generic, DType)
 
 
 def trace(fn, *example_args, name=None, **example_kwargs):

@@ -1,0 +1,348 @@
+"""Issue 10, family 1: autograd effects inside a compiled function happen on every call as
+they do eagerly (custom Functions, detach_, hooks, retain_grad, requires_grad_, grad modes,
+backward inside). Each test runs the same program eagerly, compiled and on PyTorch over
+several calls with changing inputs (tests/soundness_harness.py)."""
+from soundness_harness import State, check_same
+
+
+def _x_w(s, env):
+    s.w = env.randn(3, seed=100, requires_grad=True)
+    s.args = lambda i: ((env.randn(3, seed=i, requires_grad=True),), {})
+
+
+def _ste(env):
+    class RoundSTE(env.lib.autograd.Function):
+        """Straight-through estimator: forward rounds, backward passes the gradient on."""
+        @staticmethod
+        def forward(ctx, x):
+            return x.round()
+
+        @staticmethod
+        def backward(ctx, g):
+            return g
+    return RoundSTE
+
+
+def test_custom_function_straight_through_estimator():
+    def make(env):
+        s = State()
+        _x_w(s, env)
+        ste = _ste(env)
+        s.fn = lambda x: (ste.apply(x * s.w * 3) * x).sum()
+        return s
+    check_same(None, make, torch=True)
+
+
+def test_custom_function_ctx_attributes_and_saved_tensors():
+    def make(env):
+        class Scaled(env.lib.autograd.Function):
+            @staticmethod
+            def forward(ctx, x, k):
+                ctx.k = k
+                ctx.save_for_backward(x)
+                return x * x * k
+
+            @staticmethod
+            def backward(ctx, g):
+                x, = ctx.saved_tensors
+                return g * 2 * x * ctx.k + 1.0, None
+        s = State()
+        _x_w(s, env)
+        s.args = lambda i: ((env.randn(3, seed=i, requires_grad=True), [2.0, 2.0, -1.0, -1.0][i]),
+                            {})
+        s.fn = lambda x, k: Scaled.apply(x * s.w, k)
+        return s
+    check_same(None, make, torch=True)
+
+
+def test_custom_function_needs_input_grad_is_per_call():
+    def make(env):
+        s = State(log=[])
+
+        class Mul(env.lib.autograd.Function):
+            @staticmethod
+            def forward(ctx, a, b):
+                ctx.save_for_backward(a, b)
+                return a * b
+
+            @staticmethod
+            def backward(ctx, g):
+                a, b = ctx.saved_tensors
+                s.log.append(tuple(ctx.needs_input_grad))
+                return (g * b if ctx.needs_input_grad[0] else None,
+                        g * a * 10 if ctx.needs_input_grad[1] else None)
+        a = env.randn(3, seed=1, requires_grad=True)
+        b = env.randn(3, seed=2, requires_grad=True)
+        s.a, s.b = a, b
+        # the same tensors each call; which of them requires grad is decided inside
+        s.before = lambda i: (a.requires_grad_(i % 2 == 0), b.requires_grad_(True))
+        s.args = lambda i: ((a, b), {})
+        s.fn = lambda a, b: Mul.apply(a, b).sum() * 1
+        s.observe = lambda: list(s.log)
+        return s
+    check_same(None, make, torch=True)
+
+
+def test_custom_function_mark_dirty_in_place():
+    def make(env):
+        class Double_(env.lib.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                x.mul_(2)
+                ctx.mark_dirty(x)
+                return x
+
+            @staticmethod
+            def backward(ctx, g):
+                return g * 2
+        s = State()
+        _x_w(s, env)
+
+        def f(x):
+            h = x * s.w
+            out = Double_.apply(h)
+            return out, h
+        s.fn = f
+        return s
+    check_same(None, make, torch=True, versions=True)
+
+
+def _cube(env):
+    class Cube(env.lib.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return x ** 3
+
+        @staticmethod
+        @env.lib.autograd.function.once_differentiable
+        def backward(ctx, g):
+            x, = ctx.saved_tensors
+            return g * 3 * x * x
+    return Cube
+
+
+def test_custom_function_once_differentiable_refuses_double_backward():
+    def make(env):
+        cube = _cube(env)
+        s = State(log=[])
+        _x_w(s, env)
+        s.v = env.randn(3, seed=7, requires_grad=True)
+        s.fn = lambda x: cube.apply(x * s.w)
+
+        def backward(i, out):
+            g, = env.lib.autograd.grad(out, s.w, grad_outputs=s.v, create_graph=True)
+            s.log.append(g.requires_grad)
+            g.sum().backward()            # through once_differentiable: RuntimeError
+        s.backward = backward
+        s.observe = lambda: list(s.log)
+        return s
+    check_same(None, make, calls=3, torch=True)
+
+
+def test_custom_function_once_differentiable_backward_is_not_recorded():
+    """Grad outputs that need no grad: the backward's result is a constant for create_graph
+    (only the x in `mul`'s own backward is differentiated)."""
+    def make(env):
+        cube = _cube(env)
+        s = State(log=[])
+        _x_w(s, env)
+        s.fn = lambda x: cube.apply(x * s.w).sum()
+
+        def backward(i, out):
+            g, = env.lib.autograd.grad(out, s.w, create_graph=True)
+            s.log.append(g.requires_grad)
+            g.sum().backward()
+        s.backward = backward
+        s.observe = lambda: list(s.log)
+        return s
+    check_same(None, make, calls=3, torch=True)
+
+
+def test_detach_in_place_on_an_intermediate_stops_the_gradient():
+    def make(env):
+        s = State()
+        _x_w(s, env)
+
+        def f(x):
+            h = x * s.w
+            h.detach_()
+            return (h * s.w + x).sum()
+        s.fn = f
+        return s
+    check_same(None, make, torch=True)
+
+
+def test_register_hook_inside_runs_every_call():
+    def make(env):
+        s = State(log=[])
+        _x_w(s, env)
+
+        def f(x):
+            h = x * s.w
+            h.register_hook(lambda g: s.log.append(g.sum().item()))
+            h.register_hook(lambda g: g * 3)
+            return (h * h).sum()
+        s.fn = f
+        s.observe = lambda: [round(v, 4) for v in s.log]
+        return s
+    check_same(None, make, torch=True)
+
+
+def test_register_hook_on_a_parameter_inside_accumulates_like_eager():
+    def make(env):
+        s = State(log=[])
+        _x_w(s, env)
+
+        def f(x):
+            s.w.register_hook(lambda g: s.log.append(len(s.log)))   # one more per call
+            return (x * s.w).sum()
+        s.fn = f
+        s.observe = lambda: list(s.log)
+        return s
+    check_same(None, make, torch=True)
+
+
+def test_retain_grad_inside_is_kept_on_cache_hits():
+    def make(env):
+        s = State()
+        _x_w(s, env)
+
+        def f(x):
+            h = x * s.w
+            h.retain_grad()
+            return h, (h * h).sum()
+        s.fn = f
+        return s
+    check_same(None, make, torch=True)
+
+
+def test_requires_grad_on_an_input_inside():
+    def make(env):
+        s = State()
+        s.args = lambda i: ((env.randn(3, seed=i),), {})
+
+        def f(x):
+            x.requires_grad_()
+            return (x * x).sum()
+        s.fn = f
+        return s
+    check_same(None, make, torch=True)
+
+
+def test_enable_grad_inside_a_call_made_under_no_grad():
+    def make(env):
+        s = State()
+        _x_w(s, env)
+
+        def f(x):
+            with env.lib.enable_grad():
+                h = (x * s.w).tanh()
+            return h * 2
+        inner = env.compile(f)
+
+        def call(x):
+            with env.lib.no_grad():
+                return inner(x)
+        s.call = call
+        return s
+    check_same(None, make, torch=True)
+
+
+def test_leaf_created_inside_and_backward_inside():
+    def make(env):
+        s = State()
+        s.args = lambda i: ((env.randn(3, seed=i),), {})
+
+        def f(x):
+            w = env.lib.ones(3, requires_grad=True)
+            loss = (w * x * x).sum()
+            loss.backward()
+            return w.grad, loss.detach()
+        s.fn = f
+        return s
+    check_same(None, make, torch=True)
+
+
+def test_backward_inside_accumulates_into_a_parameter_grad():
+    def make(env):
+        s = State()
+        _x_w(s, env)
+        s.args = lambda i: ((env.randn(3, seed=i),), {})
+
+        def f(x):
+            loss = (s.w * x).sum()
+            loss.backward()
+            return s.w.grad.clone()
+        s.fn = f
+        return s
+    check_same(None, make, torch=True)
+
+
+def test_autograd_grad_inside_sees_each_call():
+    def make(env):
+        s = State()
+        _x_w(s, env)
+
+        def f(x):
+            y = (x * s.w).sin().sum()
+            g, = env.lib.autograd.grad(y, x, create_graph=True)
+            return (g * g).sum()
+        s.fn = f
+        return s
+    check_same(None, make, torch=True)
+
+
+def test_grad_mode_switch_inside_decides_what_is_recorded():
+    def make(env):
+        s = State()
+        _x_w(s, env)
+        s.args = lambda i: ((env.randn(3, seed=i, requires_grad=True), i % 2 == 0), {})
+
+        def f(x, track):
+            with env.lib.set_grad_enabled(track):
+                h = x * s.w
+            return h + 1
+        s.fn = f
+        return s
+    check_same(None, make, torch=True)
+
+
+def test_mark_non_differentiable_output():
+    def make(env):
+        class SortIdx(env.lib.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                idx = (x > 0).to(x.dtype)
+                ctx.mark_non_differentiable(idx)
+                return x * 2, idx
+
+            @staticmethod
+            def backward(ctx, g, gi):
+                return g * 2
+        s = State()
+        _x_w(s, env)
+        s.fn = lambda x: SortIdx.apply(x * s.w)
+        return s
+    check_same(None, make, torch=True)
+
+
+def test_ste_trains_like_eager():
+    """A quantized layer trained with a straight-through estimator: the weights after
+    several SGD steps must match (the STE's backward, not round's zero derivative)."""
+    def make(env):
+        ste = _ste(env)
+        s = State()
+        s.w = env.randn(4, 3, seed=5, requires_grad=True)
+        s.args = lambda i: ((env.randn(2, 4, seed=i),), {})
+        s.fn = lambda x: ((x @ ste.apply(s.w * 4) / 4).tanh() ** 2).mean()
+
+        def backward(i, out):
+            out.backward()
+            with env.lib.no_grad():
+                s.w -= 0.5 * s.w.grad
+            s.w.grad = None
+        s.backward = backward
+        return s
+    check_same(None, make, calls=5, torch=True)
+

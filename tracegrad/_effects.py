@@ -1,0 +1,196 @@
+"""What a traced function does besides computing values: the hooks that report it.
+
+Note [Effects]
+A compiled path replays the primitives a trace recorded. Whatever else the traced function
+did — autograd effects (`register_hook`, `detach_`, `requires_grad_`, `retain_grad`, custom
+`autograd.Function`s, `.grad` writes by `backward()`), reads of tensor attributes that can
+change between calls (`.grad`), and Python side effects (`print`, mutating a list the caller
+holds, Python's `random`) — would be lost or frozen on cache hits. The places in tracegrad
+that do such things call `note(...)` / `grad_read(...)` here; outside a trace these are one
+context-variable read and return. The active tracer records each effect with the user's
+source line, and the compiler decides per kind (compiler/path.py `_needs_eager`,
+`CompiledPath` replays): replay it on every call, read it through a source per call, or
+run the function eagerly for such calls with a warning naming the line. Never silently.
+
+`watch_python()` is the Python-side monitor: a `sys.setprofile` hook installed for the
+duration of one trace only (thread-local), reporting calls made *from user code* to
+`print`, to Python's and numpy's random generators and clocks, and to mutating methods of
+containers that existed before the trace (the caller's or global lists, dicts and sets).
+"""
+import contextvars
+import os
+import sys
+import sysconfig
+
+trace_hook = contextvars.ContextVar("tracegrad_trace_hook", default=None)
+_get_hook = trace_hook.get
+
+_PKG = os.path.dirname(os.path.abspath(__file__)) + os.sep
+# installed libraries and the standard library are not the user's code (a gc callback of
+# a test framework calling a clock mid-trace is not the traced function's side effect)
+_LIBS = tuple(sorted({os.path.join(p, "") for k in ("stdlib", "platstdlib", "purelib", "platlib")
+                      if (p := sysconfig.get_paths().get(k))}))
+
+
+def active():
+    """The tracer recording the user's forward code, or None (fast path: no trace)."""
+    hook = _get_hook()
+    if hook is None:
+        return None
+    tracer = getattr(hook, "__self__", None)
+    if tracer is None or getattr(tracer, "phase", "fwd") != "fwd" or tracer.site is not None:
+        return None
+    return tracer
+
+
+def note(kind, message, tensor=None, eager=True):
+    """Report an effect of kind `kind` (see Note [Effects]) to the active tracer, if any."""
+    tracer = active()
+    if tracer is not None:
+        tracer.note_effect(kind, message, tensor, eager)
+
+
+def grad_set(owner):
+    """`owner.grad = value` inside a trace: replayed after each call (Note [Effects])."""
+    tracer = active()
+    if tracer is not None:
+        tracer.note_grad_set(owner)
+
+
+def grad_read(owner, g):
+    """`owner.grad` was read inside a trace and gave `g` (a Tensor or None)."""
+    tracer = active()
+    if tracer is not None:
+        tracer.note_grad_read(owner, g)
+
+
+def accumulate_traced(var, g, create_graph):
+    """`backward()` inside a trace reaching the leaf `var` (Note [Effects]): the write into
+    `var.grad` is recorded, so every compiled call performs it. A first gradient becomes a
+    new `.grad` (a hidden output of the program, assigned after each call); a gradient
+    added to an existing `.grad` is an in-place add into that tensor, read per call."""
+    tracer = active()
+    if create_graph or g.requires_grad:
+        tracer.note_effect("backward", "backward(create_graph=True) into a leaf's .grad", var)
+        var._grad = g.clone() if var._grad is None else var._grad + g
+        return
+    from . import _mode
+    old = var._grad
+    tracer.note_grad_read(var, old)
+    with _mode.no_grad():
+        if old is None:
+            var._grad = g.detach().clone()
+        elif old.requires_grad:
+            tracer.note_effect("backward", "backward() into a .grad that requires grad", var)
+            var._grad = old + g
+            return
+        else:
+            old.add_(g)
+    tracer.note_grad_set(var)
+
+
+def hyper(holder, key):
+    """`holder[key]`, a hyper-parameter such as a learning rate. Eagerly the Python number;
+    inside a trace a 0-d float64 tensor the compiled program reads from `holder[key]` on
+    every call, so a scheduler changing it never re-traces (Note [Effects])."""
+    value = holder[key]
+    tracer = active()
+    if tracer is None or type(value) not in (float, int):
+        return value
+    return tracer.scalar_source(holder, key, value)
+
+
+def replayed(method):
+    """Decorator for Python-only methods a compiled call must run again on every call
+    (a learning-rate scheduler's `step`): inside a trace the call is recorded and runs;
+    after each compiled call it runs again, in order (Note [Effects]). The state it
+    rewrites is its own: not guarded. It must not compute with tensors; arguments other
+    than plain Python values make such calls run eagerly."""
+    import functools
+
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        tracer = active()
+        if tracer is None:
+            return method(self, *args, **kwargs)
+        plain = all(isinstance(a, (bool, int, float, str, type(None)))
+                    for a in args + tuple(kwargs.values()))
+        if plain:
+            tracer.note_replay(self, method, args, kwargs)
+        else:
+            tracer.note_effect("python", f"{type(self).__name__}.{method.__name__}() with "
+                               "non-Python arguments", None)
+        token = trace_hook.set(None)
+        try:
+            return method(self, *args, **kwargs)
+        finally:
+            trace_hook.reset(token)
+    return wrapper
+
+
+def numpy_read(t):
+    """`t.numpy()` inside a trace: the caller gets `t`'s memory; writes through it are
+    checked when the trace ends (`Tracer.numpy_writes`)."""
+    tracer = active()
+    if tracer is not None:
+        tracer.numpy_reads.append((t, tracer.env.get(id(t)), t._data.copy()))
+
+
+_MUTATORS = frozenset(("append", "extend", "insert", "pop", "remove", "clear", "update",
+                       "setdefault", "popitem", "add", "discard", "sort", "reverse",
+                       "appendleft", "extendleft", "popleft", "__setitem__", "__delitem__"))
+_CLOCKS = frozenset(("time", "perf_counter", "monotonic", "process_time", "time_ns",
+                     "perf_counter_ns", "monotonic_ns"))
+
+
+def _is_user_frame(frame):
+    fn = frame.f_code.co_filename
+    return not (fn.startswith(_PKG) or fn.startswith(_LIBS) or fn.startswith(("<tracegrad", "<frozen")))
+
+
+class watch_python:
+    """Context manager: report Python side effects of user code while tracing (Note [Effects]).
+
+    `external` is the set of ids of containers that existed before the trace and that the
+    caller can see (arguments, globals, closures, attributes): mutating one is an effect."""
+
+    def __init__(self, tracer, external):
+        self.tracer, self.external = tracer, external
+
+    def __enter__(self):
+        self.prev = sys.getprofile()
+        sys.setprofile(self._event)
+        return self
+
+    def __exit__(self, *exc):
+        sys.setprofile(self.prev)
+        return False
+
+    def _event(self, frame, event, arg):
+        if event == "c_call":
+            self._c_call(frame, arg)
+        elif event == "call" and frame.f_code.co_filename.endswith(os.sep + "random.py"):
+            back = frame.f_back
+            if back is not None and _is_user_frame(back):
+                self._report(back, "random", f"Python's random.{frame.f_code.co_name}()")
+
+    def _c_call(self, frame, fn):
+        name = getattr(fn, "__name__", "")
+        owner = getattr(fn, "__self__", None)
+        if not _is_user_frame(frame):
+            return
+        if fn is print:
+            self._report(frame, "print", "print()", eager=False)
+        elif name in _MUTATORS and id(owner) in self.external:
+            self._report(frame, "mutation", f"{type(owner).__name__}.{name}() on a "
+                         "container the caller can see")
+        elif name in _CLOCKS and getattr(fn, "__module__", None) == "time":
+            self._report(frame, "clock", f"time.{name}()")
+        elif owner is not None and type(owner).__module__ in ("random", "_random"):
+            self._report(frame, "random", f"Python's random.{name}()")
+        elif owner is not None and type(owner).__module__.startswith("numpy.random"):
+            self._report(frame, "random", f"numpy.random {name}()")
+
+    def _report(self, frame, kind, what, eager=True):
+        site = f"{frame.f_code.co_filename}:{frame.f_lineno} in {frame.f_code.co_name}"
+        self.tracer.note_effect(kind, what, None, eager, site=site)

@@ -1,0 +1,88 @@
+"""Binding a call's arguments by name, into the leaves and structure the entry key uses.
+
+Note [Binding by name]
+`f(p, t)` and `f(target=t, pred=p)` are the same call; `f(x)` and `f(x, scale=1.0)` are the
+same call when 1.0 is the default. So arguments are bound to the signature
+(`inspect.Signature.bind`, defaults applied) and flattened in *parameter* order, never in
+the order the caller wrote them. The structure the flattening walked (container types,
+lengths, dict keys in order) is part of the key: a dict with the same keys in another
+order is another structure, because the traced function may iterate over it.
+Python scalars key by type and exact value: `-0.0` and `0.0`, `True` and `1`, and `nan`
+(equal to itself by bit pattern here) each keep their identity.
+
+The common call — positional tensors and numbers matching the parameters one to one, no
+defaults left over — skips `inspect` entirely.
+"""
+import inspect
+import math
+
+from .._tensor import Tensor
+
+_FLAT = (Tensor, bool, int, float, str, type(None))
+
+
+class Binder:
+    """`bind(args, kwargs) -> (leaves, structure, containers)` for one function.
+
+    `leaves` are the flattened argument values in parameter order, `structure` a hashable
+    summary of the containers walked (None when there were none), `containers` the ids of
+    the lists, dicts and sets the caller passed (mutating them is a visible side effect)."""
+
+    def __init__(self, fn):
+        try:
+            self.sig = inspect.signature(fn)
+        except (TypeError, ValueError):
+            self.sig = None
+        params = list(self.sig.parameters.values()) if self.sig is not None else []
+        simple = all(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in params)
+        self.n_simple = len(params) if simple else -1
+        self.names = [p.name for p in params]
+
+    def bind(self, args, kwargs):
+        if not kwargs and len(args) == self.n_simple and all(
+                type(a) in _FLAT or isinstance(a, Tensor) for a in args):
+            return list(args), None, ()
+        if self.sig is None:
+            values = [args, kwargs]
+        else:
+            try:
+                ba = self.sig.bind(*args, **kwargs)
+            except TypeError:
+                return None, None, ()        # let the call itself raise Python's error
+            ba.apply_defaults()
+            values = list(ba.arguments.values())
+        leaves, struct, containers = [], [], []
+        for v in values:
+            _walk(v, leaves, struct, containers)
+        flat = all(s == 0 for s in struct) and self.sig is not None
+        return leaves, (None if flat else tuple(struct)), containers
+
+
+def _walk(x, leaves, struct, containers):
+    t = type(x)
+    if t in _FLAT or isinstance(x, Tensor):
+        leaves.append(x)
+        struct.append(0)
+    elif isinstance(x, dict):
+        containers.append(id(x))
+        struct.append(("d", t, tuple(x.keys())))
+        for v in x.values():
+            _walk(v, leaves, struct, containers)
+    elif isinstance(x, (tuple, list)):
+        if t is list:
+            containers.append(id(x))
+        struct.append(("l", t, len(x)))
+        for v in x:
+            _walk(v, leaves, struct, containers)
+    else:
+        if isinstance(x, (set, bytearray)):
+            containers.append(id(x))
+        leaves.append(x)
+        struct.append(0)
+
+
+def scalar_key(x):
+    """A hashable key keeping the identity of a Python scalar (Note [Binding by name])."""
+    if type(x) is float:
+        return ("f", x.hex() if not math.isnan(x) else "nan")
+    return (type(x), x)
