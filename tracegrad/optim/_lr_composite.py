@@ -3,6 +3,7 @@
 import math
 from bisect import bisect_right
 
+from .._effects import replayed
 from .._errors import TracegradTypeError, TracegradValueError
 from .lr_scheduler import LRScheduler, _per_group
 from .optimizer import Optimizer
@@ -163,6 +164,7 @@ class SequentialLR(LRScheduler):
         elif hasattr(sched, "last_epoch"):
             sched.last_epoch -= 1
 
+    @replayed
     def step(self):
         self.last_epoch += 1
         idx = bisect_right(self._milestones, self.last_epoch)
@@ -199,6 +201,7 @@ class ChainedScheduler(LRScheduler):
         self.optimizer = optimizer
         self._last_lr = [g["lr"] for g in schedulers[-1].optimizer.param_groups]
 
+    @replayed
     def step(self):
         for s in self._schedulers:
             s.step()

@@ -4,6 +4,7 @@ or a 0-d tensor, once per epoch."""
 import math
 import warnings
 
+from .._effects import replayed
 from .._errors import TracegradRuntimeError, TracegradTypeError, TracegradValueError
 from .lr_scheduler import _EPOCH_WARNING, LRScheduler, _lrs
 from .optimizer import Optimizer
@@ -43,6 +44,7 @@ class ReduceLROnPlateau(LRScheduler):
         self.cooldown_counter = 0
         self.num_bad_epochs = 0
 
+    @replayed
     def step(self, metrics, epoch=None):
         current = float(metrics)
         if epoch is None:

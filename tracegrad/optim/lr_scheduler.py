@@ -1,7 +1,8 @@
 """`tracegrad.optim.lr_scheduler`: learning-rate schedules with PyTorch's names and numbers.
 
 Each scheduler writes `group["lr"]` (a plain float) of its optimizer's parameter groups, so
-a compiled training step reads the new rate as a runtime value and never re-traces.
+a compiled training step reads the new rate as a runtime value and never re-traces; `step`
+is `_effects.replayed`, so `sched.step()` inside a compiled function runs after every call.
 
 Note [Chainable forms]
 PyTorch computes `step()` (no epoch argument) *recursively* from the current
@@ -18,6 +19,7 @@ from bisect import bisect_right
 from collections import Counter
 from functools import wraps
 
+from .._effects import replayed
 from .._errors import TracegradTypeError, TracegradValueError
 from .optimizer import Optimizer
 
@@ -122,6 +124,7 @@ class LRScheduler:
     def _chain_lr(self):
         raise NotImplementedError
 
+    @replayed
     def step(self, epoch=None):
         """Advance one epoch (or jump to `epoch`, deprecated) and update the groups' lr."""
         if self._step_count == 1:
