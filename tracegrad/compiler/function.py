@@ -257,6 +257,11 @@ class CompiledFunction:
         # state]); tensors the trace did not capture need no binding
         state_guards = [bindings[id(t)] for _, t in tracer.captured
                         if id(t) in bindings] + state_guards
+        # places read as runtime scalars (`hyper`) are inputs, not guards (a scheduler
+        # inside the function may change them)
+        places = tracer.scalar_places()
+        runtime = [g for g in state_guards if any(g.holder is h and g.key == k for h, k in places)]
+        state_guards = [g for g in state_guards if all(g is not r for r in runtime)]
         # Python state the function itself changed: replayed calls own theirs; any other
         # changed value is an effect no compiled call can replay (Note [Effects])
         dropped, changed = changed_by_trace(
@@ -265,10 +270,6 @@ class CompiledFunction:
             tracer.note_effect("python_state", f"it changes {g.where} "
                                f"({g.reason().split(': ', 1)[-1]}), which it also reads", None)
         state_guards = [g for g in state_guards if all(g is not d for d in dropped)]
-        # places read as runtime scalars (`hyper`) are inputs, not guards
-        places = tracer.scalar_places()
-        runtime = [g for g in state_guards if any(g.holder is h and g.key == k for h, k in places)]
-        state_guards = [g for g in state_guards if all(g is not r for r in runtime)]
         path = CompiledPath(self.name, tracer, tracer.graph, outs, build, self.pipeline, n_args,
                             memory=self.memory, poison=self.debug_nan, state_guards=state_guards,
                             grad_sets=grad_sets)
