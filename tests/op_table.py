@@ -834,3 +834,119 @@ INPLACE = [
 OPS = ARITH + COMPARE + MATH + REDUCE + LINALG + SHAPE + INDEX + INPLACE
 BY_NAME = {o.name: o for o in OPS}
 assert len(BY_NAME) == len(OPS), "duplicate op names in the table"
+
+# Rows for selection, ordering, scans and structure (issue 12) live in their own module.
+from op_table_new import NEW  # noqa: E402
+
+OPS = OPS + NEW
+
+# ---------------- nn.functional primitives (layer norm, silu, pooling, BCE) ----------------
+
+def _nnf(name):
+    return lambda m, *a, **kw: getattr(m.nn.functional, name)(*a, **kw)
+
+
+def _np_layer_norm(x, shape, w=None, b=None, eps=1e-5):
+    axes = tuple(range(x.ndim - len(shape), x.ndim))
+    x64 = np.asarray(x, np.float64)
+    mu = x64.mean(axes, keepdims=True)
+    y = (x64 - mu) / np.sqrt(((x64 - mu) ** 2).mean(axes, keepdims=True) + eps)
+    return (y * (1.0 if w is None else w) + (0.0 if b is None else b)).astype(x.dtype)
+
+
+def _pool_windows(n, k, s, p, d, ceil_mode):
+    """[(start, stop, step) per output position] over the unpadded axis (PyTorch's rule)."""
+    span = n + 2 * p - d * (k - 1) - 1
+    o = (span + (s - 1 if ceil_mode else 0)) // s + 1
+    if ceil_mode and (o - 1) * s >= n + p:
+        o -= 1
+    return [(i * s - p, i * s - p + d * (k - 1) + 1, d) for i in range(o)]
+
+
+def _np_pool(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, kind="max",
+             count_include_pad=True, divisor_override=None):
+    """Loop reference for max_pool2d / avg_pool2d on (..., H, W)."""
+    k2 = lambda v: (v, v) if isinstance(v, int) else tuple(v)     # noqa: E731
+    k, s = k2(kernel_size), k2(stride if stride is not None else kernel_size)
+    p, d = k2(padding), k2(dilation)
+    rows = _pool_windows(x.shape[-2], k[0], s[0], p[0], d[0], ceil_mode)
+    cols = _pool_windows(x.shape[-1], k[1], s[1], p[1], d[1], ceil_mode)
+    out = np.zeros(x.shape[:-2] + (len(rows), len(cols)), x.dtype)
+    for i, (r0, r1, rd) in enumerate(rows):
+        for j, (c0, c1, cd) in enumerate(cols):
+            ri = [r for r in range(r0, r1, rd) if 0 <= r < x.shape[-2]]
+            ci = [c for c in range(c0, c1, cd) if 0 <= c < x.shape[-1]]
+            win = x[..., ri, :][..., ci]
+            if kind == "max":
+                out[..., i, j] = win.max((-2, -1))
+                continue
+            hs = min(r1, x.shape[-2] + p[0]) - r0
+            ws = min(c1, x.shape[-1] + p[1]) - c0
+            div = divisor_override or (hs * ws if count_include_pad else len(ri) * len(ci))
+            out[..., i, j] = win.sum((-2, -1)) / div
+    return out
+
+
+def _np_adaptive(x, output_size):
+    oh, ow = (output_size, output_size) if isinstance(output_size, int) else output_size
+    h, w = x.shape[-2:]
+    out = np.zeros(x.shape[:-2] + (oh, ow), x.dtype)
+    for i in range(oh):
+        for j in range(ow):
+            r = slice(i * h // oh, -(-(i + 1) * h // oh))
+            c = slice(j * w // ow, -(-(j + 1) * w // ow))
+            out[..., i, j] = x[..., r, c].mean((-2, -1))
+    return out
+
+
+def _np_bce(x, t, reduction="mean"):
+    p, q = 1 / (1 + np.exp(-x)), 1 / (1 + np.exp(-t))
+    loss = -(q * np.maximum(np.log(p), -100) + (1 - q) * np.maximum(np.log1p(-p), -100))
+    return (loss.mean() if reduction == "mean" else loss).astype(x.dtype)
+
+
+def _bce_logits(m, x, t, pos_weight=None):
+    """Summed BCE with logits; a pos_weight number becomes a constant per-class tensor."""
+    if pos_weight is not None:
+        pos_weight = m.full((x.shape[-1],), pos_weight, dtype=x.dtype)
+    return m.nn.functional.binary_cross_entropy_with_logits(x, t, reduction="sum",
+                                                           pos_weight=pos_weight)
+
+
+def _np_bce_logits(x, t, pos_weight=None):
+    lw = 1.0 if pos_weight is None else (pos_weight - 1) * t + 1
+    loss = (1 - t) * x + lw * np.log1p(np.exp(-x))
+    return np.asarray(loss.sum(), x.dtype)
+
+
+def _bce(m, x, t, **kw):
+    return m.nn.functional.binary_cross_entropy(m.sigmoid(x), m.sigmoid(t), **kw)
+
+
+_POOL_IN = A((2, 3, 5, 6))
+NN_OPS = [
+    OpInfo("nn.silu", _nnf("silu"), ref=lambda x: (x / (1 + np.exp(-x))).astype(x.dtype),
+           samples=unary_samples(), out="same"),
+    OpInfo("nn.layer_norm", _nnf("layer_norm"), ref=_np_layer_norm, out="same",
+           samples=fixed((A((2, 3, 4)), (4,)), (A((2, 3, 4)), (3, 4), A((3, 4)), A((3, 4))),
+                         (A((5,)), (5,), A((5,)), None, {"eps": 1e-3}))),
+    OpInfo("nn.max_pool2d", _nnf("max_pool2d"), ref=_np_pool, out="same",
+           samples=fixed((A((2, 3, 5, 6), "distinct"), 2),
+                         (A((3, 5, 6), "distinct"), 3, 2, 1, 1, True),
+                         (A((1, 2, 6, 6), "distinct"), (2, 3), (1, 2), (1, 1), (2, 1)))),
+    OpInfo("nn.avg_pool2d", _nnf("avg_pool2d"),
+           ref=lambda x, *a, **kw: _np_pool(x, *a, kind="avg", **kw), out="same",
+           samples=fixed((_POOL_IN, 2), (_POOL_IN, 3, 2, 1, {"ceil_mode": True}),
+                         (_POOL_IN, 3, 2, 1, {"count_include_pad": False}),
+                         (A((3, 5, 6)), (2, 3), 1, (1, 1), {"divisor_override": 4}))),
+    OpInfo("nn.adaptive_avg_pool2d", _nnf("adaptive_avg_pool2d"), ref=_np_adaptive,
+           out="same", samples=fixed((_POOL_IN, (2, 3)), (_POOL_IN, 4), (A((3, 7, 5)), (3, 2)))),
+    OpInfo("nn.binary_cross_entropy", _bce, ref=_np_bce, out="same",
+           samples=fixed((A((2, 3)), A((2, 3))), (A((4,)), A((4,)), {"reduction": "none"}))),
+    OpInfo("nn.binary_cross_entropy_with_logits", _bce_logits, ref=_np_bce_logits, out="same",
+           samples=fixed((A((2, 3)), A((2, 3), "pos")),
+                         (A((2, 3)), A((2, 3), "pos"), {"pos_weight": 2.0}))),
+]
+OPS = OPS + NN_OPS
+BY_NAME = {o.name: o for o in OPS}
+assert len(BY_NAME) == len(OPS), "duplicate op names in the table"

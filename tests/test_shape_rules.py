@@ -172,7 +172,9 @@ def _nograd_writes(x, w):
         w.add_(1.0)                  # an input update, optimizer style
     d = x.detach()
     d.add_(1.0)                      # through a detached alias
-    return [y * x, d]
+    e = x.data
+    e.mul_(2.0)                      # through `.data` (a version counter of its own)
+    return [y * x, d, e]
 
 
 EXTRA = {
@@ -182,7 +184,31 @@ EXTRA = {
     "logic": (_logic, lambda: [_t(2, 3), _t(2, 3, seed=1)]),
     "unary_extras": (_unary_extras, lambda: [_t(2, 3)]),
     "nograd_writes": (_nograd_writes, lambda: [_t(2, 3), _t(2, 3, grad=False)]),
+    "multinomial": (lambda p: [tg.multinomial(p.softmax(-1), 2),
+                               tg.multinomial(p[0].exp(), 5, True)], lambda: [_t(2, 3)]),
 }
+
+
+def _nn_new(x4, x3, p):
+    """Layer norm, SiLU, pooling (and, through a create_graph gradient, their backward
+    primitives' own VJPs), binary cross-entropy."""
+    F = tg.nn.functional
+    outs = [F.layer_norm(x3, (3,)), F.layer_norm(x3, (2, 3), x3[0], x3[1]), F.silu(x3),
+            F.silu(x3 * 1.0, inplace=True), F.max_pool2d(x4, 2, 1, 1, ceil_mode=True),
+            F.avg_pool2d(x4, 3, 2, 1, count_include_pad=False), F.adaptive_avg_pool2d(x4, (2, 3)),
+            F.max_pool2d(x4, 2, return_indices=True)[1].double()]
+    for pool in (lambda t: F.max_pool2d(t, 2), lambda t: F.avg_pool2d(t, 2),
+                 lambda t: F.adaptive_avg_pool2d(t, 3)):
+        g, = tg.autograd.grad((pool(x4) ** 2).sum(), x4, create_graph=True)
+        outs.append(g)
+    t = p.detach().sigmoid()
+    outs += [F.binary_cross_entropy(p.sigmoid(), t), F.binary_cross_entropy(p.sigmoid(), t,
+             reduction="none"), F.binary_cross_entropy_with_logits(p, t, pos_weight=t[0],
+                                                                   reduction="sum")]
+    return outs
+
+
+EXTRA["nn_new"] = (_nn_new, lambda: [_t(1, 2, 5, 6), _t(2, 2, 3, seed=1), _t(2, 3, seed=2)])
 
 
 def extra_prims(name):

@@ -8,6 +8,7 @@ from ._dtype import (dtype, float16, float32, float64, int32, int64, bool_ as bo
                      get_default_dtype, set_default_dtype, promote_types)
 from ._errors import (TracegradError, TracegradRuntimeError, TracegradTypeError,  # noqa: F401
                       TracegradIndexError, TracegradValueError, InplaceError)
+from ._errors import CompileMismatchError  # noqa: F401
 from ._mode import (no_grad, enable_grad, set_grad_enabled, inference_mode,  # noqa: F401
                     is_grad_enabled, is_inference_mode_enabled)
 from ._tensor import Tensor, Size  # noqa: F401

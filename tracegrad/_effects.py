@@ -50,6 +50,26 @@ def note(kind, message, tensor=None, eager=True):
         tracer.note_effect(kind, message, tensor, eager)
 
 
+def attr_read(t, attr, value):
+    """Python read `t.<attr>` inside a trace; if `t` comes from outside the trace, what it
+    read becomes a guard (Note [Effects]): `requires_grad`, `shape`, `dtype`, the type of
+    `grad_fn` (also `is_leaf`), `_version`."""
+    tracer = active()
+    if tracer is not None:
+        tracer.note_attr_read(t, attr, value)
+
+
+def attr_now(t, attr):
+    """What `attr_read` recorded, read again now (for the per-call check)."""
+    if attr == "grad_fn":
+        return type(t._grad_fn)
+    if attr == "requires_grad":
+        return t._rg
+    if attr == "_version":
+        return t._vc.v
+    return t._data.shape if attr == "shape" else t._data.dtype
+
+
 def grad_set(owner):
     """`owner.grad = value` inside a trace: replayed after each call (Note [Effects])."""
     tracer = active()
@@ -143,6 +163,12 @@ _CLOCKS = frozenset(("time", "perf_counter", "monotonic", "process_time", "time_
                      "perf_counter_ns", "monotonic_ns"))
 
 
+def _global_rng_states():
+    import random
+    import numpy as np
+    return random.getstate(), str(np.random.get_state(legacy=False)["state"])
+
+
 def _is_user_frame(frame):
     fn = frame.f_code.co_filename
     return not (fn.startswith(_PKG) or fn.startswith(_LIBS) or fn.startswith(("<tracegrad", "<frozen")))
@@ -159,11 +185,18 @@ class watch_python:
 
     def __enter__(self):
         self.prev = sys.getprofile()
+        self.rng = _global_rng_states()
         sys.setprofile(self._event)
         return self
 
     def __exit__(self, *exc):
         sys.setprofile(self.prev)
+        # numpy's generators are compiled methods no profiler sees: compare their states
+        for name, before, after in zip(("Python's random", "numpy.random"), self.rng,
+                                       _global_rng_states()):
+            if before != after:
+                self.tracer.note_effect("random", f"{name} (its global generator was used)",
+                                        None)
         return False
 
     def _event(self, frame, event, arg):

@@ -39,6 +39,12 @@ class InplaceError(TracegradRuntimeError):
     """An in-place operation invalidated a value autograd saved, or targeted a leaf."""
 
 
+class CompileMismatchError(TracegradRuntimeError):
+    """Check mode (`tracegrad.compile(fn, check=True)` or `TRACEGRAD_CHECK=1`): a compiled
+    call gave a different output, gradient, `.grad`, input mutation or error than the same
+    call run eagerly. The message names the first difference and the path's guards."""
+
+
 _inside = {}
 
 

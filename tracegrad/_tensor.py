@@ -79,6 +79,8 @@ class Tensor:
     # -- requires_grad: settable only where PyTorch allows it --
     @property
     def requires_grad(self):
+        if _get_hook() is not None:
+            _effects.attr_read(self, "requires_grad", self._rg)
         return self._rg
 
     @requires_grad.setter
@@ -128,10 +130,14 @@ class Tensor:
     # -- basic attributes --
     @property
     def shape(self):
+        if _get_hook() is not None:
+            _effects.attr_read(self, "shape", self._data.shape)
         return Size(self._data.shape)
 
     @property
     def dtype(self):
+        if _get_hook() is not None:
+            _effects.attr_read(self, "dtype", self._data.dtype)
         return D._FROM_NP[self._data.dtype]
 
     @property
@@ -140,6 +146,8 @@ class Tensor:
 
     @property
     def is_leaf(self):
+        if _get_hook() is not None:
+            _effects.attr_read(self, "grad_fn", type(self._grad_fn))
         return self._grad_fn is None
 
     @property
@@ -147,10 +155,14 @@ class Tensor:
         b = self._base
         if b is not None and self._fn_version != self._vc.v and b.requires_grad:
             self._regenerate()
+        if _get_hook() is not None:
+            _effects.attr_read(self, "grad_fn", type(self._grad_fn))
         return self._grad_fn
 
     @property
     def _version(self):
+        if _get_hook() is not None:
+            _effects.attr_read(self, "_version", self._vc.v)
         return self._vc.v
 
     @property

@@ -340,7 +340,7 @@ Tensor._move_retain_grad = _move_retain_grad
 def _get_data(self):
     hook = trace_hook.get()
     if hook is not None:                 # a tracer must know `.data` aliases self
-        t = dispatch(S.DETACH, (self,))
+        t = dispatch(S.DATA, (self,))
         t._vc = type(self._vc)()         # .data does not share the version counter
         return t
     t = Tensor._wrap(self._data)
@@ -384,4 +384,8 @@ Tensor.type = lambda self, dtype=None: (
     "torch." + {"float32": "FloatTensor", "float64": "DoubleTensor", "float16": "HalfTensor",
                 "int64": "LongTensor", "int32": "IntTensor", "bool": "BoolTensor"}[
         self._data.dtype.name] if dtype is None else S.to_dtype(self, dtype))
-Tensor.masked_fill = lambda self, mask, value: E.where(mask, value, self)
+# selection, ordering, scans and structure (ops/select.py, sort.py, scan.py, structure.py, ...)
+_attach("""gather scatter scatter_add index_select masked_fill masked_fill_ scatter_
+scatter_add_ sort argsort topk cumsum cumprod tril triu tril_ triu_ repeat_interleave baddbmm
+multinomial""".split())
+Tensor.flip = O.structure._flip_method

@@ -13,6 +13,9 @@ from .._tensor import Tensor, edge_of
 from .graph import FREED_MSG, Node, _version_error
 
 
+_NOT_RUN = object()
+
+
 class FunctionCtx:
     """The `ctx` object handed to forward and backward."""
 
@@ -135,16 +138,21 @@ class Function(metaclass=_FunctionMeta):
         needs = tuple(t is not None and t.requires_grad for t in tens)
         ctx.needs_input_grad = needs
         record = _mode.is_grad_enabled() and any(needs)
+        out = _NOT_RUN
         if record and _effects.active() is not None:
             # inside a trace: one opaque node (Note [Opaque Functions]), else run eagerly
-            from ..tracing.custom_function import apply_traced
-            out = None if kwargs else apply_traced(cls, args)
-            if out is not None:
-                return out
+            from ..tracing.custom_function import Unsupported, apply_traced
+            try:
+                if not kwargs:
+                    return apply_traced(cls, args, ctx)
+            except Unsupported as u:
+                if u.ctx is not None:        # forward already ran: never twice
+                    out = u.out
             _effects.note("function", f"custom autograd.Function {cls.__name__}.apply() "
                           "(several outputs, keyword arguments, mark_dirty or randomness)")
-        with _mode.no_grad():
-            out = cls.forward(ctx, *args, **kwargs)
+        if out is _NOT_RUN:
+            with _mode.no_grad():
+                out = cls.forward(ctx, *args, **kwargs)
         single = not isinstance(out, tuple)
         outs = (out,) if single else out
         if record:
@@ -186,8 +194,45 @@ class Function(metaclass=_FunctionMeta):
         return outs[0] if single else outs
 
 
-class once_differentiable:
-    """Decorator accepted for compatibility; backward is run as written."""
+def once_differentiable(fn):
+    """Decorator for a Function's `backward` that is not itself differentiable (PyTorch's
+    `torch.autograd.function.once_differentiable`): it runs with recording off, and when
+    its gradients would be differentiated again (`create_graph=True`), they carry a node
+    that raises instead."""
+    import functools
 
-    def __new__(cls, fn):
-        return fn
+    @functools.wraps(fn)
+    def wrapper(ctx, *args):
+        with _mode.no_grad():
+            outputs = fn(ctx, *args)
+        if not _mode.is_grad_enabled():
+            return outputs
+        inputs = [a for a in args if isinstance(a, Tensor) and a.requires_grad]
+        if not inputs:
+            return outputs
+        single = not isinstance(outputs, tuple)
+        outs = (outputs,) if single else outputs
+        node = _DelayedError(None, None, tuple(edge_of(a) for a in inputs),
+                             tuple(a.shape for a in inputs),
+                             tuple(a._data.dtype for a in inputs), (True,) * len(inputs))
+        wrapped = []
+        for k, o in enumerate(outs):
+            if isinstance(o, Tensor) and o.is_floating_point():
+                o = Tensor._wrap(o._data, True, node)
+                o._output_nr = k
+            wrapped.append(o)
+        return wrapped[0] if single else tuple(wrapped)
+    return wrapper
+
+
+class _DelayedError(Node):
+    """Raises when a once_differentiable backward's result is differentiated."""
+
+    __slots__ = ()
+
+    def name(self):
+        return "DelayedError"
+
+    def apply(self, grads):
+        raise TracegradRuntimeError("trying to differentiate twice a function that was "
+                                    "marked with @once_differentiable")

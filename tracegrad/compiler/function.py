@@ -34,6 +34,7 @@ from ..ir.printer import value_names
 from ..tracing import Tracer, flatten
 from ..passes import DEFAULT_PIPELINE
 from .arguments import check_compile_arguments
+from .check import _in_check, checked_call
 from .keys import describe_difference, entry_key
 from .path import CompiledPath
 from .._effects import watch_python
@@ -93,11 +94,12 @@ class CompiledFunction:
     """A function compiled by `tracegrad.compile` (callable like the original)."""
 
     def __init__(self, fn, cache_limit=8, passes=None, backend="numpy", name=None,
-                 memory="balanced", debug_nan=False):
+                 memory="balanced", debug_nan=False, check=False):
         if memory not in ("off", "balanced", "min"):
             raise ValueError(f"memory must be 'off', 'balanced' or 'min', got {memory!r}")
         self.memory = memory
         self.debug_nan = debug_nan
+        self.check = check                   # check mode (compiler/check.py)
         if backend != "numpy":
             raise ValueError(f"unknown backend {backend!r}; only 'numpy' is available")
         self.fn = fn
@@ -125,6 +127,8 @@ class CompiledFunction:
         return self._paths_added
 
     def __call__(self, *args, **kwargs):
+        if self.check and not _in_check():
+            return checked_call(self, args, kwargs)
         self.stats.calls += 1
         if _dispatch.trace_hook.get() is not None:
             # Called while another function is being traced: run inline so the outer trace
@@ -207,29 +211,43 @@ class CompiledFunction:
                 continue
             entry.last = path
             return path.rebuild_outputs(outs), None
-        return None, first_bad or "no path"
+        return None, first_bad or getattr(entry, "unstable_reason", "no path")
 
     def _trace(self, key, entry, args, kwargs, leaves, reason, containers=()):
+        """Run the call eagerly while recording it, and cache the path (Note [Paths])."""
         if self._n_paths() >= self.cache_limit:
-            if not self._warned:
-                warnings.warn(f"tracegrad.compile: '{self.name}' reached cache_limit="
-                              f"{self.cache_limit} paths (last reason: {reason}); running "
-                              "eagerly from now on. Raise cache_limit or make the control flow "
-                              "depend less on tensor values.", UserWarning, stacklevel=3)
-                self._warned = True
-            self.stats.eager_calls += 1
-            return self.fn(*args, **kwargs)
+            return self._over_limit(args, kwargs, reason)
         if self._n_paths():              # a re-trace: some path exists (a failed trace adds none)
             log.info("tracegrad: re-tracing '%s' (path %d): %s", self.name,
                      self._n_paths() + 1, reason)
             self.stats.retraces.append(reason)
         self.stats.traces += 1
+        tracer, scanned, out, outs, build, n_args = self._record(args, kwargs, leaves,
+                                                                 containers)
+        grad_sets = _grad_outputs(tracer, outs)
+        state_guards, runtime, changed = _settle_state(tracer, scanned)
+        if entry is None:
+            entry = self.entries[key] = _Entry(key)
+            # objects keyed by id() must outlive the entry, or a new object could reuse the id
+            entry.keep = [x for x in leaves if not isinstance(
+                x, (Tensor, np.ndarray, bool, int, float, str, type(None)))]
+        if changed:
+            return self._not_cached(entry, changed, out)
+        entry.unstable = 0
+        path = CompiledPath(self.name, tracer, tracer.graph, outs, build, self.pipeline, n_args,
+                            memory=self.memory, poison=self.debug_nan, state_guards=state_guards,
+                            grad_sets=grad_sets)
+        path.scalar_names = {(id(g.holder), g.key): g.where for g in runtime}
+        self._store(entry, path, reason)
+        return out
+
+    def _record(self, args, kwargs, leaves, containers):
+        """Trace one call: the tracer, what the state scan found, and the outputs."""
         tracer = Tracer(self.name)
         names = _arg_names(self.fn, len(leaves))
         objects = [(names[i] if i < len(names) else f"a{i}", x) for i, x in enumerate(leaves)
                    if not isinstance(x, (Tensor, bool, int, float, str, type(None)))]
         scanned = scan(self.module if self.module is not None else self.fn, objects)
-        bindings, state_guards = scanned.bindings, scanned.guards
         tracer.names.update(scanned.names)
         n_args = 0
         for i, x in enumerate(leaves):
@@ -244,41 +262,34 @@ class CompiledFunction:
         _warn_effects(self.name, tracer)
         if isinstance(out, Tensor):
             build = _single
-        # `.grad` assignments (backward() or `p.grad = ...` inside): hidden outputs
-        grad_sets = tracer.grad_results()
-        for o, g in grad_sets:
-            if g is not None and id(g) not in tracer.env:
-                tracer.note_effect("grad_write", "assigning .grad a tensor from outside the "
-                                   "trace", o)
-        grad_sets = [(o, g) for o, g in grad_sets if g is None or id(g) in tracer.env]
-        tracer.graph.outputs = [tracer.value_of(o) for o in outs if isinstance(o, Tensor)] + [
-            tracer.env[id(g)] for _, g in grad_sets if g is not None]
-        # the captured tensors' bindings, then every container/scalar guard (Note [Captured
-        # state]); tensors the trace did not capture need no binding
-        state_guards = [bindings[id(t)] for _, t in tracer.captured
-                        if id(t) in bindings] + state_guards
-        # places read as runtime scalars (`hyper`) are inputs, not guards (a scheduler
-        # inside the function may change them)
-        places = tracer.scalar_places()
-        runtime = [g for g in state_guards if any(g.holder is h and g.key == k for h, k in places)]
-        state_guards = [g for g in state_guards if all(g is not r for r in runtime)]
-        # Python state the function itself changed: replayed calls own theirs; any other
-        # changed value is an effect no compiled call can replay (Note [Effects])
-        dropped, changed = changed_by_trace(
-            state_guards, owned_holders([o for o, *_ in tracer.replays]))
-        for g in changed:
-            tracer.note_effect("python_state", f"it changes {g.where} "
-                               f"({g.reason().split(': ', 1)[-1]}), which it also reads", None)
-        state_guards = [g for g in state_guards if all(g is not d for d in dropped)]
-        path = CompiledPath(self.name, tracer, tracer.graph, outs, build, self.pipeline, n_args,
-                            memory=self.memory, poison=self.debug_nan, state_guards=state_guards,
-                            grad_sets=grad_sets)
-        path.scalar_names = {(id(g.holder), g.key): g.where for g in runtime}
-        if entry is None:
-            entry = self.entries[key] = _Entry(key)
-            # objects keyed by id() must outlive the entry, or a new object could reuse the id
-            entry.keep = [x for x in leaves if not isinstance(
-                x, (Tensor, np.ndarray, bool, int, float, str, type(None)))]
+        return tracer, scanned, out, outs, build, n_args
+
+    def _over_limit(self, args, kwargs, reason):
+        if not self._warned:
+            warnings.warn(f"tracegrad.compile: '{self.name}' reached cache_limit="
+                          f"{self.cache_limit} paths (last reason: {reason}); running "
+                          "eagerly from now on. Raise cache_limit or make the control flow "
+                          "depend less on tensor values.", UserWarning, stacklevel=4)
+            self._warned = True
+        self.stats.eager_calls += 1
+        return self.fn(*args, **kwargs)
+
+    def _not_cached(self, entry, changed, out):
+        """The trace changed Python state it reads (Note [Captured state]): replaying the
+        path would skip that change, so it is not cached. The call itself ran eagerly. A
+        second such trace in a row makes calls like these run eagerly, with a warning."""
+        g = changed[0]
+        why = (f"it changes {g.where} ({g.reason().split(': ', 1)[-1]}), which it also "
+               "reads")
+        entry.unstable = getattr(entry, "unstable", 0) + 1
+        entry.unstable_reason = f"the last trace changed state it reads: {g.where}"
+        if entry.unstable >= 2:
+            entry.eager = why
+            warnings.warn(f"tracegrad.compile: '{self.name}' runs eagerly for arguments like "
+                          f"these: {why}", UserWarning, stacklevel=4)
+        return out
+
+    def _store(self, entry, path, reason):
         entry.paths.append(path)
         self._paths_added += 1
         entry.last = path
@@ -286,12 +297,11 @@ class CompiledFunction:
         if path.eager_reason is not None:
             entry.eager = path.eager_reason
             warnings.warn(f"tracegrad.compile: '{self.name}' runs eagerly for arguments like "
-                          f"these: {path.eager_reason}", UserWarning, stacklevel=3)
+                          f"these: {path.eager_reason}", UserWarning, stacklevel=4)
         path.serial = next(_serial)
         if os.environ.get("TRACEGRAD_DUMP_DIR"):
             from .dump import dump_path      # never raises: a failed dump only logs
             dump_path(self, path)
-        return out
 
     def explain(self, code=False):
         """A readable report: per path, its guards with source lines, IR and pass stats
@@ -326,6 +336,35 @@ class CompiledFunction:
         if module is not None:
             return getattr(module, name)
         raise AttributeError(f"'CompiledFunction' object has no attribute {name!r}")
+
+
+def _grad_outputs(tracer, outs):
+    """`.grad` assignments of the trace (backward() or `p.grad = ...` inside): [(owner, final
+    .grad)], the tensors among them becoming hidden outputs after the user's (Note [Effects])."""
+    grad_sets = tracer.grad_results()
+    for o, g in grad_sets:
+        if g is not None and id(g) not in tracer.env:
+            tracer.note_effect("grad_write", "assigning .grad a tensor from outside the trace", o)
+    grad_sets = [(o, g) for o, g in grad_sets if g is None or id(g) in tracer.env]
+    tracer.graph.outputs = [tracer.value_of(o) for o in outs if isinstance(o, Tensor)] + [
+        tracer.env[id(g)] for _, g in grad_sets if g is not None]
+    return grad_sets
+
+
+def _settle_state(tracer, scanned):
+    """(state guards of the path, guards of places read as runtime numbers, guards the trace
+    itself broke). Captured tensors' bindings come first, then every container and scalar
+    guard (Note [Captured state]); places replayed calls rewrite are theirs, not guards;
+    places read through `hyper` are program inputs, not guards."""
+    bindings = scanned.bindings
+    guards = [bindings[id(t)] for _, t in tracer.captured if id(t) in bindings] + scanned.guards
+    owned = owned_holders([o for o, *_ in tracer.replays])
+    places = tracer.scalar_places()
+    runtime = [g for g in guards if any(g.holder is h and g.key == k for h, k in places)]
+    guards = [g for g in guards if all(g is not r for r in runtime)]
+    dropped, changed = changed_by_trace(guards + list(bindings.values()), owned)
+    guards = [g for g in guards if all(g is not d for d in dropped)]
+    return guards, runtime, changed
 
 
 def _warn_effects(name, tracer):
@@ -372,7 +411,7 @@ def _arg_names(fn, n):
 
 
 def compile(fn=None, *, cache_limit=8, passes=None, backend="numpy", memory="balanced",
-            debug_nan=False, fullgraph=False, dynamic=None, mode=None):
+            debug_nan=False, fullgraph=False, dynamic=None, mode=None, check=None):
     """Compile a function or an nn.Module (as `@compile`, `compile(fn, cache_limit=...)`).
 
     For a module, `forward` is compiled; its parameters and buffers are read by reference
@@ -380,14 +419,17 @@ def compile(fn=None, *, cache_limit=8, passes=None, backend="numpy", memory="bal
     `memory`: "balanced" (default: memory-aware order, in-place takeover, packed arena),
     "min" (also recompute cheap values in backward instead of saving them) or "off".
     `debug_nan=True` fills every buffer with NaN when its value dies (results must not change).
+    `check=True` (default: env `TRACEGRAD_CHECK=1`) runs every call eagerly and compiled and
+    raises `CompileMismatchError` on any difference (compiler/check.py).
     """
     check_compile_arguments(fn, backend)
+    if check is None:
+        check = os.environ.get("TRACEGRAD_CHECK", "") not in ("", "0")
     opts = dict(cache_limit=cache_limit, passes=passes, backend=backend, memory=memory,
-                debug_nan=debug_nan)
+                debug_nan=debug_nan, check=check)
     if fn is None:
         return lambda f: compile(f, **opts)
     if hasattr(fn, "forward") and hasattr(fn, "parameters"):
-        cf = CompiledFunction(fn.forward, name=type(fn).__name__, **opts)
-        cf.module = fn
-        return cf
+        from .module import CompiledModule       # an nn.Module (compiler/module.py)
+        return CompiledModule(fn, **opts)
     return CompiledFunction(fn, **opts)

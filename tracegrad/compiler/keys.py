@@ -17,7 +17,7 @@ def entry_key(leaves, struct=None):
     for x in leaves:
         if isinstance(x, Tensor):
             tensors.append(x)
-            storages.append(id(x._vc))
+            storages.append(storage_id(x))
             d = x._data
             # memory order decides what a planned program may do (Note [Layouts]); this is
             # passes.layout.in_c_order, inlined: the key is computed on every call
@@ -32,6 +32,16 @@ def entry_key(leaves, struct=None):
     aliased = len(storages) > 1 and len(set(storages)) < len(storages)
     return ((tuple(parts), _mode.grad_enabled(), _mode.inference_enabled(),
              _dtype.get_default_dtype(), struct), tensors, aliased)
+
+
+def storage_id(t):
+    """Identity of the memory under tensor `t`: its root numpy array (`.data` and views
+    have version counters of their own, but share this)."""
+    d = t._data
+    b = d.base
+    while isinstance(b, np.ndarray):
+        d, b = b, b.base
+    return id(d)
 
 
 def _module_flags(x):

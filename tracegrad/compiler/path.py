@@ -20,6 +20,8 @@ from ..passes.schedule import schedule_memory
 from .backward_node import CompiledFunctionBackward, ConsumedBackward
 from .replay import plan_replay, replay_backward
 from .runner import build_runner
+from .._effects import attr_now
+from .keys import storage_id
 from .state import checker, first_failing
 
 
@@ -198,6 +200,7 @@ class CompiledPath:
             return ("arg", args[id(owner)]) if id(owner) in args else owner
         self.sources = [(j, ref(tracer.sources[v])) for j, (v, _) in enumerate(tracer.captured)
                         if v in tracer.sources]
+        self.attr_guards = _attr_guards(tracer, args, self.sources)
         self.scalar_sources = [(j, *tracer.scalar_sources[v]) for j, (v, _) in
                                enumerate(tracer.captured) if v in tracer.scalar_sources]
         seen = set()
@@ -213,6 +216,13 @@ class CompiledPath:
                             if e.kind == "requires_grad_" and id(e.tensor) in inputs]
         self.post_retain = sorted({outs[id(e.tensor)] for e in tracer.effects
                                    if e.kind == "retain_grad" and id(e.tensor) in outs})
+        # a retained output the function also computes with: its gradient includes what
+        # flows back inside the program, which a hook on the compiled node never sees
+        used = {v for n in tracer.graph.nodes for v in n.value_inputs()}
+        outputs = [tracer.env.get(id(o)) for o in out_tensors if isinstance(o, Tensor)]
+        if any(outputs[k] in used for k in self.post_retain):
+            self.eager_reason = self.eager_reason or (
+                "retain_grad() on a returned tensor the function also computes with")
 
     def _grad_plan(self, tracer, grad_sets, n_outs):
         """`.grad` assignments replayed after each call: [(input position, output k or
@@ -233,16 +243,21 @@ class CompiledPath:
     def resolve(self, args=()):
         """(captured tensors for this call, None) when captured tensors and guarded Python
         state still match, else (None, why not)."""
-        if not self.captured and not self.state_guards:
+        if not (self.captured or self.state_guards or self.attr_guards or self.grad_none):
             return self.captured, None
+        for r, attr, value in self.attr_guards:
+            t = args[r[1]] if type(r) is tuple else r
+            if attr_now(t, attr) != value:
+                return None, (f"{attr} of {'argument ' + str(r[1]) if type(r) is tuple else 'a tensor'}"
+                              f" read by the function changed: {value} -> {attr_now(t, attr)}")
         captured = self.captured
         if self.sources or self.grad_none or self.scalar_sources:
             captured, bad = self._read_sources(args)
             if bad is not None:
                 return None, bad
         if args and captured:
-            vcs = {id(t._vc) for t in captured}
-            if any(id(t._vc) in vcs for t in args):
+            vcs = {storage_id(t) for t in captured}
+            if any(storage_id(t) in vcs for t in args):
                 return None, "an argument shares memory with a captured tensor"
         if not self._state_holds():
             bad = first_failing(self.state_guards)
@@ -422,6 +437,24 @@ class CompiledPath:
         return path_drawing(self, color_by)
 
 
+def _attr_guards(tracer, args, sources):
+    """[(owner ref, attr, value)]: tensor attributes Python read from tensors from outside
+    the trace (Note [Effects]), less what the entry key and captured metadata check."""
+    captured = {id(t): j for j, (_, t) in enumerate(tracer.captured)}
+    sourced = {j for j, _ in sources}
+    out = []
+    for t, attr, value in tracer.attr_reads.values():
+        if id(t) in args:
+            if attr in ("grad_fn", "_version"):
+                out.append((("arg", args[id(t)]), attr, value))
+        elif id(t) in captured:
+            if attr in ("grad_fn", "_version") and captured[id(t)] not in sourced:
+                out.append((t, attr, value))
+        else:
+            out.append((t, attr, value))
+    return out
+
+
 def _needs_eager(part, fg, tracer, loud, outs):
     """Why this path must run eagerly, or None.
 
@@ -437,11 +470,11 @@ def _needs_eager(part, fg, tracer, loud, outs):
                     "(see 'what compile sees' in the README)")
         if e.kind == "requires_grad_" and id(e.tensor) not in tracer.env:
             return f"{e.describe()} on a tensor the compiled program does not read"
-    captured_vcs = {id(t._vc) for _, t in tracer.captured}
-    if any(id(t._vc) in captured_vcs for _, t in tracer.args):
+    captured_vcs = {storage_id(t) for _, t in tracer.captured}
+    if any(storage_id(t) in captured_vcs for _, t in tracer.args):
         return ("an argument shares memory with a tensor the function reads from a closure, "
                 "global or module (the compiled program would read them as separate inputs)")
-    if _mode.is_grad_enabled() and tracer.new_leaves(outs):
+    if tracer.new_leaves(outs):
         return ("it creates a tensor that requires grad (a new leaf, whose .grad only eager "
                 "execution can fill); create it outside and pass it in to compile")
     recorded = {id(t) for t in tracer.grad_sets}

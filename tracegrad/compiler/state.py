@@ -183,17 +183,17 @@ def _holders(scanner):
 
 
 def changed_by_trace(guards, owned):
-    """(dropped, changed): value guards that no longer hold right after the trace, split
-    into those on state replayed calls own (dropped: replaying rewrites it) and the others
-    (the function changes Python state it reads: no compiled call can replay that)."""
+    """(dropped, changed): guards that no longer hold right after the trace, split into
+    those on state that replayed calls own (dropped: replaying rewrites it) and the others
+    (the function changed Python state it reads; a cached path would not)."""
     dropped, changed = [], []
     for g in guards:
-        if g.holds():
-            continue
-        if id(g.holder) in owned:       # any mode: a scheduler rebinds its `_last_lr` list
-            dropped.append(g)
-        elif g.mode == "eq":
-            changed.append(g)
+        try:
+            holds = g.holds()
+        except (ValueError, IndexError, KeyError, TypeError):
+            holds = False
+        if not holds:
+            (dropped if id(g.holder) in owned else changed).append(g)
     return dropped, changed
 
 
@@ -204,8 +204,8 @@ def scan(target, objects=()):
     Returns the scanner: `.bindings` {id(tensor): StateGuard}, `.guards` [StateGuard],
     `.names` {id(tensor): name}, `.containers` (ids of the containers walked)."""
     s = _Scanner()
-    if _is_module(target):
-        s.module(target, type(target).__name__, 0)
+    if _is_module(target):     # its own hooks run eagerly around the compiled forward
+        s.module(target, type(target).__name__, 0, hooks=False)
         s.function(type(target).forward, 0)
     elif not isinstance(target, (types.FunctionType, types.MethodType)) and callable(target) \
             and hasattr(target, "__dict__"):
@@ -276,6 +276,9 @@ class _Scanner:
             return
         if isinstance(v, type):
             self.guard(holder, key, v, "is", where)
+            if _is_user_class(v) and id(v) not in self.seen:
+                self.seen.add(id(v))
+                self.class_attrs(v, where, depth)
             return
         self.guard(holder, key, v, "is", where)
         if _is_module(v):
@@ -325,6 +328,15 @@ class _Scanner:
                 and depth < MAX_DEPTH:
             self.function(call, depth + 1)
 
+    def class_attrs(self, cls, where, depth):
+        """The attributes of a user class (`Model.k`) that the scanned code names."""
+        cd = cls.__dict__
+        for nm in sorted(self.code_names):
+            if nm in cd and not nm.startswith("__"):
+                x = cd[nm]
+                if isinstance(x, (Tensor, np.ndarray, list, tuple, dict) + _SCALARS):
+                    self.value_in(cd, nm, x, f"{where}.{nm}", depth, nest=2)
+
     def user_module(self, m, where, depth):
         """The attributes of a user module (`cfg.LR`) that the scanned code names."""
         d = vars(m)
@@ -332,14 +344,17 @@ class _Scanner:
             if nm in d and not nm.startswith("__") and not isinstance(d[nm], types.ModuleType):
                 self.value_in(d, nm, d[nm], f"{m.__name__}.{nm}", depth, nest=2)
 
-    def module(self, m, where, depth):
+    def module(self, m, where, depth, hooks=True):
         """Parameters, buffers, hooks and attributes of `m` and of every submodule."""
         d = vars(m)
         for reg in ("_parameters", "_buffers"):
             for k, t in d.get(reg, {}).items():
                 if t is not None:
                     self.value_in(d[reg], k, t, f"{where}.{k}", depth, name=_dotted(where, k))
-        for reg in ("_forward_hooks", "_forward_pre_hooks"):
+        orig = d.get("_orig_mod")            # a compiled module inside: its original's state
+        if orig is not None:
+            self.value_in(None, None, orig, where, depth)
+        for reg in ("_forward_hooks", "_forward_pre_hooks") if hooks else ():
             hooks = d.get(reg)
             if isinstance(hooks, dict):
                 self.container(hooks, f"{where}.{reg}", depth, 1)

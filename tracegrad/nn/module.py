@@ -17,6 +17,21 @@ from ._module_helpers import (_Handle, _IncompatibleKeys, _check_name, _copy_ent
 from .parameter import Parameter
 
 
+def call_with_hooks(module, forward, args, kwargs):
+    """`forward(*args, **kwargs)` between `module`'s forward pre-hooks and forward hooks (what
+    `module(...)` does; a compiled module runs its compiled forward this way)."""
+    for hook in tuple(module._forward_pre_hooks.values()):
+        res = hook(module, args)
+        if res is not None:
+            args = res if isinstance(res, tuple) else (res,)
+    out = forward(*args, **kwargs)
+    for hook in tuple(module._forward_hooks.values()):
+        res = hook(module, args, out)
+        if res is not None:
+            out = res
+    return out
+
+
 class Module:
     """Base class for all neural network modules; subclasses define `forward`.
 
@@ -48,16 +63,7 @@ class Module:
             f'Module [{type(self).__name__}] is missing the required "forward" function')
 
     def __call__(self, *args, **kwargs):
-        for hook in tuple(self._forward_pre_hooks.values()):
-            res = hook(self, args)
-            if res is not None:
-                args = res if isinstance(res, tuple) else (res,)
-        out = self.forward(*args, **kwargs)
-        for hook in tuple(self._forward_hooks.values()):
-            res = hook(self, args, out)
-            if res is not None:
-                out = res
-        return out
+        return call_with_hooks(self, self.forward, args, kwargs)
 
     def register_forward_pre_hook(self, hook):
         """`hook(module, args)` runs before forward; may return replacement args."""

@@ -13,3 +13,10 @@ from .creation import *  # noqa: F401,F403
 from .creation import Generator, default_generator  # noqa: F401
 from .conv import im2col, col2im  # noqa: F401
 from . import loss as _loss  # noqa: F401  (primitives used by nn.functional's losses)
+from .select import (gather, scatter, scatter_add, index_select, masked_fill,  # noqa: F401
+                     masked_fill_, scatter_, scatter_add_)
+from .sort import sort, argsort, topk  # noqa: F401
+from .scan import cumsum, cumprod  # noqa: F401
+from .structure import tril, triu, tril_, triu_, flip, repeat_interleave  # noqa: F401
+from .baddbmm import baddbmm  # noqa: F401
+from .sampling import multinomial  # noqa: F401

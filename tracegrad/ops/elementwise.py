@@ -364,6 +364,9 @@ def where(condition, input=None, other=None):
             a = np.asarray(a, dtype=d)[()]
             a = a.item()
         args.append(a)
+    if not any(isinstance(a, Tensor) for a in args):   # two numbers: PyTorch's dtype, not numpy's
+        from .._tensor import from_array
+        args[0] = from_array(np.asarray(args[0], dtype=d))
     return dispatch(WHERE, (condition, args[0], args[1]))
 
 

@@ -99,6 +99,12 @@ def bmm(input, mat2):
                        f"Expected size for first two dimensions of batch2 tensor to be: "
                        f"[{input.shape[0]}, {input.shape[2]}] but got: "
                        f"[{mat2.shape[0]}, {mat2.shape[1]}].")
+    if input.dtype is not mat2.dtype:
+        names = {"float32": "Float", "float64": "Double", "float16": "Half", "int64": "Long",
+                 "int32": "Int", "bool": "Bool"}
+        raise op_error(TracegradRuntimeError, "bmm",
+                       f"expected scalar type {names[input.dtype.name]} but found "
+                       f"{names[mat2.dtype.name]}", "Convert one operand, e.g. `b.to(a.dtype)`.")
     return matmul(input, mat2)
 
 
@@ -159,6 +165,10 @@ def _einsum_vjp(g, ins, out, n):
         target = "".join(c for c in dict.fromkeys(s) if c in avail)
         eq = ",".join([rhs] + [o[0] for o in others]) + "->" + target
         gi = einsum(eq, g, *[o[1] for o in others])
+        sizes = dict(zip(s, n.shapes[i]))
+        tshape = tuple(sizes[c] for c in target)
+        if tuple(gi.shape) != tshape:               # a size-1 dim broadcast against others
+            gi = sum_to(gi, tshape)
         grads.append(_restore(gi, target, s, n.shapes[i]))
     return tuple(grads)
 
@@ -200,5 +210,29 @@ def einsum(equation, *operands):
     """Einstein summation (explicit or implicit output; no '...')."""
     if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
         operands = tuple(operands[0])
+    equation = _expand_ellipsis(equation.replace(" ", ""), operands)
     _parse(equation, len(operands))
-    return dispatch(EINSUM, tuple(operands), {"eq": equation.replace(" ", "")})
+    return dispatch(EINSUM, tuple(operands), {"eq": equation})
+
+
+def _expand_ellipsis(eq, operands):
+    """'...' spelled out with unused letters (right-aligned, broadcasting like numpy); an
+    implicit output lists the ellipsis dims first, as PyTorch does."""
+    if "..." not in eq:
+        return eq
+    lhs, arrow, rhs = eq.partition("->")
+    terms = lhs.split(",")
+    if len(terms) != len(operands):
+        return eq                                   # _parse reports the count mismatch
+    n = max((op.ndim - len(t) + 3 for t, op in zip(terms, operands) if "..." in t), default=0)
+    free = [c for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz" if c not in eq]
+    ell = "".join(free[:n])
+    terms = [t.replace("...", ell[n - (op.ndim - len(t) + 3):] if n else "")
+             for t, op in zip(terms, operands)]
+    if arrow:
+        rhs = rhs.replace("...", ell)
+    else:
+        letters = "".join(terms).replace(",", "")
+        rhs = ell + "".join(sorted(c for c in set(letters) if letters.count(c) == 1
+                                   and c not in ell))
+    return ",".join(terms) + "->" + rhs

@@ -320,6 +320,9 @@ def to_dtype(input, dtype, copy=False):
 
 
 DETACH = Primitive("detach", lambda x: x.view(), aliases=0, is_view=False, shape_rule=SR.same)
+# `x.data`: an alias like detach, but with a version counter of its own (PyTorch), so
+# writes through it never bump `x._version` (functionalize counts writes per counter).
+DATA = Primitive("data", lambda x: x.view(), aliases=0, is_view=False, shape_rule=SR.same)
 
 # An in-place write under no_grad, functionalized: the storage's new contents (operand 1),
 # seen by autograd as its old contents (operand 0), since eager keeps the tensor's history.

@@ -16,7 +16,7 @@ import math
 import numpy as np
 
 from ..ir.graph import Guard, Node
-from ..ops.shape import DETACH, NOGRAD_WRITE
+from ..ops.shape import DATA, DETACH, NOGRAD_WRITE
 from ..tracing import CONSTANT
 from .simplify import _copy_shell
 from ..ir.types import Value
@@ -116,7 +116,8 @@ def drop_aliases(g):
         return v
 
     for n in g.nodes:
-        if ((n.prim is DETACH or n.prim is NOGRAD_WRITE) and _is_val(n.inputs[n.prim.aliases])
+        if ((n.prim is DETACH or n.prim is DATA or n.prim is NOGRAD_WRITE)
+                and _is_val(n.inputs[n.prim.aliases])
                 and n.output not in g.outputs):
             rename[n.output] = n.inputs[n.prim.aliases]
             dropped += 1

@@ -20,16 +20,17 @@ compare versions to know when a view must be re-derived.
 """
 import numpy as np
 
-from ..ops.shape import NOGRAD_WRITE, VIEW_SCATTER
+from ..ops.shape import DATA, NOGRAD_WRITE, VIEW_SCATTER
 from ..ir.types import Value
 
 
 class _Storage:
-    __slots__ = ("current", "version", "writes")
+    __slots__ = ("current", "version", "writes", "bumps")
 
     def __init__(self, current):
         self.current = current   # functional Value with the storage's newest contents
         self.version = 0
+        self.bumps = 0           # writes seen by the root's version counter (not via `.data`)
         self.writes = []         # (site, under no_grad, grad_fn name) of each in-place op
 
 
@@ -111,6 +112,8 @@ def functionalize(g, values=None):
             if silent:
                 st.current = emit(NOGRAD_WRITE, (old, st.current), {}, old.type, n.site, n.phase)
             st.version += 1
+            if not any(p is DATA for p, _ in chain[t]):   # `.data` has its own counter
+                st.bumps += 1
             st.writes.append((n.site, silent,
                               prim.grad_fn_name if whole else "CopySlices"))
             root[n.output], chain[n.output] = r, chain[t]
@@ -164,7 +167,7 @@ def functionalize(g, values=None):
     unwrap = {n.output: n.inputs[1] for n in out.nodes if n.prim is NOGRAD_WRITE}
     out.mutations = [(v, unwrap.get(storages[v].current, storages[v].current))
                      for v in g.inputs if storages[v].version > 0]
-    out.mutation_counts = {v: storages[v].version for v in g.inputs if storages[v].version > 0}
+    out.mutation_counts = {v: storages[v].bumps for v in g.inputs if storages[v].version > 0}
     # inputs written at least once with grad mode on (eager rebases their autograd history)
     out.mutation_grad_mode = {v for v in g.inputs if any(not w[1] for w in storages[v].writes)}
     out.stale = {}

@@ -19,7 +19,7 @@ eagerly for such calls, with a warning (Note [Effects] in _effects.py).
 import numpy as np
 
 from .. import _mode
-from .._dispatch import dispatch, trace_hook
+from .._dispatch import trace_hook
 from .._tensor import Tensor
 from ..ops.primitive import Primitive
 
@@ -27,18 +27,49 @@ _SIMPLE = (bool, int, float, str, type(None))
 
 
 class Unsupported(Exception):
-    """The call needs eager execution (see Note [Opaque Functions])."""
+    """The call needs eager execution (see Note [Opaque Functions]). Carries the forward's
+    `ctx` and result when it already ran (an in-place forward must not run twice)."""
+
+    def __init__(self, ctx=None, out=None):
+        super().__init__()
+        self.ctx, self.out = ctx, out
 
 
-def apply_traced(cls, args):
-    """Record `cls.apply(*args)` as one opaque node; None when it must run eagerly."""
+def apply_traced(cls, args, ctx):
+    """Record `cls.apply(*args)` as one opaque node of the active trace. `forward` runs once,
+    on the caller's own tensors, as eagerly; raises Unsupported (carrying `ctx` and the
+    result when forward ran) when the call must be wired up eagerly instead."""
+    from .. import _effects
     if not all(isinstance(a, Tensor) or _simple(a) for a in args):
-        return None
-    needs = tuple(isinstance(a, Tensor) and a.requires_grad for a in args)
+        raise Unsupported()
+    needs = ctx.needs_input_grad
+    out = _forward(cls, ctx, args)
+    arrays = [a._data for a in args if isinstance(a, Tensor)]
+    if not _supported(ctx, out) or any(np.shares_memory(out._data, a) for a in arrays):
+        raise Unsupported(ctx, out)
+    return _effects.active().record_result(_primitive(cls, len(args)), args,
+                                           {"needs": needs}, out)
+
+
+def _forward(cls, ctx, args):
+    """`cls.forward(ctx, *args)` with recording off and no grad; raises Unsupported when it
+    draws from tracegrad's generator (backward recomputes forward: draws must not differ)."""
+    from ..ops.creation import default_generator
+    rng = default_generator._rng.bit_generator.state
+    token = trace_hook.set(None)
     try:
-        return dispatch(_primitive(cls, len(args)), tuple(args), {"needs": needs})
-    except Unsupported:
-        return None
+        with _mode.no_grad():
+            out = cls.forward(ctx, *args)
+    finally:
+        trace_hook.reset(token)
+    if default_generator._rng.bit_generator.state != rng:
+        raise Unsupported(ctx, out)
+    return out
+
+
+def _supported(ctx, out):
+    return (isinstance(out, Tensor) and out.is_floating_point() and not ctx._dirty
+            and not any(t is out for t in ctx._non_diff))
 
 
 def _simple(a):
@@ -76,22 +107,14 @@ def _data_shape(shapes, attrs):
 
 def _kernel(cls):
     def kernel(*operands, needs):
-        from ..ops.creation import default_generator
         from ..autograd.function import FunctionCtx
         ins = [Tensor._wrap(a) if isinstance(a, np.ndarray) else a for a in operands]
         ctx = FunctionCtx()
         ctx.needs_input_grad = needs
-        rng = default_generator._rng.bit_generator.state
-        token = trace_hook.set(None)
-        try:
-            with _mode.no_grad():
-                out = cls.forward(ctx, *ins)
-        finally:
-            trace_hook.reset(token)
-        if (not isinstance(out, Tensor) or not out.is_floating_point() or ctx._dirty
-                or any(t is out for t in ctx._non_diff)
-                or default_generator._rng.bit_generator.state != rng):
-            raise Unsupported(cls.__name__)
+        out = _forward(cls, ctx, ins)
+        if not _supported(ctx, out):     # the trace saw otherwise: a data-dependent forward
+            raise RuntimeError(f"{cls.__name__}.forward returned another kind of result "
+                               "than when it was traced (a single floating tensor)")
         res = out._data
         if any(isinstance(a, np.ndarray) and np.shares_memory(res, a) for a in operands):
             res = res.copy()         # a fresh result: the program's buffers never alias

@@ -80,6 +80,9 @@ class Tracer:
         self.scalar_sources = {}  # Value of a captured 0-d input -> (holder, key): `hyper`
         self.scalar_tensors = {}  # (id(holder), key) -> that input's tensor
         self.replays = []        # [(obj, method, args, kwargs)]: `_effects.replayed` calls
+        self.input_ids = set()   # ids of argument and captured tensors
+        self.start_versions = {}  # id(input tensor) -> its version when the trace met it
+        self.attr_reads = {}     # (id(tensor), attr) -> (tensor, attr, value): see note_attr_read
 
     # -- inputs --
     def add_arg(self, t, name=None, role="arg"):
@@ -89,6 +92,8 @@ class Tracer:
             self.grads_before.append((t, g, None if g is None else g._data.copy()))
         self._bind(t, v, snapshot=True)
         (self.captured if role == "captured" else self.args).append((v, t))
+        self.input_ids.add(id(t))
+        self.start_versions[id(t)] = t._vc.v
         owner = self.grad_of.get(id(t)) if role == "captured" else None
         if owner is not None:
             self.sources[v] = owner
@@ -124,6 +129,18 @@ class Tracer:
     def note_replay(self, obj, method, args, kwargs):
         """A Python-only call replayed after each compiled call (`_effects.replayed`)."""
         self.replays.append((obj, method, args, kwargs))
+
+    def note_attr_read(self, t, attr, value):
+        """Guard an attribute Python read from a tensor from outside the trace (its value
+        decided something: a branch on `w.requires_grad`, `type(x.grad_fn)`, ...)."""
+        if id(t) in self.env and id(t) not in self.input_ids:
+            return                           # made by the trace: the same on every call
+        if attr == "_version":               # checked before a call: the version then
+            value = self.start_versions.get(id(t), value)
+        key = (id(t), attr)
+        if key not in self.attr_reads:
+            self.attr_reads[key] = (t, attr, value)
+            self.keep.append(t)
 
     def note_grad_set(self, owner):
         if all(o is not owner for o in self.grad_sets):
@@ -236,6 +253,20 @@ class Tracer:
             self._guard(v, "shape", tuple(out._data.shape))
         return out
 
+    def record_result(self, prim, args, attrs, out):
+        """Record a node of `prim` whose result `out` was computed outside dispatch (a custom
+        Function's forward, Note [Opaque Functions]), and give `out` its eager grad_fn."""
+        ins = [self.value_of(a) if isinstance(a, Tensor) else a for a in args]
+        needs = tuple(isinstance(a, Tensor) and a.requires_grad for a in args)
+        if _mode.is_grad_enabled() and any(needs):
+            _dispatch.record(prim, tuple(args), attrs, out, needs)
+        v = self.graph.add_node(prim, ins, attrs, TensorType.of(out._data),
+                                self.site or user_site(), self.phase)
+        self._bind(out, v)
+        self.by_data[id(out._data)] = v
+        self.keep.append(out._data)
+        return out
+
     def _guard_mask_counts(self, index_tensors):
         """`x[mask] = v`: how many elements a mask selects decides how `v` broadcasts and the
         shapes of the backward program, so it is guarded like `x[mask]`'s result shape."""
@@ -329,7 +360,8 @@ class Tracer:
             if id(node) in seen:
                 continue
             seen.add(id(node))
-            var = getattr(node, "_var", None)         # AccumulateGrad of a leaf
+            ref = getattr(node, "_var", None)         # AccumulateGrad of a leaf (weakly)
+            var = ref() if ref is not None else None
             if var is not None and id(var) in leaves:
                 found.append(var)
             stack.extend(e[0] for e in (getattr(node, "edges", None) or ())
@@ -387,6 +419,10 @@ def flatten(obj, strict=False):
             names = [f.name for f in dataclasses.fields(x) if f.init]
             kinds = [walk(getattr(x, n)) for n in names]
             return lambda it: typ(**{n: k(it) for n, k in zip(names, kinds)})
+        if _plain_object(x):                 # a user class's instance: a new one, rebuilt
+            names = list(vars(x))
+            kinds = [walk(v) for v in vars(x).values()]
+            return lambda it: _new_like(typ, {n: k(it) for n, k in zip(names, kinds)})
         if strict and not isinstance(x, _IMMUTABLE):
             raise TypeError(
                 f"tracegrad.compile: the function returns a {typ.__name__} object, which a "
@@ -398,6 +434,22 @@ def flatten(obj, strict=False):
 
     build = walk(obj)
     return leaves, lambda new: build(iter(new))
+
+
+def _plain_object(x):
+    """An instance of a user class holding its state in `__dict__` (no slots, not a
+    library type): rebuilt for each compiled call like a dataclass."""
+    typ = type(x)
+    mod = typ.__module__ or "builtins"
+    return (hasattr(x, "__dict__") and not hasattr(typ, "__slots__") and not callable(x)
+            and not isinstance(x, (type, Tensor)) and not mod.startswith(
+                ("tracegrad", "numpy", "builtins", "torch", "jax")))
+
+
+def _new_like(typ, state):
+    obj = typ.__new__(typ)
+    obj.__dict__.update(state)
+    return obj
 
 
 _IMMUTABLE = (Tensor, bool, int, float, complex, str, bytes, type(None), type(Ellipsis),

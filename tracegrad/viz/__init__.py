@@ -67,7 +67,7 @@ def _drawing(obj, params, color_by, plan):
     if isinstance(obj, Graph):
         return graph_drawing(obj, color_by, plan)
     draw = getattr(type(obj), "_tracegrad_drawing", None)
-    if draw is not None:            # compiled functions and paths draw themselves from ours
+    if draw is not None:            # compiled functions, paths and modules draw themselves
         return draw(obj, color_by)
     raise TracegradTypeError(
         f"tracegrad.viz.to_dot: cannot draw a {type(obj).__name__}; pass a result Tensor "

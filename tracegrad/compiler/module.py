@@ -1,0 +1,115 @@
+"""`CompiledModule`: what `tracegrad.compile(module)` returns, itself an `nn.Module`.
+
+Like PyTorch's `OptimizedModule`, the wrapper holds the original as `_orig_mod` (its only
+child for `children()`, `apply()`, `train()` and dtype conversion, but kept out of the
+`_modules` registry so that no name gains a prefix). Calling the wrapper runs, in order, the
+wrapper's forward pre-hooks, the original's, the compiled `_orig_mod.forward`, then the
+original's forward hooks and the wrapper's: hooks on either object run eagerly on every
+call, Python side effects included (a hook collecting activations sees every call).
+
+Names pass through (shared/API.md): `named_parameters()`, `state_dict()` and
+`load_state_dict()` use the original's names, without PyTorch's `_orig_mod.` prefix, so a
+checkpoint of the compiled module loads into the plain one and back. Attributes not found on
+the wrapper are read from (and public ones written to) the original.
+
+Note [Hooks of submodules]
+Hooks of the original's submodules run inside the compiled forward, so their tensor work is
+traced and their hook dicts are guarded sources of the compiled function (compiler/state.py):
+adding or removing such a hook re-traces. Their Python side effects are reported like any
+other (Note [Effects] in _effects.py).
+"""
+from ..nn.module import Module, call_with_hooks
+
+class CompiledModule(Module):
+    """An `nn.Module` whose forward runs the compiled forward of `_orig_mod`."""
+
+    def __init__(self, mod, **opts):
+        super().__init__()
+        from .function import CompiledFunction
+        object.__setattr__(self, "_orig_mod", mod)
+        cf = CompiledFunction(mod.forward, name=type(mod).__name__, **opts)
+        cf.module = mod                # state scan and training flags of the original
+        object.__setattr__(self, "_compiled", cf)
+
+    # -- calling --
+    def forward(self, *args, **kwargs):
+        return call_with_hooks(self._orig_mod, self._compiled, args, kwargs)
+
+    # -- the original's flags, names and state pass through --
+    @property
+    def training(self):
+        return self._orig_mod.training
+
+    @training.setter
+    def training(self, mode):
+        self._orig_mod.training = mode
+
+    def named_children(self):
+        yield "_orig_mod", self._orig_mod
+
+    def named_modules(self, memo=None, prefix="", remove_duplicate=True):
+        """The original's modules under the original's names (the wrapper adds none)."""
+        yield from self._orig_mod.named_modules(memo, prefix, remove_duplicate)
+
+    def state_dict(self, *, destination=None, prefix="", keep_vars=False):
+        return self._orig_mod.state_dict(destination=destination, prefix=prefix,
+                                         keep_vars=keep_vars)
+
+    def load_state_dict(self, state_dict, strict=True, assign=False):
+        return self._orig_mod.load_state_dict(state_dict, strict=strict, assign=assign)
+
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict,
+                              missing_keys, unexpected_keys, error_msgs):
+        """Called by a parent's `load_state_dict`: load the original's whole subtree."""
+        def load(m, pre):
+            m._load_from_state_dict(state_dict, pre, {}, strict, missing_keys,
+                                    unexpected_keys, error_msgs)
+            for name, child in m._modules.items():
+                if child is not None:
+                    load(child, pre + name + ".")
+        load(self._orig_mod, prefix)
+
+    # -- introspection of the compiled function --
+    @property
+    def stats(self):
+        return self._compiled.stats
+
+    @property
+    def programs(self):
+        return self._compiled.programs
+
+    def explain(self, code=False):
+        return self._compiled.explain(code=code)
+
+    def to_dot(self, **options):
+        return self._compiled.to_dot(**options)
+
+    def _tracegrad_drawing(self, color_by=None):
+        """What `tracegrad.viz` draws for a compiled module: its compiled forward."""
+        return self._compiled._tracegrad_drawing(color_by)
+
+    def _repr_svg_(self):
+        return self._compiled._repr_svg_()
+
+    def __repr__(self):
+        return f"CompiledModule({repr(self._orig_mod)})"
+
+    # -- attribute fall-through --
+    def __getattr__(self, name):
+        orig = self.__dict__.get("_orig_mod")
+        if orig is None:
+            raise AttributeError(f"'CompiledModule' object has no attribute {name!r}")
+        return getattr(orig, name)
+
+    def __setattr__(self, name, value):
+        if name.startswith("_") or name in ("training", "forward"):
+            super().__setattr__(name, value)
+        else:
+            setattr(self._orig_mod, name, value)
+
+    def __delattr__(self, name):
+        if name.startswith("_"):
+            super().__delattr__(name)
+        else:
+            delattr(self._orig_mod, name)
+

@@ -1,0 +1,67 @@
+"""Sampling from categorical distributions: multinomial.
+
+A draw is a primitive taking the generator as an explicit operand (as `rand`/`randn` in
+creation.py), marked impure, so a compiled program draws anew on every call instead of
+replaying the traced numbers. Without replacement it uses PyTorch's method: divide the
+weights by exponential noise and keep the `num_samples` largest (zero weights come last).
+"""
+import numpy as np
+
+from .._dispatch import dispatch
+from .._errors import TracegradRuntimeError, op_error
+from .creation import default_generator
+from .primitive import Primitive
+
+
+def _check_weights(p):
+    if not np.all(np.isfinite(p)) or np.any(p < 0):
+        raise op_error(TracegradRuntimeError, "multinomial",
+                       "probability tensor contains either `inf`, `nan` or element < 0")
+    if np.any(p.sum(-1) <= 0):
+        raise op_error(TracegradRuntimeError, "multinomial",
+                       "invalid multinomial distribution (sum of probabilities <= 0)")
+
+
+def _multinomial_kernel(gen, input, num_samples, replacement):
+    p = np.asarray(input, dtype=np.float64)
+    rows = p.reshape(-1, p.shape[-1])
+    _check_weights(rows)
+    if replacement:
+        cdf = np.cumsum(rows, axis=1)
+        cdf /= cdf[:, -1:]
+        u = gen._rng.random((rows.shape[0], num_samples))
+        idx = (cdf[:, None, :] <= u[:, :, None]).sum(-1)
+        idx = np.minimum(idx, rows.shape[1] - 1)
+    else:
+        noise = gen._rng.exponential(size=rows.shape)
+        with np.errstate(divide="ignore"):
+            keys = noise / rows                       # zero weight: key inf, chosen last
+        idx = np.argsort(keys, axis=1, kind="stable")[:, :num_samples]
+    return idx.astype(np.int64).reshape(p.shape[:-1] + (num_samples,))
+
+
+def _multinomial_shape(shapes, attrs):
+    return tuple(shapes[1][:-1]) + (attrs["num_samples"],)
+
+
+MULTINOMIAL = Primitive("multinomial", _multinomial_kernel, impure=True,
+                        shape_rule=_multinomial_shape)
+
+
+def multinomial(input, num_samples, replacement=False, *, generator=None):
+    """int64 indices drawn from the categories of each row of `input` (weights, need not sum
+    to one): shape (num_samples,) for 1-D input, (rows, num_samples) for 2-D."""
+    if not input.is_floating_point():
+        from .reduction import _tname
+        raise op_error(TracegradRuntimeError, "multinomial", "multinomial only supports "
+                       f"floating-point dtypes for input, got: {_tname(input)}")
+    if input.ndim not in (1, 2):
+        raise op_error(TracegradRuntimeError, "multinomial", "prob_dist must be 1 or 2 dim")
+    if num_samples <= 0:
+        raise op_error(TracegradRuntimeError, "multinomial",
+                       "cannot sample n_sample <= 0 samples")
+    if not replacement and num_samples > input.shape[-1]:
+        raise op_error(TracegradRuntimeError, "multinomial",
+                       "cannot sample n_sample > prob_dist.size(-1) samples without replacement")
+    return dispatch(MULTINOMIAL, (generator or default_generator, input),
+                    {"num_samples": int(num_samples), "replacement": bool(replacement)})
