@@ -302,3 +302,38 @@ def test_compiled_training_step_with_scheduler_equals_eager(sched_name, opt_name
     # one trace, one re-trace once .grad exists, one more at SequentialLR's milestone
     assert stats.traces <= (3 if sched_name == "SequentialLR" else 2), str(stats)
     assert stats.eager_calls == 0, str(stats)
+
+
+@pytest.mark.filterwarnings("ignore:tracegrad.compile")
+@pytest.mark.parametrize("key", ["weight_decay", "momentum", "dampening"])
+def test_replayed_scheduler_changing_any_group_option_stays_exact(key):
+    """A scheduler (stepped inside the compiled function) that rewrites an optimizer option
+    the compiled step reads: never a stale constant in the trace (found in review: guards
+    on the optimizer's param groups were dropped as if the scheduler owned them)."""
+    class Ramp(tg.optim.lr_scheduler.LRScheduler):
+        def get_lr(self):
+            for g in self.optimizer.param_groups:
+                g[key] = 0.05 * self.last_epoch if key != "momentum" else 0.9 - 0.05 * self.last_epoch
+            return [g["lr"] for g in self.optimizer.param_groups]
+
+    def run(compiled):
+        tg.manual_seed(0)
+        m = tg.nn.Linear(3, 2)
+        opt = tg.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
+        sched = Ramp(opt)
+        x, y = tg.randn(8, 3), tg.randn(8, 2)
+
+        def step(x, y):
+            opt.zero_grad()
+            loss = ((m(x) - y) ** 2).mean()
+            loss.backward()
+            opt.step()
+            sched.step()
+            return loss
+        f = tg.compile(step) if compiled else step
+        return [f(x, y).item() for _ in range(6)], [p.detach().numpy() for p in m.parameters()]
+
+    (la, pa), (lb, pb) = run(False), run(True)
+    assert la == lb
+    for a, b in zip(pa, pb):
+        np.testing.assert_array_equal(a, b)
