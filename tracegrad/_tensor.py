@@ -74,8 +74,7 @@ class Tensor:
         t._inference = False
         return t
 
-    def __init__(self, data=None, *args, **kw):
-        raise TypeError("use tracegrad.tensor(data) to create a tensor")
+    # `Tensor(data)` / `Tensor(2, 3)` (legacy constructors): see _legacy.py.
 
     # -- requires_grad: settable only where PyTorch allows it --
     @property
@@ -144,10 +143,6 @@ class Tensor:
     @property
     def ndim(self):
         return self._data.ndim
-
-    @property
-    def device(self):
-        return "cpu"
 
     @property
     def is_leaf(self):

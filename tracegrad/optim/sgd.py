@@ -49,7 +49,8 @@ class SGD(Optimizer):
         return loss
 
     def _update(self, p, group):
-        momentum, wd = group["momentum"], group["weight_decay"]
+        # momentum: a runtime value when compiled, as lr (OneCycleLR cycles it)
+        momentum, wd = hyper(group, "momentum"), group["weight_decay"]
         g = -p.grad if group["maximize"] else p.grad
         if wd != 0:
             g = g.add(p, alpha=wd)
