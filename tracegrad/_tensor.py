@@ -58,6 +58,7 @@ class Tensor:
     _grad = None
     _accum = None                      # the leaf's AccumulateGrad node
     _retains_grad = False
+    _owned = False                     # a fresh gradient AccumulateGrad may adopt
     _view_chain = ()
     _fn_version = 0
 
@@ -123,9 +124,9 @@ class Tensor:
 
     @grad.setter
     def grad(self, value):
-        self._grad = value
+        old, self._grad = self._grad, value
         if _get_hook() is not None:
-            _effects.grad_set(self)
+            _effects.grad_set(self, old)
 
     # -- basic attributes --
     @property
