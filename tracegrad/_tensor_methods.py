@@ -390,3 +390,4 @@ Tensor.type = lambda self, dtype=None: (
                 "int64": "LongTensor", "int32": "IntTensor", "bool": "BoolTensor"}[
         self._data.dtype.name] if dtype is None else S.to_dtype(self, dtype))
 Tensor.masked_fill = lambda self, mask, value: E.where(mask, value, self)
+Tensor.addmm = O.addmm

@@ -11,6 +11,7 @@ from .. import _dtype as D
 from .. import _mode
 from .. import ops as O
 from ..ops import elementwise as E
+from ..ops import linear as _linear
 from .._errors import TracegradRuntimeError, TracegradValueError, op_error
 from ._losses import cross_entropy, mse_loss, nll_loss  # noqa: F401
 
@@ -25,6 +26,9 @@ def linear(input, weight, bias=None):
     >>> linear(tracegrad.ones(2, 3), tracegrad.ones(4, 3)).shape
     torch.Size([2, 4])
     """
+    out = _linear.linear(input, weight, bias)     # one addmm/mm primitive (PyTorch's nodes)
+    if out is not None:
+        return out
     out = O.matmul(input, O.t(weight))
     return out if bias is None else O.add(out, bias)
 

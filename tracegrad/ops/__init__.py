@@ -13,3 +13,4 @@ from .creation import *  # noqa: F401,F403
 from .creation import Generator, default_generator  # noqa: F401
 from .conv import im2col, col2im  # noqa: F401
 from . import loss as _loss  # noqa: F401  (primitives used by nn.functional's losses)
+from .linear import addmm  # noqa: F401
