@@ -10,8 +10,7 @@ import warnings
 
 from .. import ops as O
 from ..ops import loss as _loss
-from .._errors import (TracegradIndexError, TracegradRuntimeError, TracegradValueError,
-                       op_error)
+from .._errors import TracegradRuntimeError, TracegradValueError, op_error
 
 
 def _reduction(reduction, size_average=None, reduce=None):
@@ -58,6 +57,8 @@ def _flatten(input, target):
         raise op_error(TracegradRuntimeError, "nll_loss",
                        f"expected target dtype to be Long or Byte, but got "
                        f"{target.type()[6:-6]}")
+    if input.ndim == 2 and target.ndim == 1 and input.shape[0] == target.shape[0]:
+        return input, target, tuple(target.shape)          # already (M, C) and (M,)
     if input.ndim == 1:
         if target.ndim != 0:
             raise op_error(TracegradRuntimeError, "nll_loss",
@@ -84,15 +85,11 @@ def _flatten(input, target):
 
 
 def _check(target, n_classes, ignore_index, weight):
+    """The weight's shape; the nll_loss kernel checks the target values (out of bounds)."""
     if weight is not None and (weight.ndim != 1 or weight.shape[0] != n_classes):
         raise op_error(TracegradRuntimeError, "nll_loss",
                        f"weight tensor should be defined either for all {n_classes} classes or "
                        f"no classes but got weight tensor of shape: {list(weight.shape)}")
-    bad = O.logical_and(O.ne(target, ignore_index),
-                        O.logical_or(O.lt(target, 0), O.ge(target, n_classes)))
-    if target.numel() and bool(O.any(bad)):
-        first = target[bad][0].item()
-        raise op_error(TracegradIndexError, "nll_loss", f"Target {first} is out of bounds.")
 
 
 def _pick(scores, target, weight, ignore_index):

@@ -10,15 +10,17 @@ Python number 1.0; attributes `reduction` ("none", "sum", "mean") and `ignore_in
 'mean' divides by the summed weights of the non-ignored targets (PyTorch's rule). Ignored
 rows are masked (never multiplied by zero), so a -inf there poisons neither value nor
 gradient. The weights get no gradient (PyTorch does not differentiate them either).
+The kernel checks the targets (IndexError "Target 7 is out of bounds."), so a compiled
+program checks every call's targets without a guard. The gradient is one primitive too,
+`nll_loss_backward` (NllLossBackwardBackward0), whose own VJP is `nll_loss` again.
 """
 import numpy as np
 
 from .._dispatch import dispatch
+from .._errors import TracegradIndexError, op_error
 from . import elementwise as E
 from . import shape_rules as SR
 from .primitive import Primitive, promote
-from .reduction import sum as _sum
-from .shape import INDEX_BACKWARD, Slot, getitem
 
 
 def _row_weights(t, w, ignore_index):
@@ -29,7 +31,20 @@ def _row_weights(t, w, ignore_index):
     return valid, safe, np.where(valid, wr, 0)
 
 
+def _check_targets(t, classes, ignore_index):
+    """Every target not ignored names a class: PyTorch's IndexError otherwise (checked by
+    the kernel, so compiled programs check each call's targets too)."""
+    bad = (t < 0) | (t >= classes)
+    if bad.any():
+        bad &= t != ignore_index
+        if bad.any():
+            raise op_error(TracegradIndexError, "nll_loss",
+                           f"Target {int(t[bad][0])} is out of bounds.",
+                           f"Targets must lie in [0, {classes}) or equal ignore_index.")
+
+
 def _nll_kernel(scores, t, w, reduction, ignore_index):
+    _check_targets(t, scores.shape[1], ignore_index)
     valid, safe, wr = _row_weights(t, w, ignore_index)
     picked = scores[np.arange(scores.shape[0]), safe]
     with np.errstate(all="ignore"):
@@ -44,22 +59,43 @@ def _nll_kernel(scores, t, w, reduction, ignore_index):
 
 def _nll_vjp(g, ins, out, n):
     _, t, w = ins
-    reduction, ignore = n.attrs["reduction"], n.attrs["ignore_index"]
-    m, c = n.shapes[0]
-    valid = E.ne(t, ignore)
-    safe = E.where(valid, t, 0)
-    if isinstance(w, (int, float)):
-        wr = valid.to(g.dtype)
-    else:
-        wr = E.where(valid, getitem(w, safe), 0.0).to(g.dtype)
-    coef = E.neg(wr)
-    if reduction == "mean":
-        coef = E.div(coef, _sum(wr))
-    rows = E.where(valid, E.mul(coef, g), 0.0)
-    from .creation import arange
-    grad = dispatch(INDEX_BACKWARD, (rows, arange(m), safe),
-                    {"shape": (m, c), "key": (Slot(0), Slot(1))})
-    return grad, None, None
+    return nll_loss_backward(g, t, w, n.attrs["reduction"], n.attrs["ignore_index"],
+                             n.shapes[0]), None, None
+
+
+def _nll_backward_kernel(g, t, w, reduction, ignore_index, shape):
+    """d loss / d scores: `-w[t_i] * g` (over the summed weights for 'mean') at (i, t_i)."""
+    valid, safe, wr = _row_weights(t, w, ignore_index)
+    coef = np.negative(wr.astype(g.dtype))
+    with np.errstate(all="ignore"):
+        if reduction == "mean":
+            coef /= wr.sum(dtype=g.dtype)
+        rows = np.where(valid, coef * g, 0).astype(g.dtype, copy=False)
+    grad = np.zeros(shape, g.dtype)
+    grad[np.arange(shape[0]), safe] = rows
+    return grad
+
+
+def _nll_backward_vjp(gg, ins, out, n):
+    # linear in g, and its transpose is nll_loss itself (PyTorch: NllLossBackwardBackward0)
+    _, t, w = ins
+    a = n.attrs
+    return (dispatch(NLL_LOSS, (gg, t, w), {"reduction": a["reduction"],
+                                            "ignore_index": a["ignore_index"]})
+            if n.needs[0] else None), None, None
+
+
+NLL_LOSS_BACKWARD = Primitive("nll_loss_backward", _nll_backward_kernel,
+                              vjp=_nll_backward_vjp, saves=(1, 2),
+                              grad_fn_name="NllLossBackwardBackward0",
+                              shape_rule=SR.attr_shape)
+
+
+def nll_loss_backward(g, target, weight, reduction, ignore_index, shape):
+    """The gradient of `nll_loss` with respect to its (M, C) scores, one primitive."""
+    return dispatch(NLL_LOSS_BACKWARD, (g, target, weight),
+                    {"reduction": reduction, "ignore_index": ignore_index,
+                     "shape": tuple(shape)})
 
 
 def _nll_shape(shapes, attrs):
