@@ -7,7 +7,9 @@ primitive too, so an eager layer costs one dispatch and one backward node instea
 transpose inside the kernel; the graph therefore has no `TBackward0` node between the
 product and the weight's `AccumulateGrad` (the one visible difference from PyTorch's graph).
 
-Operands of `linear`: (bias, input, weight), in the order of `addmm(bias, input, weight.t())`
+The wrappers check PyTorch's rules (equal dtypes, sizes), so the primitives declare no dtype
+rule: dispatch hands the arrays to the kernels as they are. Operands of `linear`:
+(bias, input, weight), in the order of `addmm(bias, input, weight.t())`
 so `next_functions` lines up with PyTorch's; `linear_nobias`: (input, weight). `addmm`:
 (input, mat1, mat2) with attributes `beta`, `alpha`. The VJPs are written with tracegrad
 ops (`mm`, `t`, `sum_to`, `mul`), so they differentiate again. `nn.functional.linear`
@@ -21,13 +23,13 @@ from . import elementwise as E
 from .linalg import MM
 from . import shape as S
 from . import shape_rules as SR
-from .primitive import Primitive, overload_of, promote
+from .primitive import Primitive, overload_of
 from .shape import sum_to, t
 
 
 def _linear_kernel(b, x, w):
     out = np.matmul(x, w.T)
-    if out.shape == np.shape(b) or np.ndim(b) <= 1:
+    if b.ndim <= 1 or out.shape == b.shape:
         np.add(out, b, out=out)               # the composite's `(x @ w.T) + b`, in place
         return out
     return out + b
@@ -42,14 +44,35 @@ def _linear_vjp(g, ins, out, n):
     nb, nx, nw = n.needs
     gb = sum_to(g, n.shapes[0]) if nb else None
     gx = dispatch(MM, (g, w)) if nx else None
-    gw = dispatch(MM, (t(g), x)) if nw else None
+    gw = dispatch(MM_TN, (g, x)) if nw else None
     return gb, gx, gw
 
 
 def _linear_nobias_vjp(g, ins, out, n):
     x, w = ins
     nx, nw = n.needs
-    return (dispatch(MM, (g, w)) if nx else None, dispatch(MM, (t(g), x)) if nw else None)
+    return (dispatch(MM, (g, w)) if nx else None, dispatch(MM_TN, (g, x)) if nw else None)
+
+
+def _mm_tn_kernel(a, b):
+    return np.matmul(a.T, b)
+
+
+def _mm_tn_vjp(gg, ins, out, n):
+    # out = a.T @ b: d a = b @ gg.T (a linear_nobias), d b = a @ gg
+    a, b = ins
+    na, nb = n.needs
+    return (dispatch(LINEAR_NOBIAS, (b, gg)) if na else None,
+            dispatch(MM, (a, gg)) if nb else None)
+
+
+def _mm_tn_shape(shapes, attrs):
+    return (shapes[0][1], shapes[1][1])
+
+
+# `a.T @ b` without a transposed view: a weight's gradient `g.T @ x` in one dispatch
+MM_TN = Primitive("mm_tn", _mm_tn_kernel, vjp=_mm_tn_vjp, saves_for={0: (1,), 1: (0,)},
+                  grad_fn_name="MmBackward0", shape_rule=_mm_tn_shape, layout="c")
 
 
 def _linear_shape(shapes, attrs):
@@ -58,10 +81,10 @@ def _linear_shape(shapes, attrs):
 
 
 LINEAR = Primitive("linear", _linear_kernel, vjp=_linear_vjp, saves_for={1: (2,), 2: (1,)},
-                   dtype_rule=promote, grad_fn_name="AddmmBackward0", shape_rule=_linear_shape,
+                   grad_fn_name="AddmmBackward0", shape_rule=_linear_shape,
                    layout="c")
 LINEAR_NOBIAS = Primitive("linear_nobias", _linear_nobias_kernel, vjp=_linear_nobias_vjp,
-                          saves_for={0: (1,), 1: (0,)}, dtype_rule=promote,
+                          saves_for={0: (1,), 1: (0,)},
                           grad_fn_name="MmBackward0", shape_rule=_linear_shape, layout="c")
 
 
@@ -93,7 +116,7 @@ def _addmm_shape(shapes, attrs):
 
 
 ADDMM = Primitive("addmm", _addmm_kernel, vjp=_addmm_vjp, saves_for={1: (2,), 2: (1,)},
-                  dtype_rule=promote, grad_fn_name="AddmmBackward0", shape_rule=_addmm_shape,
+                  grad_fn_name="AddmmBackward0", shape_rule=_addmm_shape,
                   layout="c")
 
 
@@ -138,17 +161,22 @@ def _check_addmm(op, c, a, b_rows, b_cols, b):
 def linear2d(input, weight, bias=None):
     """`input @ weight.T + bias` for a matrix `input` (N, in) and weight (out, in): one
     primitive (AddmmBackward0, or MmBackward0 without bias). Checks as PyTorch."""
-    out_f, in_f = weight.shape
-    if bias is None:
-        if input.dtype is not weight.dtype:
-            _fail("linear", f"expected m1 and m2 to have the same dtype, but got: "
-                  f"{_c_name(input)} != {_c_name(weight)}")
-        if input.shape[1] != in_f:
-            _fail("linear", f"mat1 and mat2 shapes cannot be multiplied ({input.shape[0]}x"
-                  f"{input.shape[1]} and {in_f}x{out_f})", "The inner dimensions must agree.")
-        return dispatch(LINEAR_NOBIAS, (input, weight))
-    _check_addmm("linear", bias, input, in_f, out_f, weight)
-    return dispatch(LINEAR, (bias, input, weight))
+    x, w = input._data, weight._data
+    out_f, in_f = w.shape
+    if bias is not None:
+        b = bias._data
+        dt = w.dtype
+        if x.dtype is dt and b.dtype is dt and x.shape[1] == in_f and b.shape == (out_f,):
+            return dispatch(LINEAR, (bias, input, weight))       # the common case, checked
+        _check_addmm("linear", bias, input, in_f, out_f, weight)
+        return dispatch(LINEAR, (bias, input, weight))
+    if input.dtype is not weight.dtype:
+        _fail("linear", f"expected m1 and m2 to have the same dtype, but got: "
+              f"{_c_name(input)} != {_c_name(weight)}")
+    if x.shape[1] != in_f:
+        _fail("linear", f"mat1 and mat2 shapes cannot be multiplied ({x.shape[0]}x{x.shape[1]} "
+              f"and {in_f}x{out_f})", "The inner dimensions must agree.")
+    return dispatch(LINEAR_NOBIAS, (input, weight))
 
 
 def _c_name(t):

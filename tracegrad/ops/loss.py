@@ -43,18 +43,33 @@ def _check_targets(t, classes, ignore_index):
                            f"Targets must lie in [0, {classes}) or equal ignore_index.")
 
 
+def _plain_targets(t, w, classes, ignore_index):
+    """No class weights, no target equal to ignore_index, all in range: every row counts
+    with weight 1 (the common case, computed without masks: same numbers)."""
+    if isinstance(w, np.ndarray) or 0 <= ignore_index < classes or t.ndim != 1 or not t.size:
+        return False
+    return np.minimum.reduce(t) >= 0 and np.maximum.reduce(t) < classes
+
+
 def _nll_kernel(scores, t, w, reduction, ignore_index):
+    dt = scores.dtype
+    if _plain_targets(t, w, scores.shape[1], ignore_index):
+        per = np.negative(scores[np.arange(t.shape[0]), t])
+        if reduction == "none":
+            return per
+        total = per.sum(dtype=dt)
+        return np.asarray(total if reduction == "sum" else total / dt.type(t.shape[0]))
     _check_targets(t, scores.shape[1], ignore_index)
     valid, safe, wr = _row_weights(t, w, ignore_index)
     picked = scores[np.arange(scores.shape[0]), safe]
     with np.errstate(all="ignore"):
-        per = np.where(valid, -picked * wr.astype(scores.dtype), 0).astype(scores.dtype)
+        per = np.where(valid, -picked * wr.astype(dt), 0).astype(dt)
         if reduction == "none":
             return per
-        total = per.sum(dtype=scores.dtype)
+        total = per.sum(dtype=dt)
         if reduction == "sum":
             return np.asarray(total)
-        return np.asarray(total / wr.sum(dtype=scores.dtype))
+        return np.asarray(total / wr.sum(dtype=dt))
 
 
 def _nll_vjp(g, ins, out, n):
@@ -65,6 +80,12 @@ def _nll_vjp(g, ins, out, n):
 
 def _nll_backward_kernel(g, t, w, reduction, ignore_index, shape):
     """d loss / d scores: `-w[t_i] * g` (over the summed weights for 'mean') at (i, t_i)."""
+    if _plain_targets(t, w, shape[1], ignore_index):
+        dt = g.dtype
+        coef = dt.type(-1) / dt.type(t.shape[0]) if reduction == "mean" else dt.type(-1)
+        grad = np.zeros(shape, dt)
+        grad[np.arange(shape[0]), t] = np.multiply(coef, g)
+        return grad
     valid, safe, wr = _row_weights(t, w, ignore_index)
     coef = np.negative(wr.astype(g.dtype))
     with np.errstate(all="ignore"):
