@@ -163,8 +163,8 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
     per_class = scores if weight is None else O.mul(scores, weight)
     smooth = O.where(valid, O.neg(O.sum(per_class, 1)), 0.0)
     smooth = _weighted_reduce(smooth, w_eff, reduction, shape)
-    return O.add(O.mul(nll, 1.0 - label_smoothing),
-                 O.mul(smooth, label_smoothing / n_classes))
+    return O.add(_loss.mul_scalar(nll, 1.0 - label_smoothing),
+                 _loss.mul_scalar(smooth, label_smoothing / n_classes))
 
 
 def _soft_targets(logp, target, weight, class_dim, reduction, label_smoothing):
@@ -176,8 +176,8 @@ def _soft_targets(logp, target, weight, class_dim, reduction, label_smoothing):
         shape = [1] * logp.ndim
         shape[class_dim] = n_classes
         prod = O.mul(prod, O.reshape(weight, tuple(shape)))
-    per = O.neg(O.sum(prod, class_dim))
+    # PyTorch's order: -(sum over classes) per row, or -(sum of all) then / rows for 'mean'
     if reduction == "none":
-        return per
-    total = O.sum(per)
-    return O.div(total, logp.numel() / n_classes) if reduction == "mean" else total
+        return O.neg(O.sum(prod, class_dim))
+    total = O.neg(O.sum(prod))
+    return _loss.div_scalar(total, logp.numel() / n_classes) if reduction == "mean" else total

@@ -20,7 +20,7 @@ from .._dispatch import dispatch
 from .._errors import TracegradIndexError, op_error
 from . import elementwise as E
 from . import shape_rules as SR
-from .primitive import Primitive, promote
+from .primitive import Primitive, overload_of, promote
 
 
 def _row_weights(t, w, ignore_index):
@@ -170,3 +170,18 @@ MSE_LOSS = Primitive("mse_loss", _mse_kernel, vjp=_mse_vjp, saves=(0, 1), dtype_
 def mse_loss(input, target, reduction="mean"):
     """Primitive mse_loss: `(input - target) ** 2` reduced by `reduction`."""
     return dispatch(MSE_LOSS, (input, target), {"reduction": reduction})
+
+
+# The Tensor-by-number overloads PyTorch's loss code calls (`at::mul(t, 0.9)`): the nodes print
+# MulBackward1 / DivBackward1 there, where Python's `t * 0.9` records MulBackward0.
+MUL_SCALAR = overload_of(E.MUL, "mul_scalar", "MulBackward1")
+DIV_SCALAR = overload_of(E.DIV, "div_scalar", "DivBackward1")
+MUL_SCALAR.elementwise = DIV_SCALAR.elementwise = True
+
+
+def mul_scalar(t, number):
+    return dispatch(MUL_SCALAR, (t, number))
+
+
+def div_scalar(t, number):
+    return dispatch(DIV_SCALAR, (t, number))
