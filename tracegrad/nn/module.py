@@ -48,12 +48,15 @@ class Module:
             f'Module [{type(self).__name__}] is missing the required "forward" function')
 
     def __call__(self, *args, **kwargs):
-        for hook in tuple(self._forward_pre_hooks.values()):
+        pre, post = self._forward_pre_hooks, self._forward_hooks
+        if not pre and not post:                # the common case: no hooks to run
+            return self.forward(*args, **kwargs)
+        for hook in tuple(pre.values()):
             res = hook(self, args)
             if res is not None:
                 args = res if isinstance(res, tuple) else (res,)
         out = self.forward(*args, **kwargs)
-        for hook in tuple(self._forward_hooks.values()):
+        for hook in tuple(post.values()):
             res = hook(self, args, out)
             if res is not None:
                 out = res
