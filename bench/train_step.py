@@ -21,7 +21,13 @@ arenas; PyTorch's allocator is invisible to tracemalloc, so its figures are the 
 the resident set, see bench/memory.py). All modes are first checked to compute the same loss
 for the same parameters.
 
+Every library runs on `--threads` threads (default 1: numpy's BLAS through
+OPENBLAS_NUM_THREADS/OMP_NUM_THREADS, set before numpy loads, and `torch.set_num_threads`):
+on a small shared machine, BLAS worker threads that spin while others compete for the cores
+distort every figure.
+
     python bench/train_step.py [--quick] [--rounds N] [--only tiny,medium] [--optim adam]
+                               [--threads N] [--torch-compile] [--no-memory]
 """
 import argparse
 import json
@@ -31,12 +37,26 @@ import sys
 import time
 import warnings
 
-import numpy as np
+
+def _threads_from_argv(argv):
+    for i, a in enumerate(argv):
+        if a == "--threads" and i + 1 < len(argv):
+            return argv[i + 1]
+        if a.startswith("--threads="):
+            return a.split("=", 1)[1]
+    return "1"
+
+
+THREADS = _threads_from_argv(sys.argv)
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ[_var] = THREADS            # before numpy (and torch) load their thread pools
+
+import numpy as np  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, ".."))
-import _timing as T  # noqa: E402
+import _timing as T  # noqa: E402,I100
 
 SIZES = {"tiny": (32, [64, 64, 10], "relu"), "medium": (64, [784, 128, 10], "relu"),
          "wide": (256, [784, 512, 512, 10], "relu"), "deep": (256, [512] * 51, "tanh")}
@@ -178,7 +198,7 @@ def setup(mode, size, optim):
         return (lambda: f(x, y)), info, None
     if mode.startswith("torch"):
         import torch
-        torch.set_num_threads(1)
+        torch.set_num_threads(int(THREADS))
         model = build_model(torch, sizes, act, params)
         f = library_step(torch, model, optim, compile_step=mode == "torch.compile")
         tx, ty = torch.tensor(x), torch.tensor(y)
@@ -273,7 +293,8 @@ def _torch_memory(step):
 
 def in_fresh_process(kind, mode, size, optim):
     env = dict(os.environ, MALLOC_MMAP_THRESHOLD_="65536", MALLOC_TRIM_THRESHOLD_="0")
-    cmd = [sys.executable, __file__, "--child", kind, mode, size, "--optim", optim]
+    cmd = [sys.executable, __file__, "--child", kind, mode, size, "--optim", optim,
+           "--threads", THREADS]
     try:
         out = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900)
     except subprocess.TimeoutExpired:
@@ -337,6 +358,7 @@ def main():
     ap.add_argument("--optim", choices=["sgd", "adam"], default="sgd")
     ap.add_argument("--torch-compile", action="store_true")
     ap.add_argument("--no-memory", action="store_true")
+    ap.add_argument("--threads", default="1", help="threads for numpy's BLAS and torch")
     ap.add_argument("--child", nargs=3)
     a = ap.parse_args()
     if a.child:
@@ -358,7 +380,7 @@ def main():
             print("torch.compile: no working CPU backend here, skipped")
     import tracegrad as tg
     print(f"train step ({a.optim}), numpy {np.__version__}, tracegrad {tg.__version__}, "
-          f"{rounds} rounds, medians")
+          f"{THREADS} thread(s), {rounds} rounds, medians")
     for size in sizes:
         report(size, modes, a.optim, rounds, not a.no_memory)
 

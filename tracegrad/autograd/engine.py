@@ -105,9 +105,8 @@ def run_backward(tensors, grads, retain_graph, create_graph, inputs=None, captur
                     r = h(tuple(out), tuple(gs))
                     if r is not None:
                         out = r
-            if not retain_graph and (node.saved is not None or node.out_saved is not None):
-                node.released = True            # node.release(), inlined
-                node.saved = node.out_saved = None
+            if not retain_graph:
+                node.release()
             for e, g, dt in zip(node.edges, out, node.dtypes):
                 if e is None or g is None:
                     continue

@@ -51,19 +51,17 @@ def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", we
 
 
 # ---------------- class-index losses ----------------
-def _flatten(input, target):
-    """(M, C) rows of class scores and (M,) targets, plus the per-element output shape."""
+def _check_layout(input, target):
+    """PyTorch's checks of an nll_loss input/target pair."""
     if target.is_floating_point():
         raise op_error(TracegradRuntimeError, "nll_loss",
                        f"expected target dtype to be Long or Byte, but got "
                        f"{target.type()[6:-6]}")
-    if input.ndim == 2 and target.ndim == 1 and input.shape[0] == target.shape[0]:
-        return input, target, tuple(target.shape)          # already (M, C) and (M,)
     if input.ndim == 1:
         if target.ndim != 0:
             raise op_error(TracegradRuntimeError, "nll_loss",
                            "0D or 1D target tensor expected, multi-target not supported")
-        return O.unsqueeze(input, 0), O.reshape(target, (1,)), ()
+        return
     if input.ndim < 1 or target.ndim != input.ndim - 1:
         raise op_error(TracegradRuntimeError, "nll_loss",
                        "0D or 1D target tensor expected, multi-target not supported"
@@ -78,10 +76,28 @@ def _flatten(input, target):
         raise op_error(TracegradRuntimeError, "nll_loss",
                        f"size mismatch (got input: {list(input.shape)}, target: "
                        f"{list(target.shape)})")
+
+
+def _flatten(input, target):
+    """(M, C) rows of class scores and (M,) targets, plus the per-element output shape."""
+    _check_layout(input, target)
+    if input.ndim == 2:
+        return input, target, tuple(target.shape)          # already (M, C) and (M,)
+    if input.ndim == 1:
+        return O.unsqueeze(input, 0), O.reshape(target, (1,)), ()
     c = input.shape[1]
-    if input.ndim > 2:       # move the class dim last: (N, d1.., C)
-        input = O.permute(input, (0,) + tuple(range(2, input.ndim)) + (1,))
+    input = O.permute(input, (0,) + tuple(range(2, input.ndim)) + (1,))    # (N, d1.., C)
     return O.reshape(input, (-1, c)), O.reshape(target, (-1,)), tuple(target.shape)
+
+
+def _torch_layout(input, target):
+    """Scores and targets as PyTorch's nll_loss hands them to its kernels: (C,), (N, C)
+    and (N, C, H, W) as they are, other ranks viewed as (N, C, 1, -1) (nll_loss2d)."""
+    _check_layout(input, target)
+    if input.ndim in (1, 2, 4):
+        return input, target
+    n, c = input.shape[:2]
+    return O.reshape(input, (n, c, 1, -1)), O.reshape(target, (n, 1, -1))
 
 
 def _check(target, n_classes, ignore_index, weight):
@@ -118,15 +134,16 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
     'mean' divides by the summed weights of the non-ignored targets (PyTorch's rule).
     """
     reduction = _reduction(reduction, size_average, reduce)
-    scores, t, shape = _flatten(input, target)
-    _check(t, scores.shape[1], ignore_index, weight)
-    return _nll(scores, t, weight, ignore_index, reduction, shape)
+    return _nll(input, target, weight, ignore_index, reduction)
 
 
-def _nll(scores, t, weight, ignore_index, reduction, shape):
-    """The one NllLossBackward0 node, reshaped to the target's layout for 'none'."""
+def _nll(input, target, weight, ignore_index, reduction):
+    """The one NllLossBackward0 (NllLoss2DBackward0) node, in the target's layout for
+    'none' (a ViewBackward0 on top for ranks PyTorch views, as it does)."""
+    scores, t = _torch_layout(input, target)
+    _check(t, input.shape[0 if input.ndim == 1 else 1], ignore_index, weight)
     loss = _loss.nll_loss(scores, t, weight, reduction, ignore_index)
-    return _as_target_shape(loss, shape) if reduction == "none" else loss
+    return _as_target_shape(loss, tuple(target.shape)) if reduction == "none" else loss
 
 
 def _as_target_shape(loss, shape):
@@ -152,12 +169,11 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
     logp = O.log_softmax(input, class_dim)
     if target.is_floating_point() and tuple(target.shape) == tuple(input.shape):
         return _soft_targets(logp, target, weight, class_dim, reduction, label_smoothing)
-    scores, t, shape = _flatten(logp, target)
-    n_classes = scores.shape[1]
-    _check(t, n_classes, ignore_index, weight)
-    nll = _nll(scores, t, weight, ignore_index, reduction, shape)
+    nll = _nll(logp, target, weight, ignore_index, reduction)
     if label_smoothing == 0.0:
         return nll
+    scores, t, shape = _flatten(logp, target)
+    n_classes = scores.shape[1]
     _, w_eff, valid = _pick(scores, t, weight, ignore_index)
     # Smoothing term: uniform target over classes, each class weighted by weight[c].
     per_class = scores if weight is None else O.mul(scores, weight)
