@@ -1,10 +1,13 @@
 """Loss functions of `nn.functional`: `mse_loss`, `nll_loss`, `cross_entropy`.
 
-Class-index losses flatten every layout PyTorch accepts -- (C,) with a 0-d target, (N, C)
-with (N,), (N, C, d1, ...) with (N, d1, ...) -- to logits (M, C) and targets (M,), pick the
-target log-probabilities by advanced indexing (differentiable), and reshape back for
-`reduction='none'`. Ignored targets are masked with `where` (never multiplied by zero), so
-an ignored row holding -inf neither poisons the value nor the gradient.
+Class-index losses accept every layout PyTorch accepts -- (C,) with a 0-d target, (N, C)
+with (N,), (N, C, d1, ...) with (N, d1, ...) -- and record what PyTorch records: one
+`nll_loss` primitive (NllLossBackward0; NllLoss2DBackward0 for (N, C, H, W), other ranks
+viewed as (N, C, 1, -1) first), under it one `log_softmax` for `cross_entropy`. The target
+checks run in the nll_loss kernel (`ops/loss.py`). Label smoothing's extra term flattens to
+(M, C) rows and (M,) targets, picks by advanced indexing (differentiable) and masks ignored
+targets with `where` (never multiplied by zero), so an ignored row holding -inf neither
+poisons the value nor the gradient.
 """
 import warnings
 

@@ -12,8 +12,9 @@ rule: dispatch hands the arrays to the kernels as they are. Operands of `linear`
 (bias, input, weight), in the order of `addmm(bias, input, weight.t())`
 so `next_functions` lines up with PyTorch's; `linear_nobias`: (input, weight). `addmm`:
 (input, mat1, mat2) with attributes `beta`, `alpha`. The VJPs are written with tracegrad
-ops (`mm`, `t`, `sum_to`, `mul`), so they differentiate again. `nn.functional.linear`
-(in `nn/functional.py`) folds N-D inputs around these primitives as PyTorch does.
+ops (`mm`, `t`, `sum_to`, `mul` and `mm_tn`, the weight gradient `g.T @ x` as one primitive
+with its own VJP), so they differentiate again. `linear` below (behind
+`nn.functional.linear`) folds N-D inputs around these primitives as PyTorch does.
 """
 import numpy as np
 
