@@ -108,3 +108,10 @@ def test_matches_torch(name, cfg):
             opt.step()
         out.append(p.detach().numpy())
     np.testing.assert_allclose(out[0], out[1], rtol=1e-6, atol=1e-7)
+
+
+def test_tensor_learning_rate_takes_the_op_path():
+    p = tg.ones(3, requires_grad=True)
+    p.grad = tg.ones(3)
+    tg.optim.SGD([p], lr=tg.tensor(0.5), momentum=0.9).step()
+    np.testing.assert_array_equal(p.detach().numpy(), np.full(3, 0.5, np.float32))

@@ -8,9 +8,10 @@ the same order, with the same scalar operands (`_dispatch._scalar`, Note [Scalar
 as the op-by-op updates in `sgd.py` / `adam.py`, so results are identical bit for bit; each
 in-place write bumps the written tensor's version counter once, as the in-place op would.
 They return False, leaving the update to the op-by-op path, whenever that path could behave
-differently: a tracer is recording (a compiled step must see every op), or a tensor involved
-is an inference tensor, read-only, not floating point, or differs from its parameter in
-dtype or shape (the ops' promotion, broadcasting and error messages then apply).
+differently: a tracer is recording (a compiled step must see every op), a hyper-parameter is
+not a Python number, or a tensor involved is an inference tensor, read-only, not floating
+point, or differs from its parameter in dtype or shape (the ops' promotion, broadcasting and
+error messages then apply).
 """
 import numpy as np
 
@@ -41,6 +42,15 @@ def _plain(p, *others):
     return True
 
 
+def _numbers(*xs):
+    """Every hyper-parameter is a plain Python number (a tensor learning rate, say, takes
+    the op-by-op path, whose promotion rules then apply)."""
+    for x in xs:
+        if type(x) is not float and type(x) is not int:
+            return False
+    return True
+
+
 def _bump(t):
     t._vc.v += 1
 
@@ -55,6 +65,8 @@ def _axpy_(y, x, alpha, dt):
 
 def sgd_update(p, g, state, lr, momentum, dampening, weight_decay, nesterov, maximize):
     """One SGD update of `p` with gradient tensor `g` (sgd.py's op order); False: not done."""
+    if not _numbers(lr, momentum, dampening, weight_decay):
+        return False
     buf = state.get("momentum_buffer") if momentum != 0 else None
     if not _plain(p, g, buf) or buf is not None and not buf._data.flags.writeable:
         return False
@@ -84,6 +96,8 @@ def sgd_update(p, g, state, lr, momentum, dampening, weight_decay, nesterov, max
 def adam_update(p, g, state, lr, beta1, beta2, eps, weight_decay, amsgrad, maximize,
                 decoupled):
     """One Adam/AdamW update (adam.py's op order); False: not done (state untouched)."""
+    if not _numbers(lr, beta1, beta2, eps, weight_decay):
+        return False
     step_t, m, v = state.get("step"), state.get("exp_avg"), state.get("exp_avg_sq")
     vmax = state.get("max_exp_avg_sq") if amsgrad else None
     if (not _plain(p, g, m, v, vmax) or not isinstance(step_t, Tensor) or step_t._inference
