@@ -389,3 +389,4 @@ _attach("""gather scatter scatter_add index_select masked_fill masked_fill_ scat
 scatter_add_ sort argsort topk cumsum cumprod tril triu tril_ triu_ repeat_interleave baddbmm
 multinomial""".split())
 Tensor.flip = O.structure._flip_method
+Tensor.addmm = O.addmm

@@ -63,6 +63,8 @@ class Module:
             f'Module [{type(self).__name__}] is missing the required "forward" function')
 
     def __call__(self, *args, **kwargs):
+        if not self._forward_pre_hooks and not self._forward_hooks:
+            return self.forward(*args, **kwargs)     # the common case: no hooks to run
         return call_with_hooks(self, self.forward, args, kwargs)
 
     def register_forward_pre_hook(self, hook):
