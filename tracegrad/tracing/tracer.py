@@ -165,9 +165,10 @@ class Tracer:
         self.keep.append(owner)
         if g is None:
             self.grad_none.append(owner)
-        elif all(o is not owner for o in self.grad_some):
+            return
+        if all(o is not owner for o in self.grad_some):
             self.grad_some.append(owner)     # Python saw a gradient: it must be there
-        elif id(g) not in self.env:
+        if id(g) not in self.env:
             self.grad_of[id(g)] = owner
             self.keep.append(g)
 
