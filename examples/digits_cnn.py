@@ -101,6 +101,7 @@ def plot(history, path):
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(9, 3.5))
     ax1.plot(epochs, history["loss"], marker="o")
     ax1.set(title="training loss (mean per epoch)", xlabel="epoch", ylabel="cross-entropy")
+    ax1.grid(alpha=0.3)
     ax2.plot(epochs, [100 * a for a in history["acc"]], marker="o", color="tab:green")
     ax2.set(title="test accuracy", xlabel="epoch", ylabel="%")
     ax2.grid(alpha=0.3)
@@ -119,7 +120,7 @@ def main(argv=None):
     args = p.parse_args(argv)
     epochs = 2 if args.smoke else args.epochs
     default_plot = (os.path.join(tempfile.gettempdir(), "digits_cnn_smoke.png") if args.smoke
-                    else os.path.join(ROOT, "docs", "img", "digits_cnn.png"))
+                    else os.path.normpath(os.path.join(ROOT, "docs", "img", "digits_cnn.png")))
     plot_path = args.plot or default_plot
 
     torch.manual_seed(0)
@@ -142,7 +143,7 @@ def main(argv=None):
     opt = torch.optim.Adam(model.parameters(), lr=3e-3)
     train_step = torch.compile(make_step(model, opt, nn.CrossEntropyLoss()))
     history = {"loss": [], "acc": []}
-    bar = tqdm(range(epochs), desc="epochs", disable=args.smoke and None)
+    bar = tqdm(range(epochs), desc="epochs")
     for epoch in bar:
         losses = [train_step(x, y).item() for x, y in train_loader]
         history["loss"].append(sum(losses) / len(losses))
@@ -153,7 +154,7 @@ def main(argv=None):
     print(f"compiled training step: {train_step.stats}")
     print(f"final test accuracy: {history['acc'][-1]:.2%}")
     plot(history, plot_path)
-    print(f"plot saved to {os.path.relpath(plot_path)}")
+    print(f"plot saved to {plot_path}")
 
 
 if __name__ == "__main__":
