@@ -19,7 +19,10 @@ exactly the parameters an uninterrupted run reaches. The loss curve is saved to
     python examples/char_gpt.py --steps 3000 --resume   # continue the saved run
     python examples/char_gpt.py --smoke              # a few steps of a tiny model
 
-Needs tqdm and matplotlib (`pip install tqdm matplotlib`).
+Needs tqdm and matplotlib (`pip install tqdm matplotlib`). The full run takes about 100 s
+on two busy cores with `OPENBLAS_NUM_THREADS=1` (BLAS threads fighting over few shared cores
+made it 3-4x slower). The MLP uses `GELU(approximate="tanh")`, as GPT-2 did: tracegrad's
+exact GELU evaluates erf one element at a time and is ~15x slower at this size.
 """
 import argparse
 import contextlib

@@ -46,16 +46,18 @@ def make_step(model, opt, loss_fn):
     return step
 
 
-def run(step, batches, epochs):
-    """Run the step over the batches; return (losses, per-step seconds)."""
-    losses, times = [], []
+def run(steps, batches, epochs):
+    """Run each step function over the batches, alternating between them call by call so
+    both see the same machine load; return {name: (losses, per-step seconds)}."""
+    out = {name: ([], []) for name in steps}
     for _ in range(epochs):
         for x, y in batches:
-            t0 = time.perf_counter()
-            loss = step(x, y)
-            times.append(time.perf_counter() - t0)
-            losses.append(loss.item())
-    return losses, times
+            for name, step in steps.items():
+                t0 = time.perf_counter()
+                loss = step(x, y)
+                out[name][1].append(time.perf_counter() - t0)
+                out[name][0].append(loss.item())
+    return out
 
 
 def peak_memory(step, x, y):
@@ -111,7 +113,7 @@ def main(argv=None):
         step = make_step(model, opt, nn.CrossEntropyLoss())
         steps[name] = torch.compile(step) if name == "compiled" else step
 
-    results = {name: run(step, batches, epochs) for name, step in steps.items()}
+    results = run(steps, batches, epochs)
     print(f"\n{len(batches) * epochs} steps of batch {batch}:")
     for name, (losses, times) in results.items():
         warm = times[2:] or times          # the compiled step traces on its first calls
