@@ -70,6 +70,14 @@ def _key(x):
         return ("id", id(x))
 
 
+def _guard_key(expected):
+    try:
+        hash(expected)
+        return ("h", type(expected), expected)
+    except TypeError:                        # arrays (`numpy` guards), lists
+        return ("r", type(expected), repr(expected))
+
+
 def cse(g):
     """Common-subexpression elimination over pure nodes."""
     seen = {}
@@ -104,12 +112,21 @@ def cse(g):
         if key is not None:
             seen[key] = n.output
     pos[len(g.nodes)] = len(out.nodes)
-    out.guards = [Guard(r(gd.value), gd.kind, gd.expected, gd.site, pos[gd.position])
-                  for gd in g.guards]
+    # a guard repeating an earlier guard's check of the same (SSA, so unchanged) value is
+    # redundant: dropping it also lets in-place input updates start earlier (a program
+    # writes inputs in place only after its last guard)
+    out.guards, checked, dup_guards = [], set(), 0
+    for gd in g.guards:
+        key = (r(gd.value), gd.kind, _guard_key(gd.expected))
+        if key in checked:
+            dup_guards += 1
+            continue
+        checked.add(key)
+        out.guards.append(Guard(r(gd.value), gd.kind, gd.expected, gd.site, pos[gd.position]))
     out.outputs = [r(v) for v in g.outputs]
     out.mutations = [(a, r(b)) for a, b in out.mutations]
     out.stale = {(kept_index[i], w): s for (i, w), s in out.stale.items() if i in kept_index}
-    out.pass_log.append(("cse", {"merged": merged}))
+    out.pass_log.append(("cse", {"merged": merged, "duplicate_guards": dup_guards}))
     out.renamed = rename
     return out
 
