@@ -42,6 +42,8 @@ from ...ir.graph import Value
 from ...ops import creation as K
 from . import rules_elementwise, rules_misc, rules_reduction, rules_shape  # noqa: F401
 from . import rules_more  # noqa: F401
+from ...tracing.custom_function import OPAQUE
+from .callback import opaque_rule
 from .table import DRAWS, RULES, Unsupported
 
 HOST_PRIMS = frozenset([K.RAND, K.RANDN, K.RANDINT, K.SEED])
@@ -72,10 +74,13 @@ class Ctx:
 
 
 def rule_for(prim):
-    """The lowering rule of `prim` (an in-place variant lowers as its functional op)."""
+    """The lowering rule of `prim` (an in-place variant lowers as its functional op; a custom
+    Function's opaque primitive as a host callback, callback.py)."""
     r = RULES.get(prim)
     if r is None and prim.functional is not None:
         r = RULES.get(prim.functional)
+    if r is None and prim in OPAQUE:
+        r = opaque_rule
     return r
 
 
