@@ -10,6 +10,10 @@
    call (`.grad`, the learning rate), the effects it replays (`.grad` writes), and the
    guards on the Python state it read. Changing that state re-traces with a reason;
    a side effect the program cannot replay is reported, never dropped.
+4. Check mode: `tg.compile(fn, check=True)` (or TRACEGRAD_CHECK=1) runs every call eagerly
+   and compiled on the same state and raises `CompileMismatchError` at the first
+   difference. Here a divergence is provoked on purpose (the function object is swapped
+   behind the compiled one's back) to show what the error says.
 
     python examples/compile_tour.py
 """
@@ -138,7 +142,27 @@ def sees_demo():
     print("  ", str(caught[0].message)[:160] if caught else "(no warning)")
 
 
+def check_demo():
+    section("4. Check mode: any difference between compiled and eager raises")
+    w = tg.randn(3, requires_grad=True)
+
+    def model(x):
+        return (x * w).tanh().sum()
+
+    checked = tg.compile(model, check=True)
+    for _ in range(3):
+        checked(tg.randn(3)).backward()
+    print(f"3 checked calls agreed; {checked.stats}")
+    checked.fn = lambda x: (x * w).sin().sum()     # a simulated compiler bug: eager now
+    try:                                           # differs from the cached program
+        checked(tg.randn(3))
+    except tg.CompileMismatchError as e:
+        print("CompileMismatchError:")
+        print("\n".join("   " + line[:110] for line in str(e).splitlines()[:6]))
+
+
 if __name__ == "__main__":
     loop_demo()
     mlp_demo()
     sees_demo()
+    check_demo()

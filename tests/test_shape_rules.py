@@ -177,7 +177,20 @@ def _nograd_writes(x, w):
     return [y * x, d, e]
 
 
+def _fused(x, w, b, x4):
+    """linear/addmm in every layout PyTorch records, and the losses' fused nodes."""
+    F = tg.nn.functional
+    t4 = tg.tensor([[[0, 2], [1, 2]], [[2, 1], [0, 0]]])
+    t = tg.tensor([0, 2, 1, 2])
+    x3 = x4.reshape(2, 4, 3)
+    return [F.linear(x, w, b), F.linear(x, w), F.linear(x[0], w), F.linear(x3, w, b),
+            F.linear(x3.transpose(0, 1), w, b), tg.addmm(b, x, w.t(), beta=0.5, alpha=2.0),
+            F.cross_entropy(x4, t4), F.cross_entropy(x4, t4, reduction="none"),
+            F.cross_entropy(x, t, label_smoothing=0.2), F.cross_entropy(x, x.softmax(1))]
+
+
 EXTRA = {
+    "fused": (_fused, lambda: [_t(4, 3), _t(5, 3, seed=1), _t(5, seed=2), _t(2, 3, 2, 2)]),
     "conv2d": (_conv, lambda: [_t(2, 3, 7, 6), _t(4, 3, 3, 2, seed=1)]),
     "losses": (_losses, lambda: [_t(4, 3), _t(4, 3, seed=1)]),
     "random": (_random, lambda: [_t(2, 3)]),

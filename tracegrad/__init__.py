@@ -33,7 +33,10 @@ ir.graph.set_display(_svg)              # the root wires presentation: ir never 
 half, float, double, int, long = float16, float32, float64, int32, int64  # noqa: A001
 cfloat = None
 
-FloatTensor = DoubleTensor = LongTensor = Tensor
+from ._legacy import (FloatTensor, DoubleTensor, HalfTensor, LongTensor,  # noqa: F401
+                      IntTensor, BoolTensor)
+from . import _tensor_device  # noqa: F401  (Tensor.device, to, cpu, cuda)
+from ._device import device, set_default_device, get_default_device  # noqa: F401
 
 
 def is_tensor(obj):
@@ -56,8 +59,11 @@ def result_type(tensor1, tensor2):
 def __getattr__(name):
     # nn / optim / compile / func / viz load lazily so `import tracegrad` stays light.
     import importlib
-    if name in ("nn", "optim", "func", "viz", "utils"):
+    if name in ("nn", "optim", "func", "viz", "utils", "cuda", "backends"):
         return importlib.import_module(f".{name}", __name__)
+    if name in ("save", "load", "serialization"):
+        serialization = importlib.import_module(".serialization", __name__)
+        return serialization if name == "serialization" else getattr(serialization, name)
     raise AttributeError(f"module 'tracegrad' has no attribute {name!r}")
 
 

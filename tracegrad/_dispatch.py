@@ -112,6 +112,12 @@ def _arrays(prim, args):
                 x = a._data
                 if x.dtype in _FLOATS:
                     return (x,)
+        elif len(args) == 3 and prim.dtype_rule is None and not prim.elementwise:
+            # fused ops whose wrappers checked the dtypes (linear, nll_loss): no cast
+            a, b, c = args
+            return (a._data if isinstance(a, Tensor) else _cast(a, None),
+                    b._data if isinstance(b, Tensor) else _cast(b, None),
+                    c._data if isinstance(c, Tensor) else _cast(c, None))
     rule = prim.dtype_rule
     want = None if rule is None else rule(args)
     out = []
@@ -197,18 +203,6 @@ def _alias(prim, args, attrs, out):
         out._fn_version = src._vc.v
 
 
-def _meta(a, need):
-    """(graph edge or None, shape, dtype) of one operand of a recorded op."""
-    if not isinstance(a, Tensor):
-        return None, (), None
-    d = a._data
-    if not need:
-        return None, d.shape, d.dtype
-    if a._base is None and a._grad_fn is not None:      # edge_of's common case
-        return (a._grad_fn, a._output_nr), d.shape, d.dtype
-    return edge_of(a), d.shape, d.dtype
-
-
 def _version(prim, t):
     """The version of saved value `t` (0 for non-tensors), refusing inference tensors."""
     if not isinstance(t, Tensor):
@@ -237,8 +231,19 @@ def record(prim, args, attrs, out, needs, saved_override=None):
     """Attach a new grad_fn node for `prim` to `out`."""
     n = len(args)
     if n > 2:
-        metas = [_meta(a, need) for a, need in zip(args, needs)]
-        node = prim.node_cls(prim, attrs, *zip(*metas), needs)
+        edges, shapes, dtypes = [], [], []
+        for a, need in zip(args, needs):        # _meta, inlined
+            if isinstance(a, Tensor):
+                d = a._data
+                shapes.append(d.shape)
+                dtypes.append(d.dtype)
+                edges.append(None if not need else (a._grad_fn, a._output_nr)
+                             if a._base is None and a._grad_fn is not None else edge_of(a))
+            else:
+                edges.append(None)
+                shapes.append(())
+                dtypes.append(None)
+        node = prim.node_cls(prim, attrs, tuple(edges), tuple(shapes), tuple(dtypes), needs)
     else:
         # _meta unrolled for one or two operands (see Note [Per-op cost])
         a = args[0]

@@ -70,11 +70,11 @@ def attr_now(t, attr):
     return t._data.shape if attr == "shape" else t._data.dtype
 
 
-def grad_set(owner):
-    """`owner.grad = value` inside a trace: replayed after each call (Note [Effects])."""
+def grad_set(owner, old=None):
+    """`owner.grad = value` inside a trace (it was `old`): replayed (Note [Effects])."""
     tracer = active()
     if tracer is not None:
-        tracer.note_grad_set(owner)
+        tracer.note_grad_set(owner, old)
 
 
 def grad_read(owner, g):

@@ -58,6 +58,7 @@ class Tensor:
     _grad = None
     _accum = None                      # the leaf's AccumulateGrad node
     _retains_grad = False
+    _owned = False                     # a fresh gradient AccumulateGrad may adopt
     _view_chain = ()
     _fn_version = 0
 
@@ -74,8 +75,7 @@ class Tensor:
         t._inference = False
         return t
 
-    def __init__(self, data=None, *args, **kw):
-        raise TypeError("use tracegrad.tensor(data) to create a tensor")
+    # `Tensor(data)` / `Tensor(2, 3)` (legacy constructors): see _legacy.py.
 
     # -- requires_grad: settable only where PyTorch allows it --
     @property
@@ -124,9 +124,9 @@ class Tensor:
 
     @grad.setter
     def grad(self, value):
-        self._grad = value
+        old, self._grad = self._grad, value
         if _get_hook() is not None:
-            _effects.grad_set(self)
+            _effects.grad_set(self, old)
 
     # -- basic attributes --
     @property
@@ -144,10 +144,6 @@ class Tensor:
     @property
     def ndim(self):
         return self._data.ndim
-
-    @property
-    def device(self):
-        return "cpu"
 
     @property
     def is_leaf(self):

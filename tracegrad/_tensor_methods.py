@@ -358,21 +358,7 @@ Tensor.data = property(_get_data, _set_data)
 
 
 # ---- dtype conversion ----
-def to(self, *args, **kwargs):
-    """`to(dtype)` (device strings are accepted and ignored: everything is CPU)."""
-    dtype = kwargs.get("dtype")
-    copy = kwargs.get("copy", False)
-    for a in args:
-        if isinstance(a, D.dtype) or a in (float, int, bool):
-            dtype = a
-        elif isinstance(a, Tensor):
-            dtype = a.dtype
-    if dtype is None:
-        return self.clone() if copy else self
-    return S.to_dtype(self, dtype, copy)
-
-
-Tensor.to = to
+# `to`, `cpu`, `cuda` and `device` live in _tensor_device.py.
 Tensor.type_as = lambda self, other: S.to_dtype(self, other.dtype)
 Tensor.float = lambda self: S.to_dtype(self, D.float32)
 Tensor.double = lambda self: S.to_dtype(self, D.float64)
@@ -380,7 +366,6 @@ Tensor.half = lambda self: S.to_dtype(self, D.float16)
 Tensor.long = lambda self: S.to_dtype(self, D.int64)
 Tensor.int = lambda self: S.to_dtype(self, D.int32)
 Tensor.bool = lambda self: S.to_dtype(self, D.bool_)
-Tensor.cpu = lambda self: self
 Tensor.clone = S.clone
 Tensor.view_as = lambda self, other: S.view(self, tuple(other.shape))
 Tensor.reshape_as = lambda self, other: S.reshape(self, tuple(other.shape))
@@ -404,3 +389,4 @@ _attach("""gather scatter scatter_add index_select masked_fill masked_fill_ scat
 scatter_add_ sort argsort topk cumsum cumprod tril triu tril_ triu_ repeat_interleave baddbmm
 multinomial""".split())
 Tensor.flip = O.structure._flip_method
+Tensor.addmm = O.addmm

@@ -30,10 +30,27 @@ class Program:
         self._line_sites = line_sites
         self.quiet = quiet
 
+    owned = False
+
     def __call__(self, *arrays):
+        if self.owned:
+            return self.call_owned(list(arrays))
         token = quiet_enter() if self.quiet else None
         try:
             return self.fn(*arrays)
+        except GuardFailed:
+            raise
+        except Exception as e:
+            raise self.failed(e) from None
+        finally:
+            if token is not None:
+                quiet_exit(token)
+
+    def call_owned(self, refs):
+        """Run a program built with `owned_inputs=True` on `refs`, which it empties."""
+        token = quiet_enter() if self.quiet else None
+        try:
+            return self.fn(refs)
         except GuardFailed:
             raise
         except Exception as e:
@@ -155,8 +172,12 @@ def _guard_src(gd, k, name, em):
     return f"_o = {conv}\n    if not _same(_o, {e}): raise GuardFailed({k}, _o)"
 
 
-def build(graph, name=None, keep_inputs=True, plan=None, poison=False):
+def build(graph, name=None, keep_inputs=True, plan=None, poison=False, owned_inputs=False):
     """Generate and compile `graph` into a Program.
+
+    `owned_inputs=True` generates a program that takes its input arrays as one list it
+    empties (`prog.call_owned(refs)`), so each input is freed at its last use, as the values
+    eager backward saved are freed node by node (Note [Owned inputs]).
 
     `plan` (a `passes.plan_memory` MemoryPlan) makes nodes write into dying operands, into
     mutated inputs, or into per-thread arena slots via `out=`; `poison` fills every buffer
@@ -188,7 +209,9 @@ def build(graph, name=None, keep_inputs=True, plan=None, poison=False):
     for root, end in live.last.items():      # a base stays named while views of it live
         if root in last and end < len(graph.nodes):
             last[root] = max(last[root], end)
-    pinned = {v for v in graph.outputs if v is not None} | set(graph.inputs)
+    pinned = {v for v in graph.outputs if v is not None}
+    if not owned_inputs:
+        pinned |= set(graph.inputs)
     scalars_ok = _scalar_ok(graph, plan, pinned)
     dead_after = {}
     for v, i in last.items():
@@ -196,7 +219,17 @@ def build(graph, name=None, keep_inputs=True, plan=None, poison=False):
             dead_after.setdefault(i, []).append(names[v])
     fname = name or graph.name
     filename = f"<tracegrad-{fname}-{next(_counter)}>"
-    lines = [f"def {_ident(fname)}({', '.join(names[v] for v in graph.inputs)}):"]
+    params = ", ".join(names[v] for v in graph.inputs)
+    if owned_inputs:
+        lines = [f"def {_ident(fname)}(_refs):"]
+        if graph.inputs:
+            lines += [f"    {params}{',' if len(graph.inputs) == 1 else ''} = _refs",
+                      "    _refs.clear()"]
+        unused = [names[v] for v in graph.inputs if v not in last and v not in pinned]
+        if unused:
+            lines.append(f"    del {', '.join(unused)}")
+    else:
+        lines = [f"def {_ident(fname)}({params}):"]
     if arena is not None:
         lines.append("    B = _arena.views()")
     poisoned = _poison_points(graph, plan) if poison else {}
@@ -250,7 +283,16 @@ def build(graph, name=None, keep_inputs=True, plan=None, poison=False):
     fn = em.globals[_ident(fname)]
     prog = Program(graph, fn, code, filename, line_sites, quiet=em.quiet)
     prog._line_prims = line_prims
+    prog.owned = owned_inputs
     return prog
+
+
+# Note [Owned inputs]
+# A backward program called as `prog(*saved)` cannot free a saved value early: the caller's
+# argument tuple and list keep every array alive until the call returns, so the program's
+# peak is all saved values at once plus everything it computes. Called as
+# `prog.call_owned(refs)` instead, it unpacks and empties the list: its own local names then
+# hold the only references, and `del` at last use frees each value as eager backward does.
 
 
 # Note [Quiet programs]

@@ -99,7 +99,8 @@ def run_backward(tensors, grads, retain_graph, create_graph, inputs=None, captur
                 continue
             if gs[0] is None and node.n_outputs == 1:
                 continue
-            out = node.apply(gs)
+            consume = None if retain_graph else getattr(node, "apply_and_release", None)
+            out = consume(gs) if consume is not None else node.apply(gs)
             if node.hooks:
                 for h in node.hooks:
                     r = h(tuple(out), tuple(gs))

@@ -235,6 +235,11 @@ class AccumulateGrad(Node):
                     # must not alias the user's gradient, another leaf's `.grad` or a
                     # read-only expand view of the incoming gradient
                     var.grad = g.clone()
+                elif g.__dict__.get("_owned") and not g.__dict__.get("_adopted") \
+                        and g._data.dtype == var._data.dtype and not self.pre_hooks:
+                    # a gradient a compiled backward made for this leaf alone: adopted
+                    g._adopted = True
+                    var.grad = Tensor._wrap(g._data)
                 else:
                     # copy: `g` may be shared (the user's gradient, or passed to two edges)
                     var.grad = Tensor._wrap(g._data.copy())

@@ -17,6 +17,24 @@ from .._tensor import Tensor
 from ..autograd.graph import FREED_MSG, Node, _version_error
 
 
+def _fresh_gradients(res):
+    """Wrap the program's gradients. An array the program made for this call alone (it owns
+    its memory and is not returned twice) is marked `_owned`: the leaf's AccumulateGrad may
+    adopt it as `.grad` instead of copying it (PyTorch steals such gradients too)."""
+    out, seen = [], set()
+    for r in res:
+        if r is None:
+            out.append(None)
+            continue
+        a = np.asarray(r)
+        t = Tensor._wrap(a)
+        if a.flags.owndata and id(a) not in seen and isinstance(r, np.ndarray):
+            t._owned = True
+        seen.add(id(a))
+        out.append(t)
+    return tuple(out)
+
+
 class ConsumedBackward(Node):
     """The grad_fn of an output whose graph the compiled function already ran backward
     through (Note [Effects] in _effects.py): the program keeps no saved values for it, and
@@ -36,7 +54,10 @@ class ConsumedBackward(Node):
 class CompiledFunctionBackward(Node):
     __slots__ = ("path", "saved_arrays", "kept_arrays", "checks", "inputs", "out_meta")
 
-    def apply(self, grads):
+    def apply(self, grads, consume=False):
+        """The input gradients for output gradients `grads`. With `consume` (the engine
+        releases this node afterwards: no retain_graph) the saved values are handed to the
+        program, which frees each at its last use (Note [Owned inputs] in codegen.py)."""
         if self.released:
             raise TracegradRuntimeError(FREED_MSG)
         if self.path.deferred_errors:          # see passes/check_inplace.py: a fresh copy,
@@ -59,11 +80,22 @@ class CompiledFunctionBackward(Node):
                 cts.append(g._data)
         if _mode.is_grad_enabled():
             return path.eager_backward(self, grads)
-        res = path.backward_program(*cts, *self.saved_arrays)
-        out = []
-        for r in res:
-            out.append(None if r is None else Tensor._wrap(np.asarray(r)))
-        return tuple(out)
+        prog = path.backward_program
+        if getattr(prog, "owned", False):
+            refs = cts + list(self.saved_arrays)
+            if consume:                      # nothing else holds them: freed as it goes
+                self.saved_arrays = self.kept_arrays = None
+            res = prog.call_owned(refs)
+        else:
+            res = prog(*cts, *self.saved_arrays)
+        return _fresh_gradients(res)
+
+    def apply_and_release(self, grads):
+        """`apply`, then `release`: the engine's call when the graph is not retained."""
+        try:
+            return self.apply(grads, consume=True)
+        finally:
+            self.release()
 
     def release(self):
         self.released = True

@@ -231,6 +231,7 @@ def source_lines(path):
             f"{where.get((id(h), k), f'{type(h).__name__}[{k!r}]')}  (a runtime number: "
             "changing it never re-traces)" for j, h, k in path.scalar_sources]
     out += [f"  {owner(r)}.grad is None (checked)" for r in path.grad_none]
+    out += [f"  {owner(r)}.grad is set (checked)" for r in path.grad_some]
     return out
 
 
@@ -240,6 +241,8 @@ def effect_lines(path):
     ins = path.part.forward.inputs
     out = [f"  %{names[ins[pos]]}.requires_grad_({flag}) before the program"
            for pos, flag in path.pre_effects]
+    out += [f"  %{names[ins[pos]]}.grad = None before the program (zero_grad: freed first)"
+            for pos in path.pre_clear]
     out += [f"  output {k}.retain_grad()" for k in path.post_retain]
     out += [f"  %{names[ins[pos]]}.grad = " + ("None" if k is None else f"result {k}")
             for pos, k in path.grad_set_plan]

@@ -169,7 +169,8 @@ class CompiledPath:
                     reordered_inputs=self._reordered_saves())
         self.forward_program = build(part.forward, name, plan=self.forward_plan, poison=poison)
         self.backward_program = (build(part.backward, name + "_backward",
-                                       plan=self.backward_plan, poison=poison)
+                                       plan=self.backward_plan, poison=poison,
+                                       owned_inputs=True)
                                  if part.backward is not None else None)
 
     def _reordered_saves(self):
@@ -214,6 +215,7 @@ class CompiledPath:
         seen = set()
         self.grad_none = [ref(o) for o in tracer.grad_none
                           if id(o) in known and not (id(o) in seen or seen.add(id(o)))]
+        self.grad_some = [ref(o) for o in tracer.grad_some if id(o) in known]
 
     def _effect_replays(self, tracer, out_tensors):
         """Autograd effects replayed on every call (Note [Effects]): `requires_grad_` on an
@@ -246,12 +248,16 @@ class CompiledPath:
                 continue
             self.grad_set_plan.append((pos, None if g is None else k))
             k += g is not None
+        cleared = {id(o) for o in tracer.grad_cleared_first}
+        self.pre_clear = [pos for (pos, _), (o, _) in zip(self.grad_set_plan, [
+            (o, g) for o, g in grad_sets if id(o) in inputs]) if id(o) in cleared]
 
     # -- checks before running --
     def resolve(self, args=()):
         """(captured tensors for this call, None) when captured tensors and guarded Python
         state still match, else (None, why not)."""
-        if not (self.captured or self.state_guards or self.attr_guards or self.grad_none):
+        if not (self.captured or self.state_guards or self.attr_guards or self.grad_none
+                or self.grad_some):
             return self.captured, None
         for r, attr, value in self.attr_guards:
             t = args[r[1]] if type(r) is tuple else r
@@ -259,7 +265,7 @@ class CompiledPath:
                 return None, (f"{attr} of {'argument ' + str(r[1]) if type(r) is tuple else 'a tensor'}"
                               f" read by the function changed: {value} -> {attr_now(t, attr)}")
         captured = self.captured
-        if self.sources or self.grad_none or self.scalar_sources:
+        if self.sources or self.grad_none or self.grad_some or self.scalar_sources:
             captured, bad = self._read_sources(args)
             if bad is not None:
                 return None, bad
@@ -286,6 +292,9 @@ class CompiledPath:
         for r in self.grad_none:
             if owner(r)._grad is not None:
                 return None, "a .grad that was None when traced is set now"
+        for r in self.grad_some:
+            if owner(r)._grad is None:
+                return None, "a .grad the function found set when traced is None now"
         captured = list(self.captured)
         for j, r in self.sources:
             g = owner(r)._grad
@@ -306,6 +315,8 @@ class CompiledPath:
         inputs = list(args) + captured if captured else list(args)
         for pos, flag in self.pre_effects:   # replayed effects (Note [Effects])
             inputs[pos].requires_grad_(flag)
+        for pos in self.pre_clear:           # zero_grad first: old gradients go before
+            inputs[pos]._grad = None         # the program computes new ones
         res = self.forward_program(*[t._data for t in inputs])
         part = self.part
         n_user = part.n_user

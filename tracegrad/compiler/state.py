@@ -162,11 +162,24 @@ def _short(x):
 
 def owned_holders(objects):
     """Ids of the dicts and containers reachable from `objects` (the state replayed calls
-    rewrite, e.g. a scheduler's attributes and its optimizer's param groups)."""
+    rewrite: e.g. a scheduler's own attributes)."""
     s = _Scanner()
     for obj in objects:
         s.value_in(None, None, obj, "owner", 0, force=True)
-    return {id(g.holder) for g in s.guards} | {id(g.holder) for g in s.bindings.values()}
+    # ... but not an optimizer's param groups or state: its traced step reads them (a
+    # scheduler's momentum or betas), so their guards must keep failing unless read per
+    # call (`_effects.hyper`); only the replayed object's own attributes are its own
+    from ..optim.optimizer import Optimizer
+    shared = _Scanner()
+    for g in s.guards:
+        if g.mode == "is" and isinstance(g.expected, Optimizer):
+            shared.value_in(None, None, g.expected, "optimizer", 0, force=True)
+    return _holders(s) - _holders(shared)
+
+
+def _holders(scanner):
+    return {id(g.holder) for g in scanner.guards} | {
+        id(g.holder) for g in scanner.bindings.values()}
 
 
 def changed_by_trace(guards, owned):

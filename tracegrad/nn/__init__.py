@@ -16,3 +16,4 @@ from ._containers_extra import ModuleDict, ParameterDict, ParameterList  # noqa:
 from ._loss_extra import BCELoss, BCEWithLogitsLoss  # noqa: F401
 from ._norm import LayerNorm  # noqa: F401
 from ._pooling import AdaptiveAvgPool2d, AvgPool2d, MaxPool2d  # noqa: F401
+from . import utils  # noqa: F401,E402

@@ -1,17 +1,19 @@
 """Loss functions of `nn.functional`: `mse_loss`, `nll_loss`, `cross_entropy`.
 
-Class-index losses flatten every layout PyTorch accepts -- (C,) with a 0-d target, (N, C)
-with (N,), (N, C, d1, ...) with (N, d1, ...) -- to logits (M, C) and targets (M,), pick the
-target log-probabilities by advanced indexing (differentiable), and reshape back for
-`reduction='none'`. Ignored targets are masked with `where` (never multiplied by zero), so
-an ignored row holding -inf neither poisons the value nor the gradient.
+Class-index losses accept every layout PyTorch accepts -- (C,) with a 0-d target, (N, C)
+with (N,), (N, C, d1, ...) with (N, d1, ...) -- and record what PyTorch records: one
+`nll_loss` primitive (NllLossBackward0; NllLoss2DBackward0 for (N, C, H, W), other ranks
+viewed as (N, C, 1, -1) first), under it one `log_softmax` for `cross_entropy`. The target
+checks run in the nll_loss kernel (`ops/loss.py`). Label smoothing's extra term flattens to
+(M, C) rows and (M,) targets, picks by advanced indexing (differentiable) and masks ignored
+targets with `where` (never multiplied by zero), so an ignored row holding -inf neither
+poisons the value nor the gradient.
 """
 import warnings
 
 from .. import ops as O
 from ..ops import loss as _loss
-from .._errors import (TracegradIndexError, TracegradRuntimeError, TracegradValueError,
-                       op_error)
+from .._errors import TracegradRuntimeError, TracegradValueError, op_error
 
 
 def _reduction(reduction, size_average=None, reduce=None):
@@ -52,8 +54,8 @@ def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", we
 
 
 # ---------------- class-index losses ----------------
-def _flatten(input, target):
-    """(M, C) rows of class scores and (M,) targets, plus the per-element output shape."""
+def _check_layout(input, target):
+    """PyTorch's checks of an nll_loss input/target pair."""
     if target.is_floating_point():
         raise op_error(TracegradRuntimeError, "nll_loss",
                        f"expected target dtype to be Long or Byte, but got "
@@ -62,7 +64,7 @@ def _flatten(input, target):
         if target.ndim != 0:
             raise op_error(TracegradRuntimeError, "nll_loss",
                            "0D or 1D target tensor expected, multi-target not supported")
-        return O.unsqueeze(input, 0), O.reshape(target, (1,)), ()
+        return
     if input.ndim < 1 or target.ndim != input.ndim - 1:
         raise op_error(TracegradRuntimeError, "nll_loss",
                        "0D or 1D target tensor expected, multi-target not supported"
@@ -77,22 +79,36 @@ def _flatten(input, target):
         raise op_error(TracegradRuntimeError, "nll_loss",
                        f"size mismatch (got input: {list(input.shape)}, target: "
                        f"{list(target.shape)})")
+
+
+def _flatten(input, target):
+    """(M, C) rows of class scores and (M,) targets, plus the per-element output shape."""
+    _check_layout(input, target)
+    if input.ndim == 2:
+        return input, target, tuple(target.shape)          # already (M, C) and (M,)
+    if input.ndim == 1:
+        return O.unsqueeze(input, 0), O.reshape(target, (1,)), ()
     c = input.shape[1]
-    if input.ndim > 2:       # move the class dim last: (N, d1.., C)
-        input = O.permute(input, (0,) + tuple(range(2, input.ndim)) + (1,))
+    input = O.permute(input, (0,) + tuple(range(2, input.ndim)) + (1,))    # (N, d1.., C)
     return O.reshape(input, (-1, c)), O.reshape(target, (-1,)), tuple(target.shape)
 
 
+def _torch_layout(input, target):
+    """Scores and targets as PyTorch's nll_loss hands them to its kernels: (C,), (N, C)
+    and (N, C, H, W) as they are, other ranks viewed as (N, C, 1, -1) (nll_loss2d)."""
+    _check_layout(input, target)
+    if input.ndim in (1, 2, 4):
+        return input, target
+    n, c = input.shape[:2]
+    return O.reshape(input, (n, c, 1, -1)), O.reshape(target, (n, 1, -1))
+
+
 def _check(target, n_classes, ignore_index, weight):
+    """The weight's shape; the nll_loss kernel checks the target values (out of bounds)."""
     if weight is not None and (weight.ndim != 1 or weight.shape[0] != n_classes):
         raise op_error(TracegradRuntimeError, "nll_loss",
                        f"weight tensor should be defined either for all {n_classes} classes or "
                        f"no classes but got weight tensor of shape: {list(weight.shape)}")
-    bad = O.logical_and(O.ne(target, ignore_index),
-                        O.logical_or(O.lt(target, 0), O.ge(target, n_classes)))
-    if target.numel() and bool(O.any(bad)):
-        first = target[bad][0].item()
-        raise op_error(TracegradIndexError, "nll_loss", f"Target {first} is out of bounds.")
 
 
 def _pick(scores, target, weight, ignore_index):
@@ -121,15 +137,16 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
     'mean' divides by the summed weights of the non-ignored targets (PyTorch's rule).
     """
     reduction = _reduction(reduction, size_average, reduce)
-    scores, t, shape = _flatten(input, target)
-    _check(t, scores.shape[1], ignore_index, weight)
-    return _nll(scores, t, weight, ignore_index, reduction, shape)
+    return _nll(input, target, weight, ignore_index, reduction)
 
 
-def _nll(scores, t, weight, ignore_index, reduction, shape):
-    """The one NllLossBackward0 node, reshaped to the target's layout for 'none'."""
+def _nll(input, target, weight, ignore_index, reduction):
+    """The one NllLossBackward0 (NllLoss2DBackward0) node, in the target's layout for
+    'none' (a ViewBackward0 on top for ranks PyTorch views, as it does)."""
+    scores, t = _torch_layout(input, target)
+    _check(t, input.shape[0 if input.ndim == 1 else 1], ignore_index, weight)
     loss = _loss.nll_loss(scores, t, weight, reduction, ignore_index)
-    return _as_target_shape(loss, shape) if reduction == "none" else loss
+    return _as_target_shape(loss, tuple(target.shape)) if reduction == "none" else loss
 
 
 def _as_target_shape(loss, shape):
@@ -155,19 +172,18 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
     logp = O.log_softmax(input, class_dim)
     if target.is_floating_point() and tuple(target.shape) == tuple(input.shape):
         return _soft_targets(logp, target, weight, class_dim, reduction, label_smoothing)
-    scores, t, shape = _flatten(logp, target)
-    n_classes = scores.shape[1]
-    _check(t, n_classes, ignore_index, weight)
-    nll = _nll(scores, t, weight, ignore_index, reduction, shape)
+    nll = _nll(logp, target, weight, ignore_index, reduction)
     if label_smoothing == 0.0:
         return nll
+    scores, t, shape = _flatten(logp, target)
+    n_classes = scores.shape[1]
     _, w_eff, valid = _pick(scores, t, weight, ignore_index)
     # Smoothing term: uniform target over classes, each class weighted by weight[c].
     per_class = scores if weight is None else O.mul(scores, weight)
     smooth = O.where(valid, O.neg(O.sum(per_class, 1)), 0.0)
     smooth = _weighted_reduce(smooth, w_eff, reduction, shape)
-    return O.add(O.mul(nll, 1.0 - label_smoothing),
-                 O.mul(smooth, label_smoothing / n_classes))
+    return O.add(_loss.mul_scalar(nll, 1.0 - label_smoothing),
+                 _loss.mul_scalar(smooth, label_smoothing / n_classes))
 
 
 def _soft_targets(logp, target, weight, class_dim, reduction, label_smoothing):
@@ -179,8 +195,8 @@ def _soft_targets(logp, target, weight, class_dim, reduction, label_smoothing):
         shape = [1] * logp.ndim
         shape[class_dim] = n_classes
         prod = O.mul(prod, O.reshape(weight, tuple(shape)))
-    per = O.neg(O.sum(prod, class_dim))
+    # PyTorch's order: -(sum over classes) per row, or -(sum of all) then / rows for 'mean'
     if reduction == "none":
-        return per
-    total = O.sum(per)
-    return O.div(total, logp.numel() / n_classes) if reduction == "mean" else total
+        return O.neg(O.sum(prod, class_dim))
+    total = O.neg(O.sum(prod))
+    return _loss.div_scalar(total, logp.numel() / n_classes) if reduction == "mean" else total

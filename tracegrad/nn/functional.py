@@ -11,6 +11,8 @@ from .. import _dtype as D
 from .. import _mode
 from .. import ops as O
 from ..ops import elementwise as E
+from ..ops import dropout as _dropout
+from ..ops import linear as _linear
 from .._errors import TracegradRuntimeError, TracegradValueError, op_error
 from ._losses import cross_entropy, mse_loss, nll_loss  # noqa: F401
 
@@ -25,6 +27,9 @@ def linear(input, weight, bias=None):
     >>> linear(tracegrad.ones(2, 3), tracegrad.ones(4, 3)).shape
     torch.Size([2, 4])
     """
+    out = _linear.linear(input, weight, bias)     # one addmm/mm primitive (PyTorch's nodes)
+    if out is not None:
+        return out
     out = O.matmul(input, O.t(weight))
     return out if bias is None else O.add(out, bias)
 
@@ -181,7 +186,8 @@ def dropout(input, p=0.5, training=True, inplace=False):
     """Zero each element with probability `p` and scale the rest by `1 / (1 - p)`.
 
     Identity when `training` is False. The keep mask is `rand(...) < 1 - p`, drawn from
-    tracegrad's generator (reproducible under `manual_seed`).
+    tracegrad's generator (reproducible under `manual_seed`) by one primitive
+    (`ops/dropout.py`); the product records MulBackward0, as PyTorch's CPU dropout does.
     """
     if p < 0.0 or p > 1.0:
         raise TracegradValueError(f"dropout probability has to be between 0 and 1, but got {p}")
@@ -189,8 +195,7 @@ def dropout(input, p=0.5, training=True, inplace=False):
         return input
     if p == 1:
         return input.mul_(0.0) if inplace else O.mul(input, 0.0)
-    keep = O.lt(O.rand(tuple(input.shape), dtype=input.dtype), 1.0 - p)
-    noise = O.div(keep.to(input.dtype), 1.0 - p)
+    noise = _dropout.dropout_noise(input._data.shape, input._data.dtype, p)
     return input.mul_(noise) if inplace else O.mul(input, noise)
 
 

@@ -63,6 +63,8 @@ class Module:
             f'Module [{type(self).__name__}] is missing the required "forward" function')
 
     def __call__(self, *args, **kwargs):
+        if not self._forward_pre_hooks and not self._forward_hooks:
+            return self.forward(*args, **kwargs)     # the common case: no hooks to run
         return call_with_hooks(self, self.forward, args, kwargs)
 
     def register_forward_pre_hook(self, hook):
@@ -298,16 +300,19 @@ class Module:
         return self
 
     def to(self, *args, **kwargs):
-        """`to(dtype)` converts floating parameters and buffers; devices are ignored."""
+        """`to(device)`, `to(dtype)`, `to(device, dtype)`, `to(tensor)`: converts floating
+        parameters and buffers in place; a non-CPU device raises (tracegrad is CPU only)."""
         from .. import _dtype as D
-        dtype = kwargs.get("dtype")
-        for a in args:
-            if isinstance(a, D.dtype):
-                dtype = a
-            elif isinstance(a, Tensor):
-                dtype = a.dtype
+        from .._device import check_device
+        from .._tensor_device import _parse_to
+        dev, dtype, _, _ = _parse_to(args, kwargs)
+        check_device(dev)
         if dtype is None:
             return self
+        dtype = D.as_dtype(dtype)
+        if not dtype.is_floating_point:
+            raise TracegradTypeError("nn.Module.to only accepts floating point dtypes, but got "
+                                     f"desired dtype={dtype}")
         return self._apply(lambda t: t.to(dtype) if t.is_floating_point() else t)
 
     def double(self):
@@ -321,6 +326,10 @@ class Module:
 
     def cpu(self):
         return self
+
+    def cuda(self, device=None):
+        from .._device import DeviceUnavailableError, _unavailable
+        raise DeviceUnavailableError(_unavailable("cuda"))
 
     # ---------------- state dict ----------------
     def state_dict(self, *, destination=None, prefix="", keep_vars=False):
@@ -363,8 +372,9 @@ class Module:
         if strict:
             for key in state_dict:
                 if key.startswith(prefix):
-                    head = key[len(prefix):].split(".", 1)[0]
-                    if head not in self._modules and head not in local:
+                    parts = key[len(prefix):].split(".", 1)
+                    # a dotted name must go through a child module, a plain one be local
+                    if parts[0] not in (self._modules if len(parts) > 1 else local):
                         unexpected_keys.append(key)
 
     def load_state_dict(self, state_dict, strict=True, assign=False):

@@ -10,6 +10,7 @@ import numpy as np
 
 from .. import _dtype as D
 from .. import _mode
+from .._device import check_device
 from .._dispatch import dispatch
 from .._errors import TracegradRuntimeError, TracegradTypeError, op_error
 from .._tensor import Tensor, from_array
@@ -79,6 +80,7 @@ def _to_list(data):
 
 def tensor(data, dtype=None, device=None, requires_grad=False, pin_memory=False):
     """A new tensor holding a copy of `data` (nested lists, numbers, numpy arrays, tensors)."""
+    check_device(device)
     from .._dispatch import trace_hook
     if trace_hook.get() is not None and _holds_tensor(data):
         return _traced_tensor(data, dtype, requires_grad)
@@ -128,6 +130,7 @@ def _traced_tensor(data, dtype, requires_grad):
 
 def as_tensor(data, dtype=None, device=None):
     """Like `tensor`, but shares memory with a numpy array or tensor when no conversion."""
+    check_device(device)
     if isinstance(data, Tensor):
         return data if dtype is None or D.as_dtype(dtype) is data.dtype else data.to(dtype)
     if isinstance(data, np.ndarray) and (dtype is None or D.as_dtype(dtype).np == data.dtype):
@@ -160,18 +163,22 @@ def _fill(value, size, dtype, requires_grad, default=None):
 
 
 def zeros(*size, dtype=None, device=None, requires_grad=False, out=None):
+    check_device(device)
     return _fill(0, size, dtype, requires_grad)
 
 
 def ones(*size, dtype=None, device=None, requires_grad=False, out=None):
+    check_device(device)
     return _fill(1, size, dtype, requires_grad)
 
 
 def empty(*size, dtype=None, device=None, requires_grad=False, out=None):
+    check_device(device)
     return _fill(0, size, dtype, requires_grad)
 
 
 def full(size, fill_value, *, dtype=None, device=None, requires_grad=False):
+    check_device(device)
     if isinstance(fill_value, Tensor):
         fill_value = fill_value.item()
     default = _infer(fill_value)
@@ -180,6 +187,7 @@ def full(size, fill_value, *, dtype=None, device=None, requires_grad=False):
 
 
 def eye(n, m=None, *, dtype=None, device=None, requires_grad=False):
+    check_device(device)
     for name, v in (("n", n), ("m", m)):
         if v is not None and v < 0:
             raise op_error(TracegradRuntimeError, "eye",
@@ -188,6 +196,7 @@ def eye(n, m=None, *, dtype=None, device=None, requires_grad=False):
 
 
 def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad=False):
+    check_device(device)
     if end is None:
         start, end = 0, start
     vals = [v.item() if isinstance(v, Tensor) else v for v in (start, end, step)]
@@ -202,6 +211,7 @@ def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad=Fa
 
 
 def linspace(start, end, steps, *, dtype=None, device=None, requires_grad=False):
+    check_device(device)
     if steps < 0:
         raise op_error(TracegradRuntimeError, "linspace", "number of steps must be non-negative")
     return _finish(np.linspace(start, end, steps).astype(_float(dtype).np), requires_grad)
@@ -216,7 +226,10 @@ def logspace(start, end, steps, base=10.0, *, dtype=None, requires_grad=False):
 class Generator:
     """Random state (numpy PCG64). `manual_seed` resets the default generator."""
 
-    def __init__(self, seed=None):
+    def __init__(self, seed=None, device=None):
+        if isinstance(seed, str) or type(seed).__name__ == "device":   # Generator("cpu")
+            seed, device = None, seed
+        check_device(device)
         self._rng = np.random.default_rng(seed)
         self._seed = seed
 
@@ -297,16 +310,19 @@ def _random(prim, size, dtype, requires_grad, generator, **attrs):
 
 def rand(*size, generator=None, dtype=None, device=None, requires_grad=False):
     """Uniform [0, 1) samples."""
+    check_device(device)
     return _random(RAND, size, dtype, requires_grad, generator)
 
 
 def randn(*size, generator=None, dtype=None, device=None, requires_grad=False):
     """Standard normal samples."""
+    check_device(device)
     return _random(RANDN, size, dtype, requires_grad, generator)
 
 
 def randint(low=0, high=None, size=None, *, generator=None, dtype=None, device=None,
             requires_grad=False):
+    check_device(device)
     if size is None:
         low, high, size = 0, low, high
     return _random(RANDINT, (size,) if isinstance(size, int) else tuple(size), dtype,
@@ -329,28 +345,34 @@ def _like_dtype(t, dtype):
 
 
 def zeros_like(input, *, dtype=None, device=None, requires_grad=False, memory_format=None):
+    check_device(device)
     return zeros(input.shape, dtype=_like_dtype(input, dtype), requires_grad=requires_grad)
 
 
 def ones_like(input, *, dtype=None, device=None, requires_grad=False, memory_format=None):
+    check_device(device)
     return ones(input.shape, dtype=_like_dtype(input, dtype), requires_grad=requires_grad)
 
 
 def empty_like(input, *, dtype=None, device=None, requires_grad=False, memory_format=None):
+    check_device(device)
     return empty(input.shape, dtype=_like_dtype(input, dtype), requires_grad=requires_grad)
 
 
 def full_like(input, fill_value, *, dtype=None, device=None, requires_grad=False,
               memory_format=None):
+    check_device(device)
     return full(input.shape, fill_value, dtype=_like_dtype(input, dtype),
                 requires_grad=requires_grad)
 
 
 def rand_like(input, *, dtype=None, device=None, requires_grad=False, memory_format=None):
+    check_device(device)
     return rand(input.shape, dtype=_like_dtype(input, dtype), requires_grad=requires_grad)
 
 
 def randn_like(input, *, dtype=None, device=None, requires_grad=False, memory_format=None):
+    check_device(device)
     return randn(input.shape, dtype=_like_dtype(input, dtype), requires_grad=requires_grad)
 
 

@@ -689,16 +689,7 @@ def _gelu_kernel(x, approximate):
 
 
 def _gelu_vjp(g, ins, out, n):
-    x = ins[0]
-    if n.attrs["approximate"] == "tanh":
-        t = tanh(mul(add(x, mul(mul(mul(x, x), x), 0.044715)), _SQRT_2_PI))
-        du = mul(add(mul(mul(x, x), 3 * 0.044715), 1.0), _SQRT_2_PI)
-        d = add(mul(add(t, 1.0), 0.5), mul(mul(mul(x, 0.5), sub(1.0, mul(t, t))), du))
-    else:
-        cdf = mul(add(erf(mul(x, _SQRT_HALF)), 1.0), 0.5)
-        pdf = mul(exp(mul(mul(x, x), -0.5)), 1.0 / math.sqrt(2.0 * math.pi))
-        d = add(cdf, mul(x, pdf))
-    return (mul(g, d),)
+    return (_fused_backward.gelu_backward(g, ins[0], n.attrs["approximate"]),)
 
 
 GELU = _unary("gelu", _quiet(_gelu_kernel), _gelu_vjp, saves=(0,), grad_fn_name="GeluBackward0")
@@ -823,3 +814,7 @@ def lerp(input, end, weight):
 # Binary arithmetic is elementwise too: the memory planner may write results in place.
 for _p in (ADD, SUB, MUL, DIV, POW, REMAINDER, MAXIMUM, MINIMUM, RSUB):
     _p.elementwise = True
+
+
+# gelu's fused gradient (imported last: that module builds on this one)
+from . import fused_backward as _fused_backward  # noqa: E402

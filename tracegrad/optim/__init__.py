@@ -2,3 +2,4 @@
 from .adam import Adam, AdamW  # noqa: F401
 from .optimizer import Optimizer  # noqa: F401
 from .sgd import SGD  # noqa: F401
+from . import lr_scheduler  # noqa: F401,E402

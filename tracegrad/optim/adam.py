@@ -12,6 +12,7 @@ from .. import _dtype as D
 from .. import _mode
 from .. import ops as O
 from .._errors import TracegradValueError
+from . import _fast
 from .._effects import hyper
 from .._tensor import Tensor
 from .optimizer import Optimizer, _check_unsupported
@@ -52,11 +53,23 @@ class Adam(Optimizer):
     def step(self, closure=None):
         """One Adam update of every parameter that has a gradient."""
         loss = self._closure_loss(closure)
+        direct = _fast.active()
         for group in self.param_groups:
             for p in group["params"]:
-                if p.grad is not None:
-                    self._update(p, group, self._state_of(p, group))
+                g = p.grad
+                if g is None:
+                    continue
+                state = self._state_of(p, group)
+                if not (direct and self._direct(p, g, group, state)):
+                    self._update(p, group, state)
         return loss
+
+    def _direct(self, p, g, group, state):
+        """The update on numpy arrays (Note [Direct updates] in _fast.py); False: not done."""
+        beta1, beta2 = group["betas"]
+        return _fast.adam_update(p, g, state, group["lr"], beta1, beta2, group["eps"],
+                                 group["weight_decay"], group["amsgrad"], group["maximize"],
+                                 group["decoupled_weight_decay"])
 
     def _state_of(self, p, group):
         state = self.state[p]

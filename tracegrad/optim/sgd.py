@@ -10,6 +10,7 @@ Per parameter, in PyTorch's order of operations (single-tensor path):
 from .. import _mode
 from .._errors import TracegradValueError
 from .._effects import hyper
+from . import _fast
 from .optimizer import Optimizer, _check_unsupported, add_scaled_
 
 
@@ -42,14 +43,23 @@ class SGD(Optimizer):
     def step(self, closure=None):
         """One update of every parameter that has a gradient; returns the closure's loss."""
         loss = self._closure_loss(closure)
+        direct = _fast.active()
         for group in self.param_groups:
             for p in group["params"]:
-                if p.grad is not None:
+                g = p.grad
+                if g is not None and not (direct and self._direct(p, g, group)):
                     self._update(p, group)
         return loss
 
+    def _direct(self, p, g, group):
+        """The update on numpy arrays (Note [Direct updates] in _fast.py); False: not done."""
+        return _fast.sgd_update(p, g, self.state[p], group["lr"], group["momentum"],
+                                group["dampening"], group["weight_decay"], group["nesterov"],
+                                group["maximize"])
+
     def _update(self, p, group):
-        momentum, wd = group["momentum"], group["weight_decay"]
+        # momentum: a runtime value when compiled, as lr (OneCycleLR cycles it)
+        momentum, wd = hyper(group, "momentum"), group["weight_decay"]
         g = -p.grad if group["maximize"] else p.grad
         if wd != 0:
             g = g.add(p, alpha=wd)

@@ -62,7 +62,9 @@ def functionalize(g, values=None):
     def emit(prim, ins, attrs, type, site, phase, raw=None):
         val = out.add_node(prim, ins, attrs, type, site, phase)
         if values is not None:
-            if prim.impure:          # never re-draw: reuse what the trace drew
+            if raw is not None and raw in values:
+                # what the trace computed for this very node (never re-draw, never a second
+                # copy of every intermediate while compiling)
                 values[val] = values[raw]
             else:
                 with np.errstate(all="ignore"):

@@ -16,8 +16,6 @@ tensor result, a deterministic forward. A Function that returns several tensors,
 inputs dirty or outputs non-differentiable, or draws random numbers in `forward` runs
 eagerly for such calls, with a warning (Note [Effects] in _effects.py).
 """
-import weakref
-
 import numpy as np
 
 from .. import _mode
@@ -95,7 +93,7 @@ def _primitive(cls, n):
     return prim
 
 
-OPAQUE = weakref.WeakSet()   # the primitives made here (user code, not the op table)
+OPAQUE = set()   # the primitives made here (user code, not the op table; kept, as REGISTRY does)
 
 
 def _unique(name):

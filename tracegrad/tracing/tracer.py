@@ -77,6 +77,8 @@ class Tracer:
         self.sources = {}        # Value of a captured input -> owner tensor (its `.grad`)
         self.numpy_reads = []    # [(tensor, its Value then, copy of its data)]: `.numpy()`
         self.grad_sets = []      # tensors whose `.grad` the function assigned
+        self.grad_some = []      # owners whose `.grad` was read as a tensor (not None)
+        self.grad_cleared_first = []  # owners whose `.grad` the trace first set to None
         self.scalar_sources = {}  # Value of a captured 0-d input -> (holder, key): `hyper`
         self.scalar_tensors = {}  # (id(holder), key) -> that input's tensor
         self.replays = []        # [(obj, method, args, kwargs)]: `_effects.replayed` calls
@@ -142,10 +144,15 @@ class Tracer:
             self.attr_reads[key] = (t, attr, value)
             self.keep.append(t)
 
-    def note_grad_set(self, owner):
+    def note_grad_set(self, owner, old=None):
+        """`owner.grad` was assigned (it was `old`). A first assignment of None to a `.grad`
+        whose value the trace never used can happen before the program runs (zero_grad:
+        the old gradients are freed before the step computes new ones, as eagerly)."""
         if all(o is not owner for o in self.grad_sets):
             self.grad_sets.append(owner)
             self.keep.append(owner)
+            if owner._grad is None and (old is None or id(old) not in self.env):
+                self.grad_cleared_first.append(owner)
 
     def grad_results(self):
         """[(owner, final .grad)] for every `.grad` the function assigned (Note [Effects])."""
@@ -158,7 +165,10 @@ class Tracer:
         self.keep.append(owner)
         if g is None:
             self.grad_none.append(owner)
-        elif id(g) not in self.env:
+            return
+        if all(o is not owner for o in self.grad_some):
+            self.grad_some.append(owner)     # Python saw a gradient: it must be there
+        if id(g) not in self.env:
             self.grad_of[id(g)] = owner
             self.keep.append(g)
 

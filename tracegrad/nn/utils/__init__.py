@@ -1,0 +1,4 @@
+"""`tracegrad.nn.utils`: gradient clipping and parameter/vector conversion (PyTorch names)."""
+from .clip_grad import (clip_grad_norm, clip_grad_norm_, clip_grad_value_,  # noqa: F401
+                        clip_grads_with_norm_, get_total_norm)
+from .convert_parameters import parameters_to_vector, vector_to_parameters  # noqa: F401
