@@ -9,13 +9,13 @@ caught when the path is built (the path then falls back to numpy), never at run 
 
 Note [Host draws]
 tracegrad's Generator stays the source of truth for randomness: random nodes (`rand`,
-`randn`, `randint`, `manual_seed`) are not lowered. `host_draws(arrays)` runs them on the host
-with their numpy kernels, in program order, before the jitted call, and their results enter
-the program as extra inputs. Masks and samples are therefore the numpy backend's, bit for
-bit, and `manual_seed` reproduces runs. A draw whose distribution reads traced values
-(`multinomial`'s weights) is split (`DRAWS`, table.py): its raw random numbers, of a static
-shape, are drawn on the host the way its kernel draws them, and its rule, inside the program,
-turns them into the sample (reading them as `ctx.draws[node]`).
+`randn`, `randint`, `dropout_noise`, `manual_seed`) are not lowered. `host_draws(arrays)`
+runs them on the host with their numpy kernels, in program order, before the jitted call,
+and their results enter the program as extra inputs. Masks and samples are therefore the
+numpy backend's, bit for bit, and `manual_seed` reproduces runs. A draw whose distribution
+reads traced values (`multinomial`'s weights) is split (`DRAWS`, table.py): its raw random
+numbers, of a static shape, are drawn on the host the way its kernel draws them, and its
+rule, inside the program, turns them into the sample (reading them as `ctx.draws[node]`).
 
 Note [Data-dependent shapes]
 A boolean mask selects as many elements as it has True values: data, which XLA cannot make a
@@ -40,13 +40,14 @@ import numpy as np
 
 from ...ir.graph import Value
 from ...ops import creation as K
+from ...ops.dropout import DROPOUT_NOISE
 from . import rules_elementwise, rules_misc, rules_reduction, rules_shape  # noqa: F401
-from . import rules_more  # noqa: F401
+from . import rules_fused, rules_more  # noqa: F401
 from ...tracing.custom_function import OPAQUE
 from .callback import opaque_rule
 from .table import DRAWS, RULES, Unsupported
 
-HOST_PRIMS = frozenset([K.RAND, K.RANDN, K.RANDINT, K.SEED])
+HOST_PRIMS = frozenset([K.RAND, K.RANDN, K.RANDINT, K.SEED, DROPOUT_NOISE])
 _WIDE = ("float64", "int64")
 
 
