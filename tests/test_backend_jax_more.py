@@ -175,3 +175,59 @@ def test_custom_function_lowers_as_a_host_callback():
         np.testing.assert_allclose(yj, yn, rtol=1e-6)
         np.testing.assert_allclose(gj, gn, rtol=1e-6)
     assert counts["jax"] == counts["numpy"] + 1     # the failing call re-ran on numpy
+
+
+def _grads_match(f, arrays, rg):
+    res = []
+    for backend in ("numpy", "jax"):
+        cf = tg.compile(f, backend=backend)
+        for _ in range(2):
+            ts = [tg.tensor(a, requires_grad=r) for a, r in zip(arrays, rg)]
+            y = cf(*ts)
+            y.backward()
+        res.append((y.item(), [t.grad.numpy() for t, r in zip(ts, rg) if r]))
+    assert all(_on_jax(cf))
+    (a, ga), (b, gb) = res
+    np.testing.assert_allclose(b, a, rtol=1e-5)
+    for u, v in zip(ga, gb):
+        np.testing.assert_allclose(v, u, rtol=1e-5, atol=1e-6)
+
+
+def test_nll_loss_layouts_ignore_index_and_bad_targets():
+    rng = np.random.default_rng(0)
+    s4 = rng.standard_normal((2, 3, 4, 5)).astype(np.float32)
+    t4 = rng.integers(0, 3, (2, 4, 5))
+    t4[0, 0, 0] = -100
+    w = tg.tensor([1., 2., 3.])
+    _grads_match(lambda s, t: F.cross_entropy(s, t), [s4, t4], [True, False])
+    _grads_match(lambda s, t: F.cross_entropy(s, t, weight=w, reduction="none").pow(2).sum(),
+                 [s4, t4], [True, False])
+    _grads_match(lambda s, t: F.nll_loss(s.log_softmax(0), t), [rng.standard_normal(5),
+                                                                np.array(3)], [True, False])
+    s2, t2 = rng.standard_normal((6, 5)), np.array([0, 1, 1, 4, 2, 3])
+    _grads_match(lambda s, t: F.nll_loss(s.log_softmax(1), t, ignore_index=1, reduction="sum"),
+                 [s2, t2], [True, False])
+    cf = tg.compile(F.cross_entropy, backend="jax")
+    cf(tg.tensor(s2), tg.tensor(t2))
+    for bad in ([0, 1, 2, 3, 4, 5], [0, -1, 2, 3, 4, 0]):
+        _same_error(lambda: cf(tg.tensor(s2), tg.tensor(bad)),
+                    lambda: F.cross_entropy(tg.tensor(s2), tg.tensor(bad)))
+
+
+def test_linear_addmm_fused_backwards_and_dropout_match_numpy_backend():
+    rng = np.random.default_rng(1)
+    x, w, b = (rng.standard_normal(s) for s in ((5, 4), (3, 4), (3,)))
+    _grads_match(lambda x, w, b: (F.gelu(F.linear(x, w, b), approximate="tanh").softmax(1)
+                                  * F.linear(x, w).log_softmax(0) * F.gelu(x @ w.T)).sum(),
+                 [x, w, b], [True, True, True])
+    _grads_match(lambda x, w, b: tg.addmm(b, x, w.T, beta=0.5, alpha=2.0).pow(2).sum(),
+                 [x, w, b], [True, True, True])
+    m = tg.nn.Sequential(tg.nn.Linear(4, 8), tg.nn.Dropout(0.3), tg.nn.Linear(8, 2))
+    xs = tg.tensor(x.astype(np.float32))
+    cn, cj = tg.compile(lambda x: m(x).sum()), tg.compile(lambda x: m(x).sum(), backend="jax")
+    tg.manual_seed(3)
+    a = [cn(xs).item() for _ in range(3)]
+    tg.manual_seed(3)
+    b = [cj(xs).item() for _ in range(3)]
+    np.testing.assert_allclose(b, a, rtol=1e-5)
+    assert all(_on_jax(cj))
