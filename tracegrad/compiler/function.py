@@ -236,8 +236,8 @@ class CompiledFunction:
             # objects keyed by id() must outlive the entry, or a new object could reuse the id
             entry.keep = [x for x in leaves if not isinstance(
                 x, (Tensor, np.ndarray, bool, int, float, str, type(None)))]
-        if changed:
-            return self._not_cached(entry, changed, out)
+        if changed and not any(e.eager for e in tracer.effects):
+            return self._not_cached(entry, changed, out)   # (an effect says more: below)
         entry.unstable = 0
         path = CompiledPath(self.name, tracer, tracer.graph, outs, build, self.pipeline, n_args,
                             memory=self.memory, poison=self.debug_nan, state_guards=state_guards,

@@ -53,7 +53,9 @@ class SGD(Optimizer):
 
     def _direct(self, p, g, group):
         """The update on numpy arrays (Note [Direct updates] in _fast.py); False: not done."""
-        return _fast.sgd_update(p, g, self.state[p], group["lr"], group["momentum"],
+        # no state entry without momentum (PyTorch's state_dict has none either)
+        state = self.state[p] if group["momentum"] != 0 else {}
+        return _fast.sgd_update(p, g, state, group["lr"], group["momentum"],
                                 group["dampening"], group["weight_decay"], group["nesterov"],
                                 group["maximize"])
 
