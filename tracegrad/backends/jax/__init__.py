@@ -3,9 +3,11 @@
 Each path's final forward and backward graphs (after functionalize, the VJP pass, partition
 and the cleanup passes; memory planning is XLA's job here) are lowered to functions over
 jax.numpy (lower.py, one rule per primitive in rules_*.py, the table in table.py) and
-compiled once with `jax.jit` (program.py). Guards, path selection, re-trace reasons and the
-compiled backward node are the compiler's, unchanged. A path holding a primitive that cannot
-be lowered runs on the numpy backend, with one warning naming the primitive.
+compiled once with `jax.jit` (program.py); a custom autograd.Function's opaque primitive
+runs its Python forward through `jax.pure_callback` (callback.py). Guards, path selection,
+re-trace reasons and the compiled backward node are the compiler's, unchanged. A path holding
+a primitive that cannot be lowered runs on the numpy backend, with one warning naming the
+primitive.
 
 The compiler's one hook is `build_path_programs(path, name)`, called by
 `CompiledPath._plan_and_build` when `path.backend == "jax"`.

@@ -9,10 +9,13 @@ caught when the path is built (the path then falls back to numpy), never at run 
 
 Note [Host draws]
 tracegrad's Generator stays the source of truth for randomness: random nodes (`rand`,
-`randn`, `randint`, `manual_seed`) are not lowered. `host_draws(arrays)` runs them on the host
-with their numpy kernels, in program order, before the jitted call, and their results enter
-the program as extra inputs. Masks and samples are therefore the numpy backend's, bit for
-bit, and `manual_seed` reproduces runs.
+`randn`, `randint`, `dropout_noise`, `manual_seed`) are not lowered. `host_draws(arrays)`
+runs them on the host with their numpy kernels, in program order, before the jitted call,
+and their results enter the program as extra inputs. Masks and samples are therefore the
+numpy backend's, bit for bit, and `manual_seed` reproduces runs. A draw whose distribution
+reads traced values (`multinomial`'s weights) is split (`DRAWS`, table.py): its raw random
+numbers, of a static shape, are drawn on the host the way its kernel draws them, and its
+rule, inside the program, turns them into the sample (reading them as `ctx.draws[node]`).
 
 Note [Data-dependent shapes]
 A boolean mask selects as many elements as it has True values: data, which XLA cannot make a
@@ -33,13 +36,18 @@ would have. Nothing the program computed is visible before that walk
 generators), so computing past a failing guard is harmless.
 """
 import jax.numpy as jnp
+import numpy as np
 
 from ...ir.graph import Value
 from ...ops import creation as K
+from ...ops.dropout import DROPOUT_NOISE
 from . import rules_elementwise, rules_misc, rules_reduction, rules_shape  # noqa: F401
-from .table import RULES, Unsupported
+from . import rules_fused, rules_more  # noqa: F401
+from ...tracing.custom_function import OPAQUE
+from .callback import opaque_rule
+from .table import DRAWS, RULES, Unsupported
 
-HOST_PRIMS = frozenset([K.RAND, K.RANDN, K.RANDINT, K.SEED])
+HOST_PRIMS = frozenset([K.RAND, K.RANDN, K.RANDINT, K.SEED, DROPOUT_NOISE])
 _WIDE = ("float64", "int64")
 
 
@@ -56,6 +64,7 @@ class Ctx:
         self.position = 0
         self.shapes = {}            # Value -> its actual shape, where that is data (masks)
         self.mask_counts = {}       # mask Value -> traced number of True elements
+        self.draws = {}             # node of a split draw -> its host-drawn random numbers
 
     def check(self, bad):
         self.checks.append((self.position, jnp.asarray(bad, dtype=bool).reshape(())))
@@ -66,10 +75,13 @@ class Ctx:
 
 
 def rule_for(prim):
-    """The lowering rule of `prim` (an in-place variant lowers as its functional op)."""
+    """The lowering rule of `prim` (an in-place variant lowers as its functional op; a custom
+    Function's opaque primitive as a host callback, callback.py)."""
     r = RULES.get(prim)
     if r is None and prim.functional is not None:
         r = RULES.get(prim.functional)
+    if r is None and prim in OPAQUE:
+        r = opaque_rule
     return r
 
 
@@ -78,7 +90,7 @@ class Lowered:
 
     def __init__(self, graph):
         self.graph = graph
-        self.host_nodes = [n for n in graph.nodes if n.prim in HOST_PRIMS]
+        self.host_nodes = [n for n in graph.nodes if n.prim in HOST_PRIMS or n.prim in DRAWS]
         for n in graph.nodes:
             if n.prim in HOST_PRIMS:
                 if any(isinstance(a, Value) for a in n.inputs):
@@ -92,7 +104,23 @@ class Lowered:
         """Results of the random nodes, drawn now from their generators (Note [Host draws])."""
         out = []
         for n in self.host_nodes:
-            out.append(n.prim.kernel(*n.inputs, **n.attrs))
+            if n.prim in DRAWS:
+                out.append(DRAWS[n.prim][0](n))
+            else:
+                out.append(n.prim.kernel(*n.inputs, **n.attrs))
+        return out
+
+    def host_types(self):
+        """The IR types of `host_draws()`'s arrays (extra inputs of the program)."""
+        from ...ir.types import TensorType
+        from ... import _dtype as D
+        out = []
+        for n in self.host_nodes:
+            if n.prim in DRAWS:
+                shape, dt = DRAWS[n.prim][1](n)
+                out.append(TensorType(tuple(shape), D._FROM_NP[np.dtype(dt)]))
+            else:
+                out.append(n.output.type)
         return out
 
     def generators(self):
@@ -103,8 +131,12 @@ class Lowered:
         g = self.graph
         n_in = len(g.inputs)
         env = dict(zip(g.inputs, arrays[:n_in]))
-        env.update(zip([n.output for n in self.host_nodes], arrays[n_in:]))
         ctx = Ctx(self.x64)
+        for n, a in zip(self.host_nodes, arrays[n_in:]):
+            if n.prim in DRAWS:
+                ctx.draws[n] = a
+            else:
+                env[n.output] = a
         for i, n in enumerate(g.nodes):
             if n.prim in HOST_PRIMS:
                 continue

@@ -107,7 +107,7 @@ class JaxProgram:
             types = [types[i] for i in self._in_take[:len(types) - len(self.pack_in.bwd_packed)]]
             types += [TensorType((sum(x[4] for x in m),), D._FROM_NP[np.dtype(dt)])
                       for dt, m in self.pack_in.groups]
-        return types + [n.output.type for n in low.host_nodes]
+        return types + low.host_types()
 
     def _specs(self):
         g, low = self.graph, self.lowered

@@ -33,20 +33,25 @@ def _einsum(ctx, node, *xs):
     return jnp.einsum(node.attrs["eq"], *xs, precision=_HI)
 
 
-@register(LS.NLL_LOSS)
+@register(LS.NLL_LOSS, LS.NLL_LOSS2D)
 def _nll(ctx, node, scores, t, w):
+    """Scores (C,), (M, C) or (N, C, d1, ...) as (M, C) rows, classes last (ops/loss.py)."""
     a = node.attrs
+    shape = t.shape
+    if scores.ndim == 1:
+        scores, t = scores.reshape(1, -1), t.reshape(1)
+    elif scores.ndim > 2:
+        scores, t = jnp.moveaxis(scores, 1, -1).reshape(-1, scores.shape[1]), t.reshape(-1)
     m, c = scores.shape
     valid = t != a["ignore_index"]
+    ctx.check(jnp.any(((t < 0) | (t >= c)) & valid))      # eager raises IndexError
     safe = jnp.where(valid, t, 0)
-    ctx.check(jnp.any((safe < -c) | (safe >= c)))        # numpy raises IndexError
-    safe = jnp.where(safe < 0, safe + c, safe)
     wr = jnp.asarray(w)[safe] if hasattr(w, "shape") and jnp.ndim(w) else jnp.ones(t.shape)
     wr = jnp.where(valid, wr, 0).astype(scores.dtype)
     picked = scores[jnp.arange(m), safe]
     per = jnp.where(valid, -picked * wr, 0).astype(scores.dtype)
     if a["reduction"] == "none":
-        return per
+        return per.reshape(shape)
     total = jnp.sum(per)
     return total if a["reduction"] == "sum" else total / jnp.sum(wr)
 

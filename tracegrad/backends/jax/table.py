@@ -36,3 +36,17 @@ def register(*prims):
 def simple(prim, jfn):
     """A rule applying `jfn` to the operands (no attributes)."""
     RULES[prim] = lambda ctx, node, *args: jfn(*args)
+
+
+DRAWS = {}      # random primitive -> (draw, spec): Note [Host draws] in lower.py
+
+
+def host_draw(prim, spec):
+    """Decorator: `@host_draw(MULTINOMIAL, spec)` declares the host half of a random draw whose
+    distribution reads traced values: `draw(node)` draws its raw random numbers from the
+    node's generator, an array of `spec(node) -> (shape, numpy dtype)`; the primitive's rule
+    reads them as `ctx.draws[node]`."""
+    def deco(fn):
+        DRAWS[prim] = (fn, spec)
+        return fn
+    return deco
