@@ -35,22 +35,16 @@ class Program:
     def __call__(self, *arrays):
         if self.owned:
             return self.call_owned(list(arrays))
-        token = quiet_enter() if self.quiet else None
-        try:
-            return self.fn(*arrays)
-        except GuardFailed:
-            raise
-        except Exception as e:
-            raise self.failed(e) from None
-        finally:
-            if token is not None:
-                quiet_exit(token)
+        return self._run(arrays)
 
     def call_owned(self, refs):
         """Run a program built with `owned_inputs=True` on `refs`, which it empties."""
+        return self._run((refs,))
+
+    def _run(self, args):
         token = quiet_enter() if self.quiet else None
         try:
-            return self.fn(refs)
+            return self.fn(*args)
         except GuardFailed:
             raise
         except Exception as e:
