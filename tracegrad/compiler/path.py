@@ -269,9 +269,7 @@ class CompiledPath:
             captured, bad = self._read_sources(args)
             if bad is not None:
                 return None, bad
-        if args and captured:
-            vcs = {storage_id(t) for t in captured}
-            if any(storage_id(t) in vcs for t in args):
+        if args and captured and _shares_storage(args, captured):
                 return None, "an argument shares memory with a captured tensor"
         if not self._state_holds():
             bad = first_failing(self.state_guards)
@@ -456,6 +454,26 @@ class CompiledPath:
         return path_drawing(self, color_by)
 
 
+def _shares_storage(args, captured):
+    """Whether an argument shares memory with a captured tensor (by root array: `.data`
+    and views have version counters of their own). `storage_id` inlined: checked per call."""
+    roots = set()
+    for t in captured:
+        d = t._data
+        b = d.base
+        while b is not None and type(b) is np.ndarray:
+            d, b = b, b.base
+        roots.add(id(d))
+    for t in args:
+        d = t._data
+        b = d.base
+        while b is not None and type(b) is np.ndarray:
+            d, b = b, b.base
+        if id(d) in roots:
+            return True
+    return False
+
+
 def _attr_guards(tracer, args, sources):
     """[(owner ref, attr, value)]: tensor attributes Python read from tensors from outside
     the trace (Note [Effects]), less what the entry key and captured metadata check."""
@@ -515,5 +533,5 @@ def _needs_eager(part, fg, tracer, loud, outs):
 
 
 def _meta(t):
-    d = t._data
-    return (tuple(d.shape), d.dtype, t.requires_grad, in_c_order(d))
+    d = t._data                  # (in_c_order and requires_grad, inlined: checked per call)
+    return (d.shape, d.dtype, t._rg, d.ndim < 2 or d.flags.c_contiguous)
