@@ -21,7 +21,7 @@ from .backward_node import CompiledFunctionBackward, ConsumedBackward
 from .replay import plan_replay, replay_backward
 from .runner import build_runner
 from .._effects import attr_now
-from .keys import storage_id
+from .trace_plan import needs_eager, plan_from_trace
 from .state import checker, first_failing
 
 
@@ -41,7 +41,8 @@ class CompiledPath:
         # must still hold on a call (Note [Captured state] in compiler/state.py)
         self.state_guards = list(state_guards)
         self._state_holds = checker(self.state_guards)
-        self._sources_from(tracer)
+        plan = plan_from_trace(tracer, out_tensors, grad_sets)
+        vars(self).update(vars(plan))   # sources, replayed effects, .grad plan
         self.out_build = out_build
         self.out_is_tensor = [isinstance(o, Tensor) for o in out_tensors]
         self.out_consts = [None if isinstance(o, Tensor) else o for o in out_tensors]
@@ -114,10 +115,9 @@ class CompiledPath:
         behind = {storage.get(v) for v in self.part.forward.outputs[self.part.n_user:]}
         self.checked_out = {k for k, v in enumerate(fwd_outs)
                             if v is not None and storage.get(v) in behind}
-        self.eager_reason = _needs_eager(self.part, fg, tracer, loud, out_tensors)
-        self._effect_replays(tracer, out_tensors)
+        self.eager_reason = needs_eager(self.part, fg, tracer, loud, out_tensors) or (
+            plan.eager_reason)
         self.replays = [(obj, m, a, k) for obj, m, a, k in tracer.replays]
-        self._grad_plan(tracer, grad_sets, len(tens_outs))
         self.wrt_shapes = tuple(ins[i].type.shape for i in self.wrt)
         self.wrt_dtypes = tuple(ins[i].type.dtype.np for i in self.wrt)
         self._layout()
@@ -197,61 +197,6 @@ class CompiledPath:
     def _input_tensors_from(tracer):
         return [t for _, t in tracer.args] + [t for _, t in tracer.captured]
 
-    def _sources_from(self, tracer):
-        """Captured inputs read through a source each call (Note [Effects]): `owner.grad`.
-
-        `self.sources`: [(captured index, owner)] where owner is ("arg", i) or a tensor the
-        state guards keep bound; `self.grad_none`: owners whose `.grad` was None."""
-        args = {id(t): i for i, (_, t) in enumerate(tracer.args)}
-        known = args.keys() | {id(t) for _, t in tracer.captured}
-
-        def ref(owner):
-            return ("arg", args[id(owner)]) if id(owner) in args else owner
-        self.sources = [(j, ref(tracer.sources[v])) for j, (v, _) in enumerate(tracer.captured)
-                        if v in tracer.sources]
-        self.attr_guards = _attr_guards(tracer, args, self.sources)
-        self.scalar_sources = [(j, *tracer.scalar_sources[v]) for j, (v, _) in
-                               enumerate(tracer.captured) if v in tracer.scalar_sources]
-        seen = set()
-        self.grad_none = [ref(o) for o in tracer.grad_none
-                          if id(o) in known and not (id(o) in seen or seen.add(id(o)))]
-        self.grad_some = [ref(o) for o in tracer.grad_some if id(o) in known]
-
-    def _effect_replays(self, tracer, out_tensors):
-        """Autograd effects replayed on every call (Note [Effects]): `requires_grad_` on an
-        input before the program runs, `retain_grad` on a returned tensor after it."""
-        inputs = {id(t): k for k, t in enumerate(self._input_tensors_from(tracer))}
-        outs = {id(o): k for k, o in enumerate(o for o in out_tensors if isinstance(o, Tensor))}
-        self.pre_effects = [(inputs[id(e.tensor)], e.tensor._rg) for e in tracer.effects
-                            if e.kind == "requires_grad_" and id(e.tensor) in inputs]
-        self.post_retain = sorted({outs[id(e.tensor)] for e in tracer.effects
-                                   if e.kind == "retain_grad" and id(e.tensor) in outs})
-        # a retained output the function also computes with: its gradient includes what
-        # flows back inside the program, which a hook on the compiled node never sees
-        used = {v for n in tracer.graph.nodes for v in n.value_inputs()}
-        outputs = [tracer.env.get(id(o)) for o in out_tensors if isinstance(o, Tensor)]
-        if any(outputs[k] in used for k in self.post_retain):
-            self.eager_reason = self.eager_reason or (
-                "retain_grad() on a returned tensor the function also computes with")
-
-    def _grad_plan(self, tracer, grad_sets, n_outs):
-        """`.grad` assignments replayed after each call: [(input position, output k or
-        None)], the outputs being the hidden ones after the user's (Note [Effects])."""
-        inputs = {id(t): k for k, t in enumerate(self._input_tensors_from(tracer))}
-        k = n_outs - sum(g is not None for _, g in grad_sets)
-        self.grad_set_plan = []
-        for owner, g in grad_sets:
-            pos = inputs.get(id(owner))
-            if pos is None:
-                self.eager_reason = self.eager_reason or (
-                    "it assigns .grad of a tensor the compiled program does not read")
-                continue
-            self.grad_set_plan.append((pos, None if g is None else k))
-            k += g is not None
-        cleared = {id(o) for o in tracer.grad_cleared_first}
-        self.pre_clear = [pos for (pos, _), (o, _) in zip(self.grad_set_plan, [
-            (o, g) for o, g in grad_sets if id(o) in inputs]) if id(o) in cleared]
-
     # -- checks before running --
     def resolve(self, args=()):
         """(captured tensors for this call, None) when captured tensors and guarded Python
@@ -279,10 +224,6 @@ class CompiledPath:
             if _meta(t) != m:
                 return None, f"captured tensor changed: {m} -> {_meta(t)}"
         return captured, None
-
-    def captured_ok(self, args=()):
-        """None when the path can run for these arguments, else why not."""
-        return self.resolve(args)[1]
 
     def _read_sources(self, args):
         def owner(r):
@@ -472,64 +413,6 @@ def _shares_storage(args, captured):
         if id(d) in roots:
             return True
     return False
-
-
-def _attr_guards(tracer, args, sources):
-    """[(owner ref, attr, value)]: tensor attributes Python read from tensors from outside
-    the trace (Note [Effects]), less what the entry key and captured metadata check."""
-    captured = {id(t): j for j, (_, t) in enumerate(tracer.captured)}
-    sourced = {j for j, _ in sources}
-    out = []
-    for t, attr, value in tracer.attr_reads.values():
-        if id(t) in args:
-            if attr in ("grad_fn", "_version"):
-                out.append((("arg", args[id(t)]), attr, value))
-        elif id(t) in captured:
-            if attr in ("grad_fn", "_version") and captured[id(t)] not in sourced:
-                out.append((t, attr, value))
-        else:
-            out.append((t, attr, value))
-    return out
-
-
-def _needs_eager(part, fg, tracer, loud, outs):
-    """Why this path must run eagerly, or None.
-
-    - The function changed an input's `.grad` (`loss.backward()` inside it): a Python side
-      effect; compile `tg.autograd.grad(...)` returning the gradients instead.
-    - An input that requires grad (or whose base does) was modified in place with grad mode
-      on: eager rebases its autograd history on the in-place op; copying the new values back
-      cannot do that. (Updates under `no_grad`, like optimizer steps, are compiled.)"""
-    tensors = [t for _, t in tracer.args] + [t for _, t in tracer.captured]
-    for e in tracer.effects:
-        if e.eager:
-            return (f"{e.describe()}: an effect the compiled program cannot replay "
-                    "(see 'what compile sees' in the README)")
-        if e.kind == "requires_grad_" and id(e.tensor) not in tracer.env:
-            return f"{e.describe()} on a tensor the compiled program does not read"
-    captured_vcs = {storage_id(t) for _, t in tracer.captured}
-    if any(storage_id(t) in captured_vcs for _, t in tracer.args):
-        return ("an argument shares memory with a tensor the function reads from a closure, "
-                "global or module (the compiled program would read them as separate inputs)")
-    if tracer.new_leaves(outs):
-        return ("it creates a tensor that requires grad (a new leaf, whose .grad only eager "
-                "execution can fill); create it outside and pass it in to compile")
-    recorded = {id(t) for t in tracer.grad_sets}
-    for t in tracer.grad_writes():
-        if id(t) in recorded or id(t._grad) in tracer.env:
-            continue                         # a recorded effect (Note [Effects])
-        name = fg.inputs[next(i for i, u in enumerate(tensors) if u is t)].name or "an input"
-        return (f"it changes '{name}.grad' (backward() inside the function); return "
-                "gradients from tg.autograd.grad(...) instead to compile it")
-    for pos, _ in part.mutations:
-        t = tensors[pos]
-        if fg.inputs[pos] not in loud:
-            continue
-        if t.requires_grad or (t._base is not None and t._base.requires_grad):
-            name = fg.inputs[pos].name or f"input {pos}"
-            return (f"'{name}' requires grad and is modified in place (its autograd history "
-                    "is rebased by eager execution)")
-    return None
 
 
 def _meta(t):

@@ -1,0 +1,148 @@
+"""What a compiled path learns from its trace beyond the graph (Note [Effects] in _effects.py).
+
+`plan_from_trace` reads the tracer once and returns a `TracePlan`: the captured inputs read
+through a source on every call (`.grad`, runtime hyper-parameters), the tensor attributes
+Python read that become guards, the autograd effects replayed around each call, and the
+`.grad` assignments after it. `needs_eager` says why a path cannot be compiled at all. The
+compiled path (path.py) copies the plan's fields and runs with them; nothing here runs per
+call.
+"""
+from dataclasses import dataclass
+
+from .._tensor import Tensor
+from .keys import storage_id
+
+
+@dataclass
+class TracePlan:
+    """Per-path facts taken from the trace (owner refs are ("arg", i) or a bound tensor)."""
+    sources: list          # [(captured index, owner)]: captured input j is owner.grad
+    attr_guards: list      # [(owner, attr, value)]: Python read owner.<attr>
+    scalar_sources: list   # [(captured index, holder, key)]: a number read per call
+    grad_none: list        # owners whose .grad was None when traced
+    grad_some: list        # owners whose .grad was set when traced
+    pre_effects: list      # [(input position, flag)]: requires_grad_ before the program
+    post_retain: list      # output positions: retain_grad after the program
+    grad_set_plan: list    # [(input position, output k or None)]: .grad after the program
+    pre_clear: list        # input positions whose .grad is cleared before the program
+    eager_reason: str = None
+
+
+def plan_from_trace(tracer, out_tensors, grad_sets):
+    """The TracePlan of a trace whose user outputs are `out_tensors` and whose `.grad`
+    assignments are `grad_sets` ([(owner, final .grad or None)])."""
+    inputs = [t for _, t in tracer.args] + [t for _, t in tracer.captured]
+    position = {id(t): k for k, t in enumerate(inputs)}
+    args = {id(t): i for i, (_, t) in enumerate(tracer.args)}
+
+    def ref(owner):
+        return ("arg", args[id(owner)]) if id(owner) in args else owner
+    sources = [(j, ref(tracer.sources[v])) for j, (v, _) in enumerate(tracer.captured)
+               if v in tracer.sources]
+    seen = set()
+    grad_none = [ref(o) for o in tracer.grad_none
+                 if id(o) in position and not (id(o) in seen or seen.add(id(o)))]
+    pre_effects, post_retain, retain_reason = _effect_replays(tracer, out_tensors, position)
+    grad_set_plan, pre_clear, grad_reason = _grad_plan(tracer, grad_sets, position,
+                                                       out_tensors)
+    return TracePlan(
+        sources=sources, attr_guards=_attr_guards(tracer, args, sources),
+        scalar_sources=[(j, *tracer.scalar_sources[v]) for j, (v, _) in
+                        enumerate(tracer.captured) if v in tracer.scalar_sources],
+        grad_none=grad_none, grad_some=[ref(o) for o in tracer.grad_some if id(o) in position],
+        pre_effects=pre_effects, post_retain=post_retain, grad_set_plan=grad_set_plan,
+        pre_clear=pre_clear, eager_reason=retain_reason or grad_reason)
+
+
+def _effect_replays(tracer, out_tensors, position):
+    """`requires_grad_` on an input before the program runs, `retain_grad` on a returned
+    tensor after it; and why eager, if a retained output is also computed with."""
+    outs = {id(o): k for k, o in enumerate(o for o in out_tensors if isinstance(o, Tensor))}
+    pre = [(position[id(e.tensor)], e.tensor._rg) for e in tracer.effects
+           if e.kind == "requires_grad_" and id(e.tensor) in position]
+    post = sorted({outs[id(e.tensor)] for e in tracer.effects
+                   if e.kind == "retain_grad" and id(e.tensor) in outs})
+    # a retained output the function also computes with: its gradient includes what flows
+    # back inside the program, which a hook on the compiled node never sees
+    used = {v for n in tracer.graph.nodes for v in n.value_inputs()}
+    outputs = [tracer.env.get(id(o)) for o in out_tensors if isinstance(o, Tensor)]
+    why = ("retain_grad() on a returned tensor the function also computes with"
+           if any(outputs[k] in used for k in post) else None)
+    return pre, post, why
+
+
+def _grad_plan(tracer, grad_sets, position, out_tensors):
+    """`.grad` assignments replayed after each call: [(input position, output k or None)],
+    the outputs being the hidden ones after the user's tensors; the positions cleared
+    before the program (zero_grad first); why eager, if an owner is not a program input."""
+    k = sum(isinstance(o, Tensor) for o in out_tensors)    # the first hidden output
+    plan, pre_clear, why = [], [], None
+    cleared_first = {id(o) for o in tracer.grad_cleared_first}
+    for owner, g in grad_sets:
+        pos = position.get(id(owner))
+        if pos is None:
+            why = why or "it assigns .grad of a tensor the compiled program does not read"
+            continue
+        plan.append((pos, None if g is None else k))
+        k += g is not None
+        if id(owner) in cleared_first:
+            pre_clear.append(pos)
+    return plan, pre_clear, why
+
+
+def _attr_guards(tracer, args, sources):
+    """[(owner ref, attr, value)]: tensor attributes Python read from tensors from outside
+    the trace, less what the entry key and captured metadata check."""
+    captured = {id(t): j for j, (_, t) in enumerate(tracer.captured)}
+    sourced = {j for j, _ in sources}
+    out = []
+    for t, attr, value in tracer.attr_reads.values():
+        if id(t) in args:
+            if attr in ("grad_fn", "_version"):
+                out.append((("arg", args[id(t)]), attr, value))
+        elif id(t) in captured:
+            if attr in ("grad_fn", "_version") and captured[id(t)] not in sourced:
+                out.append((t, attr, value))
+        else:
+            out.append((t, attr, value))
+    return out
+
+
+def needs_eager(part, fg, tracer, loud, outs):
+    """Why this path must run eagerly, or None.
+
+    - The function changed an input's `.grad` (`loss.backward()` inside it): a Python side
+      effect; compile `tg.autograd.grad(...)` returning the gradients instead.
+    - An input that requires grad (or whose base does) was modified in place with grad mode
+      on: eager rebases its autograd history on the in-place op; copying the new values back
+      cannot do that. (Updates under `no_grad`, like optimizer steps, are compiled.)"""
+    tensors = [t for _, t in tracer.args] + [t for _, t in tracer.captured]
+    for e in tracer.effects:
+        if e.eager:
+            return (f"{e.describe()}: an effect the compiled program cannot replay "
+                    "(see 'what compile sees' in the README)")
+        if e.kind == "requires_grad_" and id(e.tensor) not in tracer.env:
+            return f"{e.describe()} on a tensor the compiled program does not read"
+    captured_vcs = {storage_id(t) for _, t in tracer.captured}
+    if any(storage_id(t) in captured_vcs for _, t in tracer.args):
+        return ("an argument shares memory with a tensor the function reads from a closure, "
+                "global or module (the compiled program would read them as separate inputs)")
+    if tracer.new_leaves(outs):
+        return ("it creates a tensor that requires grad (a new leaf, whose .grad only eager "
+                "execution can fill); create it outside and pass it in to compile")
+    recorded = {id(t) for t in tracer.grad_sets}
+    for t in tracer.grad_writes():
+        if id(t) in recorded or id(t._grad) in tracer.env:
+            continue                         # a recorded effect (Note [Effects])
+        name = fg.inputs[next(i for i, u in enumerate(tensors) if u is t)].name or "an input"
+        return (f"it changes '{name}.grad' (backward() inside the function); return "
+                "gradients from tg.autograd.grad(...) instead to compile it")
+    for pos, _ in part.mutations:
+        t = tensors[pos]
+        if fg.inputs[pos] not in loud:
+            continue
+        if t.requires_grad or (t._base is not None and t._base.requires_grad):
+            name = fg.inputs[pos].name or f"input {pos}"
+            return (f"'{name}' requires grad and is modified in place (its autograd history "
+                    "is rebased by eager execution)")
+    return None
