@@ -6,7 +6,6 @@ and, if grad mode is on and an operand requires grad, a grad_fn node is recorded
 values the primitive's VJP declared it saves. In-place primitives (`prim.overwrites`) also
 check PyTorch's in-place rules, bump the version counter, and rebase views (CopySlices).
 """
-import contextvars
 
 import numpy as np
 

@@ -32,6 +32,16 @@ _LIBS = tuple(sorted({os.path.join(p, "") for k in ("stdlib", "platstdlib", "pur
                       if (p := sysconfig.get_paths().get(k))}))
 
 
+_LIBRARY_MODULES = ("tracegrad", "numpy", "torch", "jax", "builtins", "functools", "typing",
+                    "abc")
+
+
+def is_library_module(name):
+    """Whether module `name` is library code, not the user's (the counterpart of the
+    file-path test `_is_user_frame` for objects: classes and functions by `__module__`)."""
+    return (name or "builtins").startswith(_LIBRARY_MODULES)
+
+
 def active():
     """The tracer recording the user's forward code, or None (fast path: no trace)."""
     hook = _get_hook()

@@ -16,7 +16,6 @@ from the base. After an in-place op through another view rebased the base's grad
 view's `grad_fn` is regenerated lazily by replaying the chain (as PyTorch does).
 """
 import threading
-import weakref
 
 import numpy as np
 

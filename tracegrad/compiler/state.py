@@ -31,13 +31,13 @@ import types
 
 import numpy as np
 
+from .._effects import is_library_module
 from .._tensor import Tensor
 
 MAX_ITEMS = 4096        # larger containers are not walked
 MAX_DEPTH = 3           # user functions reached through user functions
 MAX_NEST = 4            # containers and objects reached through containers and objects
 _SCALARS = (bool, int, float, complex, str, type(None))
-_LIBRARIES = ("tracegrad", "numpy", "torch", "builtins", "functools", "typing", "jax")
 _WALKED_LIBRARY = ("tracegrad.optim", "tracegrad.utils")   # their objects hold user state
 _MISSING = object()
 _LEN = object()         # key of a length guard
@@ -395,15 +395,15 @@ def _is_module(v):
 
 
 def _is_library_name(mod):
-    return (mod or "builtins").startswith(_LIBRARIES) and not mod.startswith(_WALKED_LIBRARY)
+    return is_library_module(mod) and not (mod or "").startswith(_WALKED_LIBRARY)
 
 
 def _is_user(fn):
-    return not (fn.__module__ or "builtins").startswith(_LIBRARIES)
+    return not is_library_module(fn.__module__)
 
 
 def _is_user_class(cls):
-    return not (cls.__module__ or "builtins").startswith(_LIBRARIES) and cls.__module__ != "abc"
+    return not is_library_module(cls.__module__)
 
 
 def _is_plain_object(v, callable_ok=False):

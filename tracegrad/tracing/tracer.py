@@ -20,6 +20,7 @@ import numpy as np
 
 from .. import _dispatch, _mode
 from .._dtype import dtype as DType
+from .._effects import is_library_module
 from .._errors import user_site
 from .._tensor import Tensor
 from ..ops.primitive import Primitive
@@ -400,11 +401,6 @@ class Tracer:
         return False
 
 
-def active_tracer():
-    hook = _dispatch.trace_hook.get()
-    return getattr(hook, "__self__", None)
-
-
 def flatten(obj, strict=False):
     """Flatten nested tuples/lists/dicts, namedtuples, tuple subclasses such as `Size`, and
     dataclasses into (leaves, rebuild) (a tiny pytree). Rebuilding makes new containers.
@@ -450,10 +446,8 @@ def _plain_object(x):
     """An instance of a user class holding its state in `__dict__` (no slots, not a
     library type): rebuilt for each compiled call like a dataclass."""
     typ = type(x)
-    mod = typ.__module__ or "builtins"
     return (hasattr(x, "__dict__") and not hasattr(typ, "__slots__") and not callable(x)
-            and not isinstance(x, (type, Tensor)) and not mod.startswith(
-                ("tracegrad", "numpy", "builtins", "torch", "jax")))
+            and not isinstance(x, (type, Tensor)) and not is_library_module(typ.__module__))
 
 
 def _new_like(typ, state):
