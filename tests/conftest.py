@@ -1,5 +1,6 @@
-"""Shared pytest setup: the tests folder is importable (for `op_table`), every test ends
-with the default dtype it started with (tracegrad's and, if loaded, torch's), and the `lib`
+"""Shared pytest setup: the tests folder is importable (for `op_table`), every compiled path
+has its graphs verified after each pipeline stage (TRACEGRAD_VERIFY), every test ends with
+the default dtype it started with (tracegrad's and, if loaded, torch's), and the `lib`
 fixture runs a test once on tracegrad and once on PyTorch (skipped without torch)."""
 import os
 import sys
@@ -7,6 +8,7 @@ import sys
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
+os.environ.setdefault("TRACEGRAD_VERIFY", "1")
 
 
 @pytest.fixture(autouse=True)

@@ -69,9 +69,11 @@ def test_functionalize_records_input_mutations():
         buf.add_(x)
         buf[0] = 7.0
         return x * 2
-    fg = _functional(f, _arr(3), _arr(3))
+    fg, facts = passes.functionalize_with_facts(tg.trace(f, tg.tensor(_arr(3)), tg.tensor(_arr(3))))
+    fg.verify()
     assert [a for a, _ in fg.mutations] == [fg.inputs[0]]
-    assert fg.mutation_counts[fg.inputs[0]] == 2
+    assert facts.mutation_counts[fg.inputs[0]] == 2
+    assert facts.grad_mode_writes == {fg.inputs[0]}    # written with grad mode on
     buf, x = _arr(3), _arr(3)
     final = dict(zip(fg.outputs, interpret(fg, [buf, x])))
     vals = {}

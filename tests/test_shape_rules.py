@@ -300,7 +300,8 @@ def test_verify_accepts_masked_indexing():
 
 def test_eager_tracing_and_compiled_calls_never_run_shape_rules(monkeypatch):
     """Rules are for verify and tests: eager dispatch and compiled programs (hot paths, whose
-    speed is measured) must not pay for them."""
+    speed is measured) must not pay for them (outside TRACEGRAD_VERIFY, which the suite sets)."""
+    monkeypatch.setenv("TRACEGRAD_VERIFY", "0")
     calls = []
 
     def counting(rule):

@@ -96,22 +96,24 @@ def _write_path(root, cf, path):
 def _ir_files(path):
     """[(file name, text)]: the raw IR, the IR after each kept pass, the final programs."""
     stages = [("raw", path.raw, None)]
-    for name, g in getattr(path, "stages", []):
-        stats = g.pass_log[-1][1] if g.pass_log and g.pass_log[-1][0] == name else None
-        stages.append((name, g, stats))
+    stats_of = list(path.log)
+    for name, g in path.stages:
+        while stats_of and stats_of[0][0] != name:
+            stats_of.pop(0)
+        stages.append((name, g, stats_of.pop(0)[1] if stats_of else None))
     out = []
     for i, (name, g, stats) in enumerate(stages):
         head = ("# the raw traced IR (before any pass)" if name == "raw" else
                 f"# IR after pass '{name}'" + (f": {_fmt(stats)}" if stats else ""))
         out.append((f"{i:02d}_{name}.txt", f"{head}\n# {len(g.nodes)} nodes\n{g}\n"))
-    common = len(path.functional.pass_log)
     n = len(stages)
+    after = [name for name, _ in path.log]
+    after = after[after.index("vjp") + 1:] if "vjp" in after else after
     for j, (which, g) in enumerate((("forward", path.part.forward),
                                     ("backward", path.part.backward))):
         if g is None:
             continue
-        later = "; ".join(f"{nm} ({_fmt(st)})" for nm, st in g.pass_log[common:])
-        head = f"# final {which} program IR; passes since the functional graph: {later or '-'}"
+        head = f"# final {which} program IR; stages after the vjp: {', '.join(after)}"
         out.append((f"{n + j:02d}_{which}.txt", f"{head}\n# {len(g.nodes)} nodes\n{g}\n"))
     return out
 

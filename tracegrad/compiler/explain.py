@@ -160,27 +160,19 @@ def defined_at(cf):
 
 
 def pass_lines(path):
-    """Per-pass statistics, with the node count after the pass where the graph was kept."""
-    stages = list(getattr(path, "stages", []))
+    """The pipeline's stages in order with what each reported (compiler/pipeline.py), and
+    the node count after each stage that made a graph."""
+    stages = list(path.stages)
     lines = [f"  {'trace':<16} {len(path.raw.nodes):>5} nodes   (raw, before any pass)"]
-
-    def entry(name, st, indent="  "):
+    for name, st in path.log:
         cnt = ""
         if stages and stages[0][0] == name:
             cnt = f"{len(stages.pop(0)[1].nodes):>5} nodes"
         stats = ", ".join(f"{a}={b}" for a, b in st.items())
-        return f"{indent}{name:<16} {cnt:>11}   {stats}".rstrip()
-
-    common = len(path.functional.pass_log)
-    for name, st in path.functional.pass_log:
-        lines.append(entry(name, st))
-    fwd = path.part.forward
-    lines.append(f"  forward program ({len(fwd.nodes)} nodes):")
-    lines += [entry(n, s, "    ") for n, s in fwd.pass_log[common:]]
-    bwd = path.part.backward
-    if bwd is not None:
-        lines.append(f"  backward program ({len(bwd.nodes)} nodes):")
-        lines += [entry(n, s, "    ") for n, s in bwd.pass_log[common:]]
+        lines.append(f"  {name:<16} {cnt:>11}   {stats}".rstrip())
+    fwd, bwd = path.part.forward, path.part.backward
+    lines.append(f"  forward program: {len(fwd.nodes)} nodes" + (
+        f"; backward program: {len(bwd.nodes)} nodes" if bwd is not None else ""))
     return lines
 
 

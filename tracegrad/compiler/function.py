@@ -37,6 +37,9 @@ from .arguments import check_compile_arguments
 from .check import _in_check, checked_call
 from .keys import describe_difference, entry_key
 from .path import CompiledPath
+from .pipeline import run_pipeline, stages_for
+from .record import Options
+from .trace_plan import record_from_trace
 from .._effects import watch_python
 from .binding import Binder
 from .state import changed_by_trace, owned_holders, scan
@@ -239,10 +242,13 @@ class CompiledFunction:
         if changed and not any(e.eager for e in tracer.effects):
             return self._not_cached(entry, changed, out)   # (an effect says more: below)
         entry.unstable = 0
-        path = CompiledPath(self.name, tracer, tracer.graph, outs, build, self.pipeline, n_args,
-                            memory=self.memory, poison=self.debug_nan, state_guards=state_guards,
-                            grad_sets=grad_sets, backend=self.backend,
-                            data_parallel=self.data_parallel)
+        options = Options(passes=tuple(self.pipeline), memory=self.memory,
+                          poison=self.debug_nan, backend=self.backend,
+                          data_parallel=self.data_parallel)
+        record = record_from_trace(self.name, tracer, outs, build, options, n_args,
+                                   state_guards, grad_sets)
+        del tracer, outs, grad_sets          # the record keeps what compiling needs
+        path = CompiledPath(run_pipeline(record, stages_for(options)))
         path.scalar_names = {(id(g.holder), g.key): g.where for g in runtime}
         self._store(entry, path, reason)
         return out

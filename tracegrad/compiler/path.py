@@ -1,125 +1,53 @@
-"""One compiled control-flow path: forward and backward programs plus what they need.
+"""One compiled control-flow path: the runtime of a finished compilation record.
 
-Built from one trace: functionalize -> pipeline passes -> vjp -> check_inplace ->
-partition -> codegen. `run()` executes the forward program on the current input arrays,
-copies input mutations back (bumping versions as eager in-place ops would), wraps fresh
-output tensors and attaches one `CompiledFunctionBackward` node when gradients can flow.
+`CompiledPath(record)` takes a `PathRecord` the pipeline finished (Note [Compilation record]
+in record.py) and keeps what a call needs: the programs, the captured tensors and the
+checks on them, the output layout and the effects replayed around the program. `resolve()`
+checks that a call may take this path; `run()` executes the forward program on the current
+input arrays, copies input mutations back (bumping versions as eager in-place ops would),
+wraps fresh output tensors and attaches one `CompiledFunctionBackward` node when gradients
+can flow. The record stays reachable as `path.record` for introspection (`explain`, dumps,
+drawings) and for the differentiable backward (replay.py).
 """
 import numpy as np
 
 from .. import _mode
 from .._dispatch import dispatch
 from .._tensor import Tensor, edge_of
-from ..codegen import build
-from ..passes import check_inplace, functionalize, partition, vjp
-from ..passes import dce
-from ..passes.fold import drop_aliases, fold_constants, fold_scalings
-from ..passes.layout import in_c_order, reordered_values
-from ..passes.plan_memory import plan_memory
-from ..passes.schedule import schedule_memory
 from .backward_node import CompiledFunctionBackward, ConsumedBackward
-from .replay import plan_replay, replay_backward
+from .replay import replay_backward
 from .runner import build_runner
 from .._effects import attr_now
-from .trace_plan import needs_eager, plan_from_trace
 from .state import checker, first_failing
 
 
 class CompiledPath:
     """A specialization for one entry key and one sequence of guard outcomes."""
 
-    def __init__(self, name, tracer, raw, out_tensors, out_build, pipeline, n_args,
-                 memory="balanced", poison=False, state_guards=(), grad_sets=(),
-                 backend="numpy", data_parallel=False):
-        self.name = name
-        self.backend, self.data_parallel = backend, data_parallel
-        self.raw = raw
-        self.n_args = n_args
-        self.captured = [t for _, t in tracer.captured]
+    def __init__(self, record):
+        self.record = rec = record
+        self.name = rec.name
+        self.backend = rec.options.backend
+        self.n_args = rec.inputs.n_args
+        self.captured = list(rec.inputs.captured)
         self.captured_meta = [_meta(t) for t in self.captured]
         # where captured tensors are bound, and the Python state read while tracing: each
         # must still hold on a call (Note [Captured state] in compiler/state.py)
-        self.state_guards = list(state_guards)
+        self.state_guards = rec.state_guards
         self._state_holds = checker(self.state_guards)
-        plan = plan_from_trace(tracer, out_tensors, grad_sets)
-        vars(self).update(vars(plan))   # sources, replayed effects, .grad plan
-        self.out_build = out_build
-        self.out_is_tensor = [isinstance(o, Tensor) for o in out_tensors]
-        self.out_consts = [None if isinstance(o, Tensor) else o for o in out_tensors]
-        # a bare Tensor result (not `[t]` or `(t,)`, whose container must be rebuilt)
-        self.single = (len(out_tensors) == 1 and self.out_is_tensor[0]
-                       and out_build(list(out_tensors)) is out_tensors[0])
-        values = dict(tracer.values)
-        fg = functionalize(raw, values=values)
-        loud = fg.mutation_grad_mode
-        # output k -> (input position, view chain): returned as that input (or a view of it)
-        self.alias_out = {k: r for k, r in enumerate(fg.output_roots) if r is not None}
-        # output k is a view of output j (replayed after attaching, so gradients flow), or
-        # shares memory with another output in a way eager never would (copied)
-        self.view_out = {k: v[1:] for k, v in enumerate(fg.output_views)
-                         if v is not None and v[0] == "view"}
-        self.copy_out = {k for k, v in enumerate(fg.output_views) if v == ("copy",)}
-        # the same tensor returned twice: output k is output j (eager returns one object)
-        first = {}
-        self.dup_out = {k: first.setdefault(v, k) for k, v in enumerate(raw.outputs)
-                        if first.setdefault(v, k) != k}
-        self.stages = [("functionalize", fg)]     # (pass, graph after it): explain and dump
-        for p in pipeline:
-            fg = p(fg)
-            self.stages.append((getattr(p, "__name__", type(p).__name__), fg))
-        self.functional = fg
-        self.guards = list(fg.guards)
-        self.outcomes = [gd.expected for gd in fg.guards]
-        ins = fg.inputs
-        self.wrt = [i for i, (v, t) in enumerate(zip(ins, self._input_tensors_from(tracer)))
-                    if t.requires_grad and t.is_floating_point()]
-        # `.grad` values the function assigned follow the user's outputs (Note [Effects])
-        tens_outs = [o for o in out_tensors if isinstance(o, Tensor)]
-        tens_outs += [g for _, g in grad_sets if g is not None]
-        # an output whose graph the function already ran backward through (retain_graph
-        # off) gets no backward program and no saved values: its grad_fn only raises
-        self.consumed = {k: o._grad_fn.name() for k, o in enumerate(tens_outs)
-                         if o._grad_fn is not None and o._grad_fn.released}
-        self.out_requires = [o.requires_grad and k not in self.consumed
-                             for k, o in enumerate(tens_outs)]
-        # the trace decides, not the mode outside it: `enable_grad()` inside a call made
-        # under no_grad gives outputs that require grad, eagerly and compiled alike
-        needs_bwd = bool(self.wrt) and any(self.out_requires)
-        vr = None
-        self.deferred_errors = []
-        if needs_bwd:
-            vr = vjp(fg, [ins[i] for i in self.wrt], values=values,
-                     out_mask=self.out_requires)
-            # errors eager would raise only at backward (overwrites under no_grad)
-            self.deferred_errors = check_inplace(fg, vr.differentiated,
-                                                 {ins[i] for i in self.wrt})
-            self.stages.append(("vjp", vr.graph))
-        # XLA fuses recomputed elementwise chains into backward (passes/remat.py, ties)
-        remat = "ties" if backend == "jax" else memory == "min"
-        self.part = partition(fg, vr, remat=remat)
-        # inputs whose arrays are not in C order (part of the entry key): Note [Layouts]
-        self._reordered_inputs = {k for k, t in enumerate(self._input_tensors_from(tracer))
-                                  if not in_c_order(t._data)}
-        if needs_bwd:
-            self.part.forward.pass_log.append(("check_inplace", self.deferred_errors.stats))
-        self.memory_mode = memory
-        self._plan_and_build(name, memory, poison)
-        # passes may merge distinct results (cse: `x.clone(), x.clone()`): copy the repeats
-        fwd_outs = self.part.forward.outputs[:self.part.n_user]
-        self.copy_out |= {k for k, v in enumerate(fwd_outs) if v in fwd_outs[:k]
-                          and k not in self.dup_out}
-        # outputs whose memory backward reads (saved as is, or a view of a saved value): an
-        # in-place change to them must fail backward, as eager's version check would
-        from ..passes.liveness import liveness
-        storage = liveness(self.part.forward).storage_of
-        behind = {storage.get(v) for v in self.part.forward.outputs[self.part.n_user:]}
-        self.checked_out = {k for k, v in enumerate(fwd_outs)
-                            if v is not None and storage.get(v) in behind}
-        self.eager_reason = needs_eager(self.part, fg, tracer, loud, out_tensors) or (
-            plan.eager_reason)
-        self.replays = [(obj, m, a, k) for obj, m, a, k in tracer.replays]
-        self.wrt_shapes = tuple(ins[i].type.shape for i in self.wrt)
-        self.wrt_dtypes = tuple(ins[i].type.dtype.np for i in self.wrt)
+        vars(self).update(vars(rec.effects))   # sources, replayed effects, .grad plan
+        self.eager_reason = rec.eager_reason
+        self.replays = rec.replays
+        self.forward_program = rec.forward_program
+        self.backward_program = rec.backward_program
+        self.part, self.wrt, self.replay = rec.part, rec.wrt, rec.replay
+        self.deferred_errors = rec.deferred_errors
+        self.guards = list(rec.functional.guards)
+        self.outcomes = [gd.expected for gd in self.guards]
+        self.consumed = rec.outputs.consumed
+        self.out_requires = rec.outputs.requires
+        if rec.host_saved is not None:
+            self.host_saved = rec.host_saved
         self._layout()
         fast = None if (self.sources or self.grad_none or self.pre_effects or self.consumed
                         or self.replays
@@ -130,7 +58,35 @@ class CompiledPath:
 
     def _layout(self):
         """Per-call facts fixed at compile time, so `run` and `_attach` stay cheap."""
-        part = self.part
+        rec, part = self.record, self.part
+        facts, outs = rec.facts, rec.outputs
+        # output k -> (input position, view chain): returned as that input (or a view of it)
+        self.alias_out = {k: r for k, r in enumerate(facts.roots) if r is not None}
+        # output k is a view of output j (replayed after attaching, so gradients flow), or
+        # shares memory with another output in a way eager never would (copied)
+        self.view_out = {k: v[1:] for k, v in enumerate(facts.views)
+                         if v is not None and v[0] == "view"}
+        self.copy_out = {k for k, v in enumerate(facts.views) if v == ("copy",)}
+        # the same tensor returned twice: output k is output j (eager returns one object)
+        first = {}
+        self.dup_out = {k: first.setdefault(v, k) for k, v in enumerate(rec.raw.outputs)
+                        if first.setdefault(v, k) != k}
+        # passes may merge distinct results (cse: `x.clone(), x.clone()`): copy the repeats
+        fwd_outs = part.forward.outputs[:part.n_user]
+        self.copy_out |= {k for k, v in enumerate(fwd_outs) if v in fwd_outs[:k]
+                          and k not in self.dup_out}
+        # outputs whose memory backward reads (saved as is, or a view of a saved value): an
+        # in-place change to them must fail backward, as eager's version check would
+        from ..passes.liveness import liveness
+        storage = liveness(part.forward).storage_of
+        behind = {storage.get(v) for v in part.forward.outputs[part.n_user:]}
+        self.checked_out = {k for k, v in enumerate(fwd_outs)
+                            if v is not None and storage.get(v) in behind}
+        self.out_build, self.single = outs.build, outs.single
+        self.out_is_tensor, self.out_consts = outs.is_tensor, outs.consts
+        ins = rec.functional.inputs
+        self.wrt_shapes = tuple(ins[i].type.shape for i in self.wrt)
+        self.wrt_dtypes = tuple(ins[i].type.dtype.np for i in self.wrt)
         n_saved_fwd = len(part.saved) - len(part.saved_from_input)
         self._saved_slice = slice(part.n_user, part.n_user + n_saved_fwd)
         self._mut_start = part.n_user + n_saved_fwd
@@ -142,60 +98,6 @@ class CompiledPath:
                            if req and k not in self.alias_out and k not in self.dup_out
                            and k not in self.view_out]
         self._generators = None              # compiler/function.py: _rng_states
-
-    def _plan_and_build(self, name, memory, poison):
-        """Schedule and plan memory for both programs (Note [Memory plan]), then codegen."""
-        part = self.part
-        # before the cleanup passes: see Note [Differentiable backward] in compiler/replay.py
-        self.replay = plan_replay(part, self.wrt) if part.backward is not None else None
-        part.forward = dce(fold_scalings(fold_constants(drop_aliases(part.forward))))
-        if part.backward is not None:
-            part.backward = dce(fold_scalings(fold_constants(drop_aliases(part.backward))))
-        if self.backend == "jax":            # memory planning is XLA's job there
-            from ..backends.jax import build_path_programs
-            if build_path_programs(self, name, data_parallel=self.data_parallel):
-                return
-        protected = set(part.saved_from_input.values())
-        protected |= {i for i, v in enumerate(part.forward.inputs) if v in part.forward.outputs}
-        self.forward_plan = self.backward_plan = None
-        if memory != "off":
-            part.forward = schedule_memory(part.forward, protected_inputs=protected)
-            self.forward_plan = plan_memory(part.forward, protected_inputs=protected,
-                                            reordered_inputs=self._reordered_inputs)
-            if part.backward is not None:
-                part.backward = schedule_memory(part.backward)
-                self.backward_plan = plan_memory(
-                    part.backward, protected_inputs=set(range(len(part.backward.inputs))),
-                    reordered_inputs=self._reordered_saves())
-        self.forward_program = build(part.forward, name, plan=self.forward_plan, poison=poison)
-        self.backward_program = (build(part.backward, name + "_backward",
-                                       plan=self.backward_plan, poison=poison,
-                                       owned_inputs=True)
-                                 if part.backward is not None else None)
-
-    def _reordered_saves(self):
-        """Backward inputs that may not be in C order: saved values computed from a
-        transposed view or a non-C argument (Note [Layouts]). Cotangents arrive from the
-        caller's backward and are taken to be C-ordered."""
-        part = self.part
-        n_ct = len(part.cotangent_outputs)
-        fwd = reordered_values(part.forward, self._reordered_inputs)
-        n_fwd = len(part.saved) - len(part.saved_from_input)
-        it = iter(part.forward.outputs[part.n_user:part.n_user + n_fwd])
-        out = set()
-        for k in range(len(part.saved)):
-            pos = part.saved_from_input.get(k)
-            if pos is not None:
-                reordered = pos in self._reordered_inputs
-            else:
-                reordered = next(it) in fwd
-            if reordered:
-                out.add(n_ct + k)
-        return out
-
-    @staticmethod
-    def _input_tensors_from(tracer):
-        return [t for _, t in tracer.args] + [t for _, t in tracer.captured]
 
     # -- checks before running --
     def resolve(self, args=()):
@@ -363,6 +265,38 @@ class CompiledPath:
                                for is_t, c in zip(self.out_is_tensor, self.out_consts)])
 
     # -- introspection: what `.programs` entries show (compiler/explain.py) --
+    @property
+    def raw(self):
+        """The traced IR Graph, before any pass."""
+        return self.record.raw
+
+    @property
+    def functional(self):
+        """The functional forward IR Graph, after the user's passes (before differentiation)."""
+        return self.record.functional
+
+    @property
+    def stages(self):
+        """[(stage, IR Graph after it)]: the graphs the pipeline made, in order."""
+        return self.record.stages
+
+    @property
+    def log(self):
+        """[(stage, stats)]: what each pipeline stage reported (compiler/pipeline.py)."""
+        return self.record.log
+
+    @property
+    def forward_plan(self):
+        return self.record.forward_plan
+
+    @property
+    def backward_plan(self):
+        return self.record.backward_plan
+
+    @property
+    def backend_note(self):
+        return self.record.backend_note
+
     @property
     def forward(self):
         """The forward program's IR Graph, after every pass."""

@@ -1,16 +1,20 @@
-"""What a compiled path learns from its trace beyond the graph (Note [Effects] in _effects.py).
+"""From a trace to a compilation record: what a path learns from its trace beyond the graph.
 
-`plan_from_trace` reads the tracer once and returns a `TracePlan`: the captured inputs read
-through a source on every call (`.grad`, runtime hyper-parameters), the tensor attributes
-Python read that become guards, the autograd effects replayed around each call, and the
-`.grad` assignments after it. `needs_eager` says why a path cannot be compiled at all. The
-compiled path (path.py) copies the plan's fields and runs with them; nothing here runs per
-call.
+`record_from_trace` reads the tracer once and returns the `PathRecord` the pipeline starts
+from (Note [Compilation record] in record.py): the raw graph and traced values, the facts
+about inputs and outputs, and a `TracePlan` of effects (Note [Effects] in _effects.py): the
+captured inputs read through a source on every call (`.grad`, runtime hyper-parameters), the
+tensor attributes Python read that become guards, the autograd effects replayed around each
+call, and the `.grad` assignments after it. `trace_eager_reason` says when the trace alone
+rules compiling out. The record keeps no tracer: once it is made, the traced call's tensors
+can go. Nothing here runs per call.
 """
 from dataclasses import dataclass
 
 from .._tensor import Tensor
+from ..passes.layout import in_c_order
 from .keys import storage_id
+from .record import Inputs, Outputs, PathRecord
 
 
 @dataclass
@@ -26,6 +30,44 @@ class TracePlan:
     grad_set_plan: list    # [(input position, output k or None)]: .grad after the program
     pre_clear: list        # input positions whose .grad is cleared before the program
     eager_reason: str = None
+
+
+def record_from_trace(name, tracer, out_tensors, build, options, n_args, state_guards=(),
+                      grad_sets=()):
+    """The `PathRecord` of one trace whose flat results are `out_tensors` (rebuilt by
+    `build`) and whose `.grad` assignments are `grad_sets` ([(owner, final .grad or None)])."""
+    tensors = [t for _, t in tracer.args] + [t for _, t in tracer.captured]
+    effects = plan_from_trace(tracer, out_tensors, grad_sets)
+    return PathRecord(
+        name=name, options=options, raw=tracer.graph, values=dict(tracer.values),
+        inputs=Inputs(
+            n_args=n_args, captured=tuple(t for _, t in tracer.captured),
+            differentiable=tuple(t.requires_grad and t.is_floating_point() for t in tensors),
+            rebased=tuple(t.requires_grad or (t._base is not None and t._base.requires_grad)
+                          for t in tensors),
+            reordered=frozenset(k for k, t in enumerate(tensors) if not in_c_order(t._data))),
+        outputs=_outputs(out_tensors, build, grad_sets),
+        effects=effects, state_guards=list(state_guards),
+        replays=list(tracer.replays),
+        trace_eager_reason=trace_eager_reason(tracer, out_tensors))
+
+
+def _outputs(out_tensors, build, grad_sets):
+    is_tensor = tuple(isinstance(o, Tensor) for o in out_tensors)
+    # `.grad` values the function assigned follow the user's outputs (Note [Effects])
+    tens = [o for o in out_tensors if isinstance(o, Tensor)]
+    tens += [g for _, g in grad_sets if g is not None]
+    # an output whose graph the function already ran backward through (retain_graph off)
+    # gets no backward program and no saved values: its grad_fn only raises
+    consumed = {k: o._grad_fn.name() for k, o in enumerate(tens)
+                if o._grad_fn is not None and o._grad_fn.released}
+    return Outputs(
+        build=build, is_tensor=is_tensor,
+        consts=tuple(None if t else o for t, o in zip(is_tensor, out_tensors)),
+        single=(len(out_tensors) == 1 and is_tensor[0]
+                and build(list(out_tensors)) is out_tensors[0]),
+        requires=tuple(o.requires_grad and k not in consumed for k, o in enumerate(tens)),
+        consumed=consumed)
 
 
 def plan_from_trace(tracer, out_tensors, grad_sets):
@@ -108,14 +150,14 @@ def _attr_guards(tracer, args, sources):
     return out
 
 
-def needs_eager(part, fg, tracer, loud, outs):
-    """Why this path must run eagerly, or None.
+def trace_eager_reason(tracer, outs):
+    """Why the trace alone rules compiling out, or None (the input-mutation reason needs the
+    functional graph: `decide_eager` in pipeline.py).
 
-    - The function changed an input's `.grad` (`loss.backward()` inside it): a Python side
-      effect; compile `tg.autograd.grad(...)` returning the gradients instead.
-    - An input that requires grad (or whose base does) was modified in place with grad mode
-      on: eager rebases its autograd history on the in-place op; copying the new values back
-      cannot do that. (Updates under `no_grad`, like optimizer steps, are compiled.)"""
+    - an effect the program cannot replay (`register_hook`, `detach_`, ...);
+    - an argument sharing memory with a captured tensor;
+    - a new leaf that requires grad (its `.grad` only eager execution can fill);
+    - the function changed an input's `.grad` in a way not recorded as an effect."""
     tensors = [t for _, t in tracer.args] + [t for _, t in tracer.captured]
     for e in tracer.effects:
         if e.eager:
@@ -134,15 +176,8 @@ def needs_eager(part, fg, tracer, loud, outs):
     for t in tracer.grad_writes():
         if id(t) in recorded or id(t._grad) in tracer.env:
             continue                         # a recorded effect (Note [Effects])
-        name = fg.inputs[next(i for i, u in enumerate(tensors) if u is t)].name or "an input"
+        pos = next(i for i, u in enumerate(tensors) if u is t)
+        name = tracer.graph.inputs[pos].name or "an input"
         return (f"it changes '{name}.grad' (backward() inside the function); return "
                 "gradients from tg.autograd.grad(...) instead to compile it")
-    for pos, _ in part.mutations:
-        t = tensors[pos]
-        if fg.inputs[pos] not in loud:
-            continue
-        if t.requires_grad or (t._base is not None and t._base.requires_grad):
-            name = fg.inputs[pos].name or f"input {pos}"
-            return (f"'{name}' requires grad and is modified in place (its autograd history "
-                    "is rebased by eager execution)")
     return None

@@ -12,6 +12,15 @@ Note [IR invariants]
   A guard sits between nodes: `position` is the number of nodes computed before it.
 - In-place nodes (`prim.overwrites`) appear only before `functionalize`; they define a new
   Value holding the overwritten storage's new contents.
+- A Graph's fields are all declared here; passes keep them current and add none:
+  `mutations` [(input Value, Value of its final contents)] are the program's writes to its
+  inputs (set by `functionalize`, trailing outputs after `partition`); `stale` {(node index,
+  operand index or "out"): (site, saved version, final version, deferred, writer)} marks
+  operands overwritten after a node read them (`check_inplace` reads it); `nograd_writes`
+  (raw graphs) are in-place results written under no_grad; `pass_log` [(pass, stats)];
+  `values` {Value: array} the data seen while tracing, when a pass is given it.
+  What compiling learns beyond the program (output structure, effects, plans) lives in the
+  compilation record (Note [Compilation record] in compiler/record.py), not on the Graph.
 Graphs are treated as immutable by passes: a pass builds a new Graph.
 """
 import itertools
@@ -64,6 +73,9 @@ class Graph:
         self.nodes = []
         self.outputs = []
         self.guards = []
+        self.mutations = []         # [(input Value, final Value)]: writes to inputs
+        self.stale = {}             # operands overwritten after a node read them
+        self.nograd_writes = set()  # raw graphs: in-place results written under no_grad
         self.pass_log = []          # [(pass name, stats dict)], appended by passes
         self.values = None          # Value -> concrete array seen while tracing, if known
         self._ids = itertools.count()
@@ -87,10 +99,6 @@ class Graph:
         g._ids = itertools.count(max([v.id for v in self.all_values()] + [-1]) + 1)
         g.pass_log = list(self.pass_log)
         g.values = self.values
-        # facts about the program's inputs (keyed by input Values, which passes keep)
-        for attr in ("mutation_counts", "mutation_grad_mode"):
-            if hasattr(self, attr):
-                setattr(g, attr, getattr(self, attr))
         return g
 
     def all_values(self):

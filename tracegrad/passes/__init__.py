@@ -1,6 +1,7 @@
 """tracegrad.passes: pure functions on Graphs, composable into a pipeline.
 
-- `functionalize(g)`: in-place and view effects -> pure SSA (+ input mutations, stale saves)
+- `functionalize(g)`: in-place and view effects -> pure SSA (+ input mutations, stale saves);
+  `functionalize_with_facts(g)` also returns the output and mutation facts the compiler uses
 - `cse(g)`, `dce(g)`: clean-ups
 - `vjp(g, wrt)`: the backward program, recorded from the primitives' VJP rules
 - `partition(g, vjp_result)`: the forward/backward program pair and what is saved
@@ -12,7 +13,7 @@
 differentiation; pass your own list as `compile(fn, passes=[...])`.
 """
 from .check_inplace import check_inplace
-from .functionalize import functionalize
+from .functionalize import OutputFacts, functionalize, functionalize_with_facts
 from .liveness import liveness
 from .partition import Partition, partition
 from .plan_memory import MemoryPlan, check_plan, plan_memory
@@ -22,6 +23,6 @@ from .vjp import VJPResult, vjp
 
 DEFAULT_PIPELINE = (cse, dce)
 
-__all__ = ["functionalize", "cse", "dce", "vjp", "partition", "check_inplace", "Partition",
+__all__ = ["functionalize", "functionalize_with_facts", "OutputFacts", "cse", "dce", "vjp", "partition", "check_inplace", "Partition",
            "VJPResult", "DEFAULT_PIPELINE", "liveness", "schedule_memory", "plan_memory",
            "check_plan", "MemoryPlan"]

@@ -45,7 +45,7 @@ def check_inplace(g, differentiated, requires_grad=()):
     req = requires_grad_values(g, requires_grad) if requires_grad else None
     deferred = []
     read = 0
-    for (idx, which), stale in sorted(getattr(g, "stale", {}).items(), key=lambda kv: kv[0][0]):
+    for (idx, which), stale in sorted(g.stale.items(), key=lambda kv: kv[0][0]):
         site, saved_ver, final_ver = stale[:3]
         later = len(stale) > 3 and stale[3]
         last_fn = stale[4] if len(stale) > 4 else None
@@ -80,6 +80,6 @@ def check_inplace(g, differentiated, requires_grad=()):
         if not later:
             raise err
         deferred.append(err)
-    stale = getattr(g, "stale", {})
+    stale = g.stale
     return InplaceCheck(deferred, {"overwritten_saves": len(stale), "read_by_backward": read,
                                    "deferred_to_backward": len(deferred)})

@@ -59,7 +59,7 @@ def fold_scalings(g):
         for a in n.value_inputs():
             uses[a] = uses.get(a, 0) + 1
     pinned = {gd.value for gd in g.guards} | {v for v in g.outputs if v is not None}
-    pinned |= {b for _, b in getattr(g, "mutations", [])}
+    pinned |= {b for _, b in g.mutations}
     scaled = {}                               # value -> (operand, factor) for x * factor
     out = _copy_shell(g)
     merged = 0
@@ -107,7 +107,7 @@ def drop_aliases(g):
     rename = {}
     out = g.derive()
     out.inputs = list(g.inputs)
-    out.mutations = list(getattr(g, "mutations", []))
+    out.mutations = list(g.mutations)
     dropped = 0
 
     def r(v):

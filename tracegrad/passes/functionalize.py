@@ -11,13 +11,17 @@ contents become `nograd_write(old, new)`, whose gradient flows to `old` unchange
 It also records, for `check_inplace`, which saved operands would be stale in eager mode
 (`graph.stale`: {(node index, operand index or "out"): (site of the overwriting op, saved
 version, final version, deferred, grad_fn name of the last overwrite)}; `deferred` when every
-overwrite ran under no_grad).
+overwrite ran under no_grad). `functionalize_with_facts` also returns the `OutputFacts` the
+compiler needs: which outputs are inputs or views of them or of each other, and how each
+mutated input's version counter moves.
 
 Note [Storages]
 Every raw value belongs to a storage root (itself, unless produced by an aliasing primitive)
 and carries the chain of view steps from the root. A write bumps the root's version; reads
 compare versions to know when a view must be re-derived.
 """
+from dataclasses import dataclass
+
 import numpy as np
 
 from ..ops.shape import DATA, NOGRAD_WRITE, VIEW_SCATTER
@@ -34,12 +38,28 @@ class _Storage:
         self.writes = []         # (site, under no_grad, grad_fn name) of each in-place op
 
 
+@dataclass
+class OutputFacts:
+    """What `functionalize` learns about the program's inputs and outputs beyond the graph
+    (kept in the compilation record, Note [Compilation record] in compiler/record.py)."""
+    roots: list           # per output: (input position, view chain) if it is that input's
+    views: list           # per output: ("view", j, chain) / ("copy",) / None (see below)
+    mutation_counts: dict  # mutated input Value -> bumps of its version counter
+    grad_mode_writes: set  # input Values written at least once with grad mode on
+
+
 def functionalize(g, values=None):
     """Return a pure copy of raw graph `g` (see module docstring).
 
     `values` (raw Value -> array, e.g. the tracer's) is extended with the functional graph's
     values; by default the values `tg.trace` attached to `g` are used and attached to the
     result, so later passes (vjp) see the traced data-dependent shapes."""
+    return functionalize_with_facts(g, values)[0]
+
+
+def functionalize_with_facts(g, values=None):
+    """`(functional graph, OutputFacts)`: `functionalize` plus what the compiler needs to
+    rebuild outputs and replay input mutations."""
     out = g.derive()
     out.values = None
     if values is None and g.values is not None:
@@ -52,7 +72,7 @@ def functionalize(g, values=None):
         root[v], chain[v], seen_ver[v] = v, (), 0
         mapping[v] = v
         storages[v] = _Storage(v)
-    quiet = getattr(g, "nograd_writes", set())
+    quiet = g.nograd_writes
     uses = []                       # (functional node index, operand idx/"out", root, version)
     guards = {}
     for gd in g.guards:
@@ -147,12 +167,12 @@ def functionalize(g, values=None):
     # Outputs sharing a program input's storage (the input itself, or a view of it): the
     # runtime returns the input / replays the view chain on it, as eager would return.
     in_pos = {v: i for i, v in enumerate(g.inputs)}
-    out.output_roots = [(in_pos[root[v]], chain[v]) if v is not None and root[v] in in_pos
-                        else None for v in g.outputs]
+    roots = [(in_pos[root[v]], chain[v]) if v is not None and root[v] in in_pos
+             else None for v in g.outputs]
     # Outputs sharing another output's storage: a view of an earlier output that is the whole
     # storage -> ("view", j, chain), replayed on output j; any other overlap -> ("copy",),
     # so two returned tensors never share memory without eager's view relationship.
-    out.output_views, whole_out, seen_root = [], {}, set()
+    views, whole_out, seen_root = [], {}, set()
     for k, v in enumerate(g.outputs):
         r = root[v] if v is not None else None
         kind = None
@@ -164,14 +184,16 @@ def functionalize(g, values=None):
             if not chain[v]:
                 whole_out.setdefault(r, k)
             seen_root.add(r)
-        out.output_views.append(kind)
+        views.append(kind)
     # the copy-back needs the new contents, not their autograd identity (NOGRAD_WRITE)
     unwrap = {n.output: n.inputs[1] for n in out.nodes if n.prim is NOGRAD_WRITE}
     out.mutations = [(v, unwrap.get(storages[v].current, storages[v].current))
                      for v in g.inputs if storages[v].version > 0]
-    out.mutation_counts = {v: storages[v].bumps for v in g.inputs if storages[v].version > 0}
-    # inputs written at least once with grad mode on (eager rebases their autograd history)
-    out.mutation_grad_mode = {v for v in g.inputs if any(not w[1] for w in storages[v].writes)}
+    facts = OutputFacts(
+        roots, views,
+        mutation_counts={v: storages[v].bumps for v in g.inputs if storages[v].version > 0},
+        # inputs written at least once with grad mode on (eager rebases their history)
+        grad_mode_writes={v for v in g.inputs if any(not w[1] for w in storages[v].writes)})
     out.stale = {}
     for idx, which, r, ver in uses:
         st = storages[r]
@@ -183,7 +205,7 @@ def functionalize(g, values=None):
             out.stale[(idx, which)] = (later[0][0], ver, st.version, deferred,
                                        st.writes[-1][2])
     out.pass_log.append(("functionalize", stats))
-    return out
+    return out, facts
 
 
 

@@ -51,7 +51,7 @@ def liveness(g):
             last[r] = max(last.get(r, 0), min(gd.position, n - 1) if n else 0)
     escaping = set()
     outs = [v for v in g.outputs if v is not None]
-    outs += [b for _, b in getattr(g, "mutations", [])]
+    outs += [b for _, b in g.mutations]
     for v in outs:
         r = storage_of.get(v, v)
         if r not in inputs and r in first:

@@ -25,8 +25,11 @@ class Partition:
     recomputed_as: dict = field(default_factory=dict)   # ... -> the backward Value recomputing it
 
 
-def partition(fg, vjp_result=None, remat=False):
+def partition(fg, vjp_result=None, remat=False, mutation_counts=None):
     """Build the forward/backward program pair from a functional graph and its VJP.
+
+    `mutation_counts` (mutated input Value -> version bumps, from `OutputFacts`) says how far
+    each input mutation moves its version counter (1 each when not given).
 
     With `remat`, cheap elementwise values are recomputed in backward instead of saved
     when that lowers the saved bytes (see passes/remat.py); `remat="ties"` also when it
@@ -59,8 +62,8 @@ def partition(fg, vjp_result=None, remat=False):
                 part.saved_from_input[k] = inputs[fv]
             else:
                 saved_fwd.append(fv)
-    muts = getattr(fg, "mutations", [])
-    counts = getattr(fg, "mutation_counts", {})
+    muts = fg.mutations
+    counts = mutation_counts or {}
     part.mutations = [(inputs[a], counts.get(a, 1)) for a, _ in muts]
     fwd = dce(_with_outputs(fg, user + saved_fwd + [b for _, b in muts]))
     fwd.pass_log.append(("partition", {
@@ -77,7 +80,7 @@ def _with_outputs(g, outputs):
     out.nodes = list(g.nodes)
     out.guards = list(g.guards)
     out.outputs = outputs
-    out.mutations = list(getattr(g, "mutations", []))
-    out.stale = dict(getattr(g, "stale", {}))
+    out.mutations = list(g.mutations)
+    out.stale = dict(g.stale)
     out.pass_log = list(g.pass_log)
     return out

@@ -85,7 +85,7 @@ def plan_memory(g, protected_inputs=(), min_bytes=ARENA_MIN_BYTES, arena=True,
             input_reads[storage[gd.value]] = max(input_reads.get(storage[gd.value], 0),
                                                  gd.position)
     last_guard = max((gd.position for gd in g.guards), default=-1)
-    mut_final = {b: a for a, b in getattr(g, "mutations", [])}
+    mut_final = {b: a for a, b in g.mutations}
     # outputs other than the mutation results themselves (user outputs, saved values)
     n_out = {}
     for v in g.outputs:
@@ -251,7 +251,7 @@ def check_plan(g, plan):
     for k, v in enumerate(g.inputs):
         place[v] = ("in", k)
         occupant[("in", k)] = v
-    mut_of = {b: a for a, b in getattr(g, "mutations", [])}
+    mut_of = {b: a for a, b in g.mutations}
     guards = {}
     for gd in g.guards:
         guards.setdefault(gd.position, []).append(gd.value)

@@ -106,7 +106,7 @@ def _updates_after_readers(g, storage, prod, deps, users, seg_of, protected_inpu
         for a in node.value_inputs():
             if storage[a] in index:
                 in_readers.setdefault(storage[a], set()).add(i)
-    for tgt, final in getattr(g, "mutations", ()):
+    for tgt, final in g.mutations:
         p = prod.get(final)
         if (p is None or index.get(tgt) in protected_inputs or tgt.type != final.type):
             continue
@@ -146,7 +146,7 @@ def _reordered(g, order):
     out.guards = [Guard(gd.value, gd.kind, gd.expected, gd.site, gd.position)
                   for gd in g.guards]
     out.outputs = list(g.outputs)
-    out.mutations = list(getattr(g, "mutations", []))
-    out.stale = {(new_pos[i], w): s for (i, w), s in getattr(g, "stale", {}).items()}
+    out.mutations = list(g.mutations)
+    out.stale = {(new_pos[i], w): s for (i, w), s in g.stale.items()}
     out.pass_log = list(g.pass_log)
     return out

@@ -15,8 +15,8 @@ from ..ir.types import Value
 def _copy_shell(g):
     out = g.derive()
     out.inputs = list(g.inputs)
-    out.mutations = list(getattr(g, "mutations", []))
-    out.stale = dict(getattr(g, "stale", {}))
+    out.mutations = list(g.mutations)
+    out.stale = dict(g.stale)
     return out
 
 
@@ -25,7 +25,7 @@ def dce(g, keep=()):
     prod = {n.output: i for i, n in enumerate(g.nodes)}
     live = set()
     work = [v for v in g.outputs if v is not None] + [gd.value for gd in g.guards]
-    work += [m for pair in getattr(g, "mutations", []) for m in pair] + list(keep)
+    work += [m for pair in g.mutations for m in pair] + list(keep)
     work += [n.output for n in g.nodes if n.prim.impure]
     while work:
         v = work.pop()
@@ -88,7 +88,7 @@ def cse(g):
     pos = {}
     # a node whose saved operands were overwritten in place (`stale`) is never merged with a
     # twin: eager would fail only if backward runs through that very node (check_inplace)
-    stale_nodes = {i for i, _ in getattr(g, "stale", {})}
+    stale_nodes = {i for i, _ in g.stale}
 
     def r(v):
         return rename.get(v, v) if isinstance(v, Value) else v

@@ -1,0 +1,214 @@
+"""The compiler's middle: the list of stages a path's record goes through, and their driver.
+
+Each stage is `record -> (record, stats)` (Note [Compilation record] in record.py): it
+returns a new record with the fields it fills and a dict of statistics. `run_pipeline`
+appends `(stage, stats)` to the record's log, logs it (logger `tracegrad.compile`, level
+DEBUG) and, when verification is on, checks every graph the record holds against Note [IR
+invariants] after the stage, naming the stage that broke one. Verification is on under the
+test suite (tests/conftest.py) and with `TRACEGRAD_VERIFY=1`; off by default, since the shape
+rules it re-runs cost compile time.
+
+The graph passes a user gives `compile(fn, passes=[...])` (Graph -> Graph) run as stages of
+their own between `functionalize` and `vjp`.
+"""
+import logging
+import os
+from dataclasses import replace
+
+from ..ir.verify import IRError, verify
+from ..passes import check_inplace as _check_inplace
+from ..passes import dce, partition as _partition, vjp as _vjp
+from ..passes.fold import drop_aliases, fold_constants, fold_scalings
+from ..passes.functionalize import functionalize_with_facts
+from ..passes.plan_memory import plan_memory as _plan_memory
+from ..passes.schedule import schedule_memory
+from .replay import plan_replay as _plan_replay
+
+log = logging.getLogger("tracegrad.compile")
+
+
+def stages_for(options):
+    """The stages compiling a path runs, in order, for these `Options`."""
+    return ([functionalize] + [graph_pass(p) for p in options.passes]
+            + [vjp, check_inplace, partition, plan_replay, cleanup, lower,
+               plan_memory, codegen, decide_eager])
+
+
+def run_pipeline(record, stages, verify_graphs=None):
+    """Run `stages` on `record`; returns the final record (see the module docstring)."""
+    if verify_graphs is None:
+        verify_graphs = os.environ.get("TRACEGRAD_VERIFY", "") not in ("", "0")
+    for stage in stages:
+        name = stage.__name__
+        record, stats = stage(record)
+        record.log.append((name, stats))
+        log.debug("tracegrad: %s: %s %s", record.name, name, stats)
+        if verify_graphs:
+            for what, g in record.graphs().items():
+                try:
+                    verify(g)
+                except IRError as e:
+                    raise IRError(f"after stage '{name}', the {what} graph of "
+                                  f"'{record.name}' is invalid: {e}") from None
+    return record
+
+
+def _graph_stats(g, name):
+    """The stats a graph pass logged for itself, else its size."""
+    if g.pass_log and g.pass_log[-1][0] == name:
+        return dict(g.pass_log[-1][1])
+    return {"nodes": len(g.nodes)}
+
+
+# ---- the stages ----
+def functionalize(rec):
+    fg, facts = functionalize_with_facts(rec.raw, values=rec.values)
+    return (replace(rec, functional=fg, facts=facts, stages=rec.stages + [("functionalize", fg)]),
+            _graph_stats(fg, "functionalize"))
+
+
+def graph_pass(p):
+    """A user's (or the default) Graph -> Graph pass as a stage."""
+    name = getattr(p, "__name__", type(p).__name__)
+
+    def stage(rec):
+        g = p(rec.functional)
+        return replace(rec, functional=g, stages=rec.stages + [(name, g)]), _graph_stats(g, name)
+    stage.__name__ = name
+    return stage
+
+
+def vjp(rec):
+    """The VJP of the functional graph w.r.t. the inputs that require grad, for the outputs
+    whose gradient can still be asked for. The traced values go after it."""
+    ins = rec.functional.inputs
+    wrt = [i for i, d in enumerate(rec.inputs.differentiable) if d]
+    # the trace decides, not the mode outside it: `enable_grad()` inside a call made under
+    # no_grad gives outputs that require grad, eagerly and compiled alike
+    if not (wrt and any(rec.outputs.requires)):
+        return replace(rec, wrt=wrt, values=None), {"differentiated": 0}
+    vr = _vjp(rec.functional, [ins[i] for i in wrt], values=rec.values,
+             out_mask=list(rec.outputs.requires))
+    return (replace(rec, wrt=wrt, vjp=vr, values=None, stages=rec.stages + [("vjp", vr.graph)]),
+            _graph_stats(vr.graph, "vjp"))
+
+
+def check_inplace(rec):
+    """Errors eager raises at backward (saved values overwritten under no_grad) are kept
+    for the backward node; the others raise now (passes/check_inplace.py)."""
+    if rec.vjp is None:
+        return rec, {}
+    ins = rec.functional.inputs
+    errors = _check_inplace(rec.functional, rec.vjp.differentiated, {ins[i] for i in rec.wrt})
+    return replace(rec, deferred_errors=errors), dict(errors.stats)
+
+
+def partition(rec):
+    # XLA fuses recomputed elementwise chains into backward (passes/remat.py, ties)
+    remat = "ties" if rec.options.backend == "jax" else rec.options.memory == "min"
+    part = _partition(rec.functional, rec.vjp, remat=remat,
+                      mutation_counts=rec.facts.mutation_counts)
+    return replace(rec, part=part), _graph_stats(part.forward, "partition")
+
+
+def plan_replay(rec):
+    """Before the cleanup passes: Note [Differentiable backward] in compiler/replay.py."""
+    if rec.part.backward is None:
+        return rec, {}
+    plan = _plan_replay(rec.part, rec.wrt)
+    return replace(rec, replay=plan), {"replayed": len(plan.nodes), "kept": len(plan.keep)}
+
+
+def cleanup(rec):
+    """Aliases dropped, constants and scalings folded, dead code removed, both programs."""
+    def clean(g):
+        return dce(fold_scalings(fold_constants(drop_aliases(g))))
+    part = replace(rec.part, forward=clean(rec.part.forward))
+    if part.backward is not None:
+        part.backward = clean(part.backward)
+    stats = {"forward_nodes": len(part.forward.nodes)}
+    if part.backward is not None:
+        stats["backward_nodes"] = len(part.backward.nodes)
+    return replace(rec, part=part), stats
+
+
+def lower(rec):
+    """`backend="jax"`: both programs lowered to XLA (memory planning is XLA's job there). A
+    primitive the backend cannot lower leaves the path to the numpy stages, with a warning."""
+    if rec.options.backend != "jax":
+        return rec, {"backend": rec.options.backend}
+    from ..backends.jax import build_path_programs
+    new = replace(rec)
+    ok = build_path_programs(new, rec.name, data_parallel=rec.options.data_parallel)
+    return (new if ok else replace(rec, backend_note=new.backend_note)), {"lowered": ok}
+
+
+def plan_memory(rec):
+    """A memory-friendly order and buffer reuse for both programs (Note [Memory plan])."""
+    if rec.forward_program is not None or rec.options.memory == "off":
+        return rec, {}
+    part = replace(rec.part)
+    protected = set(part.saved_from_input.values())
+    protected |= {i for i, v in enumerate(part.forward.inputs) if v in part.forward.outputs}
+    part.forward = schedule_memory(part.forward, protected_inputs=protected)
+    fplan = _plan_memory(part.forward, protected_inputs=protected,
+                         reordered_inputs=rec.inputs.reordered)
+    bplan = None
+    if part.backward is not None:
+        part.backward = schedule_memory(part.backward)
+        bplan = _plan_memory(part.backward,
+                             protected_inputs=set(range(len(part.backward.inputs))),
+                             reordered_inputs=_reordered_saves(part, rec.inputs.reordered))
+    stats = {"forward_planned_peak": fplan.planned_peak}
+    if bplan is not None:
+        stats["backward_planned_peak"] = bplan.planned_peak
+    return replace(rec, part=part, forward_plan=fplan, backward_plan=bplan), stats
+
+
+def _reordered_saves(part, reordered_inputs):
+    """Backward inputs that may not be in C order: saved values computed from a transposed
+    view or a non-C argument (Note [Layouts]). Cotangents arrive from the caller's backward
+    and are taken to be C-ordered."""
+    from ..passes.layout import reordered_values
+    n_ct = len(part.cotangent_outputs)
+    fwd = reordered_values(part.forward, reordered_inputs)
+    n_fwd = len(part.saved) - len(part.saved_from_input)
+    it = iter(part.forward.outputs[part.n_user:part.n_user + n_fwd])
+    out = set()
+    for k in range(len(part.saved)):
+        pos = part.saved_from_input.get(k)
+        reordered = pos in reordered_inputs if pos is not None else next(it) in fwd
+        if reordered:
+            out.add(n_ct + k)
+    return out
+
+
+def codegen(rec):
+    """Straight-line Python over numpy for both programs (tracegrad/codegen.py)."""
+    if rec.forward_program is not None:
+        return rec, {}
+    from ..codegen import build
+    part, poison = rec.part, rec.options.poison
+    fwd = build(part.forward, rec.name, plan=rec.forward_plan, poison=poison)
+    bwd = (build(part.backward, rec.name + "_backward", plan=rec.backward_plan,
+                 poison=poison, owned_inputs=True) if part.backward is not None else None)
+    return replace(rec, forward_program=fwd, backward_program=bwd), {}
+
+
+def decide_eager(rec):
+    """Why this path must run eagerly, or None: the trace's own reason (trace_plan.py), or an
+    input that requires grad (or whose base does) modified in place with grad mode on: eager
+    rebases its autograd history on the in-place op, which copying the new values back
+    cannot do. (Updates under `no_grad`, like optimizer steps, are compiled.)"""
+    why = rec.trace_eager_reason
+    if why is None:
+        loud = rec.facts.grad_mode_writes
+        ins = rec.functional.inputs
+        for pos, _ in rec.part.mutations:
+            if ins[pos] in loud and rec.inputs.rebased[pos]:
+                name = ins[pos].name or f"input {pos}"
+                why = (f"'{name}' requires grad and is modified in place (its autograd "
+                       "history is rebased by eager execution)")
+                break
+    why = why or rec.effects.eager_reason
+    return replace(rec, eager_reason=why), {"eager": why is not None}
