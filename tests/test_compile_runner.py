@@ -1,6 +1,8 @@
-"""The generated per-path runner (compiler/runner.py, Note [Runner]) does exactly what the
-generic `CompiledPath.run` does: same outputs, same input mutations and version bumps, same
-backward node (gradients), inference tensors under inference_mode, and the same errors."""
+"""The generated per-path `call` (compiler/runner.py, Note [Runner]) does exactly what the
+generic `CompiledPath.resolve` + `run` do: same outputs, same input mutations and version
+bumps, same backward node (gradients), inference tensors under inference_mode, the same
+errors, the same effects (`.grad` read and written, zero_grad, consumed graphs, runtime
+hyper-parameters) and the same misses, with the generic reasons."""
 import numpy as np
 import pytest
 
@@ -52,10 +54,11 @@ def test_generated_runner_equals_generic_run(fn):
     c = tg.compile(fn)
     c(*_args(fn))
     path = c.programs[0]
-    assert getattr(path.run, "code", "").startswith("def run(args")   # the generated one
+    assert getattr(path.call, "code", "").startswith("def call(args")   # the generated one
     a1 = _args(fn)
     a2 = _clone(a1)
-    o1, o2 = path.run(a1), CompiledPath.run(path, a2)
+    (o1, why), o2 = path.call(a1), CompiledPath.run(path, a2)
+    assert why is None
     assert all(o.requires_grad == p.requires_grad for o, p in zip(o1, o2))
     s1, s2 = _state(a1, o1), _state(a2, o2)
     for x, y in zip(s1[0] + s1[1], s2[0] + s2[1]):
@@ -66,7 +69,7 @@ def test_generated_runner_equals_generic_run(fn):
             (outs[0] + outs[1]).backward()
         np.testing.assert_array_equal(a1[0].grad.numpy(), a2[0].grad.numpy())
     with tg.inference_mode():
-        assert all(o.is_inference() for o in path.run(_args(fn)))
+        assert all(o.is_inference() for o in path.call(_args(fn))[0])
 
 
 def test_generated_runner_raises_the_eager_error():
@@ -81,3 +84,84 @@ def test_generated_runner_raises_the_eager_error():
     assert type(compiled.value) is type(eager.value)
     assert str(compiled.value) == str(eager.value)
     assert c.stats.traces == 1
+
+
+def _training(set_to_none=True, retain=False):
+    """A whole training step as PyTorch users write it: every effect the runner replays."""
+    tg.manual_seed(0)
+    model = tg.nn.Sequential(tg.nn.Linear(4, 6), tg.nn.Tanh(), tg.nn.Linear(6, 3))
+    opt = tg.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+
+    def step(x, y):
+        opt.zero_grad(set_to_none=set_to_none)
+        out = model(x)
+        if retain:
+            out.retain_grad()
+        loss = tg.nn.functional.cross_entropy(out, y)
+        loss.backward()
+        opt.step()
+        return loss
+    return model, opt, step
+
+
+@pytest.mark.parametrize("set_to_none", [True, False])
+def test_generated_call_replays_the_training_idiom_like_the_generic_run(set_to_none):
+    x = tg.tensor(RNG.standard_normal((5, 4)).astype(np.float32))
+    y = tg.tensor([0, 2, 1, 1, 0])
+    runs = []
+    for generated in (True, False):
+        model, opt, step = _training(set_to_none)
+        c = tg.compile(step)
+        losses = []
+        for k in range(6):
+            if k == 3:
+                opt.param_groups[0]["lr"] = 0.05        # a runtime number: no re-trace
+            if not generated:
+                for p in c.programs:
+                    p.call = CompiledPath.call.__get__(p)   # the generic resolve + run
+            losses.append(c(x, y).item())
+        assert c.stats.traces <= 2
+        if generated:
+            assert all(hasattr(p.call, "code") for p in c.programs)
+        runs.append((losses, [p.detach().numpy().copy() for p in model.parameters()],
+                     [p.grad.numpy().copy() for p in model.parameters()],
+                     [s["momentum_buffer"].numpy().copy() for s in opt.state.values()]))
+    for a, b in zip(runs[0][1:], runs[1][1:]):
+        for u, v in zip(a, b):
+            np.testing.assert_array_equal(u, v)
+    assert runs[0][0] == runs[1][0]
+    # and both equal eager
+    model, opt, step = _training(set_to_none)
+    eager = []
+    for k in range(6):
+        if k == 3:
+            opt.param_groups[0]["lr"] = 0.05
+        eager.append(step(x, y).item())
+    assert eager == runs[0][0]
+    for u, v in zip(model.parameters(), runs[0][1]):
+        np.testing.assert_array_equal(u.detach().numpy(), v)
+
+
+def test_generated_call_misses_with_the_generic_reason():
+    model, opt, step = _training()
+    c = tg.compile(step)
+    x = tg.tensor(RNG.standard_normal((5, 4)).astype(np.float32))
+    y = tg.tensor([0, 2, 1, 1, 0])
+    c(x, y)
+    c(x, y)
+    path = c.programs[-1]
+    assert hasattr(path.call, "code")
+    opt.param_groups[0]["lr"] = "fast"           # not a number any more
+    outs, why = path.call([x, y])
+    assert outs is None and why == CompiledPath.resolve(path, [x, y])[1]
+    assert "no longer a number" in why
+    opt.param_groups[0]["lr"] = 0.1
+    w = model[0].weight
+    with tg.no_grad():
+        model[0].weight = tg.nn.Parameter(w.detach().t().contiguous().t())   # not C order
+    outs, why = path.call([x, y])
+    assert outs is None and why is not None
+    model[0].weight = w
+    # an argument sharing memory with a captured tensor
+    outs, why = path.call([model[0].bias.detach(), y])
+    assert outs is None and why is not None

@@ -375,3 +375,47 @@ def test_fold_scalings_keeps_values_read_elsewhere():
     from tracegrad.passes.fold import fold_scalings
     out = passes.dce(fold_scalings(fg))
     assert sum(n.prim.name == "mul" for n in out.nodes) == 2
+
+
+def test_drop_clones_drops_only_private_copies_of_fresh_values():
+    from tracegrad.passes.fold import drop_clones
+    from tracegrad.ops.shape import CLONE
+
+    def f(x, w):
+        a = (x * 2).clone()              # fresh, read only by the clone: dropped
+        b = x.clone()                    # an input: kept
+        c = x.t().clone()                # a view (transposed): kept
+        d = (x + 1)
+        e = d.clone()                    # d also read below: kept
+        return a, b, c, e, d * w, (x.t() * 3).clone()   # not in C order: kept
+    x, w = tg.tensor(_arr(2, 3)), tg.tensor(_arr(2, 3))
+    fg = passes.functionalize(tg.trace(f, x, w))
+    out = drop_clones(fg).verify()
+    assert dict(out.pass_log)["drop_clones"] == {"dropped": 1}
+    assert sum(n.prim is CLONE for n in out.nodes) == 4
+    ref = f(x, w)
+    for got, want in zip(interpret(out, [x.numpy(), w.numpy()]), ref):
+        assert np.array_equal(got, want.numpy())
+
+
+def test_gradients_of_a_compiled_step_own_their_memory():
+    """The `.grad` a compiled step assigns is a fresh array (its clone dropped, Note in
+    passes/fold.py): never shared with a parameter, a buffer, another gradient or the loss."""
+    model = tg.nn.Sequential(tg.nn.Linear(3, 4), tg.nn.ReLU(), tg.nn.Linear(4, 2))
+    opt = tg.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+
+    @tg.compile
+    def step(x, y):
+        opt.zero_grad()
+        loss = tg.nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+    x, y = tg.tensor(_arr(5, 3)), tg.tensor([0, 1, 1, 0, 1])
+    for _ in range(3):
+        loss = step(x, y)
+        arrays = [p._data for p in model.parameters()] + [p.grad._data for p in model.parameters()]
+        arrays += [s["momentum_buffer"]._data for s in opt.state.values()] + [loss._data]
+        for i, a in enumerate(arrays):
+            for b in arrays[i + 1:]:
+                assert not np.shares_memory(a, b)

@@ -195,14 +195,9 @@ class CompiledFunction:
         first_bad = None
         while path is not None:
             tried.add(id(path))
-            captured, bad = path.resolve(tensors)
-            if bad is not None:
-                first_bad = first_bad or bad
-                path = next((p for p in entry.paths if id(p) not in tried), None)
-                continue
             rng = _rng_states(path)
             try:
-                outs = path.run(tensors, captured)
+                outs, bad = path.call(tensors)
             except GuardFailed as gf:
                 for gen, r, state, seed in rng:  # undo draws made before the failed guard
                     gen._rng, gen._seed = r, seed
@@ -216,6 +211,10 @@ class CompiledFunction:
                     return None, (f"guard {gd.kind}(%{v}) at {gd.site}: expected "
                                   f"{gd.expected!r}, got {gf.actual!r}")
                 path = nxt
+                continue
+            if bad is not None:
+                first_bad = first_bad or bad
+                path = next((p for p in entry.paths if id(p) not in tried), None)
                 continue
             entry.last = path
             return path.rebuild_outputs(outs), None

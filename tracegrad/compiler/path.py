@@ -49,12 +49,9 @@ class CompiledPath:
         if rec.host_saved is not None:
             self.host_saved = rec.host_saved
         self._layout()
-        fast = None if (self.sources or self.grad_none or self.pre_effects or self.consumed
-                        or self.replays
-                        or self.scalar_sources
-                        or self.post_retain or self.grad_set_plan) else build_runner(self)
-        if fast is not None:                # Note [Runner]: straight-line `run` when it can
-            self.run = fast
+        fast = build_runner(self)
+        if fast is not None:                # Note [Runner]: straight-line `call` when it can
+            self.call = fast
 
     def _layout(self):
         """Per-call facts fixed at compile time, so `run` and `_attach` stay cheap."""
@@ -98,6 +95,18 @@ class CompiledPath:
                            if req and k not in self.alias_out and k not in self.dup_out
                            and k not in self.view_out]
         self._generators = None              # compiler/function.py: _rng_states
+
+    # -- a call: checks, then the run --
+    def call(self, args):
+        """(outputs, None) when this path may serve the call, else (None, why not)."""
+        captured, bad = self.resolve(args)
+        if bad is not None:
+            return None, bad
+        return self.run(args, captured), None
+
+    def _miss(self, args):
+        """A generated `call`'s check failed: the generic one says why (Note [Runner])."""
+        return CompiledPath.call(self, args)
 
     # -- checks before running --
     def resolve(self, args=()):

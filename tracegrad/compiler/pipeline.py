@@ -18,7 +18,7 @@ from dataclasses import replace
 from ..ir.verify import IRError, verify
 from ..passes import check_inplace as _check_inplace
 from ..passes import dce, partition as _partition, vjp as _vjp
-from ..passes.fold import drop_aliases, fold_constants, fold_scalings
+from ..passes.fold import drop_aliases, drop_clones, fold_constants, fold_scalings
 from ..passes.functionalize import functionalize_with_facts
 from ..passes.plan_memory import plan_memory as _plan_memory
 from ..passes.schedule import schedule_memory
@@ -120,12 +120,13 @@ def plan_replay(rec):
 
 
 def cleanup(rec):
-    """Aliases dropped, constants and scalings folded, dead code removed, both programs."""
-    def clean(g):
-        return dce(fold_scalings(fold_constants(drop_aliases(g))))
-    part = replace(rec.part, forward=clean(rec.part.forward))
+    """Aliases and private clones dropped, constants and scalings folded, dead code removed,
+    in both programs (the backward's inputs counted as possibly not in C order)."""
+    def clean(g, reordered):
+        return dce(fold_scalings(fold_constants(drop_clones(drop_aliases(g), reordered))))
+    part = replace(rec.part, forward=clean(rec.part.forward, rec.inputs.reordered))
     if part.backward is not None:
-        part.backward = clean(part.backward)
+        part.backward = clean(part.backward, range(len(part.backward.inputs)))
     stats = {"forward_nodes": len(part.forward.nodes)}
     if part.backward is not None:
         stats["backward_nodes"] = len(part.backward.nodes)

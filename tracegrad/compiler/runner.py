@@ -1,14 +1,24 @@
-"""A generated `run(args)` per compiled path (Note [Runner]).
+"""A generated `call(args)` per compiled path: its checks and its run in one function.
 
 Note [Runner]
-`CompiledPath.run` is generic: it loops over the path's input mutations and outputs and asks
-which output needs what, on every call. All of that is fixed when the path is built, so for
-the common case (every output a fresh tensor) we generate a straight-line function instead:
-unpack the argument tensors, call the forward program (numpy's warnings off around it, errors
-mapped back to the user's line exactly as `Program.__call__` does), copy each mutation back
-into its input and bump its version, wrap the outputs, attach the backward node. On a small
-training step it saves about 1.5 us per call of the generic version's bookkeeping. Paths
-whose outputs alias inputs, repeat or view each other keep the generic `run`.
+`CompiledPath.resolve` and `CompiledPath.run` are generic: on every call they loop over the
+path's captured tensors, sources, effects, mutations and outputs and ask which needs what.
+All of that is fixed when the path is built, so we generate one straight-line function
+instead, `call(args) -> (outputs, None)`:
+- the checks of `resolve`: Python state (compiler/state.py), `.grad` read per call
+  (sources) and "is None" / "is set" of the `.grad`s the trace saw, numbers read per call
+  (runtime hyper-parameters), captured tensors' metadata, no argument sharing memory with a
+  captured tensor;
+- the run: `requires_grad_` replayed, `.grad`s cleared before the program (zero_grad), the
+  forward program (numpy's warnings off around it, errors mapped back to the user's line
+  exactly as `Program.__call__` does), each mutation copied back into its input and its
+  version bumped, outputs wrapped, the backward node attached, consumed graphs marked,
+  `retain_grad` and `.grad` assignments replayed, Python-only calls replayed.
+When a check fails it returns `(None, why)` with the reason the generic `resolve` gives
+(the slow path, taken only on a miss). Paths whose outputs alias inputs, repeat or view
+each other through a view, or that guard tensor attributes Python read, keep the generic
+pair. On the tiny
+MLP training step this saves about a quarter of the per-call work outside the program.
 """
 import numpy as np
 
@@ -16,25 +26,73 @@ from .. import _mode
 from .._tensor import Tensor
 from ..ir.interpret import GuardFailed
 from ..ops.elementwise import quiet_enter, quiet_exit
+from .backward_node import ConsumedBackward
 
 
 def build_runner(path):
-    """`run(args) -> outputs` generated for `path`, or None when the generic one must serve."""
-    if not path._plain_outs or path.view_out:
+    """`call(args) -> (outputs, why)` generated for `path`, or None when the generic
+    `CompiledPath.call` must serve."""
+    if path.view_out or path.attr_guards or any(chain for _, chain in path.alias_out.values()):
         return None
     part, prog = path.part, path.forward_program
-    n_args = path.n_args
-    names = [f"a{i}" for i in range(n_args)] + [f"c{i}" for i in range(len(path.captured))]
+    n_args, n_cap = path.n_args, len(path.captured)
+    names = [f"a{i}" for i in range(n_args)] + [f"c{i}" for i in range(n_cap)]
     env = {"_fn": prog.fn, "_prog": prog, "_GuardFailed": GuardFailed, "_qe": quiet_enter,
-           "_qx": quiet_exit, "_wrap": Tensor._wrap, "_asarray": np.asarray,
-           "_copyto": np.copyto, "_inference": _mode.inference_enabled, "_attach": path._attach}
-    env.update({f"c{i}": t for i, t in enumerate(path.captured)})   # same objects every call
-    lines = ["def run(args, captured=None):"]   # captured: fixed objects here (no sources)
+           "_qx": quiet_exit, "_wrap": Tensor._wrap, "_asarray": np.asarray, "_array": np.array,
+           "_copyto": np.copyto, "_inference": _mode.inference_enabled, "_attach": path._attach,
+           "_state": path._state_holds, "_miss": path._miss, "_root": _root,
+           "_f64": _f64, "_Consumed": ConsumedBackward}
+    env.update({f"c{i}": t for i, t in enumerate(path.captured)})   # fixed unless sourced
+    lines = ["def call(args):"]
     if n_args:
         lines.append(f"    {', '.join(names[:n_args])}{',' if n_args == 1 else ''} = args")
-    call = f"_fn({', '.join(n + '._data' for n in names)})"
-    body = ["    try:", f"        res = {call}", "    except _GuardFailed:", "        raise",
-            "    except Exception as e:", "        raise _prog.failed(e) from None"]
+    miss = "return _miss(args)"
+    if path.state_guards:
+        lines.append(f"    if not _state(): {miss}")
+
+    def owner(r):                        # ("arg", i) or a tensor bound in env
+        if type(r) is tuple:
+            return f"a{r[1]}"
+        env[f"o{id(r)}"] = r
+        return f"o{id(r)}"
+    for r in path.grad_none:
+        lines.append(f"    if {owner(r)}._grad is not None: {miss}")
+    for r in path.grad_some:
+        lines.append(f"    if {owner(r)}._grad is None: {miss}")
+    for j, r in path.sources:
+        lines += [f"    c{j} = {owner(r)}._grad", f"    if c{j} is None: {miss}"]
+    scalar = {j for j, _, _ in path.scalar_sources}
+    for j, holder, key in path.scalar_sources:
+        # the 0-d array of the last value read is reused while the same object is there
+        env[f"h{j}"], env[f"k{j}"], env[f"p{j}"] = holder, key, [_UNSET, None]
+        get = f"h{j}.get(k{j})" if isinstance(holder, dict) else f"h{j}[k{j}]"
+        lines += [f"    v, last = {get}, p{j}", "    if v is not last[0]:",
+                  f"        if type(v) is not float and type(v) is not int: {miss}",
+                  "        last[0], last[1] = v, _f64(v)", f"    c{j} = last[1]"]
+    data = {}
+    for j, (t, m) in enumerate(zip(path.captured, path.captured_meta)):
+        if j in scalar:
+            data[f"c{j}"] = f"c{j}"                     # already an array
+            continue
+        shape, dtype, rg, c_order = m
+        env[f"s{j}"], env[f"d{j}"] = shape, dtype
+        cond = f"d.shape != s{j} or d.dtype != d{j} or c{j}._rg is not {rg}"
+        if len(shape) >= 2:
+            cond += f" or {'not ' if c_order else ''}d.flags.c_contiguous"
+        lines += [f"    d = c{j}._data", f"    if {cond}: {miss}"]
+        data[f"c{j}"] = f"c{j}._data"
+    tensor_caps = [f"c{j}" for j in range(n_cap) if j not in scalar]
+    if n_args and tensor_caps:           # no argument may share memory with a captured one
+        lines.append(f"    roots = {{{', '.join(f'id(_root({c}._data))' for c in tensor_caps)}}}")
+        for i in range(n_args):
+            lines.append(f"    if id(_root(a{i}._data)) in roots: {miss}")
+    for pos, flag in path.pre_effects:
+        lines.append(f"    {names[pos]}.requires_grad_({flag})")
+    for pos in path.pre_clear:           # zero_grad first: old gradients go before
+        lines.append(f"    {names[pos]}._grad = None")
+    args_data = [f"{n}._data" for n in names[:n_args]] + [data[n] for n in names[n_args:]]
+    body = ["    try:", f"        res = _fn({', '.join(args_data)})", "    except _GuardFailed:",
+            "        raise", "    except Exception as e:", "        raise _prog.failed(e) from None"]
     if prog.quiet:
         body = ["    tok = _qe()"] + body + ["    finally:", "        _qx(tok)"]
     lines += body
@@ -43,19 +101,58 @@ def build_runner(path):
         lines += [f"    r, d = res[{path._mut_start + k}], {t}._data",
                   "    if r is not d:", "        _copyto(d, r, casting='unsafe')",
                   f"    {t}._vc.v += {count}"]
-    outs = ", ".join(f"_wrap(_asarray(res[{k}]))" for k in range(part.n_user))
-    lines += [f"    outs = [{outs}]", "    if _inference():", "        for o in outs:",
-              "            o._inference = True"]
+    fresh = []
+    for k in range(part.n_user):         # each output: fresh, an input, a repeat or a copy
+        if k in path.dup_out:
+            lines.append(f"    o{k} = o{path.dup_out[k]}")
+        elif k in path.alias_out:
+            lines.append(f"    o{k} = {names[path.alias_out[k][0]]}")
+        else:
+            arr = f"_array(res[{k}])" if k in path.copy_out else f"_asarray(res[{k}])"
+            lines.append(f"    o{k} = _wrap({arr})")
+            fresh.append(f"o{k}")
+    lines.append(f"    outs = [{', '.join(f'o{k}' for k in range(part.n_user))}]")
+    if fresh:                            # results made under inference_mode are inference
+        lines += ["    if _inference():"] + [f"        {o}._inference = True" for o in fresh]
     if part.backward is not None:
         keep = len(path.replay.keep)
         sl = path._saved_slice
         kept = f"res[{-keep}:]" if keep else "()"
+        ins = [f"_wrap(c{j})" if j in scalar else f"c{j}" for j in range(n_cap)]
         # the trace decided that gradients flow (the entry key fixes the grad mode)
-        lines += [f"    _attach([{', '.join(names)}], outs, res[{sl.start}:{sl.stop}], "
-                  f"{kept})"]
-    lines.append("    return outs")
+        lines += [f"    _attach([{', '.join(names[:n_args] + ins)}], outs, "
+                  f"res[{sl.start}:{sl.stop}], {kept})"]
+    for k in path.post_retain:
+        lines += [f"    if outs[{k}].requires_grad:", f"        outs[{k}].retain_grad()"]
+    for k, name in path.consumed.items():
+        lines += ["    node = _Consumed(None, None, (), (), (), ())",
+                  f"    node.eager_name, node.released = {name!r}, True",
+                  f"    outs[{k}]._grad_fn, outs[{k}]._rg = node, True"]
+    for pos, k in path.grad_set_plan:
+        lines.append(f"    {names[pos]}._grad = {'None' if k is None else f'outs[{k}]'}")
+    for i, (obj, method, a, kw) in enumerate(path.replays):
+        env[f"r{i}"] = (method, obj, a, kw)
+        lines += [f"    m, o, a, kw = r{i}", "    m(o, *a, **kw)"]
+    lines.append("    return outs, None")
     code = "\n".join(lines) + "\n"
     exec(compile(code, f"<tracegrad runner {path.name}>", "exec"), env)
-    run = env["run"]
-    run.code = code
-    return run
+    call = env["call"]
+    call.code = code
+    return call
+
+
+def _root(d):
+    """The array owning `d`'s memory (`storage_id` of compiler/keys.py, on arrays)."""
+    b = d.base
+    while b is not None and type(b) is np.ndarray:
+        d, b = b, b.base
+    return d
+
+
+_UNSET = object()
+
+
+def _f64(v):
+    """A number read per call, as the 0-d float64 array the program takes (never written:
+    the program only reads it)."""
+    return np.array(v, dtype=np.float64)

@@ -10,13 +10,16 @@ exist (after partition) its output is its operand, so reads are redirected and t
 disappears (dce removes it).
 
 `fold_scalings(g)`: exact merging of repeated scalings by powers of two (see its docstring).
+
+`drop_clones(g)`: a `clone` of a fresh intermediate that nothing else reads is that value
+(the trace records the clone `AccumulateGrad` makes of a new `.grad`; see its docstring).
 """
 import math
 
 import numpy as np
 
 from ..ir.graph import Guard, Node
-from ..ops.shape import DATA, DETACH, NOGRAD_WRITE
+from ..ops.shape import CLONE, DATA, DETACH, NOGRAD_WRITE
 from ..tracing import CONSTANT
 from .simplify import _copy_shell
 from ..ir.types import Value
@@ -104,11 +107,48 @@ def _scaling(n):
 def drop_aliases(g):
     """Redirect reads of `detach` (and `nograd_write`) results to the operand they alias
     (after partition only)."""
+    rename = {n.output: n.inputs[n.prim.aliases] for n in g.nodes
+              if (n.prim is DETACH or n.prim is DATA or n.prim is NOGRAD_WRITE)
+              and _is_val(n.inputs[n.prim.aliases]) and n.output not in g.outputs}
+    return _renamed(g, rename, "drop_aliases", {"dropped": len(rename)})
+
+
+def drop_clones(g, reordered_inputs=()):
+    """Drop `clone(v)` nodes whose operand `v` is a fresh intermediate read by nothing else:
+    computed by a node that owns its memory (not a view, not a constant baked into the
+    program), not an output, a guard or a mutation, and in C order (a clone always is, Note
+    [Layouts]). In a functional program such a clone only copies memory nobody else sees.
+    After partition only (the forward/backward split must be settled)."""
+    from .layout import reordered_values
+    prod = g.producers()
+    reads = {}
+    for n in g.nodes:
+        for a in n.value_inputs():
+            reads[a] = reads.get(a, 0) + 1
+    pinned = set(g.outputs) | {gd.value for gd in g.guards} | {
+        v for pair in g.mutations for v in pair}
+    shuffled = None
     rename = {}
+    for n in g.nodes:
+        if n.prim is not CLONE or not _is_val(n.inputs[0]):
+            continue
+        v = n.inputs[0]
+        p = prod.get(v)
+        if (p is None or p.prim.aliases is not None or p.prim is CONSTANT or reads[v] != 1
+                or v in pinned):
+            continue
+        if shuffled is None:
+            shuffled = reordered_values(g, reordered_inputs)
+        if v not in shuffled:
+            rename[n.output] = v
+    return _renamed(g, rename, "drop_clones", {"dropped": len(rename)})
+
+
+def _renamed(g, rename, name, stats):
+    """`g` without the nodes defining the keys of `rename`, their readers reading the values
+    they map to instead."""
     out = g.derive()
     out.inputs = list(g.inputs)
-    out.mutations = list(g.mutations)
-    dropped = 0
 
     def r(v):
         while v in rename:
@@ -116,11 +156,7 @@ def drop_aliases(g):
         return v
 
     for n in g.nodes:
-        if ((n.prim is DETACH or n.prim is DATA or n.prim is NOGRAD_WRITE)
-                and _is_val(n.inputs[n.prim.aliases])
-                and n.output not in g.outputs):
-            rename[n.output] = n.inputs[n.prim.aliases]
-            dropped += 1
+        if n.output in rename:
             continue
         out.nodes.append(Node(n.prim, tuple(r(a) if _is_val(a) else a for a in n.inputs),
                               n.attrs, n.output, n.site, n.phase))
@@ -134,8 +170,8 @@ def drop_aliases(g):
     out.guards = [Guard(r(gd.value), gd.kind, gd.expected, gd.site, pos[gd.position])
                   for gd in g.guards]
     out.outputs = [r(v) if v is not None else None for v in g.outputs]
-    out.mutations = [(a, r(b)) for a, b in out.mutations]
-    out.pass_log.append(("drop_aliases", {"dropped": dropped}))
+    out.mutations = [(a, r(b)) for a, b in g.mutations]
+    out.pass_log.append((name, stats))
     return out
 
 
