@@ -16,8 +16,11 @@ batch 256 784-512-512-10 (ReLU) and a 50-layer 512-wide tanh MLP at batch 256.
 Reported per size: median step time over interleaved rounds (bench/_timing.py, Notes
 [Interleaving] and [Thread pools]) as a ratio to numpy, and microseconds; steady peak
 memory of a warm step and the first call's time and peak, each measured in a fresh process
-(tracemalloc above parameters and inputs, plus a compiled program's persistent scratch
-arenas; PyTorch's allocator is invisible to tracemalloc, so its figures are the growth of
+(tracemalloc plus a compiled program's persistent scratch arenas: "step" is the growth
+above what is live before the step, the previous step's `.grad` that zero_grad drops
+counting as freed; "total" is everything the step holds at its peak: parameters, optimizer
+state, the `.grad`s PyTorch semantics keep, transient memory; the first call: its peak above
+parameters and inputs; PyTorch's allocator is invisible to tracemalloc, so its figures are the growth of
 the resident set, see bench/memory.py). All modes are first checked to compute the same loss
 for the same parameters.
 
@@ -228,10 +231,16 @@ def _arena_bytes(step_info):
 
 # ---------------- fresh-process measurements ----------------
 def child_memory(mode, size, optim):
-    """The first call's time, then the steady peak of a warm step (in a fresh process)."""
+    """The first call's time, then two figures of a warm step (in a fresh process): its
+    growth above what is live before it (the previous step's `.grad`, which zero_grad drops,
+    counts as freed) and the total footprint at its peak (parameters, optimizer state, the
+    `.grad`s PyTorch semantics keep between steps, and the step's transient memory)."""
     import tracemalloc
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
+        if not mode.startswith("torch"):
+            import tracegrad  # noqa: F401  (the library's own import is not the step's)
+            tracemalloc.start()             # everything the step holds is traced
         step, info, torch_params = setup(mode, size, optim)
         if mode.startswith("torch"):
             return _torch_memory(step, torch_params)
@@ -240,12 +249,12 @@ def child_memory(mode, size, optim):
         first_s = time.perf_counter() - t0
         step()
         step()
-        tracemalloc.start()
+        before = tracemalloc.get_traced_memory()[0]
         tracemalloc.reset_peak()
         step()
         peak = tracemalloc.get_traced_memory()[1] + _arena_bytes(info)
         tracemalloc.stop()
-    return {"first_s": first_s, "steady_peak": peak,
+    return {"first_s": first_s, "steady_peak": peak - before, "total_peak": peak,
             "warnings": sorted({str(w.message)[:200] for w in caught})}
 
 
@@ -401,17 +410,18 @@ def report(size, modes, optim, rounds, memory):
             mem[m].update(in_fresh_process("first", m, size, optim))
     rows = []
     base = meds.get("numpy")
-    base_mem = mem.get("numpy", {}).get("steady_peak")
+    base_mem = mem.get("numpy", {}).get("total_peak")
     for m in modes:
         r = mem.get(m, {})
-        sp = r.get("steady_peak")
+        sp, tp = r.get("steady_peak"), r.get("total_peak")
         rows.append([m, meds[m] / base, meds[m] * 1e6,
                      None if sp is None else sp / MiB,
-                     None if sp is None or not base_mem else sp / base_mem,
+                     None if tp is None else tp / MiB,
+                     None if tp is None or not base_mem else tp / base_mem,
                      None if r.get("first_s") is None else r["first_s"] * 1e3,
                      None if r.get("first_peak") is None else r["first_peak"] / MiB])
-    print(T.format_table(["mode", "x numpy", "us/step", "steady MiB", "x numpy mem",
-                          "first ms", "first MiB"], rows))
+    print(T.format_table(["mode", "x numpy", "us/step", "step MiB", "total MiB",
+                          "x numpy total", "first ms", "first MiB"], rows))
     if "torch eager" in meds:
         print(f"tracegrad eager / torch eager: {meds['tg eager'] / meds['torch eager']:.2f}")
     for m in modes:

@@ -165,3 +165,26 @@ def test_generated_call_misses_with_the_generic_reason():
     # an argument sharing memory with a captured tensor
     outs, why = path.call([model[0].bias.detach(), y])
     assert outs is None and why is not None
+
+
+@pytest.mark.parametrize("number", [float, np.float64, np.float32, int])
+def test_a_learning_rate_of_any_number_type_is_read_per_call(number):
+    """A learning rate computed with numpy (`np.cos(...)` in a hand-written schedule) is a
+    number like a Python float: read per call, never a re-trace, equal to eager."""
+    x = tg.tensor(RNG.standard_normal((5, 4)).astype(np.float32))
+    y = tg.tensor([0, 2, 1, 1, 0])
+    results = []
+    for compiled in (False, True):
+        model, opt, step = _training()
+        f = tg.compile(step) if compiled else step
+        losses = []
+        for k in range(8):
+            lr = 0.05 + 0.01 * np.cos(k) if number is not int else k % 2
+            opt.param_groups[0]["lr"] = number(lr)
+            losses.append(f(x, y).item())
+        results.append((losses, [p.detach().numpy().copy() for p in model.parameters()]))
+        if compiled:
+            assert f.stats.traces <= 2 and f.stats.eager_calls == 0
+    assert results[0][0] == results[1][0]
+    for a, b in zip(results[0][1], results[1][1]):
+        np.testing.assert_array_equal(a, b)

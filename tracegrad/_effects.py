@@ -125,9 +125,26 @@ def hyper(holder, key):
     every call, so a scheduler changing it never re-traces (Note [Effects])."""
     value = holder[key]
     tracer = active()
-    if tracer is None or type(value) not in (float, int):
+    if tracer is None or not is_number(value):
         return value
     return tracer.scalar_source(holder, key, value)
+
+
+def is_number(value):
+    """A real number a hyper-parameter may be read per call as: a Python int or float, or
+    a numpy one (a learning rate computed with numpy), never a bool."""
+    t = type(value)
+    return t is float or t is int or (t in _NUMPY_NUMBERS)
+
+
+def _numpy_numbers():
+    import numpy as np
+    return frozenset(t for t in set(np.sctypeDict.values())
+                     if issubclass(t, (np.floating, np.integer))
+                     and not issubclass(t, np.timedelta64))
+
+
+_NUMPY_NUMBERS = _numpy_numbers()
 
 
 def replayed(method):

@@ -17,7 +17,7 @@ from .._tensor import Tensor, edge_of
 from .backward_node import CompiledFunctionBackward, ConsumedBackward
 from .replay import replay_backward
 from .runner import build_runner
-from .._effects import attr_now
+from .._effects import attr_now, is_number
 from .state import checker, first_failing
 
 
@@ -153,7 +153,7 @@ class CompiledPath:
             captured[j] = g
         for j, holder, key in self.scalar_sources:
             value = holder.get(key) if isinstance(holder, dict) else holder[key]
-            if type(value) not in (float, int):
+            if not is_number(value):
                 return None, f"{key!r} is no longer a number ({value!r})"
             captured[j] = Tensor._wrap(np.array(value, dtype=np.float64))
         return captured, None

@@ -23,6 +23,7 @@ MLP training step this saves about a quarter of the per-call work outside the pr
 import numpy as np
 
 from .. import _mode
+from .._effects import is_number
 from .._tensor import Tensor
 from ..ir.interpret import GuardFailed
 from ..ops.elementwise import quiet_enter, quiet_exit
@@ -41,7 +42,7 @@ def build_runner(path):
            "_qx": quiet_exit, "_wrap": Tensor._wrap, "_asarray": np.asarray, "_array": np.array,
            "_copyto": np.copyto, "_inference": _mode.inference_enabled, "_attach": path._attach,
            "_state": path._state_holds, "_miss": path._miss, "_root": _root,
-           "_f64": _f64, "_Consumed": ConsumedBackward}
+           "_f64": _f64, "_Consumed": ConsumedBackward, "_number": is_number}
     env.update({f"c{i}": t for i, t in enumerate(path.captured)})   # fixed unless sourced
     lines = ["def call(args):"]
     if n_args:
@@ -67,7 +68,7 @@ def build_runner(path):
         env[f"h{j}"], env[f"k{j}"], env[f"p{j}"] = holder, key, [_UNSET, None]
         get = f"h{j}.get(k{j})" if isinstance(holder, dict) else f"h{j}[k{j}]"
         lines += [f"    v, last = {get}, p{j}", "    if v is not last[0]:",
-                  f"        if type(v) is not float and type(v) is not int: {miss}",
+                  f"        if not _number(v): {miss}",
                   "        last[0], last[1] = v, _f64(v)", f"    c{j} = last[1]"]
     data = {}
     for j, (t, m) in enumerate(zip(path.captured, path.captured_meta)):
