@@ -65,11 +65,12 @@ def build_runner(path):
     scalar = {j for j, _, _ in path.scalar_sources}
     for j, holder, key in path.scalar_sources:
         # the 0-d array of the last value read is reused while the same object is there
-        env[f"h{j}"], env[f"k{j}"], env[f"p{j}"] = holder, key, [_UNSET, None]
+        # (one tuple swapped whole, so threads calling at once never mix two values)
+        env[f"h{j}"], env[f"k{j}"], env[f"p{j}"] = holder, key, [(_UNSET, None)]
         get = f"h{j}.get(k{j})" if isinstance(holder, dict) else f"h{j}[k{j}]"
-        lines += [f"    v, last = {get}, p{j}", "    if v is not last[0]:",
+        lines += [f"    v, last = {get}, p{j}[0]", "    if v is not last[0]:",
                   f"        if not _number(v): {miss}",
-                  "        last[0], last[1] = v, _f64(v)", f"    c{j} = last[1]"]
+                  f"        last = p{j}[0] = (v, _f64(v))", f"    c{j} = last[1]"]
     data = {}
     for j, (t, m) in enumerate(zip(path.captured, path.captured_meta)):
         if j in scalar:
