@@ -8,6 +8,7 @@ import pytest
 
 import tracegrad as tg
 from tracegrad.compiler.path import CompiledPath
+from training import sgd_step
 
 RNG = np.random.default_rng(11)
 bias = tg.tensor(RNG.standard_normal(3).astype(np.float32))
@@ -86,22 +87,8 @@ def test_generated_runner_raises_the_eager_error():
     assert c.stats.traces == 1
 
 
-def _training(set_to_none=True, retain=False):
-    """A whole training step as PyTorch users write it: every effect the runner replays."""
-    tg.manual_seed(0)
-    model = tg.nn.Sequential(tg.nn.Linear(4, 6), tg.nn.Tanh(), tg.nn.Linear(6, 3))
-    opt = tg.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
-
-    def step(x, y):
-        opt.zero_grad(set_to_none=set_to_none)
-        out = model(x)
-        if retain:
-            out.retain_grad()
-        loss = tg.nn.functional.cross_entropy(out, y)
-        loss.backward()
-        opt.step()
-        return loss
-    return model, opt, step
+def _training(set_to_none=True):
+    return sgd_step(set_to_none=set_to_none)
 
 
 @pytest.mark.parametrize("set_to_none", [True, False])

@@ -10,6 +10,7 @@ import pytest
 
 import tracegrad as tg
 from tracegrad import passes
+from training import sgd_step
 from tracegrad.ir import interpret
 
 RNG = np.random.default_rng(0)
@@ -401,16 +402,8 @@ def test_drop_clones_drops_only_private_copies_of_fresh_values():
 def test_gradients_of_a_compiled_step_own_their_memory():
     """The `.grad` a compiled step assigns is a fresh array (its clone dropped, Note in
     passes/fold.py): never shared with a parameter, a buffer, another gradient or the loss."""
-    model = tg.nn.Sequential(tg.nn.Linear(3, 4), tg.nn.ReLU(), tg.nn.Linear(4, 2))
-    opt = tg.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
-
-    @tg.compile
-    def step(x, y):
-        opt.zero_grad()
-        loss = tg.nn.functional.cross_entropy(model(x), y)
-        loss.backward()
-        opt.step()
-        return loss
+    model, opt, step = sgd_step(sizes=(3, 4, 2), act=tg.nn.ReLU)
+    step = tg.compile(step)
     x, y = tg.tensor(_arr(5, 3)), tg.tensor([0, 1, 1, 0, 1])
     for _ in range(3):
         loss = step(x, y)

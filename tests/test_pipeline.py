@@ -10,23 +10,14 @@ import tracegrad as tg
 from tracegrad.compiler.pipeline import run_pipeline, stages_for
 from tracegrad.compiler.record import Options, PathRecord
 from tracegrad.ir import IRError
+from training import sgd_step
 
 STAGES = ["functionalize", "cse", "dce", "vjp", "check_inplace", "partition", "plan_replay",
           "cleanup", "lower", "plan_memory", "codegen", "decide_eager"]
 
 
 def _mlp_step():
-    model = tg.nn.Sequential(tg.nn.Linear(4, 8), tg.nn.Tanh(), tg.nn.Linear(8, 3))
-    opt = tg.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
-
-    @tg.compile
-    def step(x, y):
-        opt.zero_grad()
-        loss = tg.nn.functional.cross_entropy(model(x), y)
-        loss.backward()
-        opt.step()
-        return loss
-    return step
+    return tg.compile(sgd_step(sizes=(4, 8, 3))[2])
 
 
 def test_every_stage_is_logged_in_order_with_its_statistics():
