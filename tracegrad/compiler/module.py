@@ -19,13 +19,13 @@ adding or removing such a hook re-traces. Their Python side effects are reported
 other (Note [Effects] in _effects.py).
 """
 from ..nn.module import Module, call_with_hooks
+from .function import CompiledFunction
 
 class CompiledModule(Module):
     """An `nn.Module` whose forward runs the compiled forward of `_orig_mod`."""
 
     def __init__(self, mod, **opts):
         super().__init__()
-        from .function import CompiledFunction
         object.__setattr__(self, "_orig_mod", mod)
         cf = CompiledFunction(mod.forward, name=type(mod).__name__, **opts)
         cf.module = mod                # state scan and training flags of the original

@@ -1,0 +1,36 @@
+"""`tracegrad.compile`: the entry point, choosing what to build for what it is given: a
+`CompiledModule` for an `nn.Module` (module.py), a `CompiledFunction` for anything else
+callable (function.py)."""
+import os
+
+from .arguments import check_compile_arguments
+from .function import CompiledFunction
+from .module import CompiledModule
+
+
+def compile(fn=None, *, cache_limit=8, passes=None, backend="numpy", memory="balanced",
+            debug_nan=False, fullgraph=False, dynamic=None, mode=None, check=None,
+            data_parallel=False):
+    """Compile a function or an nn.Module (as `@compile`, `compile(fn, cache_limit=...)`).
+
+    For a module, `forward` is compiled; its parameters and buffers are read by reference
+    each call, and the training flags of all its submodules are part of the entry key.
+    `memory`: "balanced" (default: memory-aware order, in-place takeover, packed arena),
+    "min" (also recompute cheap values in backward instead of saving them) or "off".
+    `debug_nan=True` fills every buffer with NaN when its value dies (results must not change).
+    `check=True` (default: env `TRACEGRAD_CHECK=1`) runs every call eagerly and compiled and
+    raises `CompileMismatchError` on any difference (compiler/check.py).
+    `backend="jax"` runs each path's programs on XLA (tracegrad/backends/jax; needs
+    `pip install tracegrad[jax]`); with it, `data_parallel=True` shards the batch dimension
+    of the tensor arguments over `jax.devices()` and replicates captured tensors.
+    """
+    check_compile_arguments(fn, backend)
+    if check is None:
+        check = os.environ.get("TRACEGRAD_CHECK", "") not in ("", "0")
+    opts = dict(cache_limit=cache_limit, passes=passes, backend=backend, memory=memory,
+                debug_nan=debug_nan, check=check, data_parallel=data_parallel)
+    if fn is None:
+        return lambda f: compile(f, **opts)
+    if hasattr(fn, "forward") and hasattr(fn, "parameters"):
+        return CompiledModule(fn, **opts)       # an nn.Module (compiler/module.py)
+    return CompiledFunction(fn, **opts)
