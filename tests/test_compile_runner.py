@@ -175,3 +175,101 @@ def test_a_learning_rate_of_any_number_type_is_read_per_call(number):
     assert results[0][0] == results[1][0]
     for a, b in zip(results[0][1], results[1][1]):
         np.testing.assert_array_equal(a, b)
+
+
+def _compare_with_eager(make, calls, change):
+    """Run `make()`'s step eagerly and compiled over `calls` calls, `change(opt, k)` before
+    each; the losses and parameters must be identical."""
+    x = tg.tensor(RNG.standard_normal((5, 4)).astype(np.float32))
+    y = tg.tensor([0, 2, 1, 1, 0])
+    runs = []
+    for compiled in (False, True):
+        model, opt, step = make()
+        f = tg.compile(step) if compiled else step
+        losses = []
+        for k in range(calls):
+            change(opt, k)
+            losses.append(f(x, y).item())
+        runs.append((losses, [p.detach().numpy().copy() for p in model.parameters()]))
+    assert runs[0][0] == runs[1][0]
+    for a, b in zip(runs[0][1], runs[1][1]):
+        np.testing.assert_array_equal(a, b)
+    return f
+
+
+def test_a_learning_rate_the_function_also_reads_directly_is_never_stale():
+    """The optimizer reads lr per call (a runtime number), but user code that reads the
+    same place directly bakes it into the trace: that read keeps its guard (found in review:
+    the guard was dropped and the compiled loss kept the first lr)."""
+    def make():
+        model, opt, step = sgd_step()
+
+        def scaled(x, y):
+            loss = step(x, y)
+            return loss * opt.param_groups[0]["lr"]
+        return model, opt, scaled
+
+    def change(opt, k):
+        opt.param_groups[0]["lr"] = 0.1 * (k + 1)
+    f = _compare_with_eager(make, 4, change)
+    assert f.stats.traces >= 4          # each new lr: a re-trace, as for any read constant
+
+
+def test_a_user_optimizer_reading_lr_directly_is_never_stale():
+    class Logged(tg.optim.SGD):
+        def step(self, closure=None):
+            for g in self.param_groups:          # a direct read, scaling the gradients
+                for p in g["params"]:
+                    p.grad.mul_(1.0 + g["lr"])
+            return super().step(closure)
+
+    def make():
+        model, _, _ = sgd_step()
+        opt = Logged(model.parameters(), lr=0.1, momentum=0.9)
+
+        def step(x, y):
+            opt.zero_grad()
+            loss = tg.nn.functional.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+            return loss
+        return model, opt, step
+
+    def change(opt, k):
+        opt.param_groups[0]["lr"] = 0.05 * (k + 1)
+    _compare_with_eager(make, 4, change)
+
+
+def test_adam_betas_rewritten_every_step_are_runtime_values():
+    def make():
+        tg.manual_seed(0)
+        model = tg.nn.Sequential(tg.nn.Linear(4, 6), tg.nn.Tanh(), tg.nn.Linear(6, 3))
+        opt = tg.optim.Adam(model.parameters(), lr=0.01, amsgrad=True)
+
+        def step(x, y):
+            opt.zero_grad()
+            loss = tg.nn.functional.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+            return loss
+        return model, opt, step
+
+    def change(opt, k):
+        opt.param_groups[0]["betas"] = (0.95 - 0.01 * k, 0.999 - 0.0001 * (k % 3))
+    f = _compare_with_eager(make, 7, change)
+    assert f.stats.traces <= 2 and f.stats.eager_calls == 0
+    # not a pair any more: eager's unpacking error, compiled too
+    _, opt, _ = make()
+    for p in f.programs:
+        assert any(k == "betas" for _, _, k, *_ in p.scalar_sources)
+    model, opt, step = make()
+    c = tg.compile(step)
+    x = tg.tensor(RNG.standard_normal((5, 4)).astype(np.float32))
+    y = tg.tensor([0, 2, 1, 1, 0])
+    c(x, y)
+    c(x, y)
+    opt.param_groups[0]["betas"] = (0.9, 0.99, 0.5)
+    with pytest.raises(ValueError, match="too many values to unpack"):
+        step(x, y)
+    with pytest.raises(ValueError, match="too many values to unpack"):
+        c(x, y)

@@ -25,7 +25,10 @@ import sysconfig
 trace_hook = contextvars.ContextVar("tracegrad_trace_hook", default=None)
 _get_hook = trace_hook.get
 
-_PKG = os.path.dirname(os.path.abspath(__file__)) + os.sep
+# the package's folder as code objects name it: as imported (`examples/../tracegrad` when
+# sys.path holds an unnormalized entry) and normalized
+_PKG = tuple({os.path.dirname(os.path.abspath(__file__)) + os.sep,
+              os.path.dirname(__file__) + os.sep})
 # installed libraries and the standard library are not the user's code (a gc callback of
 # a test framework calling a clock mid-trace is not the traced function's side effect)
 _LIBS = tuple(sorted({os.path.join(p, "") for k in ("stdlib", "platstdlib", "purelib", "platlib")
@@ -119,15 +122,16 @@ def accumulate_traced(var, g, create_graph):
     tracer.note_grad_set(var)
 
 
-def hyper(holder, key):
-    """`holder[key]`, a hyper-parameter such as a learning rate. Eagerly the Python number;
-    inside a trace a 0-d float64 tensor the compiled program reads from `holder[key]` on
-    every call, so a scheduler changing it never re-traces (Note [Effects])."""
-    value = holder[key]
+def hyper(holder, key, index=None):
+    """`holder[key]` (or `holder[key][index]`, an item of a tuple such as Adam's betas), a
+    hyper-parameter such as a learning rate. Eagerly the Python number; inside a trace a 0-d
+    float64 tensor the compiled program reads from the same place on every call, so a
+    scheduler changing it never re-traces (Note [Effects])."""
+    value = holder[key] if index is None else holder[key][index]
     tracer = active()
     if tracer is None or not is_number(value):
         return value
-    return tracer.scalar_source(holder, key, value)
+    return tracer.scalar_source(holder, key, value, index)
 
 
 def is_number(value):
@@ -209,6 +213,7 @@ class watch_python:
 
     def __init__(self, tracer, external):
         self.tracer, self.external = tracer, external
+        self.user_codes = set()     # code objects of the user functions the trace ran
 
     def __enter__(self):
         self.prev = sys.getprofile()
@@ -229,10 +234,25 @@ class watch_python:
     def _event(self, frame, event, arg):
         if event == "c_call":
             self._c_call(frame, arg)
-        elif event == "call" and frame.f_code.co_filename.endswith(os.sep + "random.py"):
-            back = frame.f_back
-            if back is not None and _is_user_frame(back):
-                self._report(back, "random", f"Python's random.{frame.f_code.co_name}()")
+        elif event == "call":
+            code = frame.f_code
+            if code.co_filename.endswith(os.sep + "random.py"):
+                back = frame.f_back
+                if back is not None and _is_user_frame(back):
+                    self._report(back, "random", f"Python's random.{code.co_name}()")
+            elif code not in self.user_codes and _is_user_frame(frame):
+                self.user_codes.add(code)
+
+    def constant_strings(self):
+        """The string constants of the user code the trace ran (keys it may subscript)."""
+        out, stack = set(), list(self.user_codes)
+        while stack:
+            for c in stack.pop().co_consts:
+                if type(c) is str:
+                    out.add(c)
+                elif isinstance(c, type(_is_user_frame.__code__)):
+                    stack.append(c)
+        return out
 
     def _c_call(self, frame, fn):
         name = getattr(fn, "__name__", "")

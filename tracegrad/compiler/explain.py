@@ -221,7 +221,7 @@ def source_lines(path):
     where = getattr(path, "scalar_names", {})
     out += [f"  %{names[ins[path.n_args + j]]} = "
             f"{where.get((id(h), k), f'{type(h).__name__}[{k!r}]')}  (a runtime number: "
-            "changing it never re-traces)" for j, h, k in path.scalar_sources]
+            "changing it never re-traces)" for j, h, k, *_ in path.scalar_sources]
     out += [f"  {owner(r)}.grad is None (checked)" for r in path.grad_none]
     out += [f"  {owner(r)}.grad is set (checked)" for r in path.grad_some]
     return out

@@ -229,10 +229,10 @@ class CompiledFunction:
                      self._n_paths() + 1, reason)
             self.stats.retraces.append(reason)
         self.stats.traces += 1
-        tracer, scanned, out, outs, build, n_args = self._record(args, kwargs, leaves,
-                                                                 containers)
+        tracer, scanned, out, outs, build, n_args, read_keys = self._record(
+            args, kwargs, leaves, containers)
         grad_sets = _grad_outputs(tracer, outs)
-        state_guards, runtime, changed = _settle_state(tracer, scanned)
+        state_guards, runtime, changed = _settle_state(tracer, scanned, read_keys)
         if entry is None:
             entry = self.entries[key] = _Entry(key)
             # objects keyed by id() must outlive the entry, or a new object could reuse the id
@@ -253,7 +253,8 @@ class CompiledFunction:
         return out
 
     def _record(self, args, kwargs, leaves, containers):
-        """Trace one call: the tracer, what the state scan found, and the outputs."""
+        """Trace one call: the tracer, what the state scan found, the outputs, and the
+        string constants of the user code the trace ran (`_settle_state`)."""
         tracer = Tracer(self.name)
         names = _arg_names(self.fn, len(leaves))
         objects = [(names[i] if i < len(names) else f"a{i}", x) for i, x in enumerate(leaves)
@@ -266,14 +267,14 @@ class CompiledFunction:
                 tracer.add_arg(x, names[i] if i < len(names) else f"a{i}")
                 n_args += 1
         external = set(containers) | scanned.containers
-        with tracer, watch_python(tracer, external):
+        with tracer, watch_python(tracer, external) as watch:
             out = self.fn(*args, **kwargs)
         tracer.check_numpy_writes()
         outs, build = flatten(out, strict=True)
         _warn_effects(self.name, tracer)
         if isinstance(out, Tensor):
             build = _single
-        return tracer, scanned, out, outs, build, n_args
+        return tracer, scanned, out, outs, build, n_args, watch.constant_strings()
 
     def _over_limit(self, args, kwargs, reason):
         if not self._warned:
@@ -362,16 +363,20 @@ def _grad_outputs(tracer, outs):
     return grad_sets
 
 
-def _settle_state(tracer, scanned):
+def _settle_state(tracer, scanned, read_keys=frozenset()):
     """(state guards of the path, guards of places read as runtime numbers, guards the trace
     itself broke). Captured tensors' bindings come first, then every container and scalar
     guard (Note [Captured state]); places replayed calls rewrite are theirs, not guards;
-    places read through `hyper` are program inputs, not guards."""
+    places read through `hyper` are program inputs, not guards, unless user code the trace
+    ran may also read them directly (`loss * opt.param_groups[0]["lr"]`: a constant of the
+    trace, which only the guard keeps from going stale). `read_keys`: the string constants
+    of that user code."""
     bindings = scanned.bindings
     guards = [bindings[id(t)] for _, t in tracer.captured if id(t) in bindings] + scanned.guards
     owned = owned_holders([o for o, *_ in tracer.replays])
     places = tracer.scalar_places()
-    runtime = [g for g in guards if any(g.holder is h and g.key == k for h, k in places)]
+    runtime = [g for g in guards if any(g.holder is h and g.key == k for h, k in places)
+               and g.key not in read_keys]
     guards = [g for g in guards if all(g is not r for r in runtime)]
     dropped, changed = changed_by_trace(guards + list(bindings.values()), owned)
     guards = [g for g in guards if all(g is not d for d in dropped)]

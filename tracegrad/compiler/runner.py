@@ -62,13 +62,16 @@ def build_runner(path):
         lines.append(f"    if {owner(r)}._grad is None: {miss}")
     for j, r in path.sources:
         lines += [f"    c{j} = {owner(r)}._grad", f"    if c{j} is None: {miss}"]
-    scalar = {j for j, _, _ in path.scalar_sources}
-    for j, holder, key in path.scalar_sources:
-        # the 0-d array of the last value read is reused while the same object is there
+    scalar = {j for j, *_ in path.scalar_sources}
+    for j, holder, key, index, n in path.scalar_sources:
         # (one tuple swapped whole, so threads calling at once never mix two values)
         env[f"h{j}"], env[f"k{j}"], env[f"p{j}"] = holder, key, [(_UNSET, None)]
         get = f"h{j}.get(k{j})" if isinstance(holder, dict) else f"h{j}[k{j}]"
-        lines += [f"    v, last = {get}, p{j}[0]", "    if v is not last[0]:",
+        lines.append(f"    v = {get}")
+        if index is not None:            # an item of a tuple of n: (betas[0], betas[1])
+            lines += [f"    if type(v) is not tuple or len(v) != {n}: {miss}",
+                      f"    v = v[{index}]"]
+        lines += [f"    last = p{j}[0]", "    if v is not last[0]:",
                   f"        if not _number(v): {miss}",
                   f"        last = p{j}[0] = (v, _f64(v))", f"    c{j} = last[1]"]
     data = {}

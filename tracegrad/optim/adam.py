@@ -85,7 +85,9 @@ class Adam(Optimizer):
 
     def _update(self, p, group, state):
         lr, eps, wd = hyper(group, "lr"), group["eps"], group["weight_decay"]
-        beta1, beta2 = group["betas"]
+        beta1, beta2 = group["betas"]        # (a pair, as eager unpacking checks)
+        # runtime values when compiled: OneCycleLR rewrites beta1 every step
+        beta1, beta2 = hyper(group, "betas", 0), hyper(group, "betas", 1)
         g = -p.grad if group["maximize"] else p.grad
         step_t = state["step"]
         step_t.add_(1)

@@ -80,8 +80,8 @@ class Tracer:
         self.grad_sets = []      # tensors whose `.grad` the function assigned
         self.grad_some = []      # owners whose `.grad` was read as a tensor (not None)
         self.grad_cleared_first = []  # owners whose `.grad` the trace first set to None
-        self.scalar_sources = {}  # Value of a captured 0-d input -> (holder, key): `hyper`
-        self.scalar_tensors = {}  # (id(holder), key) -> that input's tensor
+        self.scalar_sources = {}  # Value of a captured 0-d input -> (holder, key, index, len)
+        self.scalar_tensors = {}  # (id(holder), key, index) -> that input's tensor
         self.replays = []        # [(obj, method, args, kwargs)]: `_effects.replayed` calls
         self.input_ids = set()   # ids of argument and captured tensors
         self.start_versions = {}  # id(input tensor) -> its version when the trace met it
@@ -116,18 +116,21 @@ class Tracer:
                 self.note_effect("numpy", "a write through the array x.numpy() returned", t,
                                  site=None)
 
-    def scalar_source(self, holder, key, value):
-        """A Python number read per call from `holder[key]`, as a captured 0-d tensor."""
-        t = self.scalar_tensors.get((id(holder), key))
+    def scalar_source(self, holder, key, value, index=None):
+        """A Python number read per call from `holder[key]` (or item `index` of the tuple
+        there, whose length is then checked too), as a captured 0-d tensor."""
+        t = self.scalar_tensors.get((id(holder), key, index))
         if t is None:
-            t = self.scalar_tensors[(id(holder), key)] = Tensor._wrap(
+            t = self.scalar_tensors[(id(holder), key, index)] = Tensor._wrap(
                 np.array(value, dtype=np.float64))
-            v = self.add_arg(t, str(key), role="captured")
-            self.scalar_sources[v] = (holder, key)
+            name = str(key) if index is None else f"{key}{index}"
+            v = self.add_arg(t, name, role="captured")
+            n = None if index is None else len(holder[key])
+            self.scalar_sources[v] = (holder, key, index, n)
         return t
 
     def scalar_places(self):
-        return list(self.scalar_sources.values())
+        return [(h, k) for h, k, _, _ in self.scalar_sources.values()]
 
     def note_replay(self, obj, method, args, kwargs):
         """A Python-only call replayed after each compiled call (`_effects.replayed`)."""
