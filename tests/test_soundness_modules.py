@@ -148,3 +148,28 @@ def test_compiled_module_repr_and_children():
     assert isinstance(ref, torch.nn.Module)
     assert len(list(c.modules())) >= 3
     assert "Linear(in_features=3, out_features=2, bias=True)" in repr(c)
+
+
+def test_train_eval_of_a_module_a_compiled_function_closes_over():
+    """`model.eval()` between calls of a compiled function that reads the model from its
+    closure (not compiled as a module, so not in the entry key): the training flags are
+    guarded state (found in review: dropout stayed on after eval(), silently)."""
+    tg.manual_seed(0)
+    model = tg.nn.Sequential(tg.nn.Linear(4, 8), tg.nn.Dropout(0.5), tg.nn.BatchNorm1d(8),
+                             tg.nn.Linear(8, 2))
+
+    def f(x):
+        return model(x).sum()
+    c = tg.compile(f)
+    x = tg.randn(6, 4)
+    for mode in ["train", "eval", "train", "eval", "eval", "train"]:
+        getattr(model, mode)()
+        state = [b.detach().numpy().copy() for b in model.buffers()]
+        tg.manual_seed(7)
+        want = f(x).item()
+        for b, s in zip(model.buffers(), state):     # undo eager's running-stat update
+            with tg.no_grad():
+                b.copy_(tg.tensor(s))
+        tg.manual_seed(7)
+        assert c(x).item() == want, mode
+    assert c.stats.traces == 2          # one path per mode; flipping back re-uses it

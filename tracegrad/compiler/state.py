@@ -359,7 +359,7 @@ class _Scanner:
             if isinstance(hooks, dict):
                 self.container(hooks, f"{where}.{reg}", depth, 1)
         for k, x in d.items():
-            if not k.startswith("_") and k != "training":
+            if not k.startswith("_"):           # `training` too: eval() must re-trace
                 self.value_in(d, k, x, f"{where}.{k}", depth, name=_dotted(where, k))
         cls = type(m)
         if _is_user_class(cls):
