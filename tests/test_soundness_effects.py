@@ -2,7 +2,10 @@
 they do eagerly (custom Functions, detach_, hooks, retain_grad, requires_grad_, grad modes,
 backward inside). Each test runs the same program eagerly, compiled and on PyTorch over
 several calls with changing inputs (tests/soundness_harness.py)."""
+import numpy as np
 import pytest
+
+import tracegrad as tg
 from soundness_harness import State, check_same
 
 
@@ -351,3 +354,40 @@ def test_ste_trains_like_eager():
         return s
     check_same(None, make, calls=5, torch=True)
 
+
+
+@pytest.mark.parametrize("where", ["captured", "argument"])
+def test_gradient_hooks_on_leaves_backward_runs_into_are_checked_each_call(where):
+    """A hook registered outside (gradient clipping, masking) runs inside a compiled step
+    that calls backward(): removing, adding or swapping it between calls gives another
+    program, as eager would (found in review: a removed hook kept zeroing the gradient)."""
+    def run(compiled):
+        tg.manual_seed(0)
+        w = tg.randn(3, 2, requires_grad=True)
+        x = tg.randn(4, 3)
+
+        def step(w_arg=None):
+            p = w if w_arg is None else w_arg
+            p.grad = None
+            loss = ((x @ p) ** 2).sum()
+            loss.backward()
+            with tg.no_grad():
+                p -= 0.01 * p.grad
+            return loss
+        f = tg.compile(step) if compiled else step
+        grads, handles = [], []
+        for k in range(7):
+            if k == 1:
+                handles.append(w.register_hook(lambda g: g * 0))
+            if k == 3:
+                handles.pop().remove()
+            if k == 5:
+                handles.append(w.register_hook(lambda g: g.clamp(-0.5, 0.5)))
+            f() if where == "captured" else f(w)
+            grads.append(w.grad.numpy().copy())
+        return grads, w.detach().numpy().copy(), getattr(f, "stats", None)
+    eager, comp = run(False), run(True)
+    for a, b in zip(eager[0], comp[0]):
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(eager[1], comp[1])
+    assert comp[2].eager_calls == 0

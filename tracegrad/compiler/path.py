@@ -19,6 +19,7 @@ from .replay import replay_backward
 from .runner import build_runner
 from .._effects import attr_now, is_number
 from .state import checker, first_failing
+from .trace_plan import leaf_hooks
 
 
 class CompiledPath:
@@ -113,8 +114,13 @@ class CompiledPath:
         """(captured tensors for this call, None) when captured tensors and guarded Python
         state still match, else (None, why not)."""
         if not (self.captured or self.state_guards or self.attr_guards or self.grad_none
-                or self.grad_some):
+                or self.grad_some or self.hook_checks):
             return self.captured, None
+        for r, hooks in self.hook_checks:
+            now = leaf_hooks(args[r[1]] if type(r) is tuple else r)
+            if len(now) != len(hooks) or any(a is not b for a, b in zip(now, hooks)):
+                return None, (f"the gradient hooks of a tensor the function runs backward "
+                              f"into changed ({len(hooks)} -> {len(now)} hooks, or others)")
         for r, attr, value in self.attr_guards:
             t = args[r[1]] if type(r) is tuple else r
             if attr_now(t, attr) != value:

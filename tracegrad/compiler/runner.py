@@ -56,6 +56,12 @@ def build_runner(path):
             return f"a{r[1]}"
         env[f"o{id(r)}"] = r
         return f"o{id(r)}"
+    for i, (r, hooks) in enumerate(path.hook_checks):   # the same gradient hooks
+        env.update({f"g{i}_{k}": fn for k, fn in enumerate(hooks)})
+        same = [f"len(hk) != {len(hooks)}"] + [f"hk[{k}] is not g{i}_{k}"
+                                              for k in range(len(hooks))]
+        lines += [f"    hk = {owner(r)}.__dict__.get('_leaf_hooks') or ()",
+                  f"    if {' or '.join(same)}: {miss}"]
     for r in path.grad_none:
         lines.append(f"    if {owner(r)}._grad is not None: {miss}")
     for r in path.grad_some:

@@ -30,6 +30,7 @@ class TracePlan:
     post_retain: list      # output positions: retain_grad after the program
     grad_set_plan: list    # [(input position, output k or None)]: .grad after the program
     pre_clear: list        # input positions whose .grad is cleared before the program
+    hook_checks: list = ()  # [(owner, hooks)]: the leaf's gradient hooks the trace ran
     eager_reason: str = None
 
 
@@ -94,7 +95,27 @@ def plan_from_trace(tracer, out_tensors, grad_sets):
                         enumerate(tracer.captured) if v in tracer.scalar_sources],
         grad_none=grad_none, grad_some=[ref(o) for o in tracer.grad_some if id(o) in position],
         pre_effects=pre_effects, post_retain=post_retain, grad_set_plan=grad_set_plan,
-        pre_clear=pre_clear, eager_reason=retain_reason or grad_reason)
+        pre_clear=pre_clear, hook_checks=_hook_checks(grad_sets, position, ref),
+        eager_reason=retain_reason or grad_reason)
+
+
+def _hook_checks(grad_sets, position, ref):
+    """Leaves the trace ran backward into (their `.grad` written inside): the gradient
+    hooks registered on them (`register_hook`, outside the function) ran in the trace and
+    are part of the program, so the same hooks must be there on every call (a removed or
+    added hook is another program)."""
+    out, seen = [], set()
+    for owner, _ in grad_sets:
+        if id(owner) in position and id(owner) not in seen:
+            seen.add(id(owner))
+            out.append((ref(owner), leaf_hooks(owner)))
+    return out
+
+
+def leaf_hooks(t):
+    """The gradient hooks registered on leaf `t`, as a tuple (the list register_hook keeps,
+    _tensor_methods.py)."""
+    return tuple(t.__dict__.get("_leaf_hooks") or ())
 
 
 def _effect_replays(tracer, out_tensors, position):
