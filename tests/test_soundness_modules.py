@@ -173,3 +173,29 @@ def test_train_eval_of_a_module_a_compiled_function_closes_over():
         tg.manual_seed(7)
         assert c(x).item() == want, mode
     assert c.stats.traces == 2          # one path per mode; flipping back re-uses it
+
+
+def test_private_attributes_of_modules_are_guarded_state():
+    """`self._scale` (an underscore attribute a forward reads) is state like `self.scale`,
+    for a function closing over the module and for the compiled module alike (found in
+    review: underscore attributes of modules were skipped, silently stale)."""
+    class Scaled(tg.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = tg.nn.Linear(3, 2)
+            self._scale = 2.0
+            self._mask = tg.ones(2)
+
+        def forward(self, x):
+            return self.lin(x) * self._scale * self._mask
+
+    m = Scaled()
+    f = tg.compile(lambda x: m(x).sum())
+    cm = tg.compile(m)
+    x = tg.randn(4, 3)
+    for scale, mask in [(2.0, None), (5.0, None), (5.0, tg.tensor([1.0, 0.0])), (2.0, None)]:
+        m._scale = scale
+        if mask is not None:
+            m._mask = mask
+        want = m(x).sum().item()
+        assert f(x).item() == want and cm(x).sum().item() == want

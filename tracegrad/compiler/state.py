@@ -40,6 +40,11 @@ MAX_NEST = 4            # containers and objects reached through containers and 
 _SCALARS = (bool, int, float, complex, str, type(None))
 _WALKED_LIBRARY = ("tracegrad.optim", "tracegrad.utils")   # their objects hold user state
 _MISSING = object()
+# nn.Module's own registries: walked above (parameters, buffers, submodules, hooks) or not
+# state a forward reads (a compiled module's compiled function)
+_MODULE_INTERNALS = frozenset(("_parameters", "_buffers", "_modules", "_forward_hooks",
+                               "_forward_pre_hooks", "_non_persistent_buffers_set",
+                               "_orig_mod", "_compiled"))
 _LEN = object()         # key of a length guard
 
 
@@ -358,8 +363,8 @@ class _Scanner:
             hooks = d.get(reg)
             if isinstance(hooks, dict):
                 self.container(hooks, f"{where}.{reg}", depth, 1)
-        for k, x in d.items():
-            if not k.startswith("_"):           # `training` too: eval() must re-trace
+        for k, x in d.items():              # `training` and `self._scale` too
+            if k not in _MODULE_INTERNALS and not k.startswith("__"):
                 self.value_in(d, k, x, f"{where}.{k}", depth, name=_dotted(where, k))
         cls = type(m)
         if _is_user_class(cls):
