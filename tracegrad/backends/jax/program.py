@@ -1,6 +1,9 @@
 """`JaxProgram`: one lowered graph, jit-compiled once, with the numpy Program's interface.
 
-`program(*input_arrays) -> list of output arrays` (numpy arrays; None stays None). A call
+`program(*input_arrays) -> list of output arrays` (numpy arrays; None stays None), or
+`program.call_tensors(input_tensors)`, the same for the tensors' arrays with large inputs
+kept on the device between calls and mutated inputs donated (Note [Resident inputs] in
+resident.py). A call
 draws the graph's random numbers on the host (Note [Host draws] in lower.py), runs the
 compiled XLA executable under 64-bit mode when the graph has 64-bit values (only for the
 duration of the call: `jax.enable_x64`, never the global flag), walks guards and runtime
@@ -36,7 +39,7 @@ class JaxProgram:
     quiet = False
 
     def __init__(self, graph, name=None, writable=None, data_parallel=False, pack_out=None,
-                 pack_in=None, follow_inputs=False):
+                 pack_in=None, follow_inputs=False, mutations=()):
         self.graph = graph
         self.name = name or graph.name
         self.lowered = lower(graph)              # raises Unsupported: caller falls back
@@ -48,7 +51,10 @@ class JaxProgram:
         self._line_sites = {}
         fn = self._packing_fn()
         specs, shardings = self._specs()
-        jitted = jax.jit(fn, in_shardings=shardings) if shardings else jax.jit(fn)
+        self.residency = None if data_parallel else self._residency(mutations)
+        donate = tuple(sorted(self.residency.mutated)) if self.residency else ()
+        jitted = (jax.jit(fn, in_shardings=shardings) if shardings
+                  else jax.jit(fn, donate_argnums=donate))
         t0 = time.perf_counter()
         with jax.enable_x64(self.lowered.x64):
             traced = jitted.trace(*specs)
@@ -98,6 +104,28 @@ class JaxProgram:
             return fn
         return low.fn
 
+    def _residency(self, mutations):
+        """A Residency (resident.py) for this program, or None off the CPU platform.
+        `mutations`: [(input position, output index, version bump)]."""
+        from .resident import MIN_BYTES, Residency
+        if jax.default_backend() != "cpu":
+            return None
+        g, x64 = self.graph, self.lowered.x64
+        ins, outs = g.inputs, g.outputs
+        mutated = {i: (k, bump) for i, k, bump in mutations
+                   if outs[k] is not None and outs[k].type.shape == ins[i].type.shape
+                   and outs[k].type.dtype == ins[i].type.dtype}
+        candidates = [i for i, v in enumerate(ins)
+                      if v.type.dtype.np.itemsize * int(np.prod(v.type.shape)) >= MIN_BYTES]
+        if not candidates:
+            return None
+
+        def put(a):
+            with jax.enable_x64(x64):
+                return jax.device_put(a)
+        return Residency(candidates, {i: m for i, m in mutated.items() if i in candidates},
+                         put)
+
     def _input_types(self):
         g, low = self.graph, self.lowered
         types = [v.type for v in g.inputs]
@@ -128,13 +156,28 @@ class JaxProgram:
         return specs, shardings
 
     # -- running --
+    def call_tensors(self, inputs):
+        """`self(*[t._data for t in inputs])`, with resident device copies standing in for
+        the arrays they equal (Note [Resident inputs] in resident.py)."""
+        res = self.residency
+        if res is None:
+            return self(*[t._data for t in inputs])
+        outs = self._run(res.arrays(inputs), inputs)
+        res.keep(inputs, outs)
+        return outs
+
     def __call__(self, *arrays):
+        return self._run(arrays, None)
+
+    def _run(self, arrays, tensors):
+        """`tensors`: the inputs as tensors when `arrays` may hold donated device arrays
+        (deleted by the call), so a re-run on numpy reads the tensors' arrays instead."""
         low = self.lowered
         snap = None
         given = arrays
         if low.host_nodes:
             snap = [(g, g._rng, g._rng.bit_generator.state, g._seed) for g in low.generators()]
-            arrays = arrays + tuple(low.host_draws())
+            arrays = [*arrays, *low.host_draws()]
         if self.pack_in is not None:
             take = self._in_take
             arrays = [arrays[i] for i in take] + list(arrays[len(self.graph.inputs):])
@@ -145,6 +188,8 @@ class JaxProgram:
             else:
                 outs, gvals, cvals = self._call(*arrays)
         if cvals is not None and bool(cvals):
+            if tensors is not None:
+                given = [t._data for t in tensors]
             return self._on_numpy(given, snap)
         if gvals:
             for k, (gd, val) in enumerate(zip(self.graph.guards, gvals)):
