@@ -26,8 +26,9 @@ Mutated inputs are donated (`donate_argnums`), so XLA writes their new values in
 of the old ones instead of allocating. A donated device array is deleted by the call, so its
 entry is taken out before the call and replaced by the new output after it; a call that
 raises (a failed guard) or falls back to numpy leaves no entry, and the next call uploads.
-Residency needs host-addressable device memory (the CPU platform); elsewhere, and for
-data-parallel programs, inputs are passed as numpy arrays as before.
+The price is memory: each resident input exists twice (its numpy array and its device copy),
+as it already did during a call. Residency needs host-addressable device memory (the CPU
+platform); elsewhere, and for data-parallel programs, inputs are passed as numpy arrays.
 """
 import ctypes
 import ctypes.util
