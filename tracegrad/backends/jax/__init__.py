@@ -33,12 +33,9 @@ def build_path_programs(path, name, data_parallel=False):
     from .table import Unsupported
     part = path.part
     pack = plan_packing(part)
-    n_saved_fwd = len(part.saved) - len(part.saved_from_input)
-    mut_start = part.n_user + n_saved_fwd           # input mutations trail the saved values
-    mutations = [(pos, mut_start + k, count) for k, (pos, count) in enumerate(part.mutations)]
     try:
         fwd = JaxProgram(part.forward, name, writable=part.n_user, data_parallel=data_parallel,
-                         pack_out=pack, mutations=mutations)
+                         pack_out=pack)
         bwd = (JaxProgram(part.backward, name + "_backward", pack_in=pack,
                           follow_inputs=data_parallel)
                if part.backward is not None else None)

@@ -1,9 +1,8 @@
 """`JaxProgram`: one lowered graph, jit-compiled once, with the numpy Program's interface.
 
 `program(*input_arrays) -> list of output arrays` (numpy arrays; None stays None), or
-`program.call_tensors(input_tensors)`, the same for the tensors' arrays with large inputs
-kept on the device between calls and mutated inputs donated (Note [Resident inputs] in
-resident.py). A call
+`program.call_tensors(input_tensors)`, the same for the tensors' arrays after moving large
+captured ones to memory XLA reads in place (Note [Aligned host arrays] in aligned.py). A call
 draws the graph's random numbers on the host (Note [Host draws] in lower.py), runs the
 compiled XLA executable under 64-bit mode when the graph has 64-bit values (only for the
 duration of the call: `jax.enable_x64`, never the global flag), walks guards and runtime
@@ -30,6 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ...ir.interpret import GuardFailed, guard_outcome, same_outcome
+from .aligned import move_to_aligned
 from .lower import lower
 
 
@@ -39,7 +39,7 @@ class JaxProgram:
     quiet = False
 
     def __init__(self, graph, name=None, writable=None, data_parallel=False, pack_out=None,
-                 pack_in=None, follow_inputs=False, mutations=()):
+                 pack_in=None, follow_inputs=False):
         self.graph = graph
         self.name = name or graph.name
         self.lowered = lower(graph)              # raises Unsupported: caller falls back
@@ -51,10 +51,7 @@ class JaxProgram:
         self._line_sites = {}
         fn = self._packing_fn()
         specs, shardings = self._specs()
-        self.residency = None if data_parallel else self._residency(mutations)
-        donate = tuple(sorted(self.residency.mutated)) if self.residency else ()
-        jitted = (jax.jit(fn, in_shardings=shardings) if shardings
-                  else jax.jit(fn, donate_argnums=donate))
+        jitted = jax.jit(fn, in_shardings=shardings) if shardings else jax.jit(fn)
         t0 = time.perf_counter()
         with jax.enable_x64(self.lowered.x64):
             traced = jitted.trace(*specs)
@@ -67,6 +64,10 @@ class JaxProgram:
         # forward), so calls go through `jax.jit`, which compiles for the shardings it meets
         self._call = jitted if follow_inputs else self.executable
         self.fn = self.__call__
+        from .aligned import MIN_BYTES
+        cpu = jax.default_backend() == "cpu"     # captured arrays worth moving (aligned.py)
+        self._movable = [i for i, v in enumerate(graph.inputs) if cpu and v.role == "captured"
+                         and v.type.dtype.np.itemsize * int(np.prod(v.type.shape)) >= MIN_BYTES]
 
     # -- building --
     def _packing_fn(self):
@@ -104,28 +105,6 @@ class JaxProgram:
             return fn
         return low.fn
 
-    def _residency(self, mutations):
-        """A Residency (resident.py) for this program, or None off the CPU platform.
-        `mutations`: [(input position, output index, version bump)]."""
-        from .resident import MIN_BYTES, Residency
-        if jax.default_backend() != "cpu":
-            return None
-        g, x64 = self.graph, self.lowered.x64
-        ins, outs = g.inputs, g.outputs
-        mutated = {i: (k, bump) for i, k, bump in mutations
-                   if outs[k] is not None and outs[k].type.shape == ins[i].type.shape
-                   and outs[k].type.dtype == ins[i].type.dtype}
-        candidates = [i for i, v in enumerate(ins)
-                      if v.type.dtype.np.itemsize * int(np.prod(v.type.shape)) >= MIN_BYTES]
-        if not candidates:
-            return None
-
-        def put(a):
-            with jax.enable_x64(x64):
-                return jax.device_put(a)
-        return Residency(candidates, {i: m for i, m in mutated.items() if i in candidates},
-                         put)
-
     def _input_types(self):
         g, low = self.graph, self.lowered
         types = [v.type for v in g.inputs]
@@ -157,27 +136,19 @@ class JaxProgram:
 
     # -- running --
     def call_tensors(self, inputs):
-        """`self(*[t._data for t in inputs])`, with resident device copies standing in for
-        the arrays they equal (Note [Resident inputs] in resident.py)."""
-        res = self.residency
-        if res is None:
-            return self(*[t._data for t in inputs])
-        outs = self._run(res.arrays(inputs), inputs)
-        res.keep(inputs, outs)
-        return outs
+        """`self(*[t._data for t in inputs])`, after moving the large captured tensors'
+        arrays to aligned memory where that cannot be observed (aligned.py)."""
+        for i in self._movable:
+            move_to_aligned(inputs[i])
+        return self(*[t._data for t in inputs])
 
     def __call__(self, *arrays):
-        return self._run(arrays, None)
-
-    def _run(self, arrays, tensors):
-        """`tensors`: the inputs as tensors when `arrays` may hold donated device arrays
-        (deleted by the call), so a re-run on numpy reads the tensors' arrays instead."""
         low = self.lowered
         snap = None
         given = arrays
         if low.host_nodes:
             snap = [(g, g._rng, g._rng.bit_generator.state, g._seed) for g in low.generators()]
-            arrays = [*arrays, *low.host_draws()]
+            arrays = arrays + tuple(low.host_draws())
         if self.pack_in is not None:
             take = self._in_take
             arrays = [arrays[i] for i in take] + list(arrays[len(self.graph.inputs):])
@@ -188,8 +159,6 @@ class JaxProgram:
             else:
                 outs, gvals, cvals = self._call(*arrays)
         if cvals is not None and bool(cvals):
-            if tensors is not None:
-                given = [t._data for t in tensors]
             return self._on_numpy(given, snap)
         if gvals:
             for k, (gd, val) in enumerate(zip(self.graph.guards, gvals)):
@@ -200,9 +169,10 @@ class JaxProgram:
                 if not same_outcome(actual, gd.expected):
                     raise GuardFailed(k, actual)
         w = self.writable
-        if w >= len(outs):
-            return [None if o is None else np.array(o) for o in outs]
-        return [None if o is None else np.array(o) for o in outs[:w]] + outs[w:]
+        user = [None if o is None else np.array(o) for o in outs[:w]]
+        if all(o is None for o in user):     # nothing waited for the results: XLA may still
+            jax.block_until_ready(outs)      # be reading arguments in place (aligned.py)
+        return user + outs[w:] if w < len(outs) else user
 
     def _on_numpy(self, arrays, snap):
         for gen, r, state, seed in snap or ():       # the numpy program draws again
