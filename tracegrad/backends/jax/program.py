@@ -2,7 +2,8 @@
 
 `program(*input_arrays) -> list of output arrays` (numpy arrays; None stays None), or
 `program.call_tensors(input_tensors)`, the same for the tensors' arrays after moving large
-captured ones to memory XLA reads in place (Note [Aligned host arrays] in aligned.py). A call
+captured ones to memory XLA reads in place (Note [Aligned host arrays] in aligned.py; None
+when the program has no such input). A call
 draws the graph's random numbers on the host (Note [Host draws] in lower.py), runs the
 compiled XLA executable under 64-bit mode when the graph has 64-bit values (only for the
 duration of the call: `jax.enable_x64`, never the global flag), walks guards and runtime
@@ -68,6 +69,8 @@ class JaxProgram:
         cpu = jax.default_backend() == "cpu"     # captured arrays worth moving (aligned.py)
         self._movable = [i for i, v in enumerate(graph.inputs) if cpu and v.role == "captured"
                          and v.type.dtype.np.itemsize * int(np.prod(v.type.shape)) >= MIN_BYTES]
+        if not self._movable:                    # callers pass arrays: nothing to move
+            self.call_tensors = None
 
     # -- building --
     def _packing_fn(self):
