@@ -6,8 +6,11 @@ copies the new value of each mutated input back into its array. In the other dir
 the CPU platform jax reads a numpy argument in place, without a copy, when its data is
 64-byte aligned; numpy aligns to 16 bytes, so every other argument is copied into a fresh
 device buffer on every call. For a training step that is the parameters and the optimizer
-state, each step: measured (paired, same process) 0.45 ms of a 6.7 ms step at batch 256
-784-512-512-10 with SGD momentum, 22 ms of 200 ms for 50 layers 512 wide.
+state, each step: measured (paired, same process) 0.3 to 0.6 ms of a 7 ms step at batch 256
+784-512-512-10 with SGD momentum, 8 to 22 ms of 185 ms for 50 layers 512 wide. (Keeping
+device copies between calls instead, checked by version counter and by a byte comparison,
+since writes through `.data` or a `numpy()` view pass every version counter, measured no
+faster than uploading: the comparison reads as much memory as the copy.)
 
 So the large captured tensors of a jax-backend path (parameters, buffers, optimizer state:
 they live across calls) get their array moved, once, to 64-byte aligned memory holding the
@@ -22,7 +25,9 @@ holder exists), the array owns its memory and is C-contiguous and writeable. The
 the version counter are unchanged; the new array is the root of its storage (its base is a
 `bytearray`, not an ndarray), so `storage_offset()`, `is_contiguous()` and storage sharing
 read as before; only `data_ptr()` changes, as after `p.data = ...`. A tensor whose array is
-replaced later (`p.data = other`) is moved again on a later call, when it can be.
+replaced later (`p.data = other`) is moved again on a later call, when it can be. (jax's call
+machinery may hold its numpy arguments in reference cycles until the next garbage
+collection; such an array moves on a later call.)
 
 An argument read in place must not change while XLA reads it, so a call waits for its
 results before returning (it did already whenever it returned a tensor). Inputs are not
