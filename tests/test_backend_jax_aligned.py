@@ -120,7 +120,7 @@ def test_large_captured_arrays_move_unobservably():
     bufs = [opt.state[p]["momentum_buffer"] for p in model.parameters()]
     large = [t for t in list(model.parameters()) + bufs if t._data.nbytes >= 1 << 16]
     assert large and all(_aligned(t) for t in large)
-    eager_model, eager_opt, eager_step = _setup(False)
+    eager_model, _, eager_step = _setup(False)
     for _ in range(3):
         eager_step(x, y)
     e = eager_model[0].weight
