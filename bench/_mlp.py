@@ -111,3 +111,71 @@ def torch_step(torch, ps, x, y, act="relu"):
         for p in ps:
             p -= LR * p.grad
     return loss
+
+
+MOMENTUM = 0.9
+
+
+def numpy_momentum_step(ps, bufs, x, y, act="relu"):
+    """`numpy_step` with SGD momentum as `optim.SGD(momentum=0.9)` applies it (buffers start
+    at zero, so the first step's buffer is the gradient); returns the loss."""
+    n_layers = len(ps) // 2
+    acts = [x]
+    h = x
+    for i in range(n_layers):
+        h = h @ ps[2 * i]
+        h += ps[2 * i + 1]
+        if i < n_layers - 1:
+            np.tanh(h, out=h) if act == "tanh" else np.maximum(h, 0, out=h)
+        acts.append(h)
+    n, rows = x.shape[0], np.arange(x.shape[0])
+    h -= h.max(axis=1, keepdims=True)
+    picked = h[rows, y]
+    np.exp(h, out=h)
+    s = h.sum(axis=1, keepdims=True)
+    loss = float((np.log(s).ravel() - picked).mean())
+    g = h
+    g /= s
+    g[rows, y] -= 1
+    g /= n
+    for i in range(n_layers - 1, -1, -1):
+        a = acts[i]
+        grads = (a.T @ g, g.sum(axis=0))
+        if i > 0:
+            g2 = g @ ps[2 * i].T
+            g2 *= (1 - a * a) if act == "tanh" else (a > 0)
+            g = g2
+        for k, gk in zip((2 * i, 2 * i + 1), grads):
+            bufs[k] *= MOMENTUM
+            bufs[k] += gk
+            ps[k] -= LR * bufs[k]
+        acts[i + 1] = None
+    return loss
+
+
+def tg_module_step(tg, sizes, act, params, backend):
+    """The step as a PyTorch user writes it, compiled whole: `nn.Sequential`, `optim.SGD`
+    with momentum, zero_grad / backward / step inside, the loss returned as is. `params` as
+    `make_params` gives them (W as (in, out)). Returns (step, model)."""
+    nn = tg.nn
+    mods = []
+    n = len(sizes) - 1
+    for i in range(n):
+        lin = nn.Linear(sizes[i], sizes[i + 1])
+        with tg.no_grad():
+            lin.weight.copy_(tg.tensor(np.ascontiguousarray(params[2 * i].T)))
+            lin.bias.copy_(tg.tensor(params[2 * i + 1]))
+        mods.append(lin)
+        if i < n - 1:
+            mods.append(nn.Tanh() if act == "tanh" else nn.ReLU())
+    model = nn.Sequential(*mods)
+    opt = tg.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM)
+    loss_fn = nn.CrossEntropyLoss()
+
+    def step(x, y):
+        opt.zero_grad()
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+    return tg.compile(step, backend=backend), model

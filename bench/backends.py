@@ -5,7 +5,12 @@ Cases (timed interleaved, bench/_timing.py):
 - the 200-op elementwise chain on shape-(4,) float32 tensors (bench/eager_overhead.py),
   forward + backward, reported per op (median time / 200);
 - the MLP training step (forward, softmax cross-entropy, gradients, in-place SGD;
-  bench/_mlp.py) at batch 256 784-512-512-10 (`--all`: also the two smaller sizes).
+  bench/_mlp.py) at batch 256 784-512-512-10 (`--all`: also the two smaller sizes);
+- the same step written as a PyTorch user writes it and compiled whole (`nn.Sequential`,
+  `optim.SGD(momentum=0.9)`, zero_grad / backward / step inside, the loss returned as is;
+  `_mlp.tg_module_step`) at batch 256 784-512-512-10 (ReLU) and 50 layers 512 wide (tanh),
+  against hand-written `jax.jit` with momentum (also with the parameters and buffers
+  donated) and hand-written numpy with momentum.
 The hand-written `jax.jit` versions are what a JAX user writes: `jax.value_and_grad` under
 `jax.jit`, parameters kept as device arrays between steps. Results are checked against
 numpy before timing. Also printed: the first-call time (trace + passes + XLA compile) of
@@ -25,7 +30,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import _timing as T  # noqa: E402
 import eager_overhead as EO  # noqa: E402
 import tracegrad as tg  # noqa: E402
-from _mlp import LR, make_params, numpy_step, tg_compiled_body  # noqa: E402
+from _mlp import (LR, MOMENTUM, make_params, numpy_momentum_step, numpy_step,  # noqa: E402
+                  tg_compiled_body, tg_module_step)
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
@@ -150,6 +156,77 @@ def mlp_cases(batch, sizes):
     return cases, first
 
 
+# ---------------- the idiomatic step: nn + optim, compiled whole ----------------
+def _jax_act_loss(act):
+    f = jnp.tanh if act == "tanh" else jax.nn.relu
+
+    def loss_fn(ps, x, y):
+        h = x
+        n = len(ps) // 2
+        for i in range(n):
+            h = h @ ps[2 * i] + ps[2 * i + 1]
+            if i < n - 1:
+                h = f(h)
+        return -jnp.mean(jax.nn.log_softmax(h, axis=1)[jnp.arange(x.shape[0]), y])
+    return loss_fn
+
+
+def _jax_momentum_step(act, donate):
+    loss_fn = _jax_act_loss(act)
+
+    def step(ps, bufs, x, y):
+        loss, gs = jax.value_and_grad(loss_fn)(ps, x, y)
+        bufs = [MOMENTUM * b + g for b, g in zip(bufs, gs)]
+        return loss, [p - LR * b for p, b in zip(ps, bufs)], bufs
+    return jax.jit(step, donate_argnums=(0, 1) if donate else ())
+
+
+def module_cases(batch, sizes, act):
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((batch, sizes[0])).astype(np.float32)
+    y = rng.integers(0, sizes[-1], batch)
+    base = make_params(sizes)
+    np_ps, np_bufs = [p.copy() for p in base], [np.zeros_like(p) for p in base]
+    tx, ty = tg.tensor(x), tg.tensor(y)
+    steps, models, first = {}, {}, {}
+    for b in ("numpy", "jax"):
+        steps[b], models[b] = tg_module_step(tg, sizes, act, base, b)
+        t0 = time.perf_counter()
+        steps[b](tx, ty)
+        steps[b](tx, ty)
+        first[b] = time.perf_counter() - t0
+    jx, jy = jnp.asarray(x), jnp.asarray(y, dtype=jnp.int32)
+    hands, states = {}, {}
+    for name, donate in (("jax.jit (hand)", False), ("jax.jit (hand, donated)", True)):
+        fn = _jax_momentum_step(act, donate)
+        st = states[name] = {"ps": [jnp.asarray(p) for p in base],
+                             "bufs": [jnp.zeros(p.shape, p.dtype) for p in base]}
+
+        def run(fn=fn, st=st):
+            loss, st["ps"], st["bufs"] = fn(st["ps"], st["bufs"], jx, jy)
+            return float(loss)
+        hands[name] = run
+        t0 = time.perf_counter()
+        run()
+        run()
+        first[name] = time.perf_counter() - t0
+    numpy_momentum_step(np_ps, np_bufs, x, y, act)
+    numpy_momentum_step(np_ps, np_bufs, x, y, act)      # everyone has taken two steps
+    for b in ("numpy", "jax"):
+        got = [t.detach().numpy() for m in models[b] if hasattr(m, "weight")
+               for t in (m.weight.T, m.bias)]
+        for p, q in zip(got, np_ps):
+            np.testing.assert_allclose(p, q, rtol=1e-3, atol=1e-4)
+    for st in states.values():
+        for p, q in zip(st["ps"], np_ps):
+            np.testing.assert_allclose(np.asarray(p), q, rtol=1e-3, atol=1e-4)
+    cases = dict(zip(NAMES, (lambda: numpy_momentum_step(np_ps, np_bufs, x, y, act),
+                             lambda: steps["numpy"](tx, ty), lambda: steps["jax"](tx, ty),
+                             hands["jax.jit (hand)"])))
+    cases["jax.jit (hand, donated)"] = hands["jax.jit (hand, donated)"]
+    return cases, first
+
+
 def report(title, samples, per=1):
     meds = T.medians(samples)
     base = meds[NAMES[0]]
@@ -162,6 +239,7 @@ def report(title, samples, per=1):
 
 
 MLPS = [(256, (784, 512, 512, 10))]
+MODULES = [(256, (784, 512, 512, 10), "relu"), (256, (512,) * 51, "tanh")]
 MORE = [(32, (64, 64, 10)), (64, (784, 128, 10))]
 
 
@@ -182,6 +260,14 @@ def main():
                T.interleaved(cases, r, inner=1 if batch >= 256 else 5, settle=0.01))
         print("first two calls (trace + passes + compile, then one step): " + ", ".join(
             f"{k} {v * 1e3:.0f} ms" for k, v in first.items()))
+    for batch, sizes, act in MODULES:
+        cases, first = module_cases(batch, sizes, act)
+        shape = ("-".join(map(str, sizes)) if len(sizes) < 6
+                 else f"{len(sizes) - 1} layers {sizes[1]} wide")
+        report(f"nn.Sequential + optim.SGD(momentum) step compiled whole, batch {batch} "
+               f"{shape} ({act})",
+               T.interleaved(cases, max(5, rounds // 3), inner=1, settle=0.01))
+        print("first two calls: " + ", ".join(f"{k} {v * 1e3:.0f} ms" for k, v in first.items()))
 
 
 if __name__ == "__main__":

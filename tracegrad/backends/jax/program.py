@@ -1,6 +1,9 @@
 """`JaxProgram`: one lowered graph, jit-compiled once, with the numpy Program's interface.
 
-`program(*input_arrays) -> list of output arrays` (numpy arrays; None stays None). A call
+`program(*input_arrays) -> list of output arrays` (numpy arrays; None stays None), or
+`program.call_tensors(input_tensors)`, the same for the tensors' arrays after moving large
+captured ones to memory XLA reads in place (Note [Aligned host arrays] in aligned.py; None
+when the program has no such input). A call
 draws the graph's random numbers on the host (Note [Host draws] in lower.py), runs the
 compiled XLA executable under 64-bit mode when the graph has 64-bit values (only for the
 duration of the call: `jax.enable_x64`, never the global flag), walks guards and runtime
@@ -27,6 +30,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ...ir.interpret import GuardFailed, guard_outcome, same_outcome
+from .aligned import move_to_aligned
 from .lower import lower
 
 
@@ -61,6 +65,12 @@ class JaxProgram:
         # forward), so calls go through `jax.jit`, which compiles for the shardings it meets
         self._call = jitted if follow_inputs else self.executable
         self.fn = self.__call__
+        from .aligned import MIN_BYTES
+        cpu = jax.default_backend() == "cpu"     # captured arrays worth moving (aligned.py)
+        self._movable = [i for i, v in enumerate(graph.inputs) if cpu and v.role == "captured"
+                         and v.type.dtype.np.itemsize * int(np.prod(v.type.shape)) >= MIN_BYTES]
+        if not self._movable:                    # callers pass arrays: nothing to move
+            self.call_tensors = None
 
     # -- building --
     def _packing_fn(self):
@@ -128,6 +138,13 @@ class JaxProgram:
         return specs, shardings
 
     # -- running --
+    def call_tensors(self, inputs):
+        """`self(*[t._data for t in inputs])`, after moving the large captured tensors'
+        arrays to aligned memory where that cannot be observed (aligned.py)."""
+        for i in self._movable:
+            move_to_aligned(inputs[i])
+        return self(*[t._data for t in inputs])
+
     def __call__(self, *arrays):
         low = self.lowered
         snap = None
@@ -155,9 +172,10 @@ class JaxProgram:
                 if not same_outcome(actual, gd.expected):
                     raise GuardFailed(k, actual)
         w = self.writable
-        if w >= len(outs):
-            return [None if o is None else np.array(o) for o in outs]
-        return [None if o is None else np.array(o) for o in outs[:w]] + outs[w:]
+        user = [None if o is None else np.array(o) for o in outs[:w]]
+        if all(o is None for o in user):     # nothing waited for the results: XLA may still
+            jax.block_until_ready(outs)      # be reading arguments in place (aligned.py)
+        return user + outs[w:] if w < len(outs) else user
 
     def _on_numpy(self, arrays, snap):
         for gen, r, state, seed in snap or ():       # the numpy program draws again
