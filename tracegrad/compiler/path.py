@@ -177,7 +177,9 @@ class CompiledPath:
             inputs[pos].requires_grad_(flag)
         for pos in self.pre_clear:           # zero_grad first: old gradients go before
             inputs[pos]._grad = None         # the program computes new ones
-        res = self.forward_program(*[t._data for t in inputs])
+        call = getattr(self.forward_program, "call_tensors", None)   # JAX: aligned inputs
+        res = (call(inputs) if call is not None
+               else self.forward_program(*[t._data for t in inputs]))
         part = self.part
         n_user = part.n_user
         if part.mutations:

@@ -93,6 +93,8 @@ def build_runner(path):
         lines += [f"    d = c{j}._data", f"    if {cond}: {miss}"]
         data[f"c{j}"] = f"c{j}._data"
     tensor_caps = [f"c{j}" for j in range(n_cap) if j not in scalar]
+    if tensor_caps:
+        lines.append("    d = None")   # no local reference left (JAX: Note [Aligned host arrays])
     if n_args and tensor_caps:           # no argument may share memory with a captured one
         lines.append(f"    roots = {{{', '.join(f'id(_root({c}._data))' for c in tensor_caps)}}}")
         for i in range(n_args):
@@ -101,8 +103,13 @@ def build_runner(path):
         lines.append(f"    {names[pos]}.requires_grad_({flag})")
     for pos in path.pre_clear:           # zero_grad first: old gradients go before
         lines.append(f"    {names[pos]}._grad = None")
-    args_data = [f"{n}._data" for n in names[:n_args]] + [data[n] for n in names[n_args:]]
-    body = ["    try:", f"        res = _fn({', '.join(args_data)})", "    except _GuardFailed:",
+    if getattr(prog, "call_tensors", None) is not None:     # the JAX backend's entry
+        ins = names[:n_args] + [f"_wrap(c{j})" if j in scalar else f"c{j}" for j in range(n_cap)]
+        call = f"_prog.call_tensors([{', '.join(ins)}])"
+    else:
+        args_data = [f"{n}._data" for n in names[:n_args]] + [data[n] for n in names[n_args:]]
+        call = f"_fn({', '.join(args_data)})"
+    body = ["    try:", f"        res = {call}", "    except _GuardFailed:",
             "        raise", "    except Exception as e:", "        raise _prog.failed(e) from None"]
     if prog.quiet:
         body = ["    tok = _qe()"] + body + ["    finally:", "        _qx(tok)"]
