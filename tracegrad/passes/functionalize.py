@@ -13,6 +13,13 @@ It also records, for `check_inplace`, which saved operands would be stale in eag
 version, final version, deferred, grad_fn name of the last overwrite)}; `deferred` when every
 overwrite ran under no_grad).
 
+Note [Known values]
+`values` may lack some Values: the tracer keeps floating arrays only while the traced program
+does (Note [Traced values] in tracing/tracer.py). A functional node takes the array the trace
+computed for its raw node (an in-place node's result is the functional op's result), else
+is computed from its operands' arrays when all are known and it draws no random numbers,
+else stays unknown; later passes type unknown values by their IR types.
+
 Note [Storages]
 Every raw value belongs to a storage root (itself, unless produced by an aliasing primitive)
 and carries the chain of view steps from the root. A write bumps the root's version; reads
@@ -38,8 +45,9 @@ def functionalize(g, values=None):
     """Return a pure copy of raw graph `g` (see module docstring).
 
     `values` (raw Value -> array, e.g. the tracer's) is extended with the functional graph's
-    values; by default the values `tg.trace` attached to `g` are used and attached to the
-    result, so later passes (vjp) see the traced data-dependent shapes."""
+    values where they are known (Note [Known values]); by default the values `tg.trace`
+    attached to `g` are used and attached to the result, so later passes (vjp) see the
+    traced data-dependent shapes."""
     out = g.derive()
     out.values = None
     if values is None and g.values is not None:
@@ -58,18 +66,21 @@ def functionalize(g, values=None):
     for gd in g.guards:
         guards.setdefault(gd.position, []).append(gd)
     stats = {"inplace_rewritten": 0, "views_rederived": 0, "scatters": 0}
+    values_or_empty = values if values is not None else {}
 
     def emit(prim, ins, attrs, type, site, phase, raw=None):
         val = out.add_node(prim, ins, attrs, type, site, phase)
-        if values is not None:
-            if raw is not None and raw in values:
-                # what the trace computed for this very node (never re-draw, never a second
-                # copy of every intermediate while compiling)
+        if values is None:
+            return val
+        if raw is not None:
+            # what the trace computed for this very node, if still known (never re-draw,
+            # never a second copy of every intermediate while compiling: Note [Known values])
+            if raw in values:
                 values[val] = values[raw]
-            else:
-                with np.errstate(all="ignore"):
-                    values[val] = np.asarray(prim.kernel(
-                        *[values[a] if _isval(a) else a for a in ins], **attrs))
+        elif not prim.impure and all(a in values for a in ins if _isval(a)):
+            with np.errstate(all="ignore"):
+                values[val] = np.asarray(prim.kernel(
+                    *[values[a] if _isval(a) else a for a in ins], **attrs))
         return val
 
     def resolve(v):
@@ -96,7 +107,8 @@ def functionalize(g, values=None):
             t = n.inputs[0]
             r = root[t]
             st = storages[r]
-            new = emit(prim.functional, ins, n.attrs, n.output.type, n.site, n.phase)
+            new = emit(prim.functional, ins, n.attrs, n.output.type, n.site, n.phase,
+                       raw=n.output if n.output in values_or_empty else None)
             at = len(out.nodes) - 1
             _note_uses(uses, at, prim.functional, n.inputs, root, storages, skip_first=True)
             # an empty view chain is the whole storage (e.g. the result of an earlier `t.op_()`)
@@ -204,9 +216,8 @@ def _moved(gd, value, position):
 
 
 def _replay_type(prim, attrs, cur, values):
-    import numpy as np
     from ..ir.types import TensorType
-    if values is not None:
+    if values is not None and cur in values:
         return TensorType.of(np.asarray(prim.kernel(values[cur], **attrs)))
     dummy = np.zeros(cur.type.shape, cur.type.dtype.np)
     return TensorType.of(np.asarray(prim.kernel(dummy, **attrs)))

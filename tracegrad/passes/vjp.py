@@ -6,7 +6,8 @@ numerics). Cotangents of values used several times are summed in the order eager
 would sum them; nodes that no wrt-input reaches, non-differentiable primitives and symbolic
 zeros (no cotangent) are skipped; gradients are cast to their operand's dtype as the engine
 does. The rules have no data-dependent branches, so concrete values only serve to run the
-kernels while recording (placeholders work when none are given).
+kernels while recording: a saved value missing from `values` (a floating array the traced
+program freed, Note [Known values] in functionalize.py) is a zero placeholder of its type.
 
 Returns a `VJPResult`: the backward graph (inputs: cotangents, then saved forward values),
 `saved` (the forward Values it reads: the partition), `grads` (one backward output per wrt
@@ -82,7 +83,10 @@ def vjp(g, wrt=None, values=None, out_mask=None):
     def fwd(v):
         t = wrapped.get(v)
         if t is None:
-            t = Tensor._wrap(values[v])
+            arr = values.get(v)
+            if arr is None:                  # a placeholder: rules only read its type
+                arr = np.zeros(v.type.shape, v.type.dtype.np)
+            t = Tensor._wrap(arr)
             wrapped[v] = t
             tracer.names[id(t)] = f"saved{len(wrapped) - 1}"
             saved_of[id(t)] = v
