@@ -8,7 +8,9 @@ program inputs become `graph.mutations` ([(input, final value)]), copied back by
 A write under no_grad leaves autograd's history alone in eager mode: the storage's new
 contents become `nograd_write(old, new)`, whose gradient flows to `old` unchanged.
 
-It also records, for `check_inplace`, which saved operands would be stale in eager mode
+It also records, for `vjp`, saved operands overwritten only through `.data`
+(`graph.saved_reads`, Note [Writes through .data]), and, for `check_inplace`, which saved
+operands would be stale in eager mode
 (`graph.stale`: {(node index, operand index or "out"): (site of the overwriting op, saved
 version, final version, deferred, grad_fn name of the last overwrite)}; `deferred` when every
 overwrite ran under no_grad).
@@ -19,6 +21,15 @@ does (Note [Traced values] in tracing/tracer.py). A functional node takes the ar
 computed for its raw node (an in-place node's result is the functional op's result), else
 is computed from its operands' arrays when all are known and it draws no random numbers,
 else stays unknown; later passes type unknown values by their IR types.
+
+Note [Writes through .data]
+`t.data` is an alias of `t`'s storage with its own version counter (the DATA primitive): a
+write through it leaves `t`'s version alone, so eager autograd never reports a saved `t`
+as modified, and backward reads whatever the storage holds when it runs. A saved operand
+(or saved result) whose storage changes afterwards only through `.data` is therefore not
+stale: `graph.saved_reads[(node output, operand index or "out")]` names the storage's
+contents at the end of the program, which `vjp` saves instead. The forward node itself
+still reads the contents it saw.
 
 Note [Storages]
 Every raw value belongs to a storage root (itself, unless produced by an aliasing primitive)
@@ -61,7 +72,8 @@ def functionalize(g, values=None):
         mapping[v] = v
         storages[v] = _Storage(v)
     quiet = getattr(g, "nograd_writes", set())
-    uses = []                       # (functional node index, operand idx/"out", root, version)
+    # (functional node index, operand idx/"out", root, its version, its bumps, raw Value)
+    uses = []
     guards = {}
     for gd in g.guards:
         guards.setdefault(gd.position, []).append(gd)
@@ -136,7 +148,8 @@ def functionalize(g, values=None):
             seen_ver[n.output] = st.version if whole or n.output not in quiet else -1
             mapping[n.output] = st.current if whole else new
             stats["inplace_rewritten"] += 1
-            uses.append((at, "out", r, st.version))   # the op's own result, not the scatter
+            # the op's own result, not the scatter
+            uses.append((at, "out", r, st.version, st.bumps, n.output))
             continue
         new = emit(prim, ins, n.attrs, n.output.type, n.site, n.phase, raw=n.output)
         _note_uses(uses, len(out.nodes) - 1, prim, n.inputs, root, storages)
@@ -147,12 +160,13 @@ def functionalize(g, values=None):
             chain[n.output] = chain[src] + ((prim, n.attrs),)
             seen_ver[n.output] = storages[r].version
             mapping[n.output] = new
-            uses.append((len(out.nodes) - 1, "out", r, storages[r].version))
+            uses.append((len(out.nodes) - 1, "out", r, storages[r].version, storages[r].bumps,
+                         n.output))
         else:
             root[n.output], chain[n.output], seen_ver[n.output] = n.output, (), 0
             mapping[n.output] = new
             storages[n.output] = _Storage(new)
-            uses.append((len(out.nodes) - 1, "out", n.output, 0))
+            uses.append((len(out.nodes) - 1, "out", n.output, 0, 0, n.output))
     for gd in guards.get(len(g.nodes), ()):
         out.guards.append(_moved(gd, resolve(gd.value), len(out.nodes)))
     out.outputs = [resolve(v) if v is not None else None for v in g.outputs]
@@ -185,9 +199,14 @@ def functionalize(g, values=None):
     # inputs written at least once with grad mode on (eager rebases their autograd history)
     out.mutation_grad_mode = {v for v in g.inputs if any(not w[1] for w in storages[v].writes)}
     out.stale = {}
-    for idx, which, r, ver in uses:
+    out.saved_reads = {}
+    for idx, which, r, ver, bumps, raw in uses:
         st = storages[r]
-        if st.version != ver:
+        if st.version != ver and st.bumps == bumps:
+            # overwritten through `.data` only: eager's version check cannot see it, and its
+            # backward reads the storage as it is then (Note [Writes through .data])
+            out.saved_reads[(out.nodes[idx].output, which)] = resolve(raw)
+        elif st.version != ver:
             later = st.writes[ver:] or st.writes[-1:]
             # every overwrite under no_grad (an optimizer-style update): eager only fails if
             # backward later runs through the saving node, so the error waits until then
@@ -203,7 +222,8 @@ def _note_uses(uses, idx, prim, raw_ins, root, storages, skip_first=False):
     for k in prim.saves:
         if k < len(raw_ins) and _isval(raw_ins[k]) and not (skip_first and k == 0):
             r = root[raw_ins[k]]
-            uses.append((idx, k, r, storages[r].version))
+            st = storages[r]
+            uses.append((idx, k, r, st.version, st.bumps, raw_ins[k]))
 
 
 def _isval(a):

@@ -92,6 +92,9 @@ def vjp(g, wrt=None, values=None, out_mask=None):
             saved_of[id(t)] = v
         return t
 
+    # saved values written through `.data` later: backward reads the newer contents, as
+    # eager does (Note [Writes through .data] in functionalize.py)
+    reads = getattr(g, "saved_reads", {})
     done = set()
     with np.errstate(all="ignore"), _mode.no_grad(), tracer:
         for idx in range(len(g.nodes) - 1, -1, -1):
@@ -103,9 +106,9 @@ def vjp(g, wrt=None, values=None, out_mask=None):
             if not any(needs):
                 continue
             saves = n.prim.saved_for(needs)
-            ins = tuple((fwd(a) if isinstance(a, Value) else a) if k in saves else None
-                        for k, a in enumerate(n.inputs)) if saves else ()
-            out = fwd(n.output) if n.prim.saves_out else None
+            ins = tuple((fwd(reads.get((n.output, k), a)) if isinstance(a, Value) else a)
+                        if k in saves else None for k, a in enumerate(n.inputs)) if saves else ()
+            out = fwd(reads.get((n.output, "out"), n.output)) if n.prim.saves_out else None
             tracer.site = n.site
             for a in ins:                    # a rule may wrap a literal array: a constant
                 if isinstance(a, np.ndarray) and id(a) not in tracer.by_data:
