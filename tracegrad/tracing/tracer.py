@@ -17,8 +17,9 @@ Note [Inputs, captures and constants]
 Note [Traced values]
 The traced call must cost about what the eager call costs in memory, so the tracer owns no
 intermediate: the eager program frees what it drops, as it would untraced.
-- Tables keyed by `id()` (`env`, `by_data`, `snapshots`) lose an entry when its object dies
-  (a weak reference's callback), so a new object reusing the id is never mistaken for it.
+- Tables keyed by `id()` (`env`, `by_data`, `snapshots`, `grad_of`) lose an entry when its
+  object dies (a weak reference's callback), so a new object reusing the id is never
+  mistaken for it. Only inputs and what the compiler reads after the trace are kept.
 - `values` (Value -> array, for the passes) holds floating arrays weakly: a pass finds the
   arrays still alive when it runs (inputs, outputs, the outputs' autograd history), and
   uses a placeholder of the right type for the others; VJP rules never decide anything
@@ -189,8 +190,8 @@ class Tracer:
         if all(o is not owner for o in self.grad_some):
             self.grad_some.append(owner)     # Python saw a gradient: it must be there
         if id(g) not in self.env:
-            self.grad_of[id(g)] = owner
-            self.keep.append(g)
+            self.grad_of[id(g)] = owner      # (not kept: zero_grad frees it, as eagerly)
+            self._watch(g)
 
     def _bind(self, t, v):
         self.env[id(t)] = v
@@ -209,7 +210,8 @@ class Tracer:
         k = id(obj)
         if k in self._watched:
             return
-        tables, watched = (self.env, self.by_data, self.snapshots), self._watched
+        tables = (self.env, self.by_data, self.snapshots, self.grad_of)
+        watched = self._watched
 
         def forget(ref):
             if watched.get(k) is ref:
