@@ -15,11 +15,12 @@ batch 256 784-512-512-10 (ReLU) and a 50-layer 512-wide tanh MLP at batch 256.
 
 Reported per size: median step time over interleaved rounds (bench/_timing.py, Notes
 [Interleaving] and [Thread pools]) as a ratio to numpy, and microseconds; steady peak
-memory of a warm step and the first call's time and peak, each measured in a fresh process
-(tracemalloc above parameters and inputs, plus a compiled program's persistent scratch
-arenas; PyTorch's allocator is invisible to tracemalloc, so its figures are the growth of
-the resident set, see bench/memory.py). All modes are first checked to compute the same loss
-for the same parameters.
+memory of a warm step, the first call's time and peak and the peak of the call that
+compiles the whole step (`compile MiB`, above what is live before it), each measured in a
+fresh process (tracemalloc above parameters and inputs, plus a compiled program's
+persistent scratch arenas; PyTorch's allocator is invisible to tracemalloc, so its figures
+are the growth of the resident set, see bench/memory.py). All modes are first checked to
+compute the same loss for the same parameters.
 
 Every library runs on `--threads` threads (default 1: numpy's BLAS through
 OPENBLAS_NUM_THREADS/OMP_NUM_THREADS, set before numpy loads, and `torch.set_num_threads`):
@@ -250,7 +251,10 @@ def child_memory(mode, size, optim):
 
 
 def child_first_peak(mode, size, optim):
-    """tracemalloc peak of the very first call (tracing and compiling included)."""
+    """tracemalloc peak of the very first call (tracing and compiling included), and for
+    the whole step compiled, of the call that builds the program, above what is live before
+    it: a first call that creates optimizer state (momentum buffers) changes state it
+    reads, so it is traced but not cached, and the second call traces again and compiles."""
     import tracemalloc
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -259,9 +263,19 @@ def child_first_peak(mode, size, optim):
             return {}
         tracemalloc.start()
         step()
-        peak = tracemalloc.get_traced_memory()[1]
+        out = {"first_peak": tracemalloc.get_traced_memory()[1]}
+        f = info.get("compiled")
+        for _ in range(3):
+            if f is None or f.programs:
+                break
+            before = tracemalloc.get_traced_memory()[0]
+            tracemalloc.reset_peak()
+            step()
+            out["compile_peak"] = tracemalloc.get_traced_memory()[1] - before
+        if f is not None and f.programs and "compile_peak" not in out:
+            out["compile_peak"] = out["first_peak"]
         tracemalloc.stop()
-    return {"first_peak": peak}
+    return out
 
 
 def _rss(field):
@@ -409,9 +423,14 @@ def report(size, modes, optim, rounds, memory):
                      None if sp is None else sp / MiB,
                      None if sp is None or not base_mem else sp / base_mem,
                      None if r.get("first_s") is None else r["first_s"] * 1e3,
-                     None if r.get("first_peak") is None else r["first_peak"] / MiB])
+                     None if r.get("first_peak") is None else r["first_peak"] / MiB,
+                     None if r.get("compile_peak") is None else r["compile_peak"] / MiB])
     print(T.format_table(["mode", "x numpy", "us/step", "steady MiB", "x numpy mem",
-                          "first ms", "first MiB"], rows))
+                          "first ms", "first MiB", "compile MiB"], rows))
+    first = {m: mem.get(m, {}).get("first_peak") for m in ("tg eager", "tg compile(step)")}
+    if all(first.values()):
+        print(f"first call, compile(step) / eager: "
+              f"{first['tg compile(step)'] / first['tg eager']:.2f}")
     if "torch eager" in meds:
         print(f"tracegrad eager / torch eager: {meds['tg eager'] / meds['torch eager']:.2f}")
     for m in modes:

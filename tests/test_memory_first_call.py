@@ -72,7 +72,7 @@ def test_tracer_owns_no_array_of_the_traced_step():
     gc.collect()
     tracemalloc.start()
     try:
-        tracer, program = _traced_step()
+        tracer, _program = _traced_step()
         gc.collect()
         with_tracer = tracemalloc.get_traced_memory()[0]
         del tracer
@@ -85,7 +85,7 @@ def test_tracer_owns_no_array_of_the_traced_step():
 
 
 def test_tracer_keeps_only_non_float_values():
-    tracer, program = _traced_step()
+    tracer, _program = _traced_step()
     assert all(a.dtype.kind not in "fc" for a in tracer._kept.values())
     # every parameter was overwritten in place: no value recorded before the update survives
     # as a copy (a floating value the tracer still knows is the live data of some tensor)

@@ -68,7 +68,7 @@ class CtxTemplate:
     `saved`, per saved tensor, the operand index it is, "out" or None; `attrs`, ctx's
     other attributes. Compared by identity: two calls are never merged as one."""
 
-    __slots__ = ("saved", "attrs")
+    __slots__ = ("attrs", "saved")
 
     def __init__(self, saved, attrs):
         self.saved, self.attrs = saved, attrs

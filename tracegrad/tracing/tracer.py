@@ -41,7 +41,7 @@ from .._errors import user_site
 from .._tensor import Tensor
 from ..ops.primitive import Primitive
 from ..ops.shape import CLONE, DETACH, INDEX, INDEX_PUT, NONZERO
-from ..ir.graph import Graph, Guard, Node, Value
+from ..ir.graph import Graph, Guard, Node
 from ..ir.types import TensorType
 
 
