@@ -218,7 +218,10 @@ class Tracer:
                 del watched[k]
                 for table in tables:
                     table.pop(k, None)
-        self._watched[k] = weakref.ref(obj, forget)
+        try:
+            self._watched[k] = weakref.ref(obj, forget)
+        except TypeError:                    # no weak reference to it: kept, id stays unique
+            self.keep.append(obj)
 
     def live_tensors(self):
         """The tensors the trace met that are still alive."""
