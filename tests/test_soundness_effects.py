@@ -91,6 +91,28 @@ def test_custom_function_forward_runs_once_per_call(saves):
     check_same(None, make, torch=True)
 
 
+def test_custom_function_ctx_container_is_fresh_per_backward():
+    """A list forward puts in ctx is this call's own: a backward appending to it sees only
+    its own entry (the ctx template gives each rebuilt ctx a new list)."""
+    def make(env):
+        class Count(env.lib.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                ctx.seen = []
+                ctx.save_for_backward(x)
+                return x * 2
+
+            @staticmethod
+            def backward(ctx, g):
+                ctx.seen.append(1)
+                return g * 2 * len(ctx.seen)
+        s = State()
+        _x_w(s, env)
+        s.fn = lambda x: Count.apply(x * s.w).sum()
+        return s
+    check_same(None, make, torch=True)
+
+
 @pytest.mark.xfail(strict=True, reason="known gap: a forward that saves a tensor it computed "
                    "itself runs again when the VJP rule rebuilds ctx (on the tracing call), "
                    "to record that tensor's computation (Note [Opaque Functions])")

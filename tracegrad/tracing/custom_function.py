@@ -96,7 +96,9 @@ class CtxTemplate:
     def fill(self, ctx, ins, out):
         """Give a fresh `ctx` this call's attributes and saved tensors (`ins`: the operands
         as the rule received them, `out` the result)."""
-        vars(ctx).update(self.attrs)
+        # containers anew, as forward makes them anew each call (backward may change them)
+        vars(ctx).update({k: type(v)(v) if type(v) in (list, dict, set) else v
+                          for k, v in self.attrs.items()})
         if self.saved is not None:
             ctx._saved = tuple(None if s is None else out if s == "out" else ins[s]
                                for s in self.saved)
