@@ -184,6 +184,32 @@ def test_data_write_after_save_is_not_an_in_place_error():
     check_same(None, make, calls=4, torch=True, versions=True)
 
 
+@pytest.mark.parametrize("after", [".data write", "in-place write"])
+def test_data_write_after_save_then_after_the_call(after):
+    """Backward reads the saved input when it runs: a `.data` write after the call shows,
+    an ordinary in-place write after the call fails backward's version check."""
+    def make(env):
+        s = State()
+        s.w = env.randn(3, seed=4, requires_grad=True)
+        s.args = lambda i: ((env.randn(3, seed=i),), {})
+
+        def f(x):
+            y = s.w * s.w * x
+            s.w.data.add_(1.0)
+            return y
+
+        def backward(i, out):
+            if after == ".data write":
+                s.w.data.mul_(3.0)
+            else:
+                with env.lib.no_grad():
+                    s.w.mul_(3.0)
+            out.sum().backward()
+        s.fn, s.backward = f, backward
+        return s
+    check_same(None, make, calls=4, torch=True, versions=True)
+
+
 @pytest.mark.parametrize("case", ["saved result", "slice of data", "twice", "then in place"])
 def test_data_writes_after_save_read_by_backward(case):
     """Backward reads what `.data` writes left in a saved tensor (its result, a slice of its

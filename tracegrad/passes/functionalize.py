@@ -27,9 +27,11 @@ Note [Writes through .data]
 write through it leaves `t`'s version alone, so eager autograd never reports a saved `t`
 as modified, and backward reads whatever the storage holds when it runs. A saved operand
 (or saved result) whose storage changes afterwards only through `.data` is therefore not
-stale: `graph.saved_reads[(node output, operand index or "out")]` names the storage's
-contents at the end of the program, which `vjp` saves instead. The forward node itself
-still reads the contents it saw.
+stale: `graph.saved_reads[(node output, operand index or "out")]` names what `vjp` saves
+instead: a whole program input itself (backward reads the input tensor when it runs, after
+the runtime copied the new contents back, with its version checked, as eager reads it),
+else the storage's contents at the end of the program. The forward node itself still
+reads the contents it saw.
 
 Note [Storages]
 Every raw value belongs to a storage root (itself, unless produced by an aliasing primitive)
@@ -205,7 +207,8 @@ def functionalize(g, values=None):
         if st.version != ver and st.bumps == bumps:
             # overwritten through `.data` only: eager's version check cannot see it, and its
             # backward reads the storage as it is then (Note [Writes through .data])
-            out.saved_reads[(out.nodes[idx].output, which)] = resolve(raw)
+            out.saved_reads[(out.nodes[idx].output, which)] = (
+                raw if raw is r and r in in_pos else resolve(raw))
         elif st.version != ver:
             later = st.writes[ver:] or st.writes[-1:]
             # every overwrite under no_grad (an optimizer-style update): eager only fails if
