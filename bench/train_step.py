@@ -15,14 +15,15 @@ batch 256 784-512-512-10 (ReLU) and a 50-layer 512-wide tanh MLP at batch 256.
 
 Reported per size: median step time over interleaved rounds (bench/_timing.py, Notes
 [Interleaving] and [Thread pools]) as a ratio to numpy, and microseconds; steady peak
-memory of a warm step and the first call's time and peak, each measured in a fresh process
-(tracemalloc plus a compiled program's persistent scratch arenas: "step" is the growth
-above what is live before the step, the previous step's `.grad` that zero_grad drops
-counting as freed; "total" is everything the step holds at its peak: parameters, optimizer
-state, the `.grad`s PyTorch semantics keep, transient memory; the first call: its peak above
-parameters and inputs; PyTorch's allocator is invisible to tracemalloc, so its figures are the growth of
-the resident set, see bench/memory.py). All modes are first checked to compute the same loss
-for the same parameters.
+memory of a warm step, the first call's time and peak and the peak of the call that
+compiles the whole step, each measured in a fresh process (tracemalloc plus a compiled
+program's persistent scratch arenas: "step" is the growth above what is live before a warm
+step, the previous step's `.grad` that zero_grad drops counting as freed; "total" is
+everything the step holds at its peak: parameters, optimizer state, the `.grad`s PyTorch
+semantics keep, transient memory; "first" and "compile" are the peaks of the first call and
+of the call that compiles, above what is live before them; PyTorch's allocator is invisible
+to tracemalloc, so its figures are the growth of the resident set, see bench/memory.py). All
+modes are first checked to compute the same loss for the same parameters.
 
 Every library runs on `--threads` threads (default 1: numpy's BLAS through
 OPENBLAS_NUM_THREADS/OMP_NUM_THREADS, set before numpy loads, and `torch.set_num_threads`):
@@ -230,11 +231,22 @@ def _arena_bytes(step_info):
 
 
 # ---------------- fresh-process measurements ----------------
+def child_first_time(mode, size, optim):
+    """The first call's time (trace, passes, code generation), with no tracemalloc slowing
+    its allocations (in a fresh process)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        step, _, _ = setup(mode, size, optim)
+        t0 = time.perf_counter()
+        step()
+        return {"first_s": time.perf_counter() - t0}
+
+
 def child_memory(mode, size, optim):
-    """The first call's time, then two figures of a warm step (in a fresh process): its
-    growth above what is live before it (the previous step's `.grad`, which zero_grad drops,
-    counts as freed) and the total footprint at its peak (parameters, optimizer state, the
-    `.grad`s PyTorch semantics keep between steps, and the step's transient memory)."""
+    """Two figures of a warm step (in a fresh process): its growth above what is live
+    before it (the previous step's `.grad`, which zero_grad drops, counts as freed) and the
+    total footprint at its peak (parameters, optimizer state, the `.grad`s PyTorch semantics
+    keep between steps, and the step's transient memory)."""
     import tracemalloc
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -244,22 +256,22 @@ def child_memory(mode, size, optim):
         step, info, torch_params = setup(mode, size, optim)
         if mode.startswith("torch"):
             return _torch_memory(step, torch_params)
-        t0 = time.perf_counter()
-        step()
-        first_s = time.perf_counter() - t0
-        step()
-        step()
+        for _ in range(3):
+            step()
         before = tracemalloc.get_traced_memory()[0]
         tracemalloc.reset_peak()
         step()
         peak = tracemalloc.get_traced_memory()[1] + _arena_bytes(info)
         tracemalloc.stop()
-    return {"first_s": first_s, "steady_peak": peak - before, "total_peak": peak,
+    return {"steady_peak": peak - before, "total_peak": peak,
             "warnings": sorted({str(w.message)[:200] for w in caught})}
 
 
 def child_first_peak(mode, size, optim):
-    """tracemalloc peak of the very first call (tracing and compiling included)."""
+    """tracemalloc peak of the very first call (tracing and compiling included), and for
+    the whole step compiled, of the call that builds the program, above what is live before
+    it: a first call that creates optimizer state (momentum buffers) changes state it
+    reads, so it is traced but not cached, and the second call traces again and compiles."""
     import tracemalloc
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -268,9 +280,19 @@ def child_first_peak(mode, size, optim):
             return {}
         tracemalloc.start()
         step()
-        peak = tracemalloc.get_traced_memory()[1]
+        out = {"first_peak": tracemalloc.get_traced_memory()[1]}
+        f = info.get("compiled")
+        for _ in range(3):
+            if f is None or f.programs:
+                break
+            before = tracemalloc.get_traced_memory()[0]
+            tracemalloc.reset_peak()
+            step()
+            out["compile_peak"] = tracemalloc.get_traced_memory()[1] - before
+        if f is not None and f.programs and "compile_peak" not in out:
+            out["compile_peak"] = out["first_peak"]
         tracemalloc.stop()
-    return {"first_peak": peak}
+    return out
 
 
 def _rss(field):
@@ -376,7 +398,8 @@ def main():
     a = ap.parse_args()
     if a.child:
         kind, mode, size = a.child
-        fn = child_memory if kind == "memory" else child_first_peak
+        fn = {"memory": child_memory, "first": child_first_peak,
+              "time": child_first_time}[kind]
         print(json.dumps(fn(mode, size, a.optim)))
         return
     sizes = a.only.split(",") if a.only else (["tiny", "medium"] if a.quick else list(SIZES))
@@ -408,6 +431,8 @@ def report(size, modes, optim, rounds, memory):
         for m in modes:
             mem[m] = in_fresh_process("memory", m, size, optim)
             mem[m].update(in_fresh_process("first", m, size, optim))
+            if not m.startswith("torch"):      # (PyTorch's: timed in its memory run)
+                mem[m].update(in_fresh_process("time", m, size, optim))
     rows = []
     base = meds.get("numpy")
     base_mem = mem.get("numpy", {}).get("total_peak")
@@ -419,9 +444,14 @@ def report(size, modes, optim, rounds, memory):
                      None if tp is None else tp / MiB,
                      None if tp is None or not base_mem else tp / base_mem,
                      None if r.get("first_s") is None else r["first_s"] * 1e3,
-                     None if r.get("first_peak") is None else r["first_peak"] / MiB])
+                     None if r.get("first_peak") is None else r["first_peak"] / MiB,
+                     None if r.get("compile_peak") is None else r["compile_peak"] / MiB])
     print(T.format_table(["mode", "x numpy", "us/step", "step MiB", "total MiB",
-                          "x numpy total", "first ms", "first MiB"], rows))
+                          "x numpy total", "first ms", "first MiB", "compile MiB"], rows))
+    first = {m: mem.get(m, {}).get("first_peak") for m in ("tg eager", "tg compile(step)")}
+    if all(first.values()):
+        print(f"first call, compile(step) / eager: "
+              f"{first['tg compile(step)'] / first['tg eager']:.2f}")
     if "torch eager" in meds:
         print(f"tracegrad eager / torch eager: {meds['tg eager'] / meds['torch eager']:.2f}")
     for m in modes:

@@ -587,6 +587,29 @@ def test_min_memory_recomputes_cheap_activations_with_identical_gradients():
     np.testing.assert_array_equal(grads["min"], we.grad.numpy())
 
 
+def test_remat_never_recomputes_from_an_input_the_program_writes():
+    """`y = x * buf.exp(); buf.add_(1)` under no_grad: backward needs exp of the old `buf`,
+    but when it runs, `buf` holds the new contents (recomputing it there was wrong with
+    remat="ties", the JAX backend's setting)."""
+    def f(x, buf):
+        y = x * buf.exp()
+        with tg.no_grad():
+            buf.add_(1.0)
+        return y.sum()
+    x = tg.tensor(_arr(4), requires_grad=True)
+    fg = passes.functionalize(tg.trace(f, x, tg.tensor(_arr(4))))
+    vr = passes.vjp(fg, [fg.inputs[0]])
+    part = passes.partition(fg, vr, remat="ties")
+    assert not part.recomputed
+    b0 = _arr(4)
+    want = tg.tensor(b0.copy()).exp().numpy()
+    cf = tg.compile(f)
+    for _ in range(2):                       # the second call runs the program
+        x = tg.tensor(np.ones(4, np.float32), requires_grad=True)
+        cf(x, tg.tensor(b0.copy())).backward()
+        np.testing.assert_allclose(x.grad.numpy(), want, rtol=1e-6)
+
+
 def test_explain_reports_the_figures_and_names_recomputed_values_as_the_printed_ir():
     x = tg.tensor(_arr(128, 128))
     cf = tg.compile(_swish_loss, memory="min")

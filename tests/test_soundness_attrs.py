@@ -168,9 +168,6 @@ def test_data_mul_in_place_has_its_own_version_counter():
     check_same(None, make, calls=4, torch=True, versions=True)
 
 
-@pytest.mark.xfail(strict=True, reason="known gap: a compiled call raises PyTorch's in-place "
-                   "error at compile time where eager's backward silently reads the value "
-                   "written through .data (loud, not silent)")
 def test_data_write_after_save_is_not_an_in_place_error():
     """PyTorch: writing through `.data` escapes version checks; backward sees new values."""
     def make(env):
@@ -183,6 +180,80 @@ def test_data_write_after_save_is_not_an_in_place_error():
             s.w.data.add_(1.0)
             return y
         s.fn = f
+        return s
+    check_same(None, make, calls=4, torch=True, versions=True)
+
+
+@pytest.mark.parametrize("after", [".data write", "in-place write"])
+def test_data_write_after_save_then_after_the_call(after):
+    """Backward reads the saved input when it runs: a `.data` write after the call shows,
+    an ordinary in-place write after the call fails backward's version check."""
+    def make(env):
+        s = State()
+        s.w = env.randn(3, seed=4, requires_grad=True)
+        s.args = lambda i: ((env.randn(3, seed=i),), {})
+
+        def f(x):
+            y = s.w * s.w * x
+            s.w.data.add_(1.0)
+            return y
+
+        def backward(i, out):
+            if after == ".data write":
+                s.w.data.mul_(3.0)
+            else:
+                with env.lib.no_grad():
+                    s.w.mul_(3.0)
+            out.sum().backward()
+        s.fn, s.backward = f, backward
+        return s
+    check_same(None, make, calls=4, torch=True, versions=True)
+
+
+@pytest.mark.parametrize("case", ["saved result", "slice of data", "twice", "then in place"])
+def test_data_writes_after_save_read_by_backward(case):
+    """Backward reads what `.data` writes left in a saved tensor (its result, a slice of its
+    storage, several writes); a later ordinary in-place write still fails as eagerly."""
+    def make(env):
+        s = State()
+        s.w = env.randn(3, seed=4, requires_grad=True)
+        s.args = lambda i: ((env.randn(3, seed=i, requires_grad=True),), {})
+
+        def f(x):
+            if case == "saved result":
+                y = (x * s.w).exp()
+                y.data.mul_(2.0)
+                return y * 1.0
+            y = s.w * x * x
+            if case == "slice of data":
+                s.w.data[1:] = 0.5
+            elif case == "twice":
+                s.w.data.add_(1.0)
+                s.w.data.mul_(x.detach())
+            else:
+                s.w.data.add_(1.0)
+                with env.lib.no_grad():
+                    s.w.mul_(2.0)
+            return y
+        s.fn = f
+        return s
+    check_same(None, make, calls=4, torch=True, versions=True)
+
+
+def test_data_write_after_save_with_backward_inside():
+    def make(env):
+        s = State()
+        s.w = env.randn(3, seed=4, requires_grad=True)
+        s.args = lambda i: ((env.randn(3, seed=i),), {})
+
+        def step(x):
+            s.w.grad = None
+            y = (s.w * s.w * x).sum()
+            s.w.data.mul_(0.5)
+            y.backward()
+            return y.detach()
+        s.fn = step
+        s.backward = lambda i, out: None
         return s
     check_same(None, make, calls=4, torch=True, versions=True)
 

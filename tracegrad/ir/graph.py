@@ -16,7 +16,10 @@ Note [IR invariants]
   `mutations` [(input Value, Value of its final contents)] are the program's writes to its
   inputs (set by `functionalize`, trailing outputs after `partition`); `stale` {(node index,
   operand index or "out"): (site, saved version, final version, deferred, writer)} marks
-  operands overwritten after a node read them (`check_inplace` reads it); `nograd_writes`
+  operands overwritten after a node read them (`check_inplace` reads it); `saved_reads`
+  {(node output, operand index or "out"): Value} what backward reads instead of a saved
+  operand whose storage changed only through `.data` later (Note [Writes through .data] in
+  passes/functionalize.py); `nograd_writes`
   (raw graphs) are in-place results written under no_grad; `pass_log` [(pass, stats)];
   `values` {Value: array} the data seen while tracing, when a pass is given it.
   What compiling learns beyond the program (output structure, effects, plans) lives in the
@@ -75,6 +78,7 @@ class Graph:
         self.guards = []
         self.mutations = []         # [(input Value, final Value)]: writes to inputs
         self.stale = {}             # operands overwritten after a node read them
+        self.saved_reads = {}       # saved operands written only through `.data` later
         self.nograd_writes = set()  # raw graphs: in-place results written under no_grad
         self.pass_log = []          # [(pass name, stats dict)], appended by passes
         self.values = None          # Value -> concrete array seen while tracing, if known

@@ -8,12 +8,32 @@ program inputs become `graph.mutations` ([(input, final value)]), copied back by
 A write under no_grad leaves autograd's history alone in eager mode: the storage's new
 contents become `nograd_write(old, new)`, whose gradient flows to `old` unchanged.
 
-It also records, for `check_inplace`, which saved operands would be stale in eager mode
+It also records, for `vjp`, saved operands overwritten only through `.data`
+(`graph.saved_reads`, Note [Writes through .data]), and, for `check_inplace`, which saved
+operands would be stale in eager mode
 (`graph.stale`: {(node index, operand index or "out"): (site of the overwriting op, saved
 version, final version, deferred, grad_fn name of the last overwrite)}; `deferred` when every
 overwrite ran under no_grad). `functionalize_with_facts` also returns the `OutputFacts` the
 compiler needs: which outputs are inputs or views of them or of each other, and how each
 mutated input's version counter moves.
+
+Note [Known values]
+`values` may lack some Values: the tracer keeps floating arrays only while the traced program
+does (Note [Traced values] in tracing/tracer.py). A functional node takes the array the trace
+computed for its raw node (an in-place node's result is the functional op's result), else
+is computed from its operands' arrays when all are known and it draws no random numbers,
+else stays unknown; later passes type unknown values by their IR types.
+
+Note [Writes through .data]
+`t.data` is an alias of `t`'s storage with its own version counter (the DATA primitive): a
+write through it leaves `t`'s version alone, so eager autograd never reports a saved `t`
+as modified, and backward reads whatever the storage holds when it runs. A saved operand
+(or saved result) whose storage changes afterwards only through `.data` is therefore not
+stale: `graph.saved_reads[(node output, operand index or "out")]` names what `vjp` saves
+instead: a whole program input itself (backward reads the input tensor when it runs, after
+the runtime copied the new contents back, with its version checked, as eager reads it),
+else the storage's contents at the end of the program. The forward node itself still
+reads the contents it saw.
 
 Note [Storages]
 Every raw value belongs to a storage root (itself, unless produced by an aliasing primitive)
@@ -52,8 +72,9 @@ def functionalize(g, values=None):
     """Return a pure copy of raw graph `g` (see module docstring).
 
     `values` (raw Value -> array, e.g. the tracer's) is extended with the functional graph's
-    values; by default the values `tg.trace` attached to `g` are used and attached to the
-    result, so later passes (vjp) see the traced data-dependent shapes."""
+    values where they are known (Note [Known values]); by default the values `tg.trace`
+    attached to `g` are used and attached to the result, so later passes (vjp) see the
+    traced data-dependent shapes."""
     return functionalize_with_facts(g, values)[0]
 
 
@@ -73,23 +94,27 @@ def functionalize_with_facts(g, values=None):
         mapping[v] = v
         storages[v] = _Storage(v)
     quiet = g.nograd_writes
-    uses = []                       # (functional node index, operand idx/"out", root, version)
+    # (functional node index, operand idx/"out", root, its version, its bumps, raw Value)
+    uses = []
     guards = {}
     for gd in g.guards:
         guards.setdefault(gd.position, []).append(gd)
     stats = {"inplace_rewritten": 0, "views_rederived": 0, "scatters": 0}
+    values_or_empty = values if values is not None else {}
 
     def emit(prim, ins, attrs, type, site, phase, raw=None):
         val = out.add_node(prim, ins, attrs, type, site, phase)
-        if values is not None:
-            if raw is not None and raw in values:
-                # what the trace computed for this very node (never re-draw, never a second
-                # copy of every intermediate while compiling)
+        if values is None:
+            return val
+        if raw is not None:
+            # what the trace computed for this very node, if still known (never re-draw,
+            # never a second copy of every intermediate while compiling: Note [Known values])
+            if raw in values:
                 values[val] = values[raw]
-            else:
-                with np.errstate(all="ignore"):
-                    values[val] = np.asarray(prim.kernel(
-                        *[values[a] if _isval(a) else a for a in ins], **attrs))
+        elif not prim.impure and all(a in values for a in ins if _isval(a)):
+            with np.errstate(all="ignore"):
+                values[val] = np.asarray(prim.kernel(
+                    *[values[a] if _isval(a) else a for a in ins], **attrs))
         return val
 
     def resolve(v):
@@ -116,7 +141,8 @@ def functionalize_with_facts(g, values=None):
             t = n.inputs[0]
             r = root[t]
             st = storages[r]
-            new = emit(prim.functional, ins, n.attrs, n.output.type, n.site, n.phase)
+            new = emit(prim.functional, ins, n.attrs, n.output.type, n.site, n.phase,
+                       raw=n.output if n.output in values_or_empty else None)
             at = len(out.nodes) - 1
             _note_uses(uses, at, prim.functional, n.inputs, root, storages, skip_first=True)
             # an empty view chain is the whole storage (e.g. the result of an earlier `t.op_()`)
@@ -144,7 +170,8 @@ def functionalize_with_facts(g, values=None):
             seen_ver[n.output] = st.version if whole or n.output not in quiet else -1
             mapping[n.output] = st.current if whole else new
             stats["inplace_rewritten"] += 1
-            uses.append((at, "out", r, st.version))   # the op's own result, not the scatter
+            # the op's own result, not the scatter
+            uses.append((at, "out", r, st.version, st.bumps, n.output))
             continue
         new = emit(prim, ins, n.attrs, n.output.type, n.site, n.phase, raw=n.output)
         _note_uses(uses, len(out.nodes) - 1, prim, n.inputs, root, storages)
@@ -155,12 +182,13 @@ def functionalize_with_facts(g, values=None):
             chain[n.output] = chain[src] + ((prim, n.attrs),)
             seen_ver[n.output] = storages[r].version
             mapping[n.output] = new
-            uses.append((len(out.nodes) - 1, "out", r, storages[r].version))
+            uses.append((len(out.nodes) - 1, "out", r, storages[r].version, storages[r].bumps,
+                         n.output))
         else:
             root[n.output], chain[n.output], seen_ver[n.output] = n.output, (), 0
             mapping[n.output] = new
             storages[n.output] = _Storage(new)
-            uses.append((len(out.nodes) - 1, "out", n.output, 0))
+            uses.append((len(out.nodes) - 1, "out", n.output, 0, 0, n.output))
     for gd in guards.get(len(g.nodes), ()):
         out.guards.append(_moved(gd, resolve(gd.value), len(out.nodes)))
     out.outputs = [resolve(v) if v is not None else None for v in g.outputs]
@@ -195,9 +223,15 @@ def functionalize_with_facts(g, values=None):
         # inputs written at least once with grad mode on (eager rebases their history)
         grad_mode_writes={v for v in g.inputs if any(not w[1] for w in storages[v].writes)})
     out.stale = {}
-    for idx, which, r, ver in uses:
+    out.saved_reads = {}
+    for idx, which, r, ver, bumps, raw in uses:
         st = storages[r]
-        if st.version != ver:
+        if st.version != ver and st.bumps == bumps:
+            # overwritten through `.data` only: eager's version check cannot see it, and its
+            # backward reads the storage as it is then (Note [Writes through .data])
+            out.saved_reads[(out.nodes[idx].output, which)] = (
+                raw if raw is r and r in in_pos else resolve(raw))
+        elif st.version != ver:
             later = st.writes[ver:] or st.writes[-1:]
             # every overwrite under no_grad (an optimizer-style update): eager only fails if
             # backward later runs through the saving node, so the error waits until then
@@ -213,7 +247,8 @@ def _note_uses(uses, idx, prim, raw_ins, root, storages, skip_first=False):
     for k in prim.saves:
         if k < len(raw_ins) and _isval(raw_ins[k]) and not (skip_first and k == 0):
             r = root[raw_ins[k]]
-            uses.append((idx, k, r, storages[r].version))
+            st = storages[r]
+            uses.append((idx, k, r, st.version, st.bumps, raw_ins[k]))
 
 
 def _isval(a):
@@ -226,9 +261,8 @@ def _moved(gd, value, position):
 
 
 def _replay_type(prim, attrs, cur, values):
-    import numpy as np
     from ..ir.types import TensorType
-    if values is not None:
+    if values is not None and cur in values:
         return TensorType.of(np.asarray(prim.kernel(values[cur], **attrs)))
     dummy = np.zeros(cur.type.shape, cur.type.dtype.np)
     return TensorType.of(np.asarray(prim.kernel(dummy, **attrs)))

@@ -25,6 +25,9 @@ def rematerialize(fg, bwd, n_ct, saved, ties=False):
     prod = {n.output: n for n in fg.nodes}
     pos = {n.output: i for i, n in enumerate(fg.nodes)}
     inputs = set(fg.inputs)
+    # an input the program writes holds its new contents once backward runs: a value
+    # computed from its old contents can only be saved
+    written = {a for a, _ in getattr(fg, "mutations", ())}
     saved = list(saved)
     saved_in = dict(zip(saved, bwd.inputs[n_ct:]))
     recomputed, recomputed_as = [], {}
@@ -39,6 +42,8 @@ def rematerialize(fg, bwd, n_ct, saved, ties=False):
             if node is None or not node.prim.elementwise or node.prim.impure:
                 continue
             ops = [a for a in node.value_inputs()]
+            if any(a in written for a in ops):
+                continue
             extra = [a for a in ops if a not in saved_in and a not in inputs]
             if extra and not ties or any(a in recomputed_as for a in ops):
                 continue

@@ -1,7 +1,8 @@
 """dce and cse: the two clean-up passes.
 
-`dce(g)`: keeps only nodes that outputs, guards, input mutations or impure nodes (random
-draws, which must advance the generator exactly as eager does) depend on; worklist from
+`dce(g)`: keeps only nodes that outputs, guards, input mutations, impure nodes (random
+draws, which must advance the generator exactly as eager does) or saved values read after
+a `.data` write (`saved_reads`) depend on; worklist from
 those roots. `cse(g)`: merges nodes with the same primitive, operands and attributes (never
 impure ones), rewriting later reads to the first occurrence. Both return a new Graph and
 append their statistics to `pass_log`.
@@ -17,6 +18,7 @@ def _copy_shell(g):
     out.inputs = list(g.inputs)
     out.mutations = list(g.mutations)
     out.stale = dict(g.stale)
+    out.saved_reads = dict(g.saved_reads)
     return out
 
 
@@ -27,6 +29,7 @@ def dce(g, keep=()):
     work = [v for v in g.outputs if v is not None] + [gd.value for gd in g.guards]
     work += [m for pair in g.mutations for m in pair] + list(keep)
     work += [n.output for n in g.nodes if n.prim.impure]
+    work += list(g.saved_reads.values())   # what backward reads instead
     while work:
         v = work.pop()
         if v in live:
@@ -89,6 +92,7 @@ def cse(g):
     # a node whose saved operands were overwritten in place (`stale`) is never merged with a
     # twin: eager would fail only if backward runs through that very node (check_inplace)
     stale_nodes = {i for i, _ in g.stale}
+    read_later = {v for v, _ in g.saved_reads}   # the same, through .data
 
     def r(v):
         return rename.get(v, v) if isinstance(v, Value) else v
@@ -97,7 +101,8 @@ def cse(g):
         pos[i] = len(out.nodes)
         ins = tuple(r(a) for a in n.inputs)
         key = None
-        if not n.prim.impure and not n.prim.overwrites and i not in stale_nodes:
+        if (not n.prim.impure and not n.prim.overwrites and i not in stale_nodes
+                and n.output not in read_later):
             key = (n.prim, tuple(("v", a.id) if hasattr(a, "id") else _key(a) for a in ins),
                    _key(n.attrs))
             hit = seen.get(key)
@@ -125,6 +130,7 @@ def cse(g):
         out.guards.append(Guard(r(gd.value), gd.kind, gd.expected, gd.site, pos[gd.position]))
     out.outputs = [r(v) for v in g.outputs]
     out.mutations = [(a, r(b)) for a, b in out.mutations]
+    out.saved_reads = {k: r(v) for k, v in out.saved_reads.items()}
     out.stale = {(kept_index[i], w): s for (i, w), s in out.stale.items() if i in kept_index}
     out.pass_log.append(("cse", {"merged": merged, "duplicate_guards": dup_guards}))
     out.renamed = rename

@@ -6,7 +6,8 @@ numerics). Cotangents of values used several times are summed in the order eager
 would sum them; nodes that no wrt-input reaches, non-differentiable primitives and symbolic
 zeros (no cotangent) are skipped; gradients are cast to their operand's dtype as the engine
 does. The rules have no data-dependent branches, so concrete values only serve to run the
-kernels while recording (placeholders work when none are given).
+kernels while recording: a saved value missing from `values` (a floating array the traced
+program freed, Note [Known values] in functionalize.py) is a zero placeholder of its type.
 
 Returns a `VJPResult`: the backward graph (inputs: cotangents, then saved forward values),
 `saved` (the forward Values it reads: the partition), `grads` (one backward output per wrt
@@ -82,12 +83,18 @@ def vjp(g, wrt=None, values=None, out_mask=None):
     def fwd(v):
         t = wrapped.get(v)
         if t is None:
-            t = Tensor._wrap(values[v])
+            arr = values.get(v)
+            if arr is None:                  # a placeholder: rules only read its type
+                arr = np.zeros(v.type.shape, v.type.dtype.np)
+            t = Tensor._wrap(arr)
             wrapped[v] = t
             tracer.names[id(t)] = f"saved{len(wrapped) - 1}"
             saved_of[id(t)] = v
         return t
 
+    # saved values written through `.data` later: backward reads the newer contents, as
+    # eager does (Note [Writes through .data] in functionalize.py)
+    reads = g.saved_reads
     done = set()
     with np.errstate(all="ignore"), _mode.no_grad(), tracer:
         for idx in range(len(g.nodes) - 1, -1, -1):
@@ -99,9 +106,9 @@ def vjp(g, wrt=None, values=None, out_mask=None):
             if not any(needs):
                 continue
             saves = n.prim.saved_for(needs)
-            ins = tuple((fwd(a) if isinstance(a, Value) else a) if k in saves else None
-                        for k, a in enumerate(n.inputs)) if saves else ()
-            out = fwd(n.output) if n.prim.saves_out else None
+            ins = tuple((fwd(reads.get((n.output, k), a)) if isinstance(a, Value) else a)
+                        if k in saves else None for k, a in enumerate(n.inputs)) if saves else ()
+            out = fwd(reads.get((n.output, "out"), n.output)) if n.prim.saves_out else None
             tracer.site = n.site
             for a in ins:                    # a rule may wrap a literal array: a constant
                 if isinstance(a, np.ndarray) and id(a) not in tracer.by_data:

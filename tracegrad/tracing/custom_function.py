@@ -7,10 +7,17 @@ user's `backward` (a straight-through estimator would get the derivative of `rou
 So the whole call is recorded as one node of a primitive made for the class:
 - its kernel runs `forward(ctx, *args)` on the node's arrays (trace hook off, no grad), so
   each compiled call runs the user's Python forward, data-dependent decisions included;
-- its VJP rule rebuilds `ctx` by running `forward` again on the saved inputs (so saved
-  tensors and `ctx` attributes are those of this call, recorded as ops of the backward
-  program), sets `needs_input_grad`, and calls the user's `backward`; its ops are
-  recorded like any VJP rule's, so double backward differentiates them.
+- its VJP rule rebuilds `ctx`, sets `needs_input_grad`, and calls the user's `backward`;
+  its ops are recorded like any VJP rule's, so double backward differentiates them.
+  When the traced forward saved only its operands or its result and kept no tensor among
+  ctx's other attributes (the usual case), the node carries a `CtxTemplate` (where each
+  saved tensor came from, and those attributes) and the rule fills `ctx` from it: the
+  user's forward runs once per call, as eagerly, the tracing call included. Otherwise
+  the rule runs `forward` again on the saved operands, so that saved intermediates are
+  recorded as ops of the backward program (the forward's Python side effects then happen
+  once more whenever the rule runs: on the tracing call, and when compiling its backward).
+- The user's `backward` is recorded, not called, by compiled programs: its Python side
+  effects happen when a backward program is compiled, not on each compiled call.
 Supported: positional arguments that are tensors or plain Python values, one floating
 tensor result, a deterministic forward. A Function that returns several tensors, marks
 inputs dirty or outputs non-differentiable, or draws random numbers in `forward` runs
@@ -47,8 +54,72 @@ def apply_traced(cls, args, ctx):
     arrays = [a._data for a in args if isinstance(a, Tensor)]
     if not _supported(ctx, out) or any(np.shares_memory(out._data, a) for a in arrays):
         raise Unsupported(ctx, out)
-    return _effects.active().record_result(_primitive(cls, len(args)), args,
-                                           {"needs": needs}, out)
+    template = CtxTemplate.of(ctx, args, out)
+    attrs = {"needs": needs}
+    saves_out = template is not None and "out" in (template.saved or ())
+    if template is not None:
+        attrs["ctx"] = template
+    return _effects.active().record_result(_primitive(cls, len(args), saves_out), args,
+                                           attrs, out)
+
+
+class CtxTemplate:
+    """What a traced forward left in `ctx`, without tensors (Note [Opaque Functions]):
+    `saved`, per saved tensor, the operand index it is, "out" or None; `attrs`, ctx's
+    other attributes. Compared by identity: two calls are never merged as one."""
+
+    __slots__ = ("attrs", "saved")
+
+    def __init__(self, saved, attrs):
+        self.saved, self.attrs = saved, attrs
+
+    @classmethod
+    def of(cls, ctx, args, out):
+        """The template of `ctx`, or None when it holds other tensors than the operands and
+        the result (they could only be rebuilt by running forward again)."""
+        saved = []
+        for t in ctx._saved or ():
+            if t is None:
+                saved.append(None)
+            elif t is out:
+                saved.append("out")
+            else:
+                k = next((k for k, a in enumerate(args) if a is t), None)
+                if k is None:
+                    return None
+                saved.append(k)
+        attrs = {k: v for k, v in vars(ctx).items() if k not in _CTX_STATE}
+        if _holds_tensor(list(attrs.values())):
+            return None
+        return cls(None if ctx._saved is None else tuple(saved), attrs)
+
+    def fill(self, ctx, ins, out):
+        """Give a fresh `ctx` this call's attributes and saved tensors (`ins`: the operands
+        as the rule received them, `out` the result)."""
+        # containers anew, as forward makes them anew each call (backward may change them)
+        vars(ctx).update({k: type(v)(v) if type(v) in (list, dict, set) else v
+                          for k, v in self.attrs.items()})
+        if self.saved is not None:
+            ctx._saved = tuple(None if s is None else out if s == "out" else ins[s]
+                               for s in self.saved)
+
+    def __repr__(self):
+        return f"CtxTemplate(saved={self.saved}, {sorted(self.attrs)})"
+
+
+# FunctionCtx's own bookkeeping (autograd/function.py), set anew by every call
+_CTX_STATE = {"needs_input_grad", "_saved", "_versions", "_released", "_saved_out", "_dirty",
+              "_non_diff", "_node"}
+
+
+def _holds_tensor(x):
+    if isinstance(x, Tensor):
+        return True
+    if isinstance(x, (list, tuple, set, frozenset)):
+        return any(_holds_tensor(i) for i in x)
+    if isinstance(x, dict):
+        return any(_holds_tensor(i) for i in x.values())
+    return False
 
 
 def _forward(cls, ctx, args):
@@ -78,17 +149,19 @@ def _simple(a):
     return isinstance(a, _SIMPLE)
 
 
-def _primitive(cls, n):
-    """The opaque primitive of `cls` applied to `n` operands (made once, kept on the class)."""
+def _primitive(cls, n, saves_out=False):
+    """The opaque primitive of `cls` applied to `n` operands, keeping its result for backward
+    or not (made once, kept on the class)."""
     table = cls.__dict__.get("_tg_primitives")
     if table is None:
         table = {}
         setattr(cls, "_tg_primitives", table)
-    prim = table.get(n)
+    prim = table.get((n, saves_out))
     if prim is None:
-        prim = table[n] = Primitive(
+        prim = table[(n, saves_out)] = Primitive(
             _unique(f"{cls.__qualname__}.apply"), _kernel(cls), vjp=_vjp(cls),
-            grad_fn_name=f"{cls.__name__}Backward", saves=tuple(range(n)))
+            grad_fn_name=f"{cls.__name__}Backward", saves=tuple(range(n)),
+            saves_out=saves_out)
         OPAQUE.add(prim)
     return prim
 
@@ -105,7 +178,7 @@ def _unique(name):
 
 
 def _kernel(cls):
-    def kernel(*operands, needs):
+    def kernel(*operands, needs, ctx=None):
         from ..autograd.function import FunctionCtx
         ins = [Tensor._wrap(a) if isinstance(a, np.ndarray) else a for a in operands]
         ctx = FunctionCtx()
@@ -127,8 +200,12 @@ def _vjp(cls):
         from ..autograd.function import FunctionCtx
         ctx = FunctionCtx()
         ctx.needs_input_grad = tuple(bool(n) for n in node.needs)
-        with _mode.no_grad():
-            cls.forward(ctx, *ins)   # rebuild ctx: this call's saved tensors and attributes
+        template = node.attrs.get("ctx")
+        if template is not None and ctx.needs_input_grad == tuple(node.attrs["needs"]):
+            template.fill(ctx, ins, out)
+        else:
+            with _mode.no_grad():
+                cls.forward(ctx, *ins)   # rebuild ctx: this call's saved tensors and attributes
         grads = cls.backward(ctx, g)
         if not isinstance(grads, tuple):
             grads = (grads,)

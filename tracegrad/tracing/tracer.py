@@ -13,8 +13,24 @@ Note [Inputs, captures and constants]
   nodes, never captures.
 - Python reading a concrete value out of a traced tensor (`bool`, `item`, `float`, `int`,
   `tolist`, `numpy`) records a Guard; data-dependent output shapes record `shape` guards.
+
+Note [Traced values]
+The traced call must cost about what the eager call costs in memory, so the tracer owns no
+intermediate: the eager program frees what it drops, as it would untraced.
+- Tables keyed by `id()` (`env`, `by_data`, `snapshots`, `grad_of`) lose an entry when its
+  object dies (a weak reference's callback), so a new object reusing the id is never
+  mistaken for it. Only inputs and what the compiler reads after the trace are kept.
+- `values` (Value -> array, for the passes) holds floating arrays weakly: a pass finds the
+  arrays still alive when it runs (inputs, outputs, the outputs' autograd history), and
+  uses a placeholder of the right type for the others; VJP rules never decide anything
+  from float data, so types are all they need. Other dtypes (masks, indices: what
+  data-dependent shapes and valid indices come from) are kept, and small.
+- Before an in-place write, a value sharing the target's memory would silently change:
+  a kept (non-float) one is copied, a floating one is forgotten. Nothing copies inputs
+  up front or parameters before an optimizer overwrites them.
 """
 import dataclasses
+import weakref
 
 import numpy as np
 
@@ -25,7 +41,7 @@ from .._errors import user_site
 from .._tensor import Tensor
 from ..ops.primitive import Primitive
 from ..ops.shape import CLONE, DETACH, INDEX, INDEX_PUT, NONZERO
-from ..ir.graph import Graph, Guard, Node, Value
+from ..ir.graph import Graph, Guard, Node
 from ..ir.types import TensorType
 
 
@@ -63,15 +79,18 @@ class Tracer:
         self.graph.nograd_writes = set()  # in-place node outputs recorded under no_grad
         self.grads_before = []   # [(tensor, .grad, copy of its data)] for inputs needing grad
         self.phase = phase
-        self.env = {}            # id(tensor) -> Value (latest definition)
-        self.keep = []           # keeps traced tensors alive so ids stay unique
-        self.values = {}         # Value -> concrete ndarray (snapshots where overwritten)
+        self.env = {}            # id(tensor) -> Value (latest definition), while it lives
+        self.keep = []           # objects the tracer's findings refer to (inputs, effects)
+        # Value -> concrete ndarray (Note [Traced values]): floats while alive, others kept
+        self.values = weakref.WeakValueDictionary()
+        self._kept = {}          # Value -> non-float array (held: Note [Traced values])
+        self._watched = {}       # id(object) -> weak reference clearing the id-keyed tables
         self.captured = []       # [(Value, tensor)] implicit inputs
         self.args = []           # [(Value, tensor)] explicit inputs
         self.names = {}          # id(tensor) -> preferred name for captured inputs
         self.site = None         # when set, recorded as every node's site (VJP pass)
         self.by_data = {}        # id(ndarray) -> Value of the node that produced that array
-        self.snapshots = {}      # id(copy) -> (copy, Value, node index): see _adopt_snapshot
+        self.snapshots = {}      # id(copy) -> (Value, node index): see _adopt_snapshot
         self.effects = []        # [Effect] what the function did besides values (Note [Effects])
         self.grad_of = {}        # id(grad tensor) -> owner tensor: `.grad` reads (sources)
         self.grad_none = []      # owner tensors whose `.grad` was read as None
@@ -93,7 +112,8 @@ class Tracer:
         if t._rg:
             g = t._grad
             self.grads_before.append((t, g, None if g is None else g._data.copy()))
-        self._bind(t, v, snapshot=True)
+        self._bind(t, v)
+        self.keep.append(t)
         (self.captured if role == "captured" else self.args).append((v, t))
         self.input_ids.add(id(t))
         self.start_versions[id(t)] = t._vc.v
@@ -173,13 +193,43 @@ class Tracer:
         if all(o is not owner for o in self.grad_some):
             self.grad_some.append(owner)     # Python saw a gradient: it must be there
         if id(g) not in self.env:
-            self.grad_of[id(g)] = owner
-            self.keep.append(g)
+            self.grad_of[id(g)] = owner      # (not kept: zero_grad frees it, as eagerly)
+            self._watch(g)
 
-    def _bind(self, t, v, snapshot=False):
+    def _bind(self, t, v):
         self.env[id(t)] = v
-        self.keep.append(t)
-        self.values[v] = t._data.copy() if snapshot else t._data
+        self._watch(t)
+        self.set_value(v, t._data)
+
+    def set_value(self, v, arr):
+        """Record `v`'s concrete array (Note [Traced values])."""
+        arr = np.asarray(arr)
+        if arr.dtype.kind not in "fc":
+            self._kept[v] = arr
+        self.values[v] = arr
+
+    def _watch(self, obj):
+        """Forget `obj`'s id in the id-keyed tables once it dies (Note [Traced values])."""
+        k = id(obj)
+        if k in self._watched:
+            return
+        tables = (self.env, self.by_data, self.snapshots, self.grad_of)
+        watched = self._watched
+
+        def forget(ref):
+            if watched.get(k) is ref:
+                del watched[k]
+                for table in tables:
+                    table.pop(k, None)
+        try:
+            self._watched[k] = weakref.ref(obj, forget)
+        except TypeError:                    # no weak reference to it: kept, id stays unique
+            self.keep.append(obj)
+
+    def live_tensors(self):
+        """The tensors the trace met that are still alive."""
+        found = (r() for r in list(self._watched.values()))
+        return [t for t in found if isinstance(t, Tensor)]
 
     def value_of(self, t):
         v = self.env.get(id(t))
@@ -201,19 +251,19 @@ class Tracer:
             snap = self.snapshots.pop(id(t), None)
             if snap is None:
                 return None
-            copy, pre, idx = snap
+            pre, idx = snap
             v = self.graph.new_value(pre.type)
             self.graph.nodes.insert(idx, Node(CLONE, (pre,), {}, v, self.graph.nodes[idx].site,
                                               self.phase))
             for gd in self.graph.guards:
                 if gd.position > idx:
                     gd.position += 1
-            for k, (_, _, i) in self.snapshots.items():
+            for k, (p, i) in self.snapshots.items():
                 if i >= idx:
-                    self.snapshots[k] = (self.snapshots[k][0], self.snapshots[k][1], i + 1)
-            self.values[v] = copy._data
+                    self.snapshots[k] = (p, i + 1)
+            self.set_value(v, t._data)
         self.env[id(t)] = v
-        self.keep.append(t)
+        self._watch(t)
         return v
 
     def constant(self, t):
@@ -222,28 +272,30 @@ class Tracer:
                                 TensorType.of(t._data), self.site or user_site(), self.phase)
         self._bind(t, v)
         self.by_data[id(t._data)] = v        # the same array wrapped again is this constant
-        self.keep.append(t._data)
+        self._watch(t._data)
 
     # -- the dispatch hook --
     def record(self, prim, args, attrs):
         func = prim.functional or prim
         rule = func.dtype_rule
         want = rule(args) if rule is not None else None
-        ins = []
+        ins, arrays = [], []                 # operands, and their arrays (cast) or literals
         for a in args:
             if isinstance(a, Tensor):
-                v = self.value_of(a)
-                if want is not None and a._data.dtype != want:
-                    v = self._cast(a, v, want)
+                v, arr = self.value_of(a), a._data
+                if want is not None and arr.dtype != want:
+                    v, arr = self._cast(v, arr, want)
                 ins.append(v)
+                arrays.append(arr)
             else:
                 ins.append(a)
+                arrays.append(a)
         if func is INDEX_PUT:
             self._guard_mask_counts(args[2:])
         if prim.overwrites and ins[0] is not self.env.get(id(args[0])):
-            return self._record_widening_inplace(prim, args, attrs, ins)
+            return self._record_widening_inplace(prim, args, attrs, ins, arrays)
         if prim.overwrites:
-            self._snapshot_aliases(args[0])
+            self._before_write(args[0])
             out = _dispatch.run_inplace(prim, args, attrs)
             self._adopt_snapshot(out, ins[0])
         else:
@@ -256,12 +308,12 @@ class Tracer:
               and out._data.dtype.kind == "f"
               and any(isinstance(a, Tensor) and a.requires_grad for a in args)):
             # computed under no_grad: the result has no history, so gradients stop here
-            self.values[v] = out._data
+            self.set_value(v, out._data)
             v = self.graph.add_node(DETACH, (v,), {}, TensorType.of(out._data),
                                     self.site or user_site(), self.phase)
-        self._bind(out, v, snapshot=bool(prim.impure))
+        self._bind(out, v)
         self.by_data[id(out._data)] = v
-        self.keep.append(out._data)
+        self._watch(out._data)
         if (prim is NONZERO or prim is INDEX) and (prim is NONZERO or any(
                 isinstance(a, Tensor) and a._data.dtype == np.bool_ for a in args[1:])):
             self._guard(v, "shape", tuple(out._data.shape))
@@ -278,7 +330,7 @@ class Tracer:
                                 self.site or user_site(), self.phase)
         self._bind(out, v)
         self.by_data[id(out._data)] = v
-        self.keep.append(out._data)
+        self._watch(out._data)
         return out
 
     def _guard_mask_counts(self, index_tensors):
@@ -289,7 +341,7 @@ class Tracer:
                 arr = NONZERO.kernel(m._data)
                 v = self.graph.add_node(NONZERO, (self.value_of(m),), {}, TensorType.of(arr),
                                         self.site or user_site(), self.phase)
-                self.values[v] = arr
+                self.set_value(v, arr)
                 self._guard(v, "shape", tuple(arr.shape))
 
     def _adopt_snapshot(self, target, pre):
@@ -306,10 +358,10 @@ class Tracer:
         saved = getattr(node, "saved", None)
         if saved and isinstance(saved[0], Tensor) and id(saved[0]) not in self.env \
                 and id(saved[0]) not in self.snapshots:
-            self.keep.append(saved[0])
-            self.snapshots[id(saved[0])] = (saved[0], pre, len(self.graph.nodes))
+            self._watch(saved[0])            # eager's autograd owns the copy, not the trace
+            self.snapshots[id(saved[0])] = (pre, len(self.graph.nodes))
 
-    def _record_widening_inplace(self, prim, args, attrs, ins):
+    def _record_widening_inplace(self, prim, args, attrs, ins, arrays):
         """`x.add_(y)` with `y` wider than `x`: eager computes in the wider dtype and casts the
         result back into `x`. Record exactly that (the functional op on the cast operands,
         then `copy_` into `x`), so the overwritten operand is `x` itself, not a cast of it."""
@@ -317,11 +369,10 @@ class Tracer:
         target = args[0]
         pre = self.env[id(target)]
         site = self.site or user_site()
-        res = np.asarray(prim.functional.kernel(
-            *[self.values[a] if isinstance(a, Value) else a for a in ins], **attrs))
+        res = np.asarray(prim.functional.kernel(*arrays, **attrs))
         r = self.graph.add_node(prim.functional, ins, attrs, TensorType.of(res), site, self.phase)
-        self.values[r] = res
-        self._snapshot_aliases(target)
+        self.set_value(r, res)
+        self._before_write(target)
         out = _dispatch.run_inplace(prim, args, attrs)
         self._adopt_snapshot(out, pre)
         v = self.graph.add_node(COPY_, (pre, r), {"key": (Ellipsis,)}, TensorType.of(out._data),
@@ -330,22 +381,29 @@ class Tracer:
             self.graph.nograd_writes.add(v)
         self._bind(out, v)
         self.by_data[id(out._data)] = v
+        self._watch(out._data)
         return out
 
-    def _cast(self, t, v, want):
+    def _cast(self, v, arr, want):
         from ..ops.shape import TO_COPY
-        arr = t._data.astype(want)
+        arr = arr.astype(want)
         cv = self.graph.add_node(TO_COPY, (v,), {"dtype": np.dtype(want)}, TensorType.of(arr),
                                  self.site or user_site(), self.phase)
-        self.values[cv] = arr
-        return cv
+        self.set_value(cv, arr)
+        return cv, arr
 
-    def _snapshot_aliases(self, target):
-        """Before an in-place write, copy recorded values that share the target's memory."""
+    def _before_write(self, target):
+        """Before an in-place write, recorded values sharing the target's memory would change
+        under the passes: kept ones are copied, floating ones forgotten (Note [Traced
+        values])."""
         mem = target._data
         for v, arr in list(self.values.items()):
-            if arr is not None and np.may_share_memory(arr, mem):
-                self.values[v] = arr.copy()
+            if np.may_share_memory(arr, mem):
+                if v in self._kept:
+                    self._kept[v] = arr = arr.copy()
+                    self.values[v] = arr
+                else:
+                    del self.values[v]
 
     def grad_writes(self):
         """Inputs whose `.grad` the traced function changed (`backward()` inside it): a
@@ -362,7 +420,7 @@ class Tracer:
         `tg.zeros(3, requires_grad=True)`) and that the outputs expose: returned, or reached
         by the outputs' autograd graphs. Eager fills their `.grad`; programs cannot."""
         given = {id(t) for _, t in self.args} | {id(t) for _, t in self.captured}
-        leaves = {id(t) for t in self.keep if isinstance(t, Tensor) and t._rg
+        leaves = {id(t) for t in self.live_tensors() if t._rg
                   and t._grad_fn is None and t._base is None and id(t) not in given}
         if not leaves:
             return []
