@@ -273,3 +273,30 @@ def test_adam_betas_rewritten_every_step_are_runtime_values():
         step(x, y)
     with pytest.raises(ValueError, match="too many values to unpack"):
         c(x, y)
+
+
+def test_freezing_and_unfreezing_a_layer_between_steps():
+    """Fine-tuning: `requires_grad_(False)` on a weight between compiled steps (found in
+    review: the re-trace crashed in the VJP pass, whose rule got no operands when only the
+    bias needed a gradient)."""
+    def make():
+        return sgd_step()
+
+    def change(opt, k):
+        w = opt.param_groups[0]["params"][0]
+        w.requires_grad_(k not in (2, 3, 4))
+        if not w.requires_grad:
+            w.grad = None
+    f = _compare_with_eager(make, 7, change)
+    assert f.stats.eager_calls == 0
+
+
+def test_linear_with_only_its_bias_requiring_grad_compiles():
+    w, x = tg.randn(3, 4), tg.randn(5, 4)
+    b = tg.zeros(3, requires_grad=True)
+    f = tg.compile(lambda x: tg.nn.functional.linear(x, w, b).pow(2).sum())
+    f(x).backward()
+    g = b.grad.numpy().copy()
+    b.grad = None
+    tg.nn.functional.linear(x, w, b).pow(2).sum().backward()
+    np.testing.assert_array_equal(g, b.grad.numpy())

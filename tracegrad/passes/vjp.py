@@ -106,8 +106,9 @@ def vjp(g, wrt=None, values=None, out_mask=None):
             if not any(needs):
                 continue
             saves = n.prim.saved_for(needs)
+            # one entry per operand (None where nothing is saved), as eager's nodes pass them
             ins = tuple((fwd(reads.get((n.output, k), a)) if isinstance(a, Value) else a)
-                        if k in saves else None for k, a in enumerate(n.inputs)) if saves else ()
+                        if k in saves else None for k, a in enumerate(n.inputs))
             out = fwd(reads.get((n.output, "out"), n.output)) if n.prim.saves_out else None
             tracer.site = n.site
             for a in ins:                    # a rule may wrap a literal array: a constant

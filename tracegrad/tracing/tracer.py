@@ -76,7 +76,6 @@ class Tracer:
 
     def __init__(self, name="graph", phase="fwd"):
         self.graph = Graph(name)
-        self.graph.nograd_writes = set()  # in-place node outputs recorded under no_grad
         self.grads_before = []   # [(tensor, .grad, copy of its data)] for inputs needing grad
         self.phase = phase
         self.env = {}            # id(tensor) -> Value (latest definition), while it lives
