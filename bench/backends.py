@@ -16,7 +16,12 @@ The hand-written `jax.jit` versions are what a JAX user writes: `jax.value_and_g
 numpy before timing. Also printed: the first-call time (trace + passes + XLA compile) of
 each compiled step.
 
-    python bench/backends.py [--rounds N] [--all] [--quick]
+    python bench/backends.py [--rounds N] [--all] [--quick] [--sync-dispatch]
+
+`--sync-dispatch` turns XLA's CPU async dispatch off (`jax_cpu_enable_async_dispatch`, a
+process-wide setting that only takes effect before JAX first runs, so tracegrad never sets
+it): programs above about 1000 flops then run on the calling thread instead of being handed
+to a worker, which on a small machine costs tens of microseconds per call.
 """
 import argparse
 import os
@@ -35,6 +40,9 @@ from _mlp import (LR, MOMENTUM, make_params, numpy_momentum_step, numpy_step,  #
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
+
+if "--sync-dispatch" in sys.argv:        # before JAX first runs (see the docstring)
+    jax.config.update("jax_cpu_enable_async_dispatch", False)
 
 NAMES = ("numpy (hand)", "tg numpy backend", "tg jax backend", "jax.jit (hand)")
 
@@ -248,9 +256,11 @@ def main():
     ap.add_argument("--rounds", type=int, default=60)
     ap.add_argument("--all", action="store_true", help="also the two smaller MLP sizes")
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--sync-dispatch", action="store_true", help="see the docstring")
     a = ap.parse_args()
     rounds = 8 if a.quick else a.rounds
-    print(f"jax {jax.__version__} on {jax.devices()}")
+    print(f"jax {jax.__version__} on {jax.devices()}, CPU async dispatch "
+          f"{'off' if a.sync_dispatch else 'on'}")
     report("200-op elementwise chain, shape (4,), forward + backward (per op)",
            T.interleaved(chain_cases(), rounds, inner=20), per=len(EO.CHAIN))
     for batch, sizes in (MORE if a.all else []) + MLPS:
