@@ -189,7 +189,8 @@ def _compare_with_eager(make, calls, change):
         losses = []
         for k in range(calls):
             change(opt, k)
-            losses.append(f(x, y).item())
+            out = f(x, y)
+            losses.append(out.item() if isinstance(out, tg.Tensor) else out)
         runs.append((losses, [p.detach().numpy().copy() for p in model.parameters()]))
     assert runs[0][0] == runs[1][0]
     for a, b in zip(runs[0][1], runs[1][1]):
@@ -300,3 +301,15 @@ def test_linear_with_only_its_bias_requiring_grad_compiles():
     b.grad = None
     tg.nn.functional.linear(x, w, b).pow(2).sum().backward()
     np.testing.assert_array_equal(g, b.grad.numpy())
+
+
+def test_returning_loss_item_is_exact_and_says_how_to_compile():
+    """`return loss.item()`: each call's number is a guard that fails on the next call, so
+    the step re-traces until cache_limit and then runs eagerly; the values stay exact and
+    the warning says to return the tensor instead."""
+    def make():
+        model, opt, step = sgd_step()
+        return model, opt, lambda x, y: step(x, y).item()
+    with pytest.warns(UserWarning, match=r"return `loss`, not `loss.item\(\)`"):
+        f = _compare_with_eager(make, 12, lambda opt, k: None)
+    assert f.stats.eager_calls > 0

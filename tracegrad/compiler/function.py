@@ -278,10 +278,16 @@ class CompiledFunction:
 
     def _over_limit(self, args, kwargs, reason):
         if not self._warned:
+            hint = ("Raise cache_limit or make the control flow depend less on tensor "
+                    "values.")
+            if reason and reason.startswith(("guard item(", "guard float(", "guard int(")):
+                hint = ("A Python number taken from a tensor (.item(), float(), int()) is a "
+                        "guard and differs on every call: return or compute with the tensor "
+                        "itself (return `loss`, not `loss.item()`), and take the number "
+                        "outside the compiled function.")
             warnings.warn(f"tracegrad.compile: '{self.name}' reached cache_limit="
                           f"{self.cache_limit} paths (last reason: {reason}); running "
-                          "eagerly from now on. Raise cache_limit or make the control flow "
-                          "depend less on tensor values.", UserWarning, stacklevel=4)
+                          f"eagerly from now on. {hint}", UserWarning, stacklevel=4)
             self._warned = True
         self.stats.eager_calls += 1
         return self.fn(*args, **kwargs)
