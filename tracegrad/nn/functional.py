@@ -298,12 +298,13 @@ def one_hot(tensor, num_classes=-1):
             raise op_error(TracegradRuntimeError, "one_hot",
                            "Can not infer total number of classes from empty tensor.")
     else:
-        if O.amin(tensor).item() < 0:
+        # (compiled, each check is a guard on its outcome, not on the values: a batch with
+        # other classes takes the same path; only an inferred num_classes is the value)
+        if bool(O.amin(tensor) < 0):
             raise op_error(TracegradRuntimeError, "one_hot", "Class values must be non-negative.")
-        top = O.amax(tensor).item()
         if num_classes == -1:
-            num_classes = top + 1
-        elif top >= num_classes:
+            num_classes = O.amax(tensor).item() + 1
+        elif bool(O.amax(tensor) >= num_classes):
             raise op_error(TracegradRuntimeError, "one_hot",
                            "Class values must be smaller than num_classes.")
     return O.eq(O.unsqueeze(tensor, -1), O.arange(num_classes)).long()
