@@ -17,7 +17,8 @@ from hypothesis import strategies as st
 import tracegrad as tg
 
 EVENTS = ["lr", "lr_numpy", "eval", "train", "freeze", "unfreeze", "hook", "unhook",
-          "reload", "reduction", None]
+          "reload", "reduction", "momentum", "weight_decay", "dropout_p", "clear_state",
+          "weight_data", "forward_hook", "forward_unhook", None]
 
 
 def _program(draw):
@@ -101,6 +102,27 @@ def _event(e, k, model, opt, loss_fn, hooks):
         opt.load_state_dict(opt.state_dict())
     elif e == "reduction" and isinstance(loss_fn, tg.nn.MSELoss):
         loss_fn.reduction = "sum" if loss_fn.reduction == "mean" else "mean"
+    elif e == "momentum":
+        g = opt.param_groups[0]
+        if "betas" in g:
+            g["betas"] = (0.8 + 0.01 * k, g["betas"][1])
+        else:
+            g["momentum"] = 0.5 + 0.03 * k
+    elif e == "weight_decay":
+        opt.param_groups[0]["weight_decay"] = 0.001 * k
+    elif e == "dropout_p":
+        for m in model.modules():
+            if isinstance(m, tg.nn.Dropout):
+                m.p = 0.1 + 0.05 * k
+    elif e == "clear_state":
+        opt.state.clear()
+    elif e == "weight_data":
+        with tg.no_grad():
+            model[-1].weight.data = model[-1].weight.data * 0.5
+    elif e == "forward_hook":
+        hooks.append(model[0].register_forward_hook(lambda m, i, o: o * 1.5))
+    elif e == "forward_unhook" and hooks:
+        hooks.pop().remove()
 
 
 def _run(p, compiled):
