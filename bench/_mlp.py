@@ -8,6 +8,7 @@ drops each activation after its last use.
 import numpy as np
 
 LR = 0.01
+MOMENTUM = 0.9
 
 
 def make_params(sizes, seed=0):
@@ -20,8 +21,11 @@ def make_params(sizes, seed=0):
     return ps
 
 
-def numpy_step(ps, x, y, act="relu"):
-    """Hand-written forward, cross-entropy, backward and in-place SGD; returns the loss."""
+def numpy_step(ps, x, y, act="relu", bufs=None):
+    """Hand-written forward, cross-entropy, backward and in-place SGD; returns the loss.
+
+    With `bufs` (zero arrays like `ps`), SGD with momentum as `optim.SGD(momentum=0.9)`
+    applies it (buffers start at zero, so the first step's buffer is the gradient)."""
     n_layers = len(ps) // 2
     acts = [x]
     h = x
@@ -56,9 +60,15 @@ def numpy_step(ps, x, y, act="relu"):
             else:
                 g2 *= a > 0
             g = g2
-        gw *= LR
-        ps[2 * i] -= gw
-        ps[2 * i + 1] -= LR * gb
+        if bufs is None:
+            gw *= LR
+            ps[2 * i] -= gw
+            ps[2 * i + 1] -= LR * gb
+        else:
+            for k, gk in zip((2 * i, 2 * i + 1), (gw, gb)):
+                bufs[k] *= MOMENTUM
+                bufs[k] += gk
+                ps[k] -= LR * bufs[k]
         acts[i + 1] = None
     return loss
 
@@ -113,44 +123,9 @@ def torch_step(torch, ps, x, y, act="relu"):
     return loss
 
 
-MOMENTUM = 0.9
-
-
 def numpy_momentum_step(ps, bufs, x, y, act="relu"):
-    """`numpy_step` with SGD momentum as `optim.SGD(momentum=0.9)` applies it (buffers start
-    at zero, so the first step's buffer is the gradient); returns the loss."""
-    n_layers = len(ps) // 2
-    acts = [x]
-    h = x
-    for i in range(n_layers):
-        h = h @ ps[2 * i]
-        h += ps[2 * i + 1]
-        if i < n_layers - 1:
-            np.tanh(h, out=h) if act == "tanh" else np.maximum(h, 0, out=h)
-        acts.append(h)
-    n, rows = x.shape[0], np.arange(x.shape[0])
-    h -= h.max(axis=1, keepdims=True)
-    picked = h[rows, y]
-    np.exp(h, out=h)
-    s = h.sum(axis=1, keepdims=True)
-    loss = float((np.log(s).ravel() - picked).mean())
-    g = h
-    g /= s
-    g[rows, y] -= 1
-    g /= n
-    for i in range(n_layers - 1, -1, -1):
-        a = acts[i]
-        grads = (a.T @ g, g.sum(axis=0))
-        if i > 0:
-            g2 = g @ ps[2 * i].T
-            g2 *= (1 - a * a) if act == "tanh" else (a > 0)
-            g = g2
-        for k, gk in zip((2 * i, 2 * i + 1), grads):
-            bufs[k] *= MOMENTUM
-            bufs[k] += gk
-            ps[k] -= LR * bufs[k]
-        acts[i + 1] = None
-    return loss
+    """`numpy_step` with SGD momentum."""
+    return numpy_step(ps, x, y, act, bufs=bufs)
 
 
 def tg_module_step(tg, sizes, act, params, backend):
