@@ -225,16 +225,7 @@ def test_a_user_optimizer_reading_lr_directly_is_never_stale():
             return super().step(closure)
 
     def make():
-        model, _, _ = sgd_step()
-        opt = Logged(model.parameters(), lr=0.1, momentum=0.9)
-
-        def step(x, y):
-            opt.zero_grad()
-            loss = tg.nn.functional.cross_entropy(model(x), y)
-            loss.backward()
-            opt.step()
-            return loss
-        return model, opt, step
+        return sgd_step(make_opt=lambda ps: Logged(ps, lr=0.1, momentum=0.9))
 
     def change(opt, k):
         opt.param_groups[0]["lr"] = 0.05 * (k + 1)
@@ -243,17 +234,7 @@ def test_a_user_optimizer_reading_lr_directly_is_never_stale():
 
 def test_adam_betas_rewritten_every_step_are_runtime_values():
     def make():
-        tg.manual_seed(0)
-        model = tg.nn.Sequential(tg.nn.Linear(4, 6), tg.nn.Tanh(), tg.nn.Linear(6, 3))
-        opt = tg.optim.Adam(model.parameters(), lr=0.01, amsgrad=True)
-
-        def step(x, y):
-            opt.zero_grad()
-            loss = tg.nn.functional.cross_entropy(model(x), y)
-            loss.backward()
-            opt.step()
-            return loss
-        return model, opt, step
+        return sgd_step(make_opt=lambda ps: tg.optim.Adam(ps, lr=0.01, amsgrad=True))
 
     def change(opt, k):
         opt.param_groups[0]["betas"] = (0.95 - 0.01 * k, 0.999 - 0.0001 * (k % 3))

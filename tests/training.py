@@ -3,9 +3,10 @@ backward / step, the loss returned as is), shared by tests of the compiled train
 import tracegrad as tg
 
 
-def sgd_step(sizes=(4, 6, 3), act=None, set_to_none=True, retain=False, seed=0):
+def sgd_step(sizes=(4, 6, 3), act=None, set_to_none=True, retain=False, seed=0,
+             make_opt=None):
     """(model, optimizer, step) with `step(x, y) -> loss`, not compiled; the same seed gives
-    the same parameters."""
+    the same parameters. `make_opt(parameters)`: another optimizer than SGD momentum 0.9."""
     tg.manual_seed(seed)
     act = act or tg.nn.Tanh
     layers = []
@@ -14,7 +15,8 @@ def sgd_step(sizes=(4, 6, 3), act=None, set_to_none=True, retain=False, seed=0):
         if i < len(sizes) - 2:
             layers.append(act())
     model = tg.nn.Sequential(*layers)
-    opt = tg.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    opt = (make_opt or (lambda ps: tg.optim.SGD(ps, lr=0.1, momentum=0.9)))(
+        model.parameters())
 
     def step(x, y):
         opt.zero_grad(set_to_none=set_to_none)
