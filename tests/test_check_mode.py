@@ -347,3 +347,39 @@ def test_checked_function_inside_another_compiled_function():
         assert plain(x).item() == pytest.approx(np.exp(float(k) / 3) * 6 - 1, rel=1e-6)
     assert outer.stats.traces == plain.stats.traces == 1
     assert len(plain.programs[0].forward.nodes) <= 4     # inner's ops recorded once
+
+
+@pytest.mark.parametrize("make_opt", [
+    lambda ps: tg.optim.SGD(ps, lr=0.1, momentum=0.9),
+    lambda ps: tg.optim.Adam(ps, lr=0.01, amsgrad=True)], ids=["sgd_momentum", "adam"])
+@pytest.mark.parametrize("set_to_none", [True, False])
+def test_the_pytorch_training_idiom_checks_clean_and_ends_like_eager(make_opt, set_to_none):
+    """zero_grad / backward / step inside a checked step (found in review: the eager half's
+    new momentum buffers stayed for the compiled half, and restoring the optimizer's state
+    dict wrote its length into it): no false mismatch, and the state after each call is the
+    eager program's."""
+    from training import sgd_step
+    x, y = tg.randn(5, 4), tg.tensor([0, 1, 2, 1, 0])
+    me, oe, se = sgd_step(set_to_none=set_to_none, make_opt=make_opt)
+    mc, oc, sc = sgd_step(set_to_none=set_to_none, make_opt=make_opt)
+    sched = tg.optim.lr_scheduler.StepLR(oc, step_size=2, gamma=0.5)
+    sched_e = tg.optim.lr_scheduler.StepLR(oe, step_size=2, gamma=0.5)
+    after = [sched.step]                     # a scheduler reached only as a bound method
+
+    def checked(x, y):
+        loss = sc(x, y)
+        for f in after:
+            f()
+        return loss
+    c = tg.compile(checked, check=True)
+    for _ in range(5):
+        le = se(x, y)
+        sched_e.step()
+        lc = c(x, y)
+        assert lc.item() == le.item()
+        with pytest.raises(RuntimeError, match="second time"):
+            lc.backward()                    # consumed inside, as eager's
+    for a, b in zip(me.parameters(), mc.parameters()):
+        np.testing.assert_array_equal(a.detach().numpy(), b.detach().numpy())
+        np.testing.assert_array_equal(a.grad.numpy(), b.grad.numpy())
+    assert sched.last_epoch == sched_e.last_epoch == 5

@@ -294,3 +294,19 @@ def test_returning_loss_item_is_exact_and_says_how_to_compile():
     with pytest.warns(UserWarning, match=r"return `loss`, not `loss.item\(\)`"):
         f = _compare_with_eager(make, 12, lambda opt, k: None)
     assert f.stats.eager_calls > 0
+
+
+def test_a_consumed_loss_reaches_the_parameters_it_came_from_like_eager():
+    """After backward() ran inside, `autograd.grad(loss, [p])` raises the second-time error
+    for a parameter the loss came from, and gives None for an unrelated tensor, eagerly and
+    compiled alike."""
+    x, y = tg.randn(5, 4), tg.tensor([0, 1, 2, 1, 0])
+    other = tg.ones(2, requires_grad=True)
+    for compiled in (False, True):
+        model, opt, step = sgd_step()
+        f = tg.compile(step) if compiled else step
+        for _ in range(3):
+            loss = f(x, y)
+            with pytest.raises(RuntimeError, match="second time"):
+                tg.autograd.grad(loss, [model[0].weight])
+            assert tg.autograd.grad(loss, [other], allow_unused=True) == (None,)

@@ -13,7 +13,7 @@ import numpy as np
 
 from .. import _mode
 from .._errors import TracegradRuntimeError
-from .._tensor import Tensor
+from .._tensor import Tensor, edge_of
 from ..autograd.graph import FREED_MSG, Node, _version_error
 
 
@@ -38,8 +38,22 @@ def _fresh_gradients(res):
 class ConsumedBackward(Node):
     """The grad_fn of an output whose graph the compiled function already ran backward
     through (Note [Effects] in _effects.py): the program keeps no saved values for it, and
-    a second backward raises PyTorch's error, as eager does. Prints eager's node name."""
-    __slots__ = ("eager_name",)
+    a second backward raises PyTorch's error, as eager does. Prints eager's node name.
+
+    Its edges lead to `leaves`, the inputs requiring grad the output was computed from, as
+    eager's graph does: `autograd.grad(loss, [p])` must reach it (and raise) exactly when
+    eager's would; they are made only when the engine asks (a call pays for a list)."""
+    __slots__ = ("eager_name", "leaves", "_given")
+
+    @property
+    def edges(self):
+        if getattr(self, "leaves", None):
+            return tuple(edge_of(t) for t in self.leaves)
+        return self._given
+
+    @edges.setter
+    def edges(self, value):
+        self._given = value
 
     def name(self):
         return self.eager_name

@@ -11,8 +11,11 @@ Note [Check mode]
    tensors the state scan finds (closures, globals, `self`, module state);
 2. snapshots each one's array, contents, version, `requires_grad`, `grad_fn` and `.grad`
    (object and contents), tracegrad's random generators (the default one, and any found in
-   the arguments, closure cells or globals the function names), and the Python values at
-   the places the state scan guards (a counter `self.calls += 1` must count once);
+   the arguments, closure cells or globals the function names), the Python values at the
+   places the state scan guards (a counter `self.calls += 1` must count once), the entries
+   of the containers it guards by length (an optimizer's `state`: buffers the eager run
+   creates are gone again for the compiled run), and the attributes of objects whose bound
+   methods the function holds (`after = [sched.step]`);
 3. runs `cf.fn` eagerly and records its outputs, the gradients of the sum of its floating
    outputs that require grad w.r.t. every collected tensor that requires grad
    (`autograd.grad(..., retain_graph=True)`, so the graph stays usable), and the state of
@@ -69,8 +72,8 @@ def checked_call(cf, args, kwargs):
     if trace_hook.get() is not None:     # inside another function's trace: the call runs
         with _inside():                  # inline (recorded once), nothing to compare
             return cf(*args, **kwargs)
-    tensors, places, gens = _involved(cf, args, kwargs)
-    snap = _Snapshot(tensors, places, gens)
+    tensors, places, gens, owners = _involved(cf, args, kwargs)
+    snap = _Snapshot(tensors, places, gens, owners)
     eager = _record(lambda: cf.fn(*args, **kwargs), tensors)
     snap.restore()
     eager_calls = cf.stats.eager_calls
@@ -128,7 +131,34 @@ def _involved(cf, args, kwargs):
     for nm in code.co_names if code is not None else ():
         if isinstance(g.get(nm), Generator):
             add(nm, g[nm])
-    return found, places, list(gens.values())
+    owners = _method_owners(fn)
+    return found, places, list(gens.values()), owners
+
+
+def _method_owners(fn):
+    """Objects whose bound methods the function can call (`after = [sched.step]`): the
+    state scan guards such a callable by identity only, so their attributes are
+    snapshotted here (a scheduler stepped by the eager run must not be stepped twice)."""
+    import types
+    values = []
+    for cell in getattr(fn, "__closure__", None) or ():
+        try:
+            values.append(cell.cell_contents)
+        except ValueError:
+            pass
+    g, code = getattr(fn, "__globals__", {}), getattr(fn, "__code__", None)
+    values += [g[nm] for nm in (code.co_names if code is not None else ()) if nm in g]
+    out, seen = [], set()
+    for v in values:
+        items = list(v.values()) if isinstance(v, dict) else (
+            list(v) if isinstance(v, (list, tuple)) else [v])
+        for m in items:
+            owner = getattr(m, "__self__", None) if isinstance(m, types.MethodType) else None
+            if (owner is not None and id(owner) not in seen and hasattr(owner, "__dict__")
+                    and not callable(getattr(owner, "named_parameters", None))):
+                seen.add(id(owner))
+                out.append(owner)
+    return out
 
 
 def _walk(x, name, add, seen, depth):
@@ -166,11 +196,16 @@ def _param_names(fn, n):
 # -- snapshot and restore --
 
 class _Snapshot:
-    def __init__(self, tensors, places=(), gens=()):
+    def __init__(self, tensors, places=(), gens=(), owners=()):
+        self.owners = [(o, dict(vars(o))) for o in owners]
         self.items = [(t, _tensor_state(t)) for _, t in tensors]
         # Python state the scan guards (`self.calls`, a global `lr`): a function changing it
         # must not see the eager run's change in the compiled run
-        self.places = [(g, g.current()) for g in places if g.holder is not None]
+        self.places = [(g, g.current()) for g in places
+                       if g.holder is not None and g.mode != "len"]
+        # containers whose length the scan guards (an optimizer's `state`, a module's hook
+        # dicts): their entries, so entries the eager run added are gone for the compiled run
+        self.containers = [(g.holder, _shallow(g.holder)) for g in places if g.mode == "len"]
         self.gens = [(g, g._rng, g._rng.bit_generator.state, g._seed) for g in gens]
 
     def restore(self):
@@ -183,11 +218,37 @@ class _Snapshot:
             t._grad = grad
             if grad is not None and gdata is not None and grad._data.flags.writeable:
                 np.copyto(grad._data, gdata, casting="unsafe")
+        for o, attrs in self.owners:
+            d = vars(o)
+            d.clear()
+            d.update(attrs)
+        for h, entries in self.containers:
+            _refill(h, entries)
         for g, v in self.places:
             _put(g, v)
         for gen, rng, state, seed in self.gens:
             gen._rng, gen._seed = rng, seed
             rng.bit_generator.state = state
+
+
+def _shallow(h):
+    return list(h.items()) if isinstance(h, dict) else list(h)
+
+
+def _refill(h, entries):
+    """Put container `h`'s entries back as `_shallow` saw them (same objects, same order)."""
+    try:
+        if isinstance(h, dict):
+            if list(h.items()) != entries:
+                h.clear()
+                h.update(entries)
+        elif isinstance(h, list):
+            h[:] = entries
+        elif isinstance(h, set):
+            h.clear()
+            h.update(entries)
+    except (TypeError, AttributeError):
+        pass                       # an immutable container (tuple): nothing to put back
 
 
 def _put(guard, v):

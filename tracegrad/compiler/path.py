@@ -80,6 +80,10 @@ class CompiledPath:
         behind = {storage.get(v) for v in part.forward.outputs[part.n_user:]}
         self.checked_out = {k for k, v in enumerate(fwd_outs)
                             if v is not None and storage.get(v) in behind}
+        # a consumed output's grad_fn leads to the inputs requiring grad it was computed from
+        fg, wrt = rec.functional, set(self.wrt)
+        self.consumed_leaves = {k: sorted(_inputs_behind(fg, fg.outputs[k]) & wrt)
+                                for k in self.consumed}
         self.out_build, self.single = outs.build, outs.single
         self.out_is_tensor, self.out_consts = outs.is_tensor, outs.consts
         ins = rec.functional.inputs
@@ -224,6 +228,7 @@ class CompiledPath:
         for k, name in self.consumed.items():
             node = ConsumedBackward(None, None, (), (), (), ())
             node.eager_name, node.released = name, True
+            node.leaves = [inputs[i] for i in self.consumed_leaves[k]]
             outs[k]._grad_fn, outs[k]._rg = node, True
         for pos, k in self.grad_set_plan:
             inputs[pos]._grad = None if k is None else outs[k]
@@ -348,6 +353,28 @@ class CompiledPath:
         """What `tracegrad.viz` draws for a path (viz knows drawings, not the compiler)."""
         from ..viz.ir import path_drawing
         return path_drawing(self, color_by)
+
+
+def _inputs_behind(g, v):
+    """Positions of `g`'s inputs that value `v` is differentiably computed from (not through
+    a primitive without a gradient; through `nograd_write`, only the value it keeps)."""
+    from ..ops.shape import NOGRAD_WRITE
+    prod = g.producers()
+    pos = {x: i for i, x in enumerate(g.inputs)}
+    seen, stack, out = set(), [v], set()
+    while stack:
+        x = stack.pop()
+        if x in seen:
+            continue
+        seen.add(x)
+        if x in pos:
+            out.add(pos[x])
+            continue
+        n = prod.get(x)
+        if n is None or n.prim.nondiff:
+            continue
+        stack.extend(n.value_inputs()[:1] if n.prim is NOGRAD_WRITE else n.value_inputs())
+    return out
 
 
 def _shares_storage(args, captured):

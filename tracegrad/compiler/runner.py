@@ -143,8 +143,10 @@ def build_runner(path):
     for k in path.post_retain:
         lines += [f"    if outs[{k}].requires_grad:", f"        outs[{k}].retain_grad()"]
     for k, name in path.consumed.items():
+        leaves = [names[i] for i in path.consumed_leaves[k]]
         lines += ["    node = _Consumed(None, None, (), (), (), ())",
                   f"    node.eager_name, node.released = {name!r}, True",
+                  f"    node.leaves = [{', '.join(leaves)}]",
                   f"    outs[{k}]._grad_fn, outs[{k}]._rg = node, True"]
     for pos, k in path.grad_set_plan:
         lines.append(f"    {names[pos]}._grad = {'None' if k is None else f'outs[{k}]'}")
