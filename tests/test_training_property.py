@@ -32,13 +32,14 @@ def _program(draw):
         clip=draw(st.sampled_from([None, "norm", "value"])),
         sched=draw(st.sampled_from([None, "step_inside", "cosine_outside"])),
         set_to_none=draw(st.booleans()),
+        compiled=draw(st.sampled_from(["step", "model"])),   # what tg.compile wraps
         # mostly plain steps (cache hits), now and then a change between two steps
         events=draw(st.lists(st.sampled_from(EVENTS + [None] * 14), min_size=12,
                              max_size=12)),
     )
 
 
-def _build(p):
+def _build(p, compile_model=False):
     tg.manual_seed(0)
     act = tg.nn.Tanh if p["act"] == "tanh" else tg.nn.ReLU
     layers = [tg.nn.Linear(5, 8), act()]
@@ -65,9 +66,11 @@ def _build(p):
     loss_fn = tg.nn.CrossEntropyLoss() if p["loss"] == "ce" else tg.nn.MSELoss()
     after = [sched.step] if p["sched"] == "step_inside" else []
 
+    forward = tg.compile(model) if compile_model else model
+
     def step(x, y):
         opt.zero_grad(set_to_none=p["set_to_none"])
-        out = model(x)
+        out = forward(x)
         target = y if p["loss"] == "ce" else tg.nn.functional.one_hot(y, 3).float()
         loss = loss_fn(out, target)
         loss.backward()
@@ -126,8 +129,8 @@ def _event(e, k, model, opt, loss_fn, hooks):
 
 
 def _run(p, compiled):
-    model, opt, sched, loss_fn, step = _build(p)
-    f = tg.compile(step) if compiled else step
+    model, opt, sched, loss_fn, step = _build(p, compiled and p["compiled"] == "model")
+    f = tg.compile(step) if compiled and p["compiled"] == "step" else step
     rng = np.random.default_rng(1)
     hooks, record = [], []
     for k, e in enumerate(p["events"]):
