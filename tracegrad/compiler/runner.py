@@ -87,16 +87,20 @@ def build_runner(path):
             continue
         shape, dtype, rg, c_order = m
         env[f"s{j}"], env[f"d{j}"] = shape, dtype
-        cond = f"d.shape != s{j} or d.dtype != d{j} or c{j}._rg is not {rg}"
+        # (dtype: the same object almost always; `!=` only when not)
+        cond = (f"d.shape != s{j} or (d.dtype is not d{j} and d.dtype != d{j}) "
+                f"or c{j}._rg is not {rg}")
         if len(shape) >= 2:
             cond += f" or {'not ' if c_order else ''}d.flags.c_contiguous"
         lines += [f"    d = c{j}._data", f"    if {cond}: {miss}"]
+        if n_args:                       # the id of the array owning its memory, no reference
+            lines.append(f"    q{j} = id(d) if d.base is None else id(_root(d))")
         data[f"c{j}"] = f"c{j}._data"
     tensor_caps = [f"c{j}" for j in range(n_cap) if j not in scalar]
     if tensor_caps:
         lines.append("    d = None")   # no local reference left (JAX: Note [Aligned host arrays])
     if n_args and tensor_caps:           # no argument may share memory with a captured one
-        lines.append(f"    roots = {{{', '.join(f'id(_root({c}._data))' for c in tensor_caps)}}}")
+        lines.append(f"    roots = {{{', '.join('q' + c[1:] for c in tensor_caps)}}}")
         for i in range(n_args):
             lines.append(f"    if id(_root(a{i}._data)) in roots: {miss}")
     for pos, flag in path.pre_effects:
