@@ -3,8 +3,9 @@
 1. The tutorial's data-dependent loop (`while y.data.norm() < 1000: y = y * 2`), compiled.
    Inputs that need different numbers of iterations take different paths; each path is
    traced once, and its guards say which decisions it stands for.
-2. An MLP loss: the traced forward IR, the backward IR the VJP pass derives, what is saved
-   for backward, the memory plan, and the generated numpy code.
+2. An MLP loss: the compiler's stages and what each did, the traced forward IR, the
+   backward IR the VJP pass derives, what is saved for backward, the memory plan, and the
+   generated numpy code.
 3. What compile sees: a training step written the PyTorch way (`zero_grad`, `backward`,
    `step`) compiles to one program; `explain()` lists what it reads through a source each
    call (`.grad`, the learning rate), the effects it replays (`.grad` writes), and the
@@ -81,6 +82,10 @@ def mlp_demo():
     print(f"loss compiled {loss.item():.6f} == eager {eager.item():.6f}; "
           f"grad_fn = {type(loss.grad_fn).__name__}")
     path = loss_fn.programs[0]
+    print("\nthe pipeline: one compilation record through these stages, each reporting "
+          "what it did (path.log):")
+    for stage, stats in path.log:
+        print(f"  {stage:<14} {', '.join(f'{k}={v}' for k, v in stats.items())}")
     print("\nforward IR (after functionalize, cse, dce, partition, scheduling):")
     print(path.part.forward)
     print("\nbackward IR (derived by the vjp pass from the primitives' own VJP rules):")

@@ -224,7 +224,8 @@ def source_lines(path):
             "changing it never re-traces)" for j, h, k, *_ in path.scalar_sources]
     out += [f"  {owner(r)}.grad is None (checked)" for r in path.grad_none]
     out += [f"  {owner(r)}.grad is set (checked)" for r in path.grad_some]
-    out += [f"  {owner(r)} has the same {len(h)} gradient hook(s) (checked)"
+    out += [f"  {owner(r)} has " + (f"the same {len(h)} gradient hook(s)" if h else
+                                   "no gradient hook") + " (checked)"
             for r, h in path.hook_checks]
     return out
 

@@ -193,7 +193,10 @@ def codegen(rec):
     fwd = build(part.forward, rec.name, plan=rec.forward_plan, poison=poison)
     bwd = (build(part.backward, rec.name + "_backward", plan=rec.backward_plan,
                  poison=poison, owned_inputs=True) if part.backward is not None else None)
-    return replace(rec, forward_program=fwd, backward_program=bwd), {}
+    stats = {"forward_lines": len(fwd.code.splitlines())}
+    if bwd is not None:
+        stats["backward_lines"] = len(bwd.code.splitlines())
+    return replace(rec, forward_program=fwd, backward_program=bwd), stats
 
 
 def decide_eager(rec):
