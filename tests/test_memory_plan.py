@@ -628,3 +628,28 @@ def test_explain_reports_the_figures_and_names_recomputed_values_as_the_printed_
     # value's internal id (which names some other node in either printout)
     assert f"%{value_names(fwd)[sig_f]}: f32[128,128] (sigmoid" in line, line
     assert f"%{value_names(bwd)[sig_b]} in backward" in line, line
+
+
+def test_check_plan_rejects_an_input_update_under_a_returned_view():
+    """A plan writing a mutation into its input while a view of that input is returned (a
+    value saved for backward) is refused by `check_plan`, and `plan_memory` never makes
+    one (found by the random-graph test in CI)."""
+    from tracegrad.ir.graph import Graph
+    from tracegrad.ir.types import TensorType
+    from tracegrad.ops.elementwise import ADD, ABS
+    from tracegrad.ops.shape import PERMUTE
+    from tracegrad.passes.plan_memory import MemoryPlan
+    g = Graph("f")
+    t = TensorType((4, 4), tg.float32)
+    x = g.add_input(t, "x")
+    v = g.add_node(PERMUTE, (x,), {"perm": (1, 0)}, t)
+    a = g.add_node(ABS, (v,), {}, t)
+    new = g.add_node(ADD, (x, x), {}, t)
+    g.outputs = [a, v, new]
+    g.mutations = [(x, new)]
+    g.verify()
+    plan = passes.plan_memory(g)
+    assert plan.into_input == {}
+    bad = MemoryPlan(dict(plan.takeover), {2: 0}, dict(plan.slots), plan.arena_bytes)
+    with pytest.raises(tg.InplaceError, match="the program's outputs"):
+        passes.check_plan(g, bad)

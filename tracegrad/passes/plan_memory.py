@@ -100,7 +100,10 @@ def plan_memory(g, protected_inputs=(), min_bytes=ARENA_MIN_BYTES, arena=True,
         if out in reordered:
             continue
         tgt_in = mut_final.get(out)
-        if tgt_in is not None and out not in returned and i >= last_guard:
+        # (not when the input itself, or a view of it, is also returned or saved: that
+        # output must keep the contents it had)
+        if (tgt_in is not None and out not in returned and tgt_in not in returned
+                and i >= last_guard):
             k = inputs[tgt_in]
             if (k not in protected_inputs and tgt_in.type == out.type
                     and input_reads.get(tgt_in, -1) <= i):
@@ -303,8 +306,10 @@ def check_plan(g, plan):
         occupant[p] = out
     for v in guards.get(len(g.nodes), ()):
         read(v, "guard at the end")
+    for v in g.outputs:                       # views of inputs included
+        if v is not None:
+            read(v, "the program's outputs")
     for r in live.escaping:
-        read(r, "the program's outputs")
         if place[r][0] == "arena":
             fail(f"{r!r} leaves the program but lives in the arena")
     return True
