@@ -231,7 +231,11 @@ def run(fn, make_state, env, calls, versions=False, seed=0):
     return record
 
 
-def _same(a, b):
+def _same(a, b, loose=False):
+    """Equal as a user sees it. `loose`: against PyTorch, whose float32 libm differs from
+    numpy's in the last bit, which a saturating function turns into a few percent of a tiny
+    gradient (`1 - tanh(x)**2` near 1): tolerances ten times wider, compiled vs eager stay
+    tight."""
     if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
         if not (isinstance(a, np.ndarray) and isinstance(b, np.ndarray)):
             return False
@@ -245,12 +249,14 @@ def _same(a, b):
             a64, b64 = a.astype(np.float64), b.astype(np.float64)
             finite = np.abs(a64[np.isfinite(a64)])
             scale = max(1.0, float(finite.max())) if finite.size else 1.0
-            return np.allclose(a64, b64, rtol=1e-4, atol=1e-5 * scale, equal_nan=True)
+            widen = 10 if loose else 1
+            return np.allclose(a64, b64, rtol=1e-4 * widen, atol=1e-5 * widen * scale,
+                               equal_nan=True)
         return np.array_equal(a, b)
     if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+        return a.keys() == b.keys() and all(_same(a[k], b[k], loose) for k in a)
     if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+        return len(a) == len(b) and all(_same(x, y, loose) for x, y in zip(a, b))
     if isinstance(a, float) and isinstance(b, float):
         if a == b:                           # -0.0 and 0.0 stay apart (1/x tells them apart)
             return bool(np.signbit(a) == np.signbit(b))
@@ -259,14 +265,14 @@ def _same(a, b):
     return type(a) is type(b) and a == b
 
 
-def first_difference(want, got):
-    """None, or a readable description of the first differing entry."""
+def first_difference(want, got, loose=False):
+    """None, or a readable description of the first differing entry (`loose`: see _same)."""
     for k in range(max(len(want), len(got))):
         if k >= len(want) or k >= len(got):
             extra = got[k] if k < len(got) else want[k]
             return f"records differ in length; first unmatched entry: {extra!r}"
         (lw, w), (lg, g) = want[k], got[k]
-        if lw != lg or not _same(w, g):
+        if lw != lg or not _same(w, g, loose):
             return f"entry {k}:\n  expected {lw}: {w!r}\n  got      {lg}: {g!r}"
     return None
 
@@ -292,7 +298,7 @@ def check_same(fn, make_state, calls=4, torch=False, versions=False, allow_warni
         import pytest
         torch_mod = pytest.importorskip("torch")
         oracle = run(fn, make_state, Env(torch_mod, False), calls, versions)
-        diff = first_difference(oracle, eager)
+        diff = first_difference(oracle, eager, loose=True)
         assert diff is None, f"eager tracegrad differs from PyTorch:\n{diff}"
     return eager
 
