@@ -7,6 +7,7 @@ import numpy as np
 
 from .. import _dtype, _mode
 from .._tensor import Tensor
+from .._tensor_storage import _root
 from .binding import scalar_key
 
 
@@ -37,11 +38,7 @@ def entry_key(leaves, struct=None):
 def storage_id(t):
     """Identity of the memory under tensor `t`: its root numpy array (`.data` and views
     have version counters of their own, but share this)."""
-    d = t._data
-    b = d.base
-    while isinstance(b, np.ndarray):
-        d, b = b, b.base
-    return id(d)
+    return id(_root(t._data))
 
 
 def _module_flags(x):

@@ -18,6 +18,7 @@ from .backward_node import CompiledFunctionBackward, ConsumedBackward
 from .replay import replay_backward
 from .runner import build_runner
 from .._effects import attr_now, is_number
+from .._tensor_storage import _root
 from .state import checker, first_failing
 from .trace_plan import leaf_hooks
 
@@ -379,22 +380,9 @@ def _inputs_behind(g, v):
 
 def _shares_storage(args, captured):
     """Whether an argument shares memory with a captured tensor (by root array: `.data`
-    and views have version counters of their own). `storage_id` inlined: checked per call."""
-    roots = set()
-    for t in captured:
-        d = t._data
-        b = d.base
-        while b is not None and type(b) is np.ndarray:
-            d, b = b, b.base
-        roots.add(id(d))
-    for t in args:
-        d = t._data
-        b = d.base
-        while b is not None and type(b) is np.ndarray:
-            d, b = b, b.base
-        if id(d) in roots:
-            return True
-    return False
+    and views have version counters of their own)."""
+    roots = {id(_root(t._data)) for t in captured}
+    return any(id(_root(t._data)) in roots for t in args)
 
 
 def _meta(t):

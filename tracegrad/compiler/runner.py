@@ -24,6 +24,7 @@ import numpy as np
 
 from .. import _mode
 from .._effects import is_number
+from .._tensor_storage import _root
 from .._tensor import Tensor
 from ..ir.interpret import GuardFailed
 from ..ops.elementwise import quiet_enter, quiet_exit
@@ -163,14 +164,6 @@ def build_runner(path):
     call = env["call"]
     call.code = code
     return call
-
-
-def _root(d):
-    """The array owning `d`'s memory (`storage_id` of compiler/keys.py, on arrays)."""
-    b = d.base
-    while b is not None and type(b) is np.ndarray:
-        d, b = b, b.base
-    return d
 
 
 _UNSET = object()
