@@ -119,35 +119,32 @@ def _involved(cf, args, kwargs):
     if module is not None:
         for n, t in list(module.named_parameters()) + list(module.named_buffers()):
             add(n, t)
-    fn = getattr(cf.fn, "__func__", cf.fn)
-    for cell in getattr(fn, "__closure__", None) or ():
-        try:
-            v = cell.cell_contents
-        except ValueError:
-            continue
+    values = _reachable(getattr(cf.fn, "__func__", cf.fn))
+    for name, v in values:
         if isinstance(v, Generator):
-            add("closure", v)
-    g, code = getattr(fn, "__globals__", {}), getattr(fn, "__code__", None)
-    for nm in code.co_names if code is not None else ():
-        if isinstance(g.get(nm), Generator):
-            add(nm, g[nm])
-    owners = _method_owners(fn)
-    return found, places, list(gens.values()), owners
+            add(name, v)
+    return found, places, list(gens.values()), _method_owners(v for _, v in values)
 
 
-def _method_owners(fn):
-    """Objects whose bound methods the function can call (`after = [sched.step]`): the
-    state scan guards such a callable by identity only, so their attributes are
-    snapshotted here (a scheduler stepped by the eager run must not be stepped twice)."""
-    import types
-    values = []
+def _reachable(fn):
+    """[(name, value)]: `fn`'s closure cells and the globals its code names."""
+    out = []
     for cell in getattr(fn, "__closure__", None) or ():
         try:
-            values.append(cell.cell_contents)
+            out.append(("closure", cell.cell_contents))
         except ValueError:
             pass
     g, code = getattr(fn, "__globals__", {}), getattr(fn, "__code__", None)
-    values += [g[nm] for nm in (code.co_names if code is not None else ()) if nm in g]
+    out += [(nm, g[nm]) for nm in (code.co_names if code is not None else ()) if nm in g]
+    return out
+
+
+def _method_owners(values):
+    """Objects whose bound methods the function can call (`after = [sched.step]`), among
+    `values` and one level into their containers: the state scan guards such a callable by
+    identity only, so their attributes are snapshotted here (a scheduler stepped by the
+    eager run must not be stepped twice)."""
+    import types
     out, seen = [], set()
     for v in values:
         items = list(v.values()) if isinstance(v, dict) else (
