@@ -214,6 +214,7 @@ class watch_python:
     def __init__(self, tracer, external):
         self.tracer, self.external = tracer, external
         self.user_codes = set()     # code objects of the user functions the trace ran
+        self._kinds = {}            # code object -> "user" / "library" / "random"
 
     def __enter__(self):
         self.prev = sys.getprofile()
@@ -236,12 +237,17 @@ class watch_python:
             self._c_call(frame, arg)
         elif event == "call":
             code = frame.f_code
-            if code.co_filename.endswith(os.sep + "random.py"):
+            kind = self._kinds.get(code)         # decided once per code object
+            if kind is None:
+                kind = self._kinds[code] = (
+                    "random" if code.co_filename.endswith(os.sep + "random.py") else
+                    "user" if _is_user_frame(frame) else "library")
+                if kind == "user":
+                    self.user_codes.add(code)
+            if kind == "random":
                 back = frame.f_back
                 if back is not None and _is_user_frame(back):
                     self._report(back, "random", f"Python's random.{code.co_name}()")
-            elif code not in self.user_codes and _is_user_frame(frame):
-                self.user_codes.add(code)
 
     def constant_strings(self):
         """The string constants of the user code the trace ran (keys it may subscript)."""
