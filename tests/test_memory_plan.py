@@ -653,3 +653,67 @@ def test_check_plan_rejects_an_input_update_under_a_returned_view():
     bad = MemoryPlan(dict(plan.takeover), {2: 0}, dict(plan.slots), plan.arena_bytes)
     with pytest.raises(tg.InplaceError, match="the program's outputs"):
         passes.check_plan(g, bad)
+
+
+def _momentum_setup(seed=0):
+    tg.manual_seed(seed)
+    model = tg.nn.Sequential(tg.nn.Linear(64, 128), tg.nn.ReLU(), tg.nn.Linear(128, 10))
+    opt = tg.optim.SGD(model.parameters(), lr=0.05, momentum=0.9, weight_decay=1e-3)
+    rng = np.random.default_rng(seed)
+    x = tg.tensor(rng.standard_normal((32, 64)).astype(np.float32))
+    y = tg.tensor(rng.integers(0, 10, 32))
+
+    def step(x, y):
+        opt.zero_grad()
+        loss = tg.nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+    return model, opt, step, x, y
+
+
+def test_update_chain_ops_write_into_the_buffer_they_update():
+    """Note [Update chains]: `buf.mul_(momentum).add_(grad)` runs as two ops whose first
+    writes the momentum buffer itself (as eager's `mul_` does), not a scratch buffer of its
+    size; the step stays bitwise eager's."""
+    model, opt, step, x, y = _momentum_setup()
+    eager_model, eager_opt, eager_step, _, _ = _momentum_setup()
+    compiled = tg.compile(step)
+    for _ in range(4):
+        np.testing.assert_array_equal(compiled(x, y).detach().numpy(),
+                                      eager_step(x, y).detach().numpy())
+    for p, q in zip(model.parameters(), eager_model.parameters()):
+        np.testing.assert_array_equal(p.detach().numpy(), q.detach().numpy())
+        np.testing.assert_array_equal(opt.state[p]["momentum_buffer"].numpy(),
+                                      eager_opt.state[q]["momentum_buffer"].numpy())
+    path = compiled.programs[-1]
+    g, plan = path.part.forward, path.forward_plan
+    _check_consistent(g, plan)
+    finals = {new for _, new in g.mutations}
+    heads = [i for i in plan.into_input if g.nodes[i].output not in finals]
+    assert len(heads) >= 4                        # a head op per momentum buffer at least
+    assert all(g.nodes[i].prim.elementwise for i in heads)
+    bufs = {id(opt.state[p]["momentum_buffer"]._data) for p in model.parameters()}
+    path.forward_program                           # arena scratch no longer holds them
+    assert not any(v.type.shape == (128, 64) for v in plan.slots)
+    assert len(bufs) == 4
+
+
+def test_update_chain_stops_where_the_old_value_is_still_read():
+    """The head of an update chain moves into the input only when nothing reads the input's
+    old value after it: here the old value is returned too."""
+    def f(a, g):
+        with tg.no_grad():
+            old = a * 1.0            # a read of the old value after the head below
+            a.mul_(0.5).add_(g)
+        return old + a
+
+    a = tg.tensor(np.arange(6, dtype=np.float32))
+    g = tg.tensor(np.ones(6, np.float32))
+    ea = a.clone()
+    cf = tg.compile(f)
+    for _ in range(3):
+        np.testing.assert_array_equal(cf(a, g).numpy(), f(ea, g).numpy())
+        np.testing.assert_array_equal(a.numpy(), ea.numpy())
+    path = cf.programs[0]
+    _check_consistent(path.part.forward, path.forward_plan)

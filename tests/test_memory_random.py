@@ -11,7 +11,7 @@ land in the arena. For every plan:
    `liveness` over every value sharing the slot, overlap are disjoint), and a takeover only
    targets an operand whose storage dies at that node;
 2. program inputs are written only by `into_input` updates, each the new value of that
-   (unprotected) input, and storages leaving the program (outputs, values saved for
+   (unprotected) input or an op of the update chain leading to it, and storages leaving the program (outputs, values saved for
    backward) are never in the arena and never taken over;
 3. `check_plan` accepts it, and rejects it once two overlapping live slots share an offset;
 4. the scheduled graph verifies and computes what the unscheduled one does (interpreter),
@@ -152,8 +152,13 @@ def check_properties(g, plan, protected):
         assert a not in g.inputs                                         # (2)
         assert a not in live.escaping and node.output not in live.escaping
     mutated = {new: old for old, new in getattr(g, "mutations", [])}
-    for i, k in plan.into_input.items():
-        assert k not in protected and mutated.get(g.nodes[i].output) is g.inputs[k]
+    for i, k in plan.into_input.items():   # the new value, or an op of its update chain
+        assert k not in protected
+        v, j = g.nodes[i].output, i
+        while mutated.get(v) is not g.inputs[k]:
+            j = next(n for n in plan.into_input if plan.into_input[n] == k and n > j
+                     and v in g.nodes[n].inputs)
+            v = g.nodes[j].output
     assert not set(plan.slots) & (live.escaping | set(g.inputs))
     assert check_plan(g, plan)                                           # (3)
     for what, n in (("arena slots", len(plan.slots)), ("takeovers", len(plan.takeover)),

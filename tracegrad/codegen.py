@@ -379,6 +379,8 @@ def _poison_points(graph, plan):
     if plan is not None:
         for i, k in plan.takeover.items():
             taken.add(graph.nodes[i].inputs[k])
+        # (an update chain's ops live in the input they update: Note [Update chains])
+        taken.update(graph.nodes[i].output for i in plan.into_input)
     out = {}
     for r, last in live.last.items():
         if r in live.escaping or r in taken or last >= len(graph.nodes):

@@ -6,7 +6,8 @@ Note [Memory plan]
    not a view) writes its result into that operand's buffer (`out=`); the two storages
    merge. A node producing an input-mutation result may likewise write straight into the
    input's own buffer when nothing reads the old input afterwards, no guard follows, and
-   the input is not saved for backward: the copy-back then costs nothing.
+   the input is not saved for backward: the copy-back then costs nothing. So may the
+   earlier ops of its update chain (Note [Update chains]).
 2. Arena: the remaining large storages (>= `min_bytes`, produced by kernels that accept
    `out=`) are packed greedily by size into one arena: each takes the lowest offset that
    overlaps no storage alive at the same time. The arena lives for the whole call, so it
@@ -122,6 +123,7 @@ def plan_memory(g, protected_inputs=(), min_bytes=ARENA_MIN_BYTES, arena=True,
             merged[out] = r
             extent[r][1] = max(extent[r][1], extent[out][1])
             break
+    _update_chains(g, plan, live, inputs, input_reads, last_guard, returned, reordered)
     # merged extents: a chain's storage lives from its head to its last member's last use;
     # results written straight into an input live in the caller's memory, not ours
     in_input = {g.nodes[i].output for i in plan.into_input}
@@ -167,6 +169,38 @@ def plan_memory(g, protected_inputs=(), min_bytes=ARENA_MIN_BYTES, arena=True,
     plan.planned_peak = top + unplanned
     plan.chain_root = {v: rep(v) for v in live.first}
     return plan
+
+
+def _update_chains(g, plan, live, inputs, input_reads, last_guard, returned, reordered):
+    """Note [Update chains]
+    An in-place update written as several ops (`buf.mul_(m).add_(g)`: mul, then add into
+    `buf`) ends in a node that writes `buf` directly (`into_input`), but its first op would
+    get a scratch buffer of `buf`'s size: one more full-size write to memory not in cache.
+    Once nothing reads the input's old value any more (no reader after the head op, no guard
+    after it), the head op may write into the input too, as eager's `mul_` does: walking
+    back from each `into_input` node, an operand of the input's type that dies there,
+    produced by an elementwise `out=`-capable op (not a view, not escaping, not already
+    taking over a buffer) moves into the input. `check_plan` simulates the result."""
+    storage, last = live.storage_of, live.last
+    prod = {node.output: i for i, node in enumerate(g.nodes)}
+    todo = list(plan.into_input.items())
+    while todo:
+        j, k = todo.pop()
+        x = g.inputs[k]
+        for a in g.nodes[j].inputs:
+            h = prod.get(a) if _is_val(a) else None
+            if h is None or h in plan.into_input or h in plan.takeover or h < last_guard:
+                continue
+            head = g.nodes[h]
+            if (storage[a] is not a or a.type != x.type or last[a] != j
+                    or a in live.escaping or a in returned or a in reordered
+                    or head.prim.aliases is not None
+                    or not (elementwise(head.prim) and accepts_out(head.prim))
+                    or input_reads.get(x, -1) > h):
+                continue
+            plan.into_input[h] = k
+            todo.append((h, k))
+            break
 
 
 def _peak(members, sizes, extent, n):
@@ -254,7 +288,7 @@ def check_plan(g, plan):
     for k, v in enumerate(g.inputs):
         place[v] = ("in", k)
         occupant[("in", k)] = v
-    mut_of = {b: a for a, b in g.mutations}
+    mutated = {a for a, b in g.mutations}   # (their new values are outputs: read at the end)
     guards = {}
     for gd in g.guards:
         guards.setdefault(gd.position, []).append(gd.value)
@@ -277,8 +311,8 @@ def check_plan(g, plan):
             continue                          # a view: no memory of its own
         if i in plan.into_input:
             k = plan.into_input[i]
-            if mut_of.get(out) is not g.inputs[k]:
-                fail(f"node {i} writes program input {k}, of which it is not the new value")
+            if g.inputs[k] not in mutated:   # its new value or an op of its update chain
+                fail(f"node {i} writes program input {k}, which the program does not update")
             p = ("in", k)
         elif i in plan.takeover:
             p = place[storage[node.inputs[plan.takeover[i]]]]
