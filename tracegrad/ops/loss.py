@@ -49,7 +49,23 @@ def _plain_targets(t, w, classes, ignore_index):
     with weight 1 (the common case, computed without masks: same numbers)."""
     if isinstance(w, np.ndarray) or 0 <= ignore_index < classes or t.ndim != 1 or not t.size:
         return False
+    if t.dtype == np.int64:        # one reduction: a negative target reads as a huge one
+        return int(np.maximum.reduce(t.view(np.uint64))) < classes
     return np.minimum.reduce(t) >= 0 and np.maximum.reduce(t) < classes
+
+
+def _arange(n):
+    """`np.arange(n)` (row indexes), one read-only array per n kept (a few small sizes)."""
+    a = _ARANGES.get(n)
+    if a is None:
+        a = np.arange(n)
+        a.flags.writeable = False
+        if len(_ARANGES) < 64:
+            _ARANGES[n] = a
+    return a
+
+
+_ARANGES = {}
 
 
 def _rows(scores, t):
@@ -72,10 +88,10 @@ def _nll_kernel(scores, t, w, reduction, ignore_index):
 def _nll_rows(scores, t, w, reduction, ignore_index):
     dt = scores.dtype
     if _plain_targets(t, w, scores.shape[1], ignore_index):
-        per = np.negative(scores[np.arange(t.shape[0]), t])
+        per = np.negative(scores[_arange(t.shape[0]), t])
         if reduction == "none":
             return per
-        total = per.sum(dtype=dt)
+        total = np.add.reduce(per, dtype=dt)
         return np.asarray(total if reduction == "sum" else total / dt.type(t.shape[0]))
     _check_targets(t, scores.shape[1], ignore_index)
     valid, safe, wr = _row_weights(t, w, ignore_index)
@@ -121,7 +137,7 @@ def _nll_backward_rows(g, t, w, reduction, ignore_index, shape):
         dt = g.dtype
         coef = dt.type(-1) / dt.type(t.shape[0]) if reduction == "mean" else dt.type(-1)
         grad = np.zeros(shape, dt)
-        grad[np.arange(shape[0]), t] = np.multiply(coef, g)
+        grad[_arange(shape[0]), t] = np.multiply(coef, g)
         return grad
     valid, safe, wr = _row_weights(t, w, ignore_index)
     coef = np.negative(wr.astype(g.dtype))
