@@ -213,3 +213,25 @@ def test_large_containers_are_not_walked_but_small_ones_are(n):
     c(tg.ones(1))
     walked = [g.where for g in c.programs[0].state_guards if "'big'[" in g.where]
     assert (len(walked) == n) == (n <= MAX_ITEMS)
+
+
+_SHARED = {}
+
+
+def test_a_tensor_held_in_two_places_is_guarded_in_both():
+    """Found in review: a tensor a closure cell and a global dict both held was guarded
+    only where the scan met it first, so rebinding the dict's entry kept the old tensor."""
+    _SHARED["t"] = tg.ones(3)
+    t = _SHARED["t"]
+
+    def f(x):
+        return x * t + _SHARED["t"]
+
+    cf = tg.compile(f)
+    x = tg.tensor([1.0, 2.0, 3.0])
+    for change in (None, lambda: _SHARED["t"].mul_(2),
+                   lambda: _SHARED.__setitem__("t", tg.zeros(3)),
+                   lambda: setattr(_SHARED["t"], "data", tg.ones(3) * 5)):
+        if change is not None:
+            change()
+        np.testing.assert_array_equal(cf(x).numpy(), f(x).numpy())

@@ -336,3 +336,77 @@ def test_replayed_scheduler_changing_any_group_option_stays_exact(key):
     assert la == lb
     for a, b in zip(pa, pb):
         np.testing.assert_array_equal(a, b)
+
+
+def _sched_run(compiled, body, steps=5):
+    tg.manual_seed(0)
+    m = tg.nn.Linear(3, 2)
+    opt = tg.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
+    sched = tg.optim.lr_scheduler.StepLR(opt, 2, 0.5)
+    x, y = tg.randn(8, 3), tg.randn(8, 2)
+
+    def step(x, y):
+        opt.zero_grad()
+        loss = ((m(x) - y) ** 2).mean()
+        loss.backward()
+        opt.step()
+        return body(loss, sched)
+    f = tg.compile(step) if compiled else step
+    outs = []
+    for _ in range(steps):
+        out = f(x, y)
+        outs.append([o.item() if isinstance(o, tg.Tensor) else o for o in out])
+    return outs, [p.detach().numpy() for p in m.parameters()], getattr(f, "stats", None)
+
+
+@pytest.mark.parametrize("body", [
+    lambda loss, s: (s.step(), loss, s.get_last_lr()[0])[1:],        # logged after the step
+    lambda loss, s: (loss, s.get_last_lr()[0], s.step())[:2],        # read before it
+    lambda loss, s: (s.step(), loss * s.get_last_lr()[0])[1:],       # computed with
+    lambda loss, s: (s.step(), loss, s.last_epoch)[1:],              # an attribute it rewrites
+], ids=["get_last_lr-after", "get_last_lr-before", "computed-with", "last_epoch"])
+def test_reading_state_a_replayed_step_rewrites_runs_eagerly(body):
+    """Note [Reads of replayed state] (found in review: `return loss, sched.get_last_lr()[0]`
+    kept returning the lr of the traced call): such calls run eagerly, with a warning, and
+    return what eager returns."""
+    eager = _sched_run(False, body)
+    with pytest.warns(UserWarning, match="rewrites on every call"):
+        comp = _sched_run(True, body)
+    assert eager[0] == comp[0]
+    for a, b in zip(eager[1], comp[1]):
+        np.testing.assert_array_equal(a, b)
+    assert comp[2].eager_calls >= 4
+
+
+def test_user_scheduler_reading_its_own_state_inside_its_step_still_compiles():
+    """The reads a scheduler's own `get_lr` makes run inside the replayed step (replayed
+    too): they neither stale nor stop compiling; nor does an attribute of the same name on
+    the user's own objects that the step does not rewrite."""
+    class Halving(tg.optim.lr_scheduler.LRScheduler):
+        def get_lr(self):
+            return [0.1 * 0.5 ** (self.last_epoch // 2) for _ in self.optimizer.param_groups]
+
+    class Cfg:
+        gamma = 2.0
+    cfg = Cfg()
+
+    def run(compiled):
+        tg.manual_seed(0)
+        m = tg.nn.Linear(3, 2)
+        opt = tg.optim.SGD(m.parameters(), lr=0.1)
+        sched = Halving(opt)
+        x, y = tg.randn(8, 3), tg.randn(8, 2)
+
+        def step(x, y):
+            opt.zero_grad()
+            loss = ((m(x) - y) ** 2).mean() * cfg.gamma
+            loss.backward()
+            opt.step()
+            sched.step()
+            return loss
+        f = tg.compile(step) if compiled else step
+        return [f(x, y).item() for _ in range(6)], getattr(f, "stats", None)
+
+    (la, _), (lb, stats) = run(False), run(True)
+    assert la == lb
+    assert stats.eager_calls == 0 and stats.cache_hits >= 3, str(stats)

@@ -166,17 +166,55 @@ def replayed(method):
             return method(self, *args, **kwargs)
         plain = all(isinstance(a, (bool, int, float, str, type(None)))
                     for a in args + tuple(kwargs.values()))
-        if plain:
-            tracer.note_replay(self, method, args, kwargs)
-        else:
+        if not plain:
             tracer.note_effect("python", f"{type(self).__name__}.{method.__name__}() with "
                                "non-Python arguments", None)
+        before = dict(getattr(self, "__dict__", {}))
         token = trace_hook.set(None)
+        tracer.replaying += 1            # (reads made inside are replayed too)
         try:
             return method(self, *args, **kwargs)
         finally:
+            tracer.replaying -= 1
             trace_hook.reset(token)
+            if plain:                    # what it rewrote: Note [Reads of replayed state]
+                after = getattr(self, "__dict__", {})
+                tracer.note_replay(self, method, args, kwargs, {
+                    k for k, v in after.items() if k not in before or before[k] is not v})
     return wrapper
+
+
+_WRAPPER_CODE = replayed(lambda self: None).__code__
+
+
+def replay_reads(tracer, watch):
+    """Note [Reads of replayed state]
+    A replayed call (a scheduler's `step`) rewrites its object's attributes on every call,
+    so they are not guarded. User code that reads them during the trace (`get_last_lr()`,
+    `sched.last_epoch`, before or after the step) would bake one call's value into the
+    path: returned, or computed with, it would go stale on the next call. Such a read makes
+    the call run eagerly (an eager effect, with a warning naming it). A read is a method of
+    the object other than the replayed ones called from user code (the profile hook sees
+    it), or an attribute the replayed call rewrote named in the user code the trace ran."""
+    objects = {}
+    for obj, _, _, _, changed in tracer.replays:
+        objects.setdefault(id(obj), (obj, set()))[1].update(changed)
+    if not objects:
+        return
+    for obj, code, site in watch.method_calls:
+        if id(obj) in objects and code is not _WRAPPER_CODE:
+            tracer.note_effect("python", f"{type(obj).__name__}.{code.co_name}(), which "
+                               "reads state the replayed step() rewrites on every call "
+                               "(call it outside the compiled function)", None, site=site)
+            return
+    names = watch.names()
+    for obj, changed in objects.values():
+        read = sorted(changed & names)
+        if read:
+            tracer.note_effect("python", f"reading {type(obj).__name__}.{read[0]}, which "
+                               "the replayed step() rewrites on every call (read it outside "
+                               "the compiled function)", None)
+            return
 
 
 def numpy_read(t):
@@ -215,6 +253,8 @@ class watch_python:
         self.tracer, self.external = tracer, external
         self.user_codes = set()     # code objects of the user functions the trace ran
         self._kinds = {}            # code object -> "user" / "library" / "random"
+        self.method_calls = []      # [(self, code, site)]: library methods user code called
+        self.outside_codes = set()  # user code run outside replayed calls
 
     def __enter__(self):
         self.prev = sys.getprofile()
@@ -244,10 +284,30 @@ class watch_python:
                     "user" if _is_user_frame(frame) else "library")
                 if kind == "user":
                     self.user_codes.add(code)
+            if kind == "user" and not self.tracer.replaying:
+                self.outside_codes.add(code)
             if kind == "random":
                 back = frame.f_back
                 if back is not None and _is_user_frame(back):
                     self._report(back, "random", f"Python's random.{code.co_name}()")
+            elif (kind == "library" and code.co_argcount and code.co_varnames[0] == "self"
+                  and self._kinds.get(frame.f_back.f_code) == "user"
+                  and not self.tracer.replaying):
+                obj = frame.f_locals.get("self")      # a method user code called
+                if obj is not None and not hasattr(obj, "_data"):      # (not a tensor's)
+                    back = frame.f_back
+                    self.method_calls.append((obj, code, f"{back.f_code.co_filename}:"
+                                              f"{back.f_lineno} in {back.f_code.co_name}"))
+
+    def names(self):
+        """The attribute and global names of the user code the trace ran outside replayed
+        calls."""
+        out, stack = set(), list(self.outside_codes)
+        while stack:
+            c = stack.pop()
+            out.update(c.co_names)
+            stack += [k for k in c.co_consts if isinstance(k, type(c))]
+        return out
 
     def constant_strings(self):
         """The string constants of the user code the trace ran (keys it may subscript)."""

@@ -114,8 +114,8 @@ def _involved(cf, args, kwargs):
     from .state import scan
     scanned = scan(module if module is not None else cf.fn)
     bindings, places = scanned.bindings, scanned.guards
-    for g in bindings.values():
-        add(g.where, g.expected)
+    for gs in bindings.values():
+        add(gs[0].where, gs[0].expected)
     if module is not None:
         for n, t in list(module.named_parameters()) + list(module.named_buffers()):
             add(n, t)

@@ -40,7 +40,7 @@ from .path import CompiledPath
 from .pipeline import run_pipeline, stages_for
 from .record import Options
 from .trace_plan import record_from_trace
-from .._effects import watch_python
+from .._effects import replay_reads, watch_python
 from .binding import Binder
 from .state import changed_by_trace, owned_holders, scan
 
@@ -270,6 +270,7 @@ class CompiledFunction:
         with tracer, watch_python(tracer, external) as watch:
             out = self.fn(*args, **kwargs)
         tracer.check_numpy_writes()
+        replay_reads(tracer, watch)
         outs, build = flatten(out, strict=True)
         _warn_effects(self.name, tracer)
         if isinstance(out, Tensor):
@@ -378,13 +379,14 @@ def _settle_state(tracer, scanned, read_keys=frozenset()):
     trace, which only the guard keeps from going stale). `read_keys`: the string constants
     of that user code."""
     bindings = scanned.bindings
-    guards = [bindings[id(t)] for _, t in tracer.captured if id(t) in bindings] + scanned.guards
+    guards = [g for _, t in tracer.captured for g in bindings.get(id(t), ())] + scanned.guards
     owned = owned_holders([o for o, *_ in tracer.replays])
     places = tracer.scalar_places()
     runtime = [g for g in guards if any(g.holder is h and g.key == k for h, k in places)
                and g.key not in read_keys]
     guards = [g for g in guards if all(g is not r for r in runtime)]
-    dropped, changed = changed_by_trace(guards + list(bindings.values()), owned)
+    dropped, changed = changed_by_trace(guards + [g for gs in bindings.values() for g in gs],
+                                        owned)
     guards = [g for g in guards if all(g is not d for d in dropped)]
     return guards, runtime, changed
 

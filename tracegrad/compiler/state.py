@@ -11,8 +11,9 @@ while tracing. So before tracing, `scan` walks what the function can reach:
 - user functions found there (up to MAX_DEPTH calls deep), scanned the same way;
 - for an `nn.Module` (compiled, or reached): every submodule, parameter, buffer and attribute.
 It records, as `StateGuard`s checked on every cache hit:
-- *bindings*: where each tensor was found; a path keeps those of the tensors it captured and
-  checks that each place still holds that very tensor (`params[0] = new` must re-trace);
+- *bindings*: every place each tensor was found; a path keeps those of the tensors it
+  captured and checks that each place still holds that very tensor (`params[0] = new` must
+  re-trace, and so must `cfg["w"] = new` when a closure cell holds the old one too);
 - *identity guards* on every container, object, function and submodule walked (rebinding
   `cfg = {...}` or `model.fc = Linear(...)` must re-trace, not read the old one);
 - *value guards* on every Python scalar (bool, int, float, complex, str, None): a changed
@@ -184,7 +185,7 @@ def owned_holders(objects):
 
 def _holders(scanner):
     return {id(g.holder) for g in scanner.guards} | {
-        id(g.holder) for g in scanner.bindings.values()}
+        id(g.holder) for gs in scanner.bindings.values() for g in gs}
 
 
 def changed_by_trace(guards, owned):
@@ -206,7 +207,7 @@ def scan(target, objects=()):
     """The state a function, bound method, callable object or nn.Module about to be traced
     can reach (Note [Captured state]), plus `objects`: [(name, object)] passed as arguments.
 
-    Returns the scanner: `.bindings` {id(tensor): StateGuard}, `.guards` [StateGuard],
+    Returns the scanner: `.bindings` {id(tensor): [StateGuard]}, `.guards` [StateGuard],
     `.names` {id(tensor): name}, `.containers` (ids of the containers walked)."""
     s = _Scanner()
     if _is_module(target):     # its own hooks run eagerly around the compiled forward
@@ -259,8 +260,9 @@ class _Scanner:
     def value_in(self, holder, key, v, where, depth, name=None, nest=MAX_NEST, force=False):
         """Record `v` found at `holder[key]` (no guard on the place when holder is None)."""
         if isinstance(v, Tensor):
-            if holder is not None and id(v) not in self.bindings:
-                self.bindings[id(v)] = StateGuard(holder, key, v, "is", where)
+            if holder is not None:           # every place: user code may read any of them
+                self.bindings.setdefault(id(v), []).append(
+                    StateGuard(holder, key, v, "is", where))
             if name:                         # a module's name for it beats a list position
                 self.names.setdefault(id(v), name)
             return

@@ -100,7 +100,8 @@ class Tracer:
         self.grad_cleared_first = []  # owners whose `.grad` the trace first set to None
         self.scalar_sources = {}  # Value of a captured 0-d input -> (holder, key, index, len)
         self.scalar_tensors = {}  # (id(holder), key, index) -> that input's tensor
-        self.replays = []        # [(obj, method, args, kwargs)]: `_effects.replayed` calls
+        self.replays = []        # [(obj, method, args, kwargs, attributes it rewrote)]
+        self.replaying = 0       # inside a replayed call (`_effects.replayed`)
         self.input_ids = set()   # ids of argument and captured tensors
         self.start_versions = {}  # id(input tensor) -> its version when the trace met it
         self.attr_reads = {}     # (id(tensor), attr) -> (tensor, attr, value): see note_attr_read
@@ -151,9 +152,10 @@ class Tracer:
     def scalar_places(self):
         return [(h, k) for h, k, _, _ in self.scalar_sources.values()]
 
-    def note_replay(self, obj, method, args, kwargs):
-        """A Python-only call replayed after each compiled call (`_effects.replayed`)."""
-        self.replays.append((obj, method, args, kwargs))
+    def note_replay(self, obj, method, args, kwargs, changed=()):
+        """A Python-only call replayed after each compiled call (`_effects.replayed`) and
+        the attributes of `obj` it rewrote (Note [Reads of replayed state])."""
+        self.replays.append((obj, method, args, kwargs, frozenset(changed)))
 
     def note_attr_read(self, t, attr, value):
         """Guard an attribute Python read from a tensor from outside the trace (its value
