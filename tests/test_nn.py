@@ -825,3 +825,48 @@ def test_gelu_is_one_node_with_exact_second_order(approximate):
     g1, = tg.autograd.grad(cg(x), x)
     g2, = tg.autograd.grad(F.gelu(x, approximate=approximate).sum(), x)
     np.testing.assert_allclose(g1.numpy(), g2.numpy(), rtol=1e-14)
+
+
+# ---------------- BatchNorm2d / BatchNorm3d ----------------
+@pytest.mark.parametrize("dims", [2, 3])
+def test_batchnorm_nd_trains_and_evaluates_like_torch(dims):
+    """BatchNorm2d after a Conv2d (and BatchNorm3d): outputs, gradients and the running
+    statistics through train and eval steps equal PyTorch's, compiled too."""
+    torch = _torch()
+    shape = (4, 3, 5, 6) if dims == 2 else (2, 3, 2, 4, 3)
+    rng = np.random.default_rng(0)
+    xs = [rng.standard_normal(shape) * (k + 1) + k for k in range(3)]
+    tcls, gcls = ((torch.nn.BatchNorm2d, nn.BatchNorm2d) if dims == 2
+                  else (torch.nn.BatchNorm3d, nn.BatchNorm3d))
+    t = tcls(3, momentum=0.2).double()
+    for compiled in (False, True):
+        g = gcls(3, momentum=0.2).to(tg.float64)
+        run = tg.compile(g) if compiled else g
+        t.load_state_dict(t.state_dict())
+        tt = tcls(3, momentum=0.2).double()
+        for k, x in enumerate(xs):
+            training = k < 2
+            g.train(training), tt.train(training)
+            gx = tg.tensor(x, requires_grad=True)
+            tx = torch.tensor(x, requires_grad=True)
+            go, to = run(gx), tt(tx)
+            (go * go).sum().backward()
+            (to * to).sum().backward()
+            np.testing.assert_allclose(_np(go), to.detach().numpy(), rtol=1e-10, atol=1e-10)
+            np.testing.assert_allclose(_np(gx.grad), tx.grad.numpy(), rtol=1e-8, atol=1e-10)
+            np.testing.assert_allclose(_np(g.weight.grad), tt.weight.grad.numpy(), rtol=1e-8)
+            for name in ("running_mean", "running_var"):
+                np.testing.assert_allclose(_np(getattr(g, name)),
+                                           getattr(tt, name).numpy(), rtol=1e-12)
+        assert int(g.num_batches_tracked) == 2
+
+
+def test_batchnorm_nd_rejects_the_wrong_rank_like_torch():
+    torch = _torch()
+    for tcls, gcls, x in ((torch.nn.BatchNorm2d, nn.BatchNorm2d, np.zeros((2, 3, 4))),
+                          (torch.nn.BatchNorm3d, nn.BatchNorm3d, np.zeros((2, 3, 4, 4)))):
+        with pytest.raises(ValueError) as et:
+            tcls(3)(torch.tensor(x))
+        with pytest.raises(ValueError) as eg:
+            gcls(3)(tg.tensor(x))
+        assert str(eg.value) == str(et.value)

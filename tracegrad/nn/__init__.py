@@ -3,7 +3,7 @@
 `functional` holds the stateless functions, `init` the initializers.
 """
 from . import functional, init  # noqa: F401
-from .batchnorm import BatchNorm1d  # noqa: F401
+from .batchnorm import BatchNorm1d, BatchNorm2d, BatchNorm3d  # noqa: F401
 from .container import ModuleList, Sequential  # noqa: F401
 from .layers import (GELU, Conv2d, Dropout, Embedding, Flatten, Identity,  # noqa: F401
                      LeakyReLU, Linear, LogSoftmax, ReLU, Sigmoid, Softmax, Tanh)

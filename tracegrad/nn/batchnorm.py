@@ -1,4 +1,5 @@
-"""Batch normalization: `BatchNorm1d` for (N, C) and (N, C, L) inputs.
+"""Batch normalization: `BatchNorm1d` for (N, C) and (N, C, L) inputs, `BatchNorm2d` for
+(N, C, H, W) and `BatchNorm3d` for (N, C, D, H, W), each per channel C.
 
 Training normalizes with the batch statistics (biased variance) and updates the buffers
 `running_mean` / `running_var` (unbiased variance) in place under no_grad, plus the
@@ -108,3 +109,19 @@ class BatchNorm1d(_BatchNorm):
     def _check_input_dim(self, input):
         if input.dim() not in (2, 3):
             raise TracegradValueError(f"expected 2D or 3D input (got {input.dim()}D input)")
+
+
+class BatchNorm2d(_BatchNorm):
+    """Batch normalization over (N, C, H, W) input, per channel C (after a `Conv2d`)."""
+
+    def _check_input_dim(self, input):
+        if input.dim() != 4:
+            raise TracegradValueError(f"expected 4D input (got {input.dim()}D input)")
+
+
+class BatchNorm3d(_BatchNorm):
+    """Batch normalization over (N, C, D, H, W) input, per channel C."""
+
+    def _check_input_dim(self, input):
+        if input.dim() != 5:
+            raise TracegradValueError(f"expected 5D input (got {input.dim()}D input)")
