@@ -315,34 +315,27 @@ def test_replayed_scheduler_changing_any_group_option_stays_exact(key):
                 g[key] = 0.05 * self.last_epoch if key != "momentum" else 0.9 - 0.05 * self.last_epoch
             return [g["lr"] for g in self.optimizer.param_groups]
 
-    def run(compiled):
-        tg.manual_seed(0)
-        m = tg.nn.Linear(3, 2)
-        opt = tg.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
-        sched = Ramp(opt)
-        x, y = tg.randn(8, 3), tg.randn(8, 2)
+    def body(loss, sched):
+        sched.step()
+        return (loss,)
 
-        def step(x, y):
-            opt.zero_grad()
-            loss = ((m(x) - y) ** 2).mean()
-            loss.backward()
-            opt.step()
-            sched.step()
-            return loss
-        f = tg.compile(step) if compiled else step
-        return [f(x, y).item() for _ in range(6)], [p.detach().numpy() for p in m.parameters()]
-
-    (la, pa), (lb, pb) = run(False), run(True)
+    (la, pa, _), (lb, pb, _) = (_sched_run(c, body, Ramp, steps=6) for c in (False, True))
     assert la == lb
     for a, b in zip(pa, pb):
         np.testing.assert_array_equal(a, b)
 
 
-def _sched_run(compiled, body, steps=5):
+def _step_lr(opt):
+    return tg.optim.lr_scheduler.StepLR(opt, 2, 0.5)
+
+
+def _sched_run(compiled, body, make_sched=_step_lr, steps=5):
+    """A compiled (or eager) SGD step on a Linear ending in `body(loss, sched)`: the
+    outputs of each call, the parameters after them, and the compiled function's stats."""
     tg.manual_seed(0)
     m = tg.nn.Linear(3, 2)
     opt = tg.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
-    sched = tg.optim.lr_scheduler.StepLR(opt, 2, 0.5)
+    sched = make_sched(opt)
     x, y = tg.randn(8, 3), tg.randn(8, 2)
 
     def step(x, y):
@@ -383,30 +376,24 @@ def test_user_scheduler_reading_its_own_state_inside_its_step_still_compiles():
     too): they neither stale nor stop compiling; nor does an attribute of the same name on
     the user's own objects that the step does not rewrite."""
     class Halving(tg.optim.lr_scheduler.LRScheduler):
+        def __init__(self, opt):
+            self.gamma = 0.5                    # read here, never rewritten by step()
+            super().__init__(opt)
+
         def get_lr(self):
-            return [0.1 * 0.5 ** (self.last_epoch // 2) for _ in self.optimizer.param_groups]
+            return [0.1 * self.gamma ** (self.last_epoch // 2)
+                    for _ in self.optimizer.param_groups]
 
     class Cfg:
         gamma = 2.0
     cfg = Cfg()
 
-    def run(compiled):
-        tg.manual_seed(0)
-        m = tg.nn.Linear(3, 2)
-        opt = tg.optim.SGD(m.parameters(), lr=0.1)
-        sched = Halving(opt)
-        x, y = tg.randn(8, 3), tg.randn(8, 2)
+    def body(loss, sched):
+        sched.step()
+        return (loss * cfg.gamma,)
 
-        def step(x, y):
-            opt.zero_grad()
-            loss = ((m(x) - y) ** 2).mean() * cfg.gamma
-            loss.backward()
-            opt.step()
-            sched.step()
-            return loss
-        f = tg.compile(step) if compiled else step
-        return [f(x, y).item() for _ in range(6)], getattr(f, "stats", None)
-
-    (la, _), (lb, stats) = run(False), run(True)
+    (la, pa, _), (lb, pb, stats) = (_sched_run(c, body, Halving, steps=6) for c in (False, True))
     assert la == lb
+    for a, b in zip(pa, pb):
+        np.testing.assert_array_equal(a, b)
     assert stats.eager_calls == 0 and stats.cache_hits >= 3, str(stats)
