@@ -235,3 +235,72 @@ def test_a_tensor_held_in_two_places_is_guarded_in_both():
         if change is not None:
             change()
         np.testing.assert_array_equal(cf(x).numpy(), f(x).numpy())
+
+
+def _mode_setup():
+    tg.manual_seed(0)
+    m = tg.nn.Sequential(tg.nn.Linear(3, 8), tg.nn.BatchNorm1d(8), tg.nn.ReLU(),
+                         tg.nn.Dropout(0.3), tg.nn.Linear(8, 2))
+    opt = tg.optim.SGD(m.parameters(), lr=0.05, momentum=0.9)
+    return m, opt
+
+
+def _mode_steps(step_body, entry_modes, compiled):
+    """Run `step_body(m, opt)(x, y)` once per entry mode (the flags set outside before the
+    call, as a validation pass would): the outputs, the flags after each call, the final
+    parameters and buffers, and the compiled function's stats."""
+    m, opt = _mode_setup()
+    step = step_body(m, opt)
+    f = tg.compile(step) if compiled else step
+    x, y = tg.randn(6, 3), tg.randint(0, 2, (6,))
+    outs, flags = [], []
+    for mode in entry_modes:
+        m.train(mode)
+        with tg.no_grad():
+            m(x)                          # eager use in between (validation)
+        out = f(x, y)
+        outs.append([o.item() if isinstance(o, tg.Tensor) else o for o in out])
+        flags.append([mod.training for mod in m.modules()])
+    state = [t.detach().numpy().copy() for t in list(m.parameters()) + list(m.buffers())]
+    return outs, flags, state, getattr(f, "stats", None)
+
+
+def _train_inside(m, opt):
+    def train_step(x, y):
+        m.train()
+        opt.zero_grad()
+        loss = tg.nn.functional.cross_entropy(m(x), y)
+        loss.backward()
+        opt.step()
+        return loss, m[3].training
+    return train_step
+
+
+def _restore_mode_and_eval_after(m, opt):
+    def train_step(x, y):
+        was = m.training                  # read before the train() call: a guard
+        m[3].eval()                       # dropout off, batch norm in training
+        m[1].train()
+        opt.zero_grad()
+        loss = tg.nn.functional.cross_entropy(m(x), y)
+        loss.backward()
+        opt.step()
+        m.train(was)
+        with tg.no_grad():
+            v = m(x).sum()
+        return loss, v
+    return train_step
+
+
+@pytest.mark.parametrize("body", [_train_inside, _restore_mode_and_eval_after])
+def test_a_step_setting_training_mode_itself_compiles_and_matches_eager(body):
+    """Note [Mode set while tracing]: `model.train()` at the top of a step (eval mode
+    outside for validation) compiles, with eager's outputs, flags and state after every
+    call, instead of running eagerly because the trace changed a flag it reads."""
+    modes = [False, False, True, False, True, True, False]
+    eager = _mode_steps(body, modes, False)
+    comp = _mode_steps(body, modes, True)
+    assert eager[0] == comp[0] and eager[1] == comp[1]
+    for a, b in zip(eager[2], comp[2]):
+        np.testing.assert_array_equal(a, b)
+    assert comp[3].eager_calls == 0 and comp[3].traces <= 4, str(comp[3])

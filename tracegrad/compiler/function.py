@@ -388,6 +388,10 @@ def _settle_state(tracer, scanned, read_keys=frozenset()):
     dropped, changed = changed_by_trace(guards + [g for gs in bindings.values() for g in gs],
                                         owned)
     guards = [g for g in guards if all(g is not d for d in dropped)]
+    # training flags a train()/eval() call of the trace set: guarded at their values on
+    # entry, and set again after each call (Note [Mode set while tracing] in module.py)
+    moded = {id(vars(m)) for obj, *_ in tracer.mode_replays for m in obj.modules()}
+    changed = [g for g in changed if not (g.key == "training" and id(g.holder) in moded)]
     return guards, runtime, changed
 
 

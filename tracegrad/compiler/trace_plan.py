@@ -50,7 +50,7 @@ def record_from_trace(name, tracer, out_tensors, build, options, n_args, state_g
             reordered=frozenset(k for k, t in enumerate(tensors) if not in_c_order(t._data))),
         outputs=_outputs(out_tensors, build, grad_sets),
         effects=effects, state_guards=list(state_guards),
-        replays=[r[:4] for r in tracer.replays],
+        replays=list(tracer.mode_replays) + [r[:4] for r in tracer.replays],
         trace_eager_reason=trace_eager_reason(tracer, out_tensors))
 
 

@@ -10,6 +10,7 @@ before its children.
 from collections import OrderedDict
 from collections.abc import Mapping
 
+from .. import _effects
 from .._errors import TracegradRuntimeError, TracegradTypeError, TracegradValueError
 from .._tensor import Tensor
 from ._module_helpers import (_Handle, _IncompatibleKeys, _check_name, _copy_entry,  # noqa
@@ -262,9 +263,26 @@ class Module:
 
     # ---------------- modes and gradients ----------------
     def train(self, mode=True):
-        """Set training mode on this module and all descendants; returns self."""
+        """Set training mode on this module and all descendants; returns self.
+
+        Note [Mode set while tracing]
+        A training step often starts with `model.train()` (validation ran in eval mode
+        in between). Inside a trace the call is recorded: the compiled path keeps its
+        guards on the training flags at their values on entry (reads before the call see
+        those; reads after it see what it set, the same on every call that passes the
+        guards), and runs `train(mode)` again after each compiled call so the flags end
+        as eager leaves them. The trace's own change of a flag is then not a reason to
+        run eagerly (compiler/function.py `_settle_state`)."""
         if not isinstance(mode, bool):
             raise TracegradValueError("training mode is expected to be boolean")
+        tracer = _effects.active()
+        if tracer is not None and not tracer.setting_mode:   # Note [Mode set while tracing]
+            tracer.mode_replays.append((self, Module.train, (mode,), {}))
+            tracer.setting_mode = True
+            try:
+                return self.train(mode)
+            finally:
+                tracer.setting_mode = False
         self.training = mode
         for child in self.children():
             child.train(mode)

@@ -102,6 +102,8 @@ class Tracer:
         self.scalar_tensors = {}  # (id(holder), key, index) -> that input's tensor
         self.replays = []        # [(obj, method, args, kwargs, attributes it rewrote)]
         self.replaying = 0       # inside a replayed call (`_effects.replayed`)
+        self.mode_replays = []   # [(module, Module.train, (mode,), {})]: train()/eval() calls
+        self.setting_mode = False
         self.input_ids = set()   # ids of argument and captured tensors
         self.start_versions = {}  # id(input tensor) -> its version when the trace met it
         self.attr_reads = {}     # (id(tensor), attr) -> (tensor, attr, value): see note_attr_read
