@@ -3,7 +3,7 @@
 Each example draws a model (MLP with tanh/relu, optional dropout and batch norm), an
 optimizer (SGD with momentum/nesterov/weight decay, Adam, AdamW, amsgrad, maximize), a loss,
 optional gradient clipping, a scheduler stepped inside or outside, `zero_grad`'s
-`set_to_none`, and what the user does between steps: change the learning rate (Python or
+`set_to_none`, a step that starts with `model.train()` or not, and what the user does between steps: change the learning rate (Python or
 numpy number), toggle `eval()`/`train()`, freeze or unfreeze a layer, register or remove a
 gradient hook, round-trip `load_state_dict`, rebind a loss attribute. The same program runs
 eagerly and compiled, from the same seed; losses, parameters, gradients and optimizer state
@@ -32,6 +32,7 @@ def _program(draw):
         clip=draw(st.sampled_from([None, "norm", "value"])),
         sched=draw(st.sampled_from([None, "step_inside", "cosine_outside"])),
         set_to_none=draw(st.booleans()),
+        train_inside=draw(st.booleans()),          # the step starts with model.train()
         compiled=draw(st.sampled_from(["step", "model"])),   # what tg.compile wraps
         # mostly plain steps (cache hits), now and then a change between two steps
         events=draw(st.lists(st.sampled_from(EVENTS + [None] * 14), min_size=12,
@@ -69,6 +70,8 @@ def _build(p, compile_model=False):
     forward = tg.compile(model) if compile_model else model
 
     def step(x, y):
+        if p["train_inside"]:
+            model.train()
         opt.zero_grad(set_to_none=p["set_to_none"])
         out = forward(x)
         target = y if p["loss"] == "ce" else tg.nn.functional.one_hot(y, 3).float()
