@@ -357,7 +357,8 @@ def _sched_run(compiled, body, make_sched=_step_lr, steps=5):
     lambda loss, s: (loss, s.get_last_lr()[0], s.step())[:2],        # read before it
     lambda loss, s: (s.step(), loss * s.get_last_lr()[0])[1:],       # computed with
     lambda loss, s: (s.step(), loss, s.last_epoch)[1:],              # an attribute it rewrites
-], ids=["get_last_lr-after", "get_last_lr-before", "computed-with", "last_epoch"])
+    lambda loss, s: (s.step(), loss, getattr(s, "last_epoch"))[1:],  # spelled as a string
+], ids=["get_last_lr-after", "get_last_lr-before", "computed-with", "last_epoch", "getattr"])
 def test_reading_state_a_replayed_step_rewrites_runs_eagerly(body):
     """Note [Reads of replayed state] (found in review: `return loss, sched.get_last_lr()[0]`
     kept returning the lr of the traced call): such calls run eagerly, with a warning, and

@@ -195,7 +195,8 @@ def replay_reads(tracer, watch):
     path: returned, or computed with, it would go stale on the next call. Such a read makes
     the call run eagerly (an eager effect, with a warning naming it). A read is a method of
     the object other than the replayed ones called from user code (the profile hook sees
-    it), or an attribute the replayed call rewrote named in the user code the trace ran."""
+    it), or an attribute the replayed call rewrote named (or spelled as a string) in the
+    user code the trace ran outside replayed calls."""
     objects = {}
     for obj, _, _, _, changed in tracer.replays:
         objects.setdefault(id(obj), (obj, set()))[1].update(changed)
@@ -301,11 +302,12 @@ class watch_python:
 
     def names(self):
         """The attribute and global names of the user code the trace ran outside replayed
-        calls."""
+        calls, and its string constants that could be names (`getattr(s, "last_epoch")`)."""
         out, stack = set(), list(self.outside_codes)
         while stack:
             c = stack.pop()
             out.update(c.co_names)
+            out.update(k for k in c.co_consts if type(k) is str and k.isidentifier())
             stack += [k for k in c.co_consts if isinstance(k, type(c))]
         return out
 
