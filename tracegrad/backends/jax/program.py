@@ -5,7 +5,8 @@
 captured ones to memory XLA reads in place (Note [Aligned host arrays] in aligned.py; None
 when the program has no such input). A call
 draws the graph's random numbers on the host (Note [Host draws] in lower.py), runs the
-compiled XLA executable under 64-bit mode when the graph has 64-bit values (only for the
+compiled XLA executable (on the calling thread: Note [Synchronous client] in client.py)
+under 64-bit mode when the graph has 64-bit values (only for the
 duration of the call: `jax.enable_x64`, never the global flag), walks guards and runtime
 checks (Note [Guards in a jitted program]), and converts the results:
 the first `writable` outputs (what users receive, gradients) become fresh writable numpy
@@ -28,9 +29,11 @@ import time
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.sharding import SingleDeviceSharding
 
 from ...ir.interpret import GuardFailed, guard_outcome, same_outcome
 from .aligned import move_to_aligned
+from .client import device
 from .lower import lower
 
 
@@ -52,7 +55,13 @@ class JaxProgram:
         self._line_sites = {}
         fn = self._packing_fn()
         specs, shardings = self._specs()
-        jitted = jax.jit(fn, in_shardings=shardings) if shardings else jax.jit(fn)
+        if shardings is not None:
+            jitted = jax.jit(fn, in_shardings=shardings)
+        elif follow_inputs:                      # see below
+            jitted = jax.jit(fn)
+        else:                                    # Note [Synchronous client] in client.py
+            one = SingleDeviceSharding(device())
+            jitted = jax.jit(fn, in_shardings=one, out_shardings=one)
         t0 = time.perf_counter()
         with jax.enable_x64(self.lowered.x64):
             traced = jitted.trace(*specs)
