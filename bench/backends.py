@@ -19,9 +19,11 @@ each compiled step.
     python bench/backends.py [--rounds N] [--all] [--quick] [--sync-dispatch]
 
 `--sync-dispatch` turns XLA's CPU async dispatch off (`jax_cpu_enable_async_dispatch`, a
-process-wide setting that only takes effect before JAX first runs, so tracegrad never sets
-it): programs above about 1000 flops then run on the calling thread instead of being handed
-to a worker, which on a small machine costs tens of microseconds per call.
+process-wide setting that only takes effect before JAX first runs): the hand-written
+`jax.jit` programs above about 1000 flops then run on the calling thread instead of being
+handed to a worker, which on a small machine costs tens of microseconds per call. The
+tracegrad JAX backend's programs run on the calling thread either way (Note [Synchronous
+client] in tracegrad/backends/jax/client.py).
 """
 import argparse
 import os

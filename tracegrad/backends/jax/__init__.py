@@ -33,9 +33,11 @@ def build_path_programs(path, name, data_parallel=False):
     from .table import Unsupported
     part = path.part
     pack = plan_packing(part)
+    mut_start = part.n_user + len(part.saved) - len(part.saved_from_input)
+    mutated = [(pos, mut_start + k) for k, (pos, _) in enumerate(part.mutations)]
     try:
         fwd = JaxProgram(part.forward, name, writable=part.n_user, data_parallel=data_parallel,
-                         pack_out=pack)
+                         pack_out=pack, mutated=mutated)
         bwd = (JaxProgram(part.backward, name + "_backward", pack_in=pack,
                           follow_inputs=data_parallel)
                if part.backward is not None else None)

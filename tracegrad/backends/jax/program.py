@@ -2,17 +2,19 @@
 
 `program(*input_arrays) -> list of output arrays` (numpy arrays; None stays None), or
 `program.call_tensors(input_tensors)`, the same for the tensors' arrays after moving large
-captured ones to memory XLA reads in place (Note [Aligned host arrays] in aligned.py; None
-when the program has no such input). A call
-draws the graph's random numbers on the host (Note [Host draws] in lower.py), runs the
-compiled XLA executable under 64-bit mode when the graph has 64-bit values (only for the
-duration of the call: `jax.enable_x64`, never the global flag), walks guards and runtime
-checks (Note [Guards in a jitted program]), and converts the results:
+captured ones to memory XLA reads in place (Note [Aligned host arrays] in aligned.py), and
+giving a mutated input the memory of its new value where it can (Note [Adopted results] in
+adopt.py); None when the program has neither. A call draws the graph's random numbers on
+the host (Note [Host draws] in lower.py), runs the compiled XLA executable on the calling
+thread (Note [Synchronous client] in client.py) under 64-bit mode when the graph has 64-bit
+values (only for the duration of the call: `jax.enable_x64`, never the global flag), walks
+guards and runtime checks (Note [Guards in a jitted program]), and converts the results:
 the first `writable` outputs (what users receive, gradients) become fresh writable numpy
-arrays; the rest (saved values, input mutations, values kept for double backward) stay jax
-arrays: the backward program takes saved values as they are, without a round trip through
-the host (which costs tens of microseconds per array), and the compiler's other readers
-(`np.copyto` of a mutation, `np.asarray` of a kept value) accept them.
+arrays (large ones without a copy: adopt.py); the rest (saved values, input mutations,
+values kept for double backward) stay jax arrays: the backward program takes saved values
+as they are, without a round trip through the host (which costs tens of microseconds per
+array), and the compiler's other readers (`np.copyto` of a mutation, `np.asarray` of a kept
+value) accept them.
 
 A runtime check that fails (division of integers by zero, an index out of range) means the
 XLA result is not eager's: the generators are rewound and that call runs the numpy program
@@ -28,9 +30,13 @@ import time
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.sharding import SingleDeviceSharding
 
 from ...ir.interpret import GuardFailed, guard_outcome, same_outcome
+from .adopt import MIN_BYTES as ADOPT_BYTES
+from .adopt import adopt, big, replaceable, taken, to_host
 from .aligned import move_to_aligned
+from .client import device
 from .lower import lower
 
 
@@ -40,7 +46,7 @@ class JaxProgram:
     quiet = False
 
     def __init__(self, graph, name=None, writable=None, data_parallel=False, pack_out=None,
-                 pack_in=None, follow_inputs=False):
+                 pack_in=None, follow_inputs=False, mutated=()):
         self.graph = graph
         self.name = name or graph.name
         self.lowered = lower(graph)              # raises Unsupported: caller falls back
@@ -52,7 +58,13 @@ class JaxProgram:
         self._line_sites = {}
         fn = self._packing_fn()
         specs, shardings = self._specs()
-        jitted = jax.jit(fn, in_shardings=shardings) if shardings else jax.jit(fn)
+        if shardings is not None:
+            jitted = jax.jit(fn, in_shardings=shardings)
+        elif follow_inputs:                      # see below
+            jitted = jax.jit(fn)
+        else:                                    # Note [Synchronous client] in client.py
+            one = SingleDeviceSharding(device())
+            jitted = jax.jit(fn, in_shardings=one, out_shardings=one)
         t0 = time.perf_counter()
         with jax.enable_x64(self.lowered.x64):
             traced = jitted.trace(*specs)
@@ -69,7 +81,13 @@ class JaxProgram:
         cpu = jax.default_backend() == "cpu"     # captured arrays worth moving (aligned.py)
         self._movable = [i for i, v in enumerate(graph.inputs) if cpu and v.role == "captured"
                          and v.type.dtype.np.itemsize * int(np.prod(v.type.shape)) >= MIN_BYTES]
-        if not self._movable:                    # callers pass arrays: nothing to move
+        # results handed over without a copy (adopt.py): single-device programs on the CPU
+        self._adopt = cpu and shardings is None and not follow_inputs
+        self._rebind = [(pos, k) for pos, k in mutated
+                        if self._adopt and graph.outputs[k] is not None
+                        and graph.outputs[k].type.dtype.np.itemsize
+                        * int(np.prod(graph.outputs[k].type.shape)) >= ADOPT_BYTES]
+        if not self._movable and not self._rebind:   # callers pass arrays: nothing to do
             self.call_tensors = None
 
     # -- building --
@@ -112,8 +130,8 @@ class JaxProgram:
         g, low = self.graph, self.lowered
         types = [v.type for v in g.inputs]
         if self.pack_in is not None:
-            from ...ir.types import TensorType
             from ... import _dtype as D
+            from ...ir.types import TensorType
             types = [types[i] for i in self._in_take[:len(types) - len(self.pack_in.bwd_packed)]]
             types += [TensorType((sum(x[4] for x in m),), D._FROM_NP[np.dtype(dt)])
                       for dt, m in self.pack_in.groups]
@@ -124,7 +142,8 @@ class JaxProgram:
         types = self._input_types()
         shardings = None
         if self.data_parallel:
-            from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+            from jax.sharding import Mesh, NamedSharding
+            from jax.sharding import PartitionSpec as P
             devs = jax.devices()
             mesh = Mesh(np.array(devs), ("batch",))
             roles = [v.role for v in g.inputs] if self.pack_in is None else []
@@ -143,7 +162,21 @@ class JaxProgram:
         arrays to aligned memory where that cannot be observed (aligned.py)."""
         for i in self._movable:
             move_to_aligned(inputs[i])
-        return self(*[t._data for t in inputs])
+        swap = [(pos, k) for pos, k in self._rebind if replaceable(inputs[pos])]
+        res = self(*[t._data for t in inputs])
+        seen = None
+        for pos, k in swap:                      # a mutated input takes its new value's
+            r, t = res[k], inputs[pos]           # memory (Note [Adopted results])
+            if not big(r) or r.shape != t._data.shape or r.dtype != t._data.dtype:
+                continue
+            if seen is None:
+                seen = taken(t._data for t in inputs)
+            r.block_until_ready()
+            p = r.unsafe_buffer_pointer()
+            if p not in seen:                    # not an argument passed through
+                seen.add(p)
+                res[k] = t._data = adopt(r)
+        return res
 
     def __call__(self, *arrays):
         low = self.lowered
@@ -172,7 +205,8 @@ class JaxProgram:
                 if not same_outcome(actual, gd.expected):
                     raise GuardFailed(k, actual)
         w = self.writable
-        user = [None if o is None else np.array(o) for o in outs[:w]]
+        user = (to_host(outs[:w], arrays) if self._adopt
+                else [None if o is None else np.array(o) for o in outs[:w]])
         if all(o is None for o in user):     # nothing waited for the results: XLA may still
             jax.block_until_ready(outs)      # be reading arguments in place (aligned.py)
         return user + outs[w:] if w < len(outs) else user
