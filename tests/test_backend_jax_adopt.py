@@ -115,3 +115,23 @@ def test_programs_leave_jax_default_device_alone():
     assert path.forward_program.executable.input_shardings[0][0].device_set == {device()}
     a = jax.numpy.ones(3)                        # the user's JAX: its own default device
     assert a.devices() == {jax.devices()[0]}
+
+
+def test_without_a_synchronous_client_programs_use_jax_default_device(monkeypatch):
+    """The synchronous client is a private JAX API: when this JAX cannot make one, the
+    backend compiles for JAX's own device and still computes the same numbers."""
+    from jax._src.lib import xla_client
+
+    from tracegrad.backends.jax import client
+
+    def unavailable(*a, **k):
+        raise AttributeError("no make_cpu_client in this JAX")
+    monkeypatch.setattr(xla_client, "make_cpu_client", unavailable)
+    monkeypatch.setattr(client, "_device", None)
+    assert client.device() == jax.devices()[0]
+    f = tg.compile(lambda x, w: (x * w).tanh().sum(), backend="jax")
+    x = tg.tensor(np.linspace(-1, 1, 6, dtype=np.float32))
+    w = tg.tensor(np.full(6, 0.5, np.float32), requires_grad=True)
+    f(x, w).backward()
+    want = (1 - np.tanh(x.numpy() * 0.5) ** 2) * x.numpy()
+    np.testing.assert_allclose(w.grad.numpy(), want, rtol=1e-6)

@@ -21,12 +21,16 @@ on JAX's client, and tracegrad tensors are numpy arrays, which either client rea
 when aligned (Note [Aligned host arrays]). Values a forward program hands to its backward
 program (saved values) stay on the private client. Data-parallel programs keep JAX's own
 devices (a mesh over `jax.devices()`: the sharded step is JAX's partitioner's, and several
-devices run in parallel anyway). When JAX's default platform is not the CPU, or the user
-turned async dispatch off already, `device()` is JAX's default device.
+devices run in parallel anyway). When JAX's default platform is not the CPU, the user
+turned async dispatch off already, or this JAX cannot make such a client (the call is a
+private API, `jax._src.lib.xla_client.make_cpu_client`), `device()` is JAX's default device.
 """
+import logging
 import threading
 
 import jax
+
+log = logging.getLogger("tracegrad.compile")
 
 _lock = threading.Lock()
 _device = None
@@ -46,5 +50,9 @@ def _make():
     default = jax.devices()[0]
     if jax.default_backend() != "cpu" or not jax.config.read("jax_cpu_enable_async_dispatch"):
         return default
-    from jax._src.lib import xla_client
-    return xla_client.make_cpu_client(asynchronous=False, num_devices=1).devices()[0]
+    try:                                 # a private API: another JAX version may lack it
+        from jax._src.lib import xla_client
+        return xla_client.make_cpu_client(asynchronous=False, num_devices=1).devices()[0]
+    except Exception as e:               # (then JAX's own device, dispatching as it does)
+        log.info("tracegrad: no synchronous CPU client (%s); using %s", e, default)
+        return default
