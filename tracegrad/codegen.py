@@ -207,6 +207,10 @@ def build(graph, name=None, keep_inputs=True, plan=None, poison=False, owned_inp
     if not owned_inputs:
         pinned |= set(graph.inputs)
     scalars_ok = _scalar_ok(graph, plan, pinned)
+    fused = {} if poison else _fused_pairs(graph, plan, pinned, guards, last)
+    for i, (j, _) in fused.items():          # the first result is never made
+        del last[graph.nodes[i].output]
+    skip = {j for j, _ in fused.values()}
     dead_after = {}
     for v, i in last.items():
         if v not in pinned:
@@ -234,6 +238,22 @@ def build(graph, name=None, keep_inputs=True, plan=None, poison=False, owned_inp
             for part in _guard_src(gd, k, names[gd.value], em).split("\n"):
                 lines.append("    " + part.strip())
                 line_sites[len(lines)] = gd.site
+        if i in fused:                       # Note [Fused pairs] in ops/fused_pairs.py
+            j, kernel = fused[i]
+            second = graph.nodes[j]
+            args = [em.operand(a, names) for a in n.inputs]
+            args += [em.operand(a, names) for a in second.inputs if a is not n.output]
+            args += em.attrs(n.attrs) + em.attrs(second.attrs)
+            em.quiet = True
+            kern = em.bind(kernel, f"k_{kernel.__name__.strip('_')}_")
+            lines.append(f"    {names[second.output]} = {kern}({', '.join(args)})"
+                         f"  # {_short(second.site) or ''}")
+            line_sites[len(lines)] = second.site
+            line_prims[len(lines)] = n.prim
+        if i in fused or i in skip:
+            if i in dead_after:
+                lines.append(f"    del {', '.join(sorted(dead_after[i]))}")
+            continue
         kernel = n.prim.kernel
         if getattr(kernel, "quiet_raw", None) is not None:
             kernel = kernel.quiet_raw        # Note [Quiet programs]
@@ -307,6 +327,28 @@ _SCALAR_GUARDS = ("bool", "item", "float", "int", "shape", "tolist")
 _SCALAR_OPS = {np.add: "+", np.subtract: "-", np.multiply: "*", np.true_divide: "/",
                np.less: "<", np.less_equal: "<=", np.greater: ">", np.greater_equal: ">=",
                np.equal: "==", np.not_equal: "!="}
+
+
+def _fused_pairs(graph, plan, pinned, guards, last):
+    """{i: (i + 1, kernel)}: adjacent nodes run as one kernel (Note [Fused pairs]): the first
+    result read only by the second, not an output, no guard before the second, and no
+    memory-plan decision about either."""
+    from .ops.fused_pairs import PAIRS
+    out = {}
+    planned = set()
+    if plan is not None:
+        planned = set(plan.takeover) | set(plan.into_input)
+        planned |= {i for i, n in enumerate(graph.nodes) if n.output in plan.slots}
+    nodes = graph.nodes
+    for i in range(len(nodes) - 1):
+        a, b = nodes[i], nodes[i + 1]
+        kernel = PAIRS.get((a.prim.name, b.prim.name))
+        if (kernel is None or a.output in pinned or last.get(a.output) != i + 1
+                or sum(x is a.output for x in b.inputs) != 1 or b.inputs[0] is not a.output
+                or guards.get(i + 1) or i in planned or i + 1 in planned or i - 1 in out):
+            continue
+        out[i] = (i + 1, kernel)
+    return out
 
 
 def _scalar_ok(graph, plan, pinned):
