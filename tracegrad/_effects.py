@@ -202,11 +202,12 @@ def replay_reads(tracer, watch):
         objects.setdefault(id(obj), (obj, set()))[1].update(changed)
     if not objects:
         return
-    for obj, code, site in watch.method_calls:
-        if id(obj) in objects and code is not _WRAPPER_CODE:
-            tracer.note_effect("python", f"{type(obj).__name__}.{code.co_name}(), which "
-                               "reads state the replayed step() rewrites on every call "
-                               "(call it outside the compiled function)", None, site=site)
+    for key, cls, code, caller, line in watch.method_calls:
+        if key in objects and code is not _WRAPPER_CODE:
+            tracer.note_effect("python", f"{cls}.{code.co_name}(), which reads state the "
+                               "replayed step() rewrites on every call (call it outside the "
+                               "compiled function)", None,
+                               site=f"{caller.co_filename}:{line} in {caller.co_name}")
             return
     names = watch.names()
     for obj, changed in objects.values():
@@ -254,7 +255,10 @@ class watch_python:
         self.tracer, self.external = tracer, external
         self.user_codes = set()     # code objects of the user functions the trace ran
         self._kinds = {}            # code object -> "user" / "library" / "random"
-        self.method_calls = []      # [(self, code, site)]: library methods user code called
+        self.method_calls = []      # [(id(self), its type's name, code, caller code, line)]:
+        #                             library methods user code called
+        from ._tensor import Tensor
+        self._tensor = Tensor
         self.outside_codes = set()  # user code run outside replayed calls
 
     def __enter__(self):
@@ -292,13 +296,12 @@ class watch_python:
                 if back is not None and _is_user_frame(back):
                     self._report(back, "random", f"Python's random.{code.co_name}()")
             elif (kind == "library" and code.co_argcount and code.co_varnames[0] == "self"
-                  and self._kinds.get(frame.f_back.f_code) == "user"
-                  and not self.tracer.replaying):
-                obj = frame.f_locals.get("self")      # a method user code called
-                if obj is not None and not hasattr(obj, "_data"):      # (not a tensor's)
-                    back = frame.f_back
-                    self.method_calls.append((obj, code, f"{back.f_code.co_filename}:"
-                                              f"{back.f_lineno} in {back.f_code.co_name}"))
+                  and not self.tracer.replaying and (back := frame.f_back) is not None
+                  and self._kinds.get(back.f_code) == "user"):
+                obj = frame.f_locals.get("self")      # a method user code called (by id:
+                if not isinstance(obj, self._tensor):  # no reference kept, Note [Traced values])
+                    self.method_calls.append((id(obj), type(obj).__name__, code,
+                                              back.f_code, back.f_lineno))
 
     def names(self):
         """The attribute and global names of the user code the trace ran outside replayed
