@@ -10,6 +10,8 @@ from tracegrad.ops import fused_backward as FB
 from tracegrad.ops import loss as L
 from tracegrad.ops.fused_pairs import _cross_entropy_backward
 
+from training import sgd_step
+
 
 def _bits(a):
     a = np.asarray(a)
@@ -54,23 +56,11 @@ def test_fused_cross_entropy_backward_is_the_pair_bit_for_bit(n, c, seed, dtype,
 
 @pytest.mark.parametrize("memory", ["balanced", "min", "off"])
 def test_compiled_cross_entropy_steps_use_the_fused_kernel_and_equal_eager(memory):
-    def setup():
-        tg.manual_seed(0)
-        m = tg.nn.Sequential(tg.nn.Linear(6, 16), tg.nn.ReLU(), tg.nn.Linear(16, 5))
-        opt = tg.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
-        loss_fn = tg.nn.CrossEntropyLoss()
-
-        def step(x, y):
-            opt.zero_grad()
-            loss = loss_fn(m(x), y)
-            loss.backward()
-            opt.step()
-            return loss
-        return m, step
-
     x = tg.randn(12, 6) * 20                     # large logits: exp(y) underflows to 0
     y = tg.randint(0, 5, (12,))
-    (me, eager), (mc, step) = setup(), setup()
+    sizes, act = (6, 16, 5), tg.nn.ReLU
+    me, _, eager = sgd_step(sizes, act)
+    mc, _, step = sgd_step(sizes, act)
     compiled = tg.compile(step, memory=memory)
     for _ in range(4):
         assert _bits(compiled(x, y).detach().numpy()) == _bits(eager(x, y).detach().numpy())
