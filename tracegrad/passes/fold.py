@@ -26,6 +26,14 @@ from ..ir.types import Value
 
 
 def fold_constants(g, max_bytes=1 << 20):
+    """Note [Folded layouts]
+    A folded value becomes a C-ordered array. Eager execution may hold the same numbers in
+    another layout: a sum's gradient is `expand`ed, a view with stride 0, and a matmul over
+    a stride-0 or transposed operand takes another numpy path than over a C-ordered one,
+    adding in another order (found in review: a model applied twice in one loss, its weight
+    gradient one bit off after the seed's expand was folded). So a result that is not
+    C-ordered stays computed, from its constant operands; whatever reads it may still fold
+    (an elementwise result of the same numbers is C-ordered)."""
     const = {}
     out = _copy_shell(g)
     folded = 0
@@ -38,8 +46,15 @@ def fold_constants(g, max_bytes=1 << 20):
         if (vals and not n.prim.impure and not n.prim.overwrites
                 and all(v in const for v in vals) and n.output.type.nbytes <= max_bytes):
             with np.errstate(all="ignore"):
-                res = np.array(n.prim.kernel(*[const[a] if a in const else a
-                                               for a in n.inputs], **n.attrs), copy=True)
+                raw = n.prim.kernel(*[const[a] if a in const else a for a in n.inputs],
+                                    **n.attrs)
+            if isinstance(raw, np.ndarray) and not raw.flags.c_contiguous:
+                # Note [Folded layouts]: keep computing it, as eager does (a constant is
+                # a C-ordered copy), but let what reads it fold
+                const[n.output] = raw
+                out.nodes.append(n)
+                continue
+            res = np.array(raw, copy=True)
             const[n.output] = res
             out.nodes.append(Node(CONSTANT, (), {"value": res}, n.output, n.site, n.phase))
             folded += 1
