@@ -17,7 +17,7 @@ from dataclasses import replace
 
 from ..ir.verify import IRError, verify
 from ..passes import check_inplace as _check_inplace
-from ..passes import dce, partition as _partition, vjp as _vjp
+from ..passes import cse, dce, partition as _partition, vjp as _vjp
 from ..passes.fold import drop_aliases, drop_clones, fold_constants, fold_scalings
 from ..passes.functionalize import functionalize_with_facts
 from ..passes.plan_memory import plan_memory as _plan_memory
@@ -68,14 +68,37 @@ def functionalize(rec):
 
 
 def graph_pass(p):
-    """A user's (or the default) Graph -> Graph pass as a stage."""
+    """A user's (or the default) Graph -> Graph pass as a stage.
+
+    Note [CSE before differentiation]
+    Merging two equal computations before the VJP pass is exact forward, but not backward:
+    the merged value's gradient is the sum of both users' before it flows on (`x * (a1 +
+    a2)` for a square), where eager computes `x * a1 + x * a2`, one rounding apart (found
+    by a bitwise run of the random-program test: the two branches of an `if` both squaring
+    `x`). So the built-in `cse` leaves floating values that depend on an input requiring
+    grad apart; the same computation is then done twice, as eager does it."""
     name = getattr(p, "__name__", type(p).__name__)
 
     def stage(rec):
-        g = p(rec.functional)
+        if p is cse:
+            g = cse(rec.functional, apart=_differentiable_values(rec))
+        else:
+            g = p(rec.functional)
         return replace(rec, functional=g, stages=rec.stages + [(name, g)]), _graph_stats(g, name)
     stage.__name__ = name
     return stage
+
+
+def _differentiable_values(rec):
+    """The functional graph's floating values computed from inputs that require grad."""
+    g = rec.functional
+    out = {g.inputs[i] for i, d in enumerate(rec.inputs.differentiable) if d}
+    if not out:
+        return frozenset()
+    for n in g.nodes:
+        if n.output.type.dtype.is_floating_point and any(a in out for a in n.value_inputs()):
+            out.add(n.output)
+    return frozenset(out)
 
 
 def vjp(rec):

@@ -81,8 +81,9 @@ def _guard_key(expected):
         return ("r", type(expected), repr(expected))
 
 
-def cse(g):
-    """Common-subexpression elimination over pure nodes."""
+def cse(g, apart=frozenset()):
+    """Common-subexpression elimination over pure nodes. `apart`: values never merged with
+    a twin (see Note [CSE before differentiation])."""
     seen = {}
     rename = {}
     out = _copy_shell(g)
@@ -102,7 +103,7 @@ def cse(g):
         ins = tuple(r(a) for a in n.inputs)
         key = None
         if (not n.prim.impure and not n.prim.overwrites and i not in stale_nodes
-                and n.output not in read_later):
+                and n.output not in read_later and n.output not in apart):
             key = (n.prim, tuple(("v", a.id) if hasattr(a, "id") else _key(a) for a in ins),
                    _key(n.attrs))
             hit = seen.get(key)
