@@ -104,9 +104,13 @@ def run_program(prog, x, w, binary=None):
     return [env[i] for i in outs]
 
 
+def _leaves(x0, w0):
+    """Fresh leaves requiring grad over copies of the two input arrays."""
+    return tg.tensor(x0, requires_grad=True), tg.tensor(w0, requires_grad=True)
+
+
 def _call(fn, prog, x0, w0):
-    x = tg.tensor(x0, requires_grad=True)
-    w = tg.tensor(w0, requires_grad=True)
+    x, w = _leaves(x0, w0)
     outs = fn(prog, x, w)
     loss = sum(((o * (k + 1)).sum() for k, o in enumerate(outs)), tg.tensor(0.0,
                                                                               dtype=tg.float64))
@@ -242,8 +246,7 @@ def test_random_view_and_inplace_chains(steps, seed):
         x0, w0 = rng.standard_normal((2, 3, 3))
         results = []
         for fn in (run_views, cf):
-            x = tg.tensor(x0, requires_grad=True)
-            w = tg.tensor(w0, requires_grad=True)
+            x, w = _leaves(x0, w0)
             try:     # eager may refuse at backward; compiled then refuses (maybe earlier)
                 outs = fn(steps, x, w)
                 sum(((o * (k + 1)).sum() for k, o in enumerate(outs)),
@@ -314,8 +317,7 @@ def test_random_programs_with_their_loss_inside_are_bitwise_eager(prog, seed):
         x0, w0 = rng.standard_normal((2, 3, 3))
         got = []
         for fn in (_with_loss, cf):
-            x = tg.tensor(x0, requires_grad=True)
-            w = tg.tensor(w0, requires_grad=True)
+            x, w = _leaves(x0, w0)
             outs, loss = fn(prog, x, w)
             loss.backward()
             got.append([_bits_of(o) for o in outs + [loss.detach(), x.grad, w.grad]])
