@@ -11,6 +11,10 @@ A training step written the PyTorch way (SGD with momentum, backward inside) on 
   1.14x and 1.24x; before the fix 2.9x and 8.2x).
 """
 import gc
+import json
+import os
+import subprocess
+import sys
 import tracemalloc
 import warnings
 
@@ -94,12 +98,26 @@ def test_tracer_keeps_only_non_float_values():
                    for a in tracer.values.values())
 
 
-def test_first_calls_peak_near_the_eager_step():
+def _first_call_figures():
+    """(eager peaks, compiled peaks, traces) of two calls each, in this process."""
     warnings.simplefilter("ignore")
     eager = _peaks(*_step(), calls=2)        # first step (creates momentum), steady step
     step, x, y = _step()
     compiled = tg.compile(step)
-    first, compiling = _peaks(compiled, x, y, calls=2)
-    assert compiled.stats.traces == 2 and compiled.programs, "expected: trace, then compile"
+    return eager, _peaks(compiled, x, y, calls=2), compiled.stats.traces, len(compiled.programs)
+
+
+def test_first_calls_peak_near_the_eager_step():
+    """Measured in a fresh interpreter: in a long test run, when the cycle collector last
+    ran decides how much of the passes' garbage a peak still holds (a CI run once saw the
+    compiling call at twice its usual peak)."""
+    code = ("import json, sys; sys.path[:0] = sys.argv[1:]; "
+            "import test_memory_first_call as m; print(json.dumps(m._first_call_figures()))")
+    here = os.path.dirname(os.path.abspath(__file__))
+    root = os.path.dirname(here)
+    out = subprocess.run([sys.executable, "-c", code, here, root], capture_output=True,
+                         text=True, check=True, env=dict(os.environ, PYTHONWARNINGS="ignore"))
+    eager, (first, compiling), traces, programs = json.loads(out.stdout.strip().splitlines()[-1])
+    assert traces == 2 and programs, "expected: trace, then compile"
     assert first <= 1.5 * eager[0], (first, eager)
     assert compiling <= 1.5 * eager[1], (compiling, eager)
