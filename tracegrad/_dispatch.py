@@ -337,7 +337,7 @@ def run_inplace(prim, args, attrs):
             needs = None
     old = None
     if needs is not None and 0 in prim.saved_for(needs):
-        old = Tensor._wrap(tdata.copy(), target.requires_grad, target.grad_fn)
+        old = Tensor._wrap(tdata.copy(order="K"), target.requires_grad, target.grad_fn)
         old._output_nr = target._output_nr
     try:
         np.copyto(tdata, res, casting="unsafe")

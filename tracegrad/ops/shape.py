@@ -48,15 +48,29 @@ def _sum_to_static(from_shape, shape):
         def f(x):
             return x.reshape(shape).copy()      # never a view: outputs own their memory
     elif len(axes) == lead:
-        def f(x):
-            return _add_reduce(x, axis=axes)    # only leading axes: already the right shape
+        def f(x):                               # only leading axes: already the right shape
+            return _add_reduce(_c_order(x), axis=axes)
     else:
         def f(x):
-            return _add_reduce(x, axis=axes, keepdims=True).reshape(shape)
+            return _add_reduce(_c_order(x), axis=axes, keepdims=True).reshape(shape)
     if len(_SUM_TO) > 4096:                     # many distinct shapes: don't grow forever
         _SUM_TO.clear()
     _SUM_TO[(from_shape, shape)] = f
     return f
+
+
+def _c_order(x):
+    """Note [Reductions in C order]
+    numpy adds a reduction's terms in the order its iterator walks memory, so the same
+    numbers laid out transposed sum to a different last bit. Gradients reaching `sum_to`
+    (the gradient of a broadcast operand) can be laid out differently in eager execution
+    and in a compiled program (eager's autograd accumulates a view's gradient in its
+    base's coordinates; the functional graph in the view's), so a permuted operand is
+    reduced as a C-ordered copy: the same sum either way. Broadcast (stride-0) operands
+    and C-ordered ones, the usual cases, are reduced as they are."""
+    if x.flags.c_contiguous or 0 in x.strides:
+        return x
+    return np.ascontiguousarray(x)
 
 
 def _sum_to_specialize(node):
