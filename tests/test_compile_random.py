@@ -109,6 +109,20 @@ def _leaves(x0, w0):
     return tg.tensor(x0, requires_grad=True), tg.tensor(w0, requires_grad=True)
 
 
+def _eager_and_compiled(fn, cf, x0, w0, call):
+    """[what `call(f, x, w)` returns, or the InplaceError type it raised] for `fn` and its
+    compiled `cf`, each on fresh leaves (eager may refuse at backward; compiled then
+    refuses too, maybe earlier)."""
+    got = []
+    for f in (fn, cf):
+        x, w = _leaves(x0, w0)
+        try:
+            got.append(call(f, x, w))
+        except tg.InplaceError as e:
+            got.append(type(e))
+    return got
+
+
 def _call(fn, prog, x0, w0):
     x, w = _leaves(x0, w0)
     outs = fn(prog, x, w)
@@ -240,21 +254,15 @@ view_steps = st.lists(st.tuples(st.booleans(), st.integers(0, len(VIEWS) - 1),
           suppress_health_check=[HealthCheck.too_slow])
 @given(steps=view_steps, seed=st.integers(0, 2 ** 16))
 def test_random_view_and_inplace_chains(steps, seed):
+    def call(fn, x, w):
+        outs = fn(steps, x, w)
+        sum(((o * (k + 1)).sum() for k, o in enumerate(outs)), tg.tensor(0.0)).backward()
+        return [o.detach().numpy() for o in outs], x.grad, w.grad
+
     rng = np.random.default_rng(seed)
     cf = tg.compile(run_views)
     for _ in range(3):
-        x0, w0 = rng.standard_normal((2, 3, 3))
-        results = []
-        for fn in (run_views, cf):
-            x, w = _leaves(x0, w0)
-            try:     # eager may refuse at backward; compiled then refuses (maybe earlier)
-                outs = fn(steps, x, w)
-                sum(((o * (k + 1)).sum() for k, o in enumerate(outs)),
-                    tg.tensor(0.0)).backward()
-            except tg.InplaceError as e:
-                results.append(type(e))
-                continue
-            results.append(([o.detach().numpy() for o in outs], x.grad, w.grad))
+        results = _eager_and_compiled(run_views, cf, *rng.standard_normal((2, 3, 3)), call)
         if not isinstance(results[0], tuple) or not isinstance(results[1], tuple):
             assert results[0] == results[1]
             continue
@@ -284,20 +292,15 @@ def test_random_view_and_inplace_chains_with_their_loss_inside_are_bitwise_eager
     copy where the compiled program keeps the view's own order (now `order="K"` in both),
     and a view's gradient is accumulated in its base's coordinates eagerly but in the
     view's compiled (Note [Reductions in C order] in ops/shape.py)."""
+    def call(fn, x, w):
+        outs, loss = fn(steps, x, w)
+        loss.backward()
+        return [_bits_of(o) for o in outs + [x.grad, w.grad]]
+
     rng = np.random.default_rng(seed)
     cf = tg.compile(_views_with_loss)
     for _ in range(3):
-        x0, w0 = rng.standard_normal((2, 3, 3))
-        got = []
-        for fn in (_views_with_loss, cf):
-            x, w = _leaves(x0, w0)
-            try:
-                outs, loss = fn(steps, x, w)
-                loss.backward()
-            except tg.InplaceError as e:
-                got.append(type(e))
-                continue
-            got.append([_bits_of(o) for o in outs + [x.grad, w.grad]])
+        got = _eager_and_compiled(_views_with_loss, cf, *rng.standard_normal((2, 3, 3)), call)
         assert got[0] == got[1]
 
 
