@@ -45,6 +45,17 @@ class CompileMismatchError(TracegradRuntimeError):
     call run eagerly. The message names the first difference and the path's guards."""
 
 
+class RerunEagerly(Exception):
+    """Internal signal, never seen by users: a compiled forward program failed before it
+    wrote into any input (Note [Errors inside compiled programs] in codegen.py), so the
+    call runs again eagerly and raises eager's own error after eager's own partial effects.
+    `error` is the translated error, raised instead where no eager run is possible."""
+
+    def __init__(self, error):
+        super().__init__(str(error))
+        self.error = error
+
+
 _inside = {}
 
 

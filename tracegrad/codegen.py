@@ -12,6 +12,7 @@ import math
 
 import numpy as np
 
+from ._errors import RerunEagerly, TracegradError
 from .ir.graph import Value
 from .ir.interpret import GuardFailed, same_outcome
 from .ops.elementwise import quiet_enter, quiet_exit
@@ -31,6 +32,8 @@ class Program:
         self.quiet = quiet
 
     owned = False
+    rerun_on_error = False       # a path's forward program (Note [Errors inside compiled programs])
+    first_write_line = None      # the first generated line writing into an input (`out=iK`)
 
     def __call__(self, *arrays):
         if self.owned:
@@ -55,16 +58,37 @@ class Program:
 
     def failed(self, e):
         """The exception to raise for `e` raised inside the program: the error eager execution
-        raises for that op (same type and message), noted with the user's source line."""
+        raises for that op (same type and message), noted with the user's source line; for a
+        forward program that had written into no input yet, `RerunEagerly` carrying it.
+
+        Note [Errors inside compiled programs]
+        An op that fails on its data (an index out of range, an integer division by zero)
+        fails in eager execution after the ops before it ran, in-place writes to the
+        caller's tensors included, and with the message of its own line. A compiled program
+        orders ops its own way and copies most input mutations back only at its end, so its
+        partial effects are not eager's. While the program has written into no input (its
+        failing line comes before `first_write_line`, the first op the memory plan lets
+        write into an input), the inputs are as the call found them: the call is then run
+        again eagerly (generators rewound, cleared `.grad`s and replayed `requires_grad_`
+        flags restored: compiler/runner.py), which gives eager's effects and eager's error
+        exactly. The memory plan lets no op write into an input before the last op that may
+        fail on its data (`Primitive.may_raise`, passes/plan_memory.py), so this holds for
+        the errors users meet; an error after such a write is raised translated, as before."""
         _annotate(e, self)
-        if not isinstance(e, (ValueError, IndexError, TypeError)):
-            return e
-        new = _as_eager_error(e, self)
-        if new is e:
-            return e
-        for note in getattr(e, "__notes__", ()):
-            new.add_note(note)
-        return new.with_traceback(e.__traceback__)
+        new = e
+        if isinstance(e, TracegradError) and "\n  (at " in str(e):
+            new = _at_node_site(e, self)     # a kernel's own error names the caller's line
+        elif isinstance(e, (ValueError, IndexError, TypeError)):
+            new = _as_eager_error(e, self)
+            if new is not e:
+                for note in getattr(e, "__notes__", ()):
+                    new.add_note(note)
+                new = new.with_traceback(e.__traceback__)
+        if self.rerun_on_error:
+            first = self.first_write_line
+            if first is None or (_failing_line(e, self) or first) < first:
+                return RerunEagerly(new)
+        return new
 
     def __repr__(self):
         return f"<Program {self.graph.name}: {len(self.graph.nodes)} nodes>"
@@ -91,6 +115,18 @@ def _as_eager_error(e, prog):
     text = str(err).split("\n  (at ")[0]
     site = prog._line_sites.get(line)
     return type(err)(text + (f"\n  (at {site})" if site else ""))
+
+
+def _at_node_site(e, prog):
+    """`e`, a tracegrad error a kernel raised naming the innermost user frame (the compiled
+    function's caller), naming instead the user's line of the failing op."""
+    site = prog._line_sites.get(_failing_line(e, prog))
+    if site is None:
+        return e
+    new = type(e)(str(e).split("\n  (at ")[0] + f"\n  (at {site})")
+    for note in getattr(e, "__notes__", ()):
+        new.add_note(note)
+    return new.with_traceback(e.__traceback__)
 
 
 def _annotate(e, prog):
@@ -233,6 +269,7 @@ def build(graph, name=None, keep_inputs=True, plan=None, poison=False, owned_inp
     poisoned = _poison_points(graph, plan) if poison else {}
     line_sites = {}
     line_prims = {}                          # generated line -> primitive (error translation)
+    first_write = None                       # Note [Errors inside compiled programs]
     for i, n in enumerate(graph.nodes):
         for k, gd in guards.get(i, ()):
             for part in _guard_src(gd, k, names[gd.value], em).split("\n"):
@@ -240,6 +277,8 @@ def build(graph, name=None, keep_inputs=True, plan=None, poison=False, owned_inp
                 line_sites[len(lines)] = gd.site
         if i in fused:                       # Note [Fused pairs] in ops/fused_pairs.py
             j, kernel = fused[i]
+            if plan is not None and (i in plan.into_input or j in plan.into_input):
+                first_write = first_write or len(lines) + 1
             second = graph.nodes[j]
             args = [em.operand(a, names) for a in n.inputs]
             args += [em.operand(a, names) for a in second.inputs if a is not n.output]
@@ -268,6 +307,7 @@ def build(graph, name=None, keep_inputs=True, plan=None, poison=False, owned_inp
         if plan is not None:
             if i in plan.into_input:
                 args.append(f"out=i{plan.into_input[i]}")
+                first_write = first_write or len(lines) + 1
             elif i in plan.takeover:
                 args.append(f"out={names[n.inputs[plan.takeover[i]]]}")
             elif arena is not None and n.output in arena.index:
@@ -297,6 +337,7 @@ def build(graph, name=None, keep_inputs=True, plan=None, poison=False, owned_inp
     fn = em.globals[_ident(fname)]
     prog = Program(graph, fn, code, filename, line_sites, quiet=em.quiet)
     prog._line_prims = line_prims
+    prog.first_write_line = first_write
     prog.owned = owned_inputs
     return prog
 

@@ -29,6 +29,7 @@ import weakref
 
 from .. import _dispatch
 from .._tensor import Tensor
+from .._errors import RerunEagerly
 from ..ir.interpret import GuardFailed
 from ..ir.printer import value_names
 from ..tracing import Tracer, flatten
@@ -164,8 +165,11 @@ class CompiledFunction:
         else:
             out, reason = self._run_cached(entry, tensors)
             if reason is None:
-                self.stats.cache_hits += 1
                 self._last_key = key
+                if out is RERUN:
+                    self.stats.eager_calls += 1
+                    return self.fn(*args, **kwargs)
+                self.stats.cache_hits += 1
                 return out
         self._last_key = key
         with self._trace_lock:
@@ -179,6 +183,9 @@ class CompiledFunction:
                 if entry is not None:
                     out, reason = self._run_cached(entry, tensors)
                     if reason is None:
+                        if out is RERUN:
+                            self.stats.eager_calls += 1
+                            return self.fn(*args, **kwargs)
                         self.stats.cache_hits += 1
                         return out
             return self._trace(key, entry, args, kwargs, leaves, reason, containers)
@@ -198,10 +205,13 @@ class CompiledFunction:
             rng = _rng_states(path)
             try:
                 outs, bad = path.call(tensors)
+            except RerunEagerly:                 # Note [Errors inside compiled programs]
+                _rewind(rng)                     # in codegen.py: eager raises eager's error
+                log.info("tracegrad: '%s' failed inside its compiled program before "
+                         "writing into any input; running the call eagerly", self.name)
+                return RERUN, None
             except GuardFailed as gf:
-                for gen, r, state, seed in rng:  # undo draws made before the failed guard
-                    gen._rng, gen._seed = r, seed
-                    r.bit_generator.state = state
+                _rewind(rng)                     # undo draws made before the failed guard
                 prefix = path.outcomes[:gf.index] + [gf.actual]
                 nxt = next((p for p in entry.paths if id(p) not in tried
                             and _prefix_eq(p.outcomes, prefix)), None)
@@ -420,6 +430,16 @@ def _rng_states(path):
                  for a in n.inputs if isinstance(a, Generator)}
         gens = path._generators = list(found.values())
     return [(g, g._rng, g._rng.bit_generator.state, g._seed) for g in gens]
+
+
+def _rewind(rng):
+    """Put the generators back as `_rng_states` found them."""
+    for gen, r, state, seed in rng:
+        gen._rng, gen._seed = r, seed
+        r.bit_generator.state = state
+
+
+RERUN = object()       # `_run_cached`: the compiled program failed, run the call eagerly
 
 
 def _prefix_eq(outcomes, prefix):

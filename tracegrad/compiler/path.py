@@ -18,6 +18,7 @@ from .backward_node import CompiledFunctionBackward, ConsumedBackward
 from .replay import replay_backward
 from .runner import build_runner
 from .._effects import attr_now, is_number
+from .._errors import RerunEagerly
 from .._tensor_storage import _root
 from .state import checker, first_failing
 from .trace_plan import leaf_hooks
@@ -41,6 +42,8 @@ class CompiledPath:
         self.eager_reason = rec.eager_reason
         self.replays = rec.replays
         self.forward_program = rec.forward_program
+        if self.forward_program is not None:  # Note [Errors inside compiled programs]
+            self.forward_program.rerun_on_error = True
         self.backward_program = rec.backward_program
         self.part, self.wrt, self.replay = rec.part, rec.wrt, rec.replay
         self.deferred_errors = rec.deferred_errors
@@ -178,13 +181,21 @@ class CompiledPath:
         if captured is None:
             captured = self.captured
         inputs = list(args) + captured if captured else list(args)
+        before = [(t, t._rg, t._grad) for t in
+                  {id(inputs[p]): inputs[p] for p, _ in self.pre_effects}.values()]
+        before += [(inputs[p], inputs[p]._rg, inputs[p]._grad) for p in self.pre_clear]
         for pos, flag in self.pre_effects:   # replayed effects (Note [Effects])
             inputs[pos].requires_grad_(flag)
         for pos in self.pre_clear:           # zero_grad first: old gradients go before
             inputs[pos]._grad = None         # the program computes new ones
         call = getattr(self.forward_program, "call_tensors", None)   # JAX: aligned inputs
-        res = (call(inputs) if call is not None
-               else self.forward_program(*[t._data for t in inputs]))
+        try:
+            res = (call(inputs) if call is not None
+                   else self.forward_program(*[t._data for t in inputs]))
+        except RerunEagerly:                 # Note [Errors inside compiled programs]
+            for t, rg, grad in reversed(before):
+                t._rg, t._grad = rg, grad
+            raise
         part = self.part
         n_user = part.n_user
         if part.mutations:

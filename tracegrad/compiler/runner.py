@@ -24,6 +24,7 @@ import numpy as np
 
 from .. import _mode
 from .._effects import is_number
+from .._errors import RerunEagerly
 from .._tensor_storage import _root
 from .._tensor import Tensor
 from ..ir.interpret import GuardFailed
@@ -43,7 +44,8 @@ def build_runner(path):
            "_qx": quiet_exit, "_wrap": Tensor._wrap, "_asarray": np.asarray, "_array": np.array,
            "_copyto": np.copyto, "_inference": _mode.inference_enabled, "_attach": path._attach,
            "_state": path._state_holds, "_miss": path._miss, "_root": _root,
-           "_f64": _f64, "_Consumed": ConsumedBackward, "_number": is_number}
+           "_f64": _f64, "_Consumed": ConsumedBackward, "_number": is_number,
+           "_Rerun": RerunEagerly}
     env.update({f"c{i}": t for i, t in enumerate(path.captured)})   # fixed unless sourced
     lines = ["def call(args):"]
     if n_args:
@@ -104,10 +106,13 @@ def build_runner(path):
         lines.append(f"    roots = {{{', '.join('q' + c[1:] for c in tensor_caps)}}}")
         for i in range(n_args):
             lines.append(f"    if id(_root(a{i}._data)) in roots: {miss}")
-    for pos, flag in path.pre_effects:
-        lines.append(f"    {names[pos]}.requires_grad_({flag})")
+    restore = []                         # on RerunEagerly: as the call found them
+    for k, (pos, flag) in enumerate(path.pre_effects):
+        lines += [f"    rg{k} = {names[pos]}._rg", f"    {names[pos]}.requires_grad_({flag})"]
+        restore.insert(0, f"{names[pos]}._rg = rg{k}")
     for pos in path.pre_clear:           # zero_grad first: old gradients go before
-        lines.append(f"    {names[pos]}._grad = None")
+        lines += [f"    pc{pos} = {names[pos]}._grad", f"    {names[pos]}._grad = None"]
+        restore.insert(0, f"{names[pos]}._grad = pc{pos}")
     if getattr(prog, "call_tensors", None) is not None:     # the JAX backend's entry
         ins = names[:n_args] + [f"_wrap(c{j})" if j in scalar else f"c{j}" for j in range(n_cap)]
         call = f"_prog.call_tensors([{', '.join(ins)}])"
@@ -115,7 +120,10 @@ def build_runner(path):
         args_data = [f"{n}._data" for n in names[:n_args]] + [data[n] for n in names[n_args:]]
         call = f"_fn({', '.join(args_data)})"
     body = ["    try:", f"        res = {call}", "    except _GuardFailed:",
-            "        raise", "    except Exception as e:", "        raise _prog.failed(e) from None"]
+            "        raise", "    except Exception as e:", "        err = _prog.failed(e)"]
+    if restore:                          # Note [Errors inside compiled programs] in codegen.py
+        body += ["        if type(err) is _Rerun:"] + [f"            {r}" for r in restore]
+    body.append("        raise err from None")
     if prog.quiet:
         body = ["    tok = _qe()"] + body + ["    finally:", "        _qx(tok)"]
     lines += body

@@ -104,7 +104,7 @@ def _shape(shapes, attrs):
 
 
 BCE = Primitive("binary_cross_entropy", _bce_kernel, vjp=_bce_vjp, saves=(0, 1, 2),
-                grad_fn_name="BinaryCrossEntropyBackward0", shape_rule=_shape)
+                grad_fn_name="BinaryCrossEntropyBackward0", shape_rule=_shape, may_raise=True)
 BCE_LOGITS = Primitive("binary_cross_entropy_with_logits", _logits_kernel, vjp=_logits_vjp,
                        saves=(0, 1, 2, 3), grad_fn_name="BinaryCrossEntropyWithLogitsBackward0",
                        shape_rule=_shape)

@@ -209,7 +209,7 @@ MUL = Primitive("mul", np.multiply, vjp=_mul_vjp, saves_for={0: (1,), 1: (0,)},
 DIV = Primitive("div", _quiet(np.true_divide), vjp=_div_vjp, saves_for={0: (1,), 1: (0, 1)},
                 dtype_rule=promote_float, shape_rule=SR.broadcast)
 POW = Primitive("pow", _quiet(np.power), vjp=_pow_vjp, saves=(0, 1), dtype_rule=promote,
-                shape_rule=SR.broadcast)
+                shape_rule=SR.broadcast, may_raise="integer")   # integers to negative powers
 POW_TENSOR = overload_of(POW, "pow_tensor", "PowBackward1")          # tensor ** tensor
 POW_SCALAR_BASE = overload_of(POW, "pow_scalar_base", "PowBackward2")  # number ** tensor
 
@@ -229,10 +229,10 @@ def _floor_divide_vjp(g, ins, out, n):
 
 FLOOR_DIVIDE = Primitive("floor_divide", _int_zero_check("floor_divide", _quiet(_floor_div)),
                          vjp=_floor_divide_vjp, shape_rule=SR.broadcast,
-                         dtype_rule=promote, grad_fn_name="NotImplemented")
+                         dtype_rule=promote, grad_fn_name="NotImplemented", may_raise="integer")
 REMAINDER = Primitive("remainder", _int_zero_check("remainder", _quiet(np.mod)), vjp=_rem_vjp,
                       saves=(0, 1), shape_rule=SR.broadcast,
-                      dtype_rule=promote)
+                      dtype_rule=promote, may_raise="integer")
 REMAINDER_TENSOR = overload_of(REMAINDER, "remainder_tensor", "RemainderBackward1")
 MAXIMUM = Primitive("maximum", np.maximum, vjp=_minmax_vjp(lambda x, y: gt(x, y)), saves=(0, 1),
                     dtype_rule=promote, shape_rule=SR.broadcast)

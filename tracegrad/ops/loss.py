@@ -163,7 +163,7 @@ def _nll_backward_vjp(gg, ins, out, n):
 NLL_LOSS_BACKWARD = Primitive("nll_loss_backward", _nll_backward_kernel,
                               vjp=_nll_backward_vjp, saves=(1, 2),
                               grad_fn_name="NllLossBackwardBackward0",
-                              shape_rule=SR.attr_shape)
+                              shape_rule=SR.attr_shape)   # (its targets passed nll_loss)
 
 
 NLL_LOSS2D_BACKWARD = overload_of(NLL_LOSS_BACKWARD, "nll_loss2d_backward",
@@ -184,7 +184,7 @@ def _nll_shape(shapes, attrs):
 
 
 NLL_LOSS = Primitive("nll_loss", _nll_kernel, vjp=_nll_vjp, saves=(1, 2),
-                     grad_fn_name="NllLossBackward0", shape_rule=_nll_shape)
+                     grad_fn_name="NllLossBackward0", shape_rule=_nll_shape, may_raise=True)
 NLL_LOSS2D = overload_of(NLL_LOSS, "nll_loss2d", "NllLoss2DBackward0")   # (N, C, H, W)
 
 

@@ -55,12 +55,13 @@ class Primitive:
     __slots__ = ("name", "kernel", "vjp", "grad_fn_name", "saves", "saves_out", "dtype_rule",
                  "overwrites", "aliases", "is_view", "functional", "node_cls", "nondiff",
                  "shape_rule", "doc", "impure", "elementwise", "float_fast", "saves_for",
-                 "_saves_by_need", "specialize", "layout")
+                 "_saves_by_need", "specialize", "layout", "may_raise")
 
     def __init__(self, name, kernel, *, vjp=None, grad_fn_name=None, saves=(), saves_out=False,
                  dtype_rule=None, overwrites=(), aliases=None, is_view=None, functional=None,
                  nondiff=False, shape_rule=None, doc="", impure=False,
-                 elementwise=False, saves_for=None, specialize=None, layout=None):
+                 elementwise=False, saves_for=None, specialize=None, layout=None,
+                 may_raise=False):
         if name in REGISTRY:
             raise ValueError(f"primitive {name!r} declared twice")
         self.name = name
@@ -90,6 +91,11 @@ class Primitive:
         # memory order of the result (Note [Layouts] in passes/layout.py): None = that of its
         # operands, "reorders" = a view with its axes reordered, "c" = always C order
         self.layout = layout
+        # its kernel may fail on its operands' values (an index out of range, an integer
+        # division by zero): shapes and dtypes are checked while tracing, values only when
+        # the program runs (Note [Errors inside compiled programs] in codegen.py); "integer":
+        # only when its result is an integer (a division by zero, a negative power)
+        self.may_raise = may_raise
         from ..autograd.graph import node_class
         self.node_cls = node_class(self.grad_fn_name)     # see Note [Monomorphic nodes]
         REGISTRY[name] = self
@@ -134,7 +140,7 @@ def inplace_of(prim, name=None, grad_fn_name=None):
                      grad_fn_name=grad_fn_name or prim.grad_fn_name, saves=prim.saves,
                      saves_out=prim.saves_out, dtype_rule=prim.dtype_rule, overwrites=(0,),
                      functional=prim, nondiff=prim.nondiff, saves_for=prim.saves_for,
-                     shape_rule=SR.same)
+                     shape_rule=SR.same, may_raise=prim.may_raise)
 
 
 def overload_of(prim, name, grad_fn_name):
@@ -147,7 +153,7 @@ def overload_of(prim, name, grad_fn_name):
                      saves=prim.saves, saves_out=prim.saves_out, dtype_rule=prim.dtype_rule,
                      aliases=prim.aliases, is_view=prim.is_view, nondiff=prim.nondiff,
                      shape_rule=prim.shape_rule, doc=prim.doc, saves_for=prim.saves_for,
-                     specialize=prim.specialize, layout=prim.layout)
+                     specialize=prim.specialize, layout=prim.layout, may_raise=prim.may_raise)
 
 
 # ---- dtype rules: map operands to the numpy dtype they are cast to before the kernel ----

@@ -45,7 +45,7 @@ def _multinomial_shape(shapes, attrs):
 
 
 MULTINOMIAL = Primitive("multinomial", _multinomial_kernel, impure=True,
-                        shape_rule=_multinomial_shape)
+                        shape_rule=_multinomial_shape, may_raise=True)
 
 
 def multinomial(input, num_samples, replacement=False, *, generator=None):

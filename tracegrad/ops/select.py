@@ -62,7 +62,7 @@ def _gather_vjp(g, ins, out, n):
 
 
 GATHER = Primitive("gather", _gather_kernel, vjp=_gather_vjp, saves_for={0: (1,)},
-                   shape_rule=SR.operand(1))
+                   shape_rule=SR.operand(1), may_raise=True)
 
 
 def _check_index(op, input, dim, index, others=()):
@@ -159,12 +159,12 @@ def _scatter_value_vjp(g, ins, out, n):
 
 
 SCATTER = Primitive("scatter", _scatter_kernel, vjp=_scatter_vjp,
-                    saves_for={0: (1,), 2: (1,)}, shape_rule=SR.same)
+                    saves_for={0: (1,), 2: (1,)}, shape_rule=SR.same, may_raise=True)
 SCATTER_VALUE = Primitive("scatter_value", _scatter_kernel, vjp=_scatter_value_vjp,
                           saves_for={0: (1,), 2: ()}, grad_fn_name="ScatterBackward1",
-                          shape_rule=SR.same)
+                          shape_rule=SR.same, may_raise=True)
 SCATTER_ADD = Primitive("scatter_add", _scatter_add_kernel, vjp=_scatter_add_vjp,
-                        saves_for={2: (1,)}, shape_rule=SR.same)
+                        saves_for={2: (1,)}, shape_rule=SR.same, may_raise=True)
 SCATTER_ = inplace_of(SCATTER, "scatter_")
 SCATTER_VALUE_ = inplace_of(SCATTER_VALUE, "scatter_value_")
 SCATTER_ADD_ = inplace_of(SCATTER_ADD, "scatter_add_")
@@ -247,7 +247,7 @@ def _index_select_shape(shapes, attrs):
 
 
 INDEX_SELECT = Primitive("index_select", _index_select_kernel, vjp=_index_select_vjp,
-                         saves_for={0: (1,)}, shape_rule=_index_select_shape)
+                         saves_for={0: (1,)}, shape_rule=_index_select_shape, may_raise=True)
 
 
 def index_select(input, dim, index):

@@ -562,7 +562,7 @@ def _index_backward_vjp(g, ins, o, n):
 
 # a boolean mask operand makes index's shape data-dependent: its rule then returns None
 INDEX = Primitive("index", _index_kernel, vjp=_index_vjp, saves=tuple(range(1, 64)),
-                  specialize=_index_specialize, shape_rule=SR.index)
+                  specialize=_index_specialize, shape_rule=SR.index, may_raise=True)
 INDEX_BACKWARD = Primitive("index_backward", _index_backward_kernel, vjp=_index_backward_vjp,
                            saves=tuple(range(1, 64)), grad_fn_name="IndexPutBackward0",
                            specialize=_index_backward_specialize, shape_rule=SR.attr_shape)
@@ -588,7 +588,7 @@ def _index_put_vjp(g, ins, o, n):
 
 
 INDEX_PUT = Primitive("index_put", _index_put_kernel, vjp=_index_put_vjp,
-                      saves=tuple(range(2, 64)), shape_rule=SR.same)
+                      saves=tuple(range(2, 64)), shape_rule=SR.same, may_raise=True)
 from .primitive import inplace_of  # noqa: E402
 
 INDEX_PUT_ = inplace_of(INDEX_PUT, grad_fn_name="CopySlices")

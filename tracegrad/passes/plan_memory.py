@@ -5,8 +5,9 @@ Note [Memory plan]
    dtype as the result; not a program input, not escaping the program, the operand itself
    not a view) writes its result into that operand's buffer (`out=`); the two storages
    merge. A node producing an input-mutation result may likewise write straight into the
-   input's own buffer when nothing reads the old input afterwards, no guard follows, and
-   the input is not saved for backward: the copy-back then costs nothing. So may the
+   input's own buffer when nothing reads the old input afterwards, no guard and no op that
+   may fail on its values follows (Note [Errors inside compiled programs] in codegen.py),
+   and the input is not saved for backward: the copy-back then costs nothing. So may the
    earlier ops of its update chain (Note [Update chains]).
 2. Arena: the remaining large storages (>= `min_bytes`, produced by kernels that accept
    `out=`) are packed greedily by size into one arena: each takes the lowest offset that
@@ -53,6 +54,16 @@ def accepts_out(prim):
     return getattr(k, "accepts_out", False) or type(k).__name__ == "ufunc"
 
 
+def last_may_raise(g):
+    """Index of the last node whose kernel may fail on its operands' values, or -1."""
+    for i in range(len(g.nodes) - 1, -1, -1):
+        node = g.nodes[i]
+        m = node.prim.may_raise
+        if m is True or (m == "integer" and node.output.type.dtype.np.kind in "iub"):
+            return i
+    return -1
+
+
 def elementwise(prim):
     return getattr(prim, "elementwise", False)
 
@@ -86,6 +97,9 @@ def plan_memory(g, protected_inputs=(), min_bytes=ARENA_MIN_BYTES, arena=True,
             input_reads[storage[gd.value]] = max(input_reads.get(storage[gd.value], 0),
                                                  gd.position)
     last_guard = max((gd.position for gd in g.guards), default=-1)
+    # nothing writes into an input before an op that may still fail on its values: a call
+    # that fails then reruns eagerly (Note [Errors inside compiled programs] in codegen.py)
+    last_guard = max(last_guard, last_may_raise(g))
     mut_final = {b: a for a, b in g.mutations}
     # outputs other than the mutation results themselves (user outputs, saved values)
     n_out = {}

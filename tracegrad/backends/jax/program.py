@@ -44,6 +44,7 @@ class JaxProgram:
     """An executable graph on XLA (see module docstring)."""
 
     quiet = False
+    rerun_on_error = False       # Note [Errors inside compiled programs] in codegen.py
 
     def __init__(self, graph, name=None, writable=None, data_parallel=False, pack_out=None,
                  pack_in=None, follow_inputs=False, mutated=()):
@@ -218,6 +219,9 @@ class JaxProgram:
         if self._numpy is None:
             from ...codegen import build
             self._numpy = build(self.graph, self.name + "_numpy")
+        # (no memory plan: it writes into no input, so its error reruns the call eagerly,
+        # Note [Errors inside compiled programs] in codegen.py, when this is a forward program)
+        self._numpy.rerun_on_error = self.rerun_on_error
         arrays = [np.asarray(a) for a in arrays]
         if self.pack_in is not None:                 # saved values arrive packed
             arrays = self.pack_in.host_saved(0, arrays)
