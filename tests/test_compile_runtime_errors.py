@@ -174,3 +174,30 @@ def test_requires_grad_flag_set_inside_is_eagers_after_a_failure():
         return f, lambda: [tg.tensor(float(w.requires_grad)), w.grad]
     _same_runs(make, [lambda: (tg.tensor([0]),), lambda: (tg.tensor([4]),),
                       lambda: (tg.tensor([1]),)], "numpy")
+
+
+class _CheckedSqrt(tg.autograd.Function):
+    """A custom Function that refuses negative values, as user code does."""
+
+    @staticmethod
+    def forward(ctx, x):
+        if (x < 0).any():
+            raise ValueError("negative input")
+        return x.sqrt()
+
+    @staticmethod
+    def backward(ctx, g):
+        return g
+
+
+def test_custom_function_raising_on_values_after_an_update_leaves_eagers_state():
+    def make():
+        buf = tg.zeros(3)
+
+        def f(x, g):
+            with tg.no_grad():
+                buf.add_(g)                  # nothing reads buf after: may write in place
+            return _CheckedSqrt.apply(x).sum()
+        return f, lambda: [buf]
+    ok, neg = (lambda: (tg.ones(3), tg.ones(3))), (lambda: (-tg.ones(3), tg.ones(3)))
+    _same_runs(make, [ok, ok, neg, ok], "numpy")

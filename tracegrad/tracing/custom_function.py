@@ -161,7 +161,7 @@ def _primitive(cls, n, saves_out=False):
         prim = table[(n, saves_out)] = Primitive(
             _unique(f"{cls.__qualname__}.apply"), _kernel(cls), vjp=_vjp(cls),
             grad_fn_name=f"{cls.__name__}Backward", saves=tuple(range(n)),
-            saves_out=saves_out)
+            saves_out=saves_out, may_raise=True)        # user code may raise on values
         OPAQUE.add(prim)
     return prim
 
