@@ -201,3 +201,25 @@ def test_custom_function_raising_on_values_after_an_update_leaves_eagers_state()
         return f, lambda: [buf]
     ok, neg = (lambda: (tg.ones(3), tg.ones(3))), (lambda: (-tg.ones(3), tg.ones(3)))
     _same_runs(make, [ok, ok, neg, ok], "numpy")
+
+
+def test_a_guard_failing_inside_a_step_gives_the_cleared_grads_back():
+    """zero_grad clears `.grad` before the program; a guard failing inside it sends the
+    call to another path or a re-trace, which must start from the call's own `.grad`s (the
+    step reads them before its zero_grad)."""
+    def make():
+        w = tg.ones(3, requires_grad=True)
+        opt = tg.optim.SGD([w], lr=0.1)
+
+        def step(x):
+            scale = 1.0 if w.grad is None else 0.5
+            opt.zero_grad()
+            y = (w * x).sum() * scale
+            if (x.sum() > 0).item():         # a guard inside the program
+                y = y * 3
+            y.backward()
+            opt.step()
+            return y
+        return step, lambda: [w, w.grad]
+    pos, neg = (lambda: (tg.ones(3),)), (lambda: (-tg.ones(3),))
+    _same_runs(make, [pos, pos, neg, pos, neg, neg], "numpy")

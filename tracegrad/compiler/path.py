@@ -19,6 +19,7 @@ from .replay import replay_backward
 from .runner import build_runner
 from .._effects import attr_now, is_number
 from .._errors import RerunEagerly
+from ..ir.interpret import GuardFailed
 from .._tensor_storage import _root
 from .state import checker, first_failing
 from .trace_plan import leaf_hooks
@@ -192,8 +193,8 @@ class CompiledPath:
         try:
             res = (call(inputs) if call is not None
                    else self.forward_program(*[t._data for t in inputs]))
-        except RerunEagerly:                 # Note [Errors inside compiled programs]
-            for t, rg, grad in reversed(before):
+        except (RerunEagerly, GuardFailed):  # Note [Errors inside compiled programs]:
+            for t, rg, grad in reversed(before):     # the call starts again from its state
                 t._rg, t._grad = rg, grad
             raise
         part = self.part

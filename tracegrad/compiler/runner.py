@@ -106,7 +106,8 @@ def build_runner(path):
         lines.append(f"    roots = {{{', '.join('q' + c[1:] for c in tensor_caps)}}}")
         for i in range(n_args):
             lines.append(f"    if id(_root(a{i}._data)) in roots: {miss}")
-    restore = []                         # on RerunEagerly: as the call found them
+    restore = []       # on GuardFailed or RerunEagerly: as the call found them (another
+    # path, the re-trace or the eager run starts from the call's own state)
     for k, (pos, flag) in enumerate(path.pre_effects):
         lines += [f"    rg{k} = {names[pos]}._rg", f"    {names[pos]}.requires_grad_({flag})"]
         restore.insert(0, f"{names[pos]}._rg = rg{k}")
@@ -119,8 +120,9 @@ def build_runner(path):
     else:
         args_data = [f"{n}._data" for n in names[:n_args]] + [data[n] for n in names[n_args:]]
         call = f"_fn({', '.join(args_data)})"
-    body = ["    try:", f"        res = {call}", "    except _GuardFailed:",
-            "        raise", "    except Exception as e:", "        err = _prog.failed(e)"]
+    body = ["    try:", f"        res = {call}", "    except _GuardFailed:"]
+    body += [f"        {r}" for r in restore] + ["        raise", "    except Exception as e:",
+                                                 "        err = _prog.failed(e)"]
     if restore:                          # Note [Errors inside compiled programs] in codegen.py
         body += ["        if type(err) is _Rerun:"] + [f"            {r}" for r in restore]
     body.append("        raise err from None")
