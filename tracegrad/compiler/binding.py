@@ -58,6 +58,43 @@ class Binder:
         return leaves, (None if flat else tuple(struct)), containers
 
 
+    def snapshot(self, args, kwargs):
+        """What the containers among the arguments hold, per parameter: [(name, leaves,
+        structure)] (Note [Assignments into argument containers]); [] when unbindable."""
+        if self.sig is None:
+            named = [("arguments", [args, kwargs])]
+        else:
+            try:
+                ba = self.sig.bind(*args, **kwargs)
+            except TypeError:
+                return []
+            ba.apply_defaults()
+            named = list(ba.arguments.items())
+        out = []
+        for name, v in named:
+            leaves, struct = [], []
+            _walk(v, leaves, struct, [])
+            if any(s != 0 for s in struct):
+                out.append((name, leaves, struct))
+        return out
+
+
+def changed_argument(before, after):
+    """The name of the first parameter whose containers `after` (a `snapshot` taken after
+    the call) no longer hold as in `before`, or None.
+
+    Note [Assignments into argument containers]
+    `d["y"] = t`, `xs[0] = t`, `del d["k"]` or `xs += [t]` on a list or dict the caller
+    passed are bytecodes, not calls: the profile hook that reports `xs.append(t)` (Note
+    [Effects]) never sees them, and a cached path, which replays only the recorded ops,
+    would leave the caller's container as it was. So the trace compares what each argument's
+    containers hold (keys, lengths, and each item by identity) before and after the call."""
+    for (name, l0, s0), (_, l1, s1) in zip(before, after):
+        if s0 != s1 or len(l0) != len(l1) or any(a is not b for a, b in zip(l0, l1)):
+            return name
+    return None
+
+
 def _walk(x, leaves, struct, containers):
     t = type(x)
     if t in _FLAT or isinstance(x, Tensor):

@@ -41,7 +41,7 @@ from .pipeline import run_pipeline, stages_for
 from .record import Options
 from .trace_plan import record_from_trace
 from .._effects import replay_reads, watch_python
-from .binding import Binder
+from .binding import Binder, changed_argument
 from .state import changed_by_trace, owned_holders, scan
 
 log = logging.getLogger("tracegrad")
@@ -267,8 +267,15 @@ class CompiledFunction:
                 tracer.add_arg(x, names[i] if i < len(names) else f"a{i}")
                 n_args += 1
         external = set(containers) | scanned.containers
+        before = self.binder.snapshot(args, kwargs) if containers else []
         with tracer, watch_python(tracer, external) as watch:
             out = self.fn(*args, **kwargs)
+        changed = before and changed_argument(before, self.binder.snapshot(args, kwargs))
+        if changed:
+            code = getattr(self.fn, "__code__", None)
+            site = code and f"{code.co_filename}:{code.co_firstlineno} in {self.name}"
+            tracer.note_effect("mutation", f"an assignment into argument '{changed}' (a "
+                               "list or dict the caller holds)", None, site=site)
         tracer.check_numpy_writes()
         replay_reads(tracer, watch)
         outs, build = flatten(out, strict=True)

@@ -1,0 +1,89 @@
+"""Small general programs, written as PyTorch users write them, run eagerly and compiled over
+several calls with changing inputs: everything the caller can see must be the same
+(outputs, the caller's containers and tensors, version counters, generator state, errors).
+Each test is a divergence found by an adversarial review, minimized."""
+import warnings
+
+import numpy as np
+import pytest
+
+import tracegrad as tg
+
+
+def _t(seed, *shape, requires_grad=False):
+    a = np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+    return tg.tensor(a, requires_grad=requires_grad)
+
+
+def _view(x):
+    """What a caller sees of a value: tensors by bytes, dtype, shape, flags and version."""
+    if isinstance(x, tg.Tensor):
+        return ("T", x.detach().numpy().tobytes(), str(x.dtype), tuple(x.shape),
+                x.requires_grad, x.grad_fn is None, x._version)
+    if isinstance(x, (list, tuple)):
+        return type(x).__name__, [_view(v) for v in x]
+    if isinstance(x, dict):
+        return "dict", [(k, _view(v)) for k, v in x.items()]
+    return x
+
+
+def _both(fn, make, calls=4, backend="numpy", observe=None):
+    """[(eager record, compiled record)] per call; a record is what `observe(args, out)`
+    returns (default: the output and the arguments), or the error's type and message."""
+    observe = observe or (lambda args, out: (_view(out), _view(args)))
+    records = []
+    for compiled in (False, True):
+        f = tg.compile(fn, backend=backend) if compiled else fn
+        tg.manual_seed(0)
+        rec = []
+        for i in range(calls):
+            args = make(i)
+            try:
+                out = f(*args)
+            except Exception as e:              # noqa: BLE001 -- compared with eager's
+                rec.append((type(e).__name__, str(e).split("\n")[0], _view(args)))
+            else:
+                rec.append(observe(args, out))
+            rec.append(tg.rand(()).item())      # the generator, as the call left it
+        records.append(rec)
+    return records
+
+
+def _assert_same(records):
+    eager, compiled = records
+    for k, (e, c) in enumerate(zip(eager, compiled)):
+        assert e == c, f"record {k}: eager {e!r} != compiled {c!r}"
+
+
+# -- assignments into the caller's containers (Note [Assignments into argument containers])
+
+def test_item_assignment_into_a_dict_argument_reaches_the_caller():
+    def f(batch):
+        batch["y"] = batch["x"] * 2           # STORE_SUBSCR: no call a profiler sees
+        batch["n"] = batch.get("n", 0) + 1
+        return batch["y"].sum()
+
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        _assert_same(_both(f, lambda i: ({"x": _t(i, 3, requires_grad=True)},)))
+    assert any("argument 'batch'" in str(x.message) for x in w)
+
+
+@pytest.mark.parametrize("body", ["setitem", "iadd", "delitem", "accumulate"])
+def test_list_and_dict_arguments_changed_by_bytecodes(body):
+    def f(xs, d):
+        if body == "setitem":
+            xs[0] = xs[0] * 3
+        elif body == "iadd":
+            xs += [xs[1] + 1]
+        elif body == "delitem":
+            del d["b"]
+        else:
+            d["acc"] = d["acc"] + xs[0].sum()
+        return xs[1] * 2
+
+    def make(i):
+        return [_t(i, 2), _t(i + 9, 2)], {"b": 1.0, "acc": tg.zeros(())}
+
+    with pytest.warns(UserWarning, match="an assignment into argument"):
+        _assert_same(_both(f, make))
