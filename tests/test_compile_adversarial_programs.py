@@ -87,3 +87,73 @@ def test_list_and_dict_arguments_changed_by_bytecodes(body):
 
     with pytest.warns(UserWarning, match="an assignment into argument"):
         _assert_same(_both(f, make))
+
+
+# -- an error after in-place updates (Note [Errors after in-place updates]) --
+
+def test_in_place_update_before_an_out_of_range_index_is_kept_as_eager_keeps_it():
+    def f(x, idx):
+        y = x * 2
+        x.mul_(3)                             # eager applies this before the error below
+        z = y[idx]
+        x.add_(1)
+        return z
+
+    _assert_same(_both(f, lambda i: (tg.ones(3), tg.tensor([[0], [1], [7], [2]][i]))))
+
+
+def test_update_written_straight_into_the_input_waits_for_the_index_that_may_raise():
+    def f(x, w, idx):
+        x.mul_(w)                             # elementwise: the plan may write it into x
+        return w[idx]
+
+    def make(i):
+        return tg.ones(3), tg.full((3,), 2.0), tg.tensor([[0], [1], [7], [2]][i])
+
+    _assert_same(_both(f, make))
+    prog = tg.compile(f)
+    prog(*make(0))
+    assert "out=i0" not in prog.programs[0].forward_program.code
+
+
+def test_index_put_out_of_range_names_the_op_eager_names():
+    def f(x, idx):
+        x[idx] = 5.0
+        return x * 1
+
+    _assert_same(_both(f, lambda i: (tg.ones(3), tg.tensor([[0], [1], [3], [2]][i]))))
+
+
+def test_an_error_the_function_catches_itself():
+    def f(x, idx):
+        try:
+            return x[idx] * 2
+        except IndexError:                    # eager catches it; a program runs no `except`
+            return x[:1] * 0
+
+    _assert_same(_both(f, lambda i: (tg.arange(3.0), tg.tensor([[0], [1], [5], [2]][i]))))
+
+
+def test_random_draw_before_an_error_advances_the_generator_as_eager():
+    def f(x, idx):
+        noise = tg.randn(3)
+        return x[idx] + noise[0]
+
+    _assert_same(_both(f, lambda i: (_t(i, 3), tg.tensor([[0], [1], [7], [2]][i]))))
+
+
+@pytest.mark.parametrize("program", ["mutation", "draw"])
+def test_errors_after_effects_on_the_jax_backend(program):
+    pytest.importorskip("jax")
+
+    def mutation(x, idx):
+        y = x * 2
+        x.mul_(3)
+        return y[idx]
+
+    def draw(x, idx):
+        return x[idx] + tg.randn(3)[0]
+
+    fn = mutation if program == "mutation" else draw
+    _assert_same(_both(fn, lambda i: (tg.ones(3), tg.tensor([[0], [1], [7], [2]][i])),
+                       backend="jax"))

@@ -29,6 +29,15 @@ class Program:
         self.filename = filename
         self._line_sites = line_sites
         self.quiet = quiet
+        self.first_input_write = None        # first generated line writing a program input
+
+    def inputs_untouched(self, e):
+        """Whether the program raised `e` before writing any of its inputs in place (Note
+        [Errors after in-place updates] in compiler/function.py)."""
+        if self.first_input_write is None:
+            return True
+        line = _failing_line(e, self)
+        return line is not None and line < self.first_input_write
 
     owned = False
 
@@ -57,11 +66,17 @@ class Program:
         """The exception to raise for `e` raised inside the program: the error eager execution
         raises for that op (same type and message), noted with the user's source line."""
         _annotate(e, self)
+        untouched = self.inputs_untouched(e)
+        try:
+            e._tracegrad_inputs_untouched = untouched
+        except AttributeError:
+            pass
         if not isinstance(e, (ValueError, IndexError, TypeError)):
             return e
         new = _as_eager_error(e, self)
         if new is e:
             return e
+        new._tracegrad_inputs_untouched = untouched
         for note in getattr(e, "__notes__", ()):
             new.add_note(note)
         return new.with_traceback(e.__traceback__)
@@ -233,6 +248,7 @@ def build(graph, name=None, keep_inputs=True, plan=None, poison=False, owned_inp
     poisoned = _poison_points(graph, plan) if poison else {}
     line_sites = {}
     line_prims = {}                          # generated line -> primitive (error translation)
+    first_write = None                       # the first line writing a program input
     for i, n in enumerate(graph.nodes):
         for k, gd in guards.get(i, ()):
             for part in _guard_src(gd, k, names[gd.value], em).split("\n"):
@@ -268,6 +284,8 @@ def build(graph, name=None, keep_inputs=True, plan=None, poison=False, owned_inp
         if plan is not None:
             if i in plan.into_input:
                 args.append(f"out=i{plan.into_input[i]}")
+                if first_write is None:
+                    first_write = len(lines) + 1
             elif i in plan.takeover:
                 args.append(f"out={names[n.inputs[plan.takeover[i]]]}")
             elif arena is not None and n.output in arena.index:
@@ -297,6 +315,7 @@ def build(graph, name=None, keep_inputs=True, plan=None, poison=False, owned_inp
     fn = em.globals[_ident(fname)]
     prog = Program(graph, fn, code, filename, line_sites, quiet=em.quiet)
     prog._line_prims = line_prims
+    prog.first_input_write = first_write
     prog.owned = owned_inputs
     return prog
 

@@ -167,6 +167,8 @@ class CompiledFunction:
                 self.stats.cache_hits += 1
                 self._last_key = key
                 return out
+            if type(reason) is _Rerun:
+                return self._rerun(reason, args, kwargs)
         self._last_key = key
         with self._trace_lock:
             # Threads that miss together trace one at a time; a path another thread added
@@ -181,6 +183,8 @@ class CompiledFunction:
                     if reason is None:
                         self.stats.cache_hits += 1
                         return out
+                    if type(reason) is _Rerun:
+                        return self._rerun(reason, args, kwargs)
             return self._trace(key, entry, args, kwargs, leaves, reason, containers)
 
     def _run_cached(self, entry, tensors):
@@ -199,9 +203,7 @@ class CompiledFunction:
             try:
                 outs, bad = path.call(tensors)
             except GuardFailed as gf:
-                for gen, r, state, seed in rng:  # undo draws made before the failed guard
-                    gen._rng, gen._seed = r, seed
-                    r.bit_generator.state = state
+                _restore_rng(rng)                # undo draws made before the failed guard
                 prefix = path.outcomes[:gf.index] + [gf.actual]
                 nxt = next((p for p in entry.paths if id(p) not in tried
                             and _prefix_eq(p.outcomes, prefix)), None)
@@ -212,6 +214,11 @@ class CompiledFunction:
                                   f"{gd.expected!r}, got {gf.actual!r}")
                 path = nxt
                 continue
+            except Exception as e:
+                if not getattr(e, "_tracegrad_inputs_untouched", False):
+                    raise
+                _restore_rng(rng)                # see Note [Errors after in-place updates]
+                return None, _Rerun(e)
             if bad is not None:
                 first_bad = first_bad or bad
                 path = next((p for p in entry.paths if id(p) not in tried), None)
@@ -219,6 +226,19 @@ class CompiledFunction:
             entry.last = path
             return path.rebuild_outputs(outs), None
         return None, first_bad or getattr(entry, "unstable_reason", "no path")
+
+    def _rerun(self, rerun, args, kwargs):
+        """Run the call eagerly after its program raised (Note [Errors after in-place
+        updates]); eager raising the same error gets the program's note naming the op."""
+        self.stats.eager_calls += 1
+        try:
+            return self.fn(*args, **kwargs)
+        except Exception as e:
+            err = rerun.error
+            if type(e) is type(err) and str(e) == str(err):
+                for note in getattr(err, "__notes__", ()):
+                    e.add_note(note)
+            raise
 
     def _trace(self, key, entry, args, kwargs, leaves, reason, containers=()):
         """Run the call eagerly while recording it, and cache the path (Note [Paths])."""
@@ -427,6 +447,30 @@ def _rng_states(path):
                  for a in n.inputs if isinstance(a, Generator)}
         gens = path._generators = list(found.values())
     return [(g, g._rng, g._rng.bit_generator.state, g._seed) for g in gens]
+
+
+# Note [Errors after in-place updates]
+# When an op raises on this call's data (an index out of range), eager execution has already
+# applied what came before it: in-place updates the caller sees, `.grad`s set by a
+# backward(), random draws, Python calls; and the function itself may catch the error
+# (`try: y = x[i] except IndexError: ...`). A compiled path applies its effects after its
+# program (mutations copied back, effects replayed) and runs no user code, so it could do
+# none of that. Its program writes an input in place only from a known line on
+# (`Program.first_input_write`: memory planning writes no input before the last guard or
+# the last op that may raise, `passes/plan_memory.py` `may_raise`), so when it raised before
+# that line the inputs are as the call found them: the call then runs again eagerly, from
+# the generators' states before the program, and does exactly what eager does.
+class _Rerun:
+    """`_run_cached`'s answer when the program raised `error` with its inputs untouched."""
+
+    def __init__(self, error):
+        self.error = error
+
+
+def _restore_rng(snapshot):
+    for gen, r, state, seed in snapshot:
+        gen._rng, gen._seed = r, seed
+        r.bit_generator.state = state
 
 
 def _prefix_eq(outcomes, prefix):

@@ -85,7 +85,10 @@ def plan_memory(g, protected_inputs=(), min_bytes=ARENA_MIN_BYTES, arena=True,
         if storage[gd.value] in inputs:
             input_reads[storage[gd.value]] = max(input_reads.get(storage[gd.value], 0),
                                                  gd.position)
-    last_guard = max((gd.position for gd in g.guards), default=-1)
+    # no input is written before the last guard nor before the last op that may raise on
+    # this call's data (Note [Errors after in-place updates] in compiler/function.py)
+    last_guard = max([gd.position for gd in g.guards]
+                     + [i for i, n in enumerate(g.nodes) if may_raise(n)], default=-1)
     mut_final = {b: a for a, b in g.mutations}
     # outputs other than the mutation results themselves (user outputs, saved values)
     n_out = {}
@@ -169,6 +172,20 @@ def plan_memory(g, protected_inputs=(), min_bytes=ARENA_MIN_BYTES, arena=True,
     plan.planned_peak = top + unplanned
     plan.chain_root = {v: rep(v) for v in live.first}
     return plan
+
+
+_VALUE_CHECKED = frozenset(("binary_cross_entropy", "multinomial"))
+
+
+def may_raise(node):
+    """Whether `node` may raise on the values of a call whose shapes match the trace's: an
+    op reading integer or bool tensors (indices out of range, integer division by zero or
+    negative powers), one that checks float values (`binary_cross_entropy`'s range,
+    `multinomial`'s probabilities), or a custom `autograd.Function` (user code)."""
+    from ..tracing.custom_function import OPAQUE
+    if node.prim.name in _VALUE_CHECKED or node.prim in OPAQUE:
+        return True
+    return any(_is_val(a) and not a.type.dtype.is_floating_point for a in node.inputs)
 
 
 def _update_chains(g, plan, live, inputs, input_reads, last_guard, returned, reordered):
