@@ -157,3 +157,12 @@ def test_errors_after_effects_on_the_jax_backend(program):
     fn = mutation if program == "mutation" else draw
     _assert_same(_both(fn, lambda i: (tg.ones(3), tg.tensor([[0], [1], [7], [2]][i])),
                        backend="jax"))
+
+
+# -- Python reading a tensor's values --
+
+def test_randperm_draws_on_every_call():
+    def f(x):
+        return x[tg.randperm(4)]
+
+    _assert_same(_both(f, lambda i: (tg.arange(4.0),), calls=5))

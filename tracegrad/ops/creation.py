@@ -329,9 +329,23 @@ def randint(low=0, high=None, size=None, *, generator=None, dtype=None, device=N
                    requires_grad, generator, low=int(low), high=int(high))
 
 
-def randperm(n, *, generator=None, dtype=None):
-    g = generator or default_generator
-    return from_array(g._rng.permutation(n).astype((D.as_dtype(dtype) if dtype else D.int64).np))
+def _randperm_kernel(gen, shape, dtype):
+    return gen._rng.permutation(shape[0]).astype(dtype, copy=False)
+
+
+# a draw like the others (impure, the generator an input): a compiled call draws anew
+RANDPERM = Primitive("randperm", _randperm_kernel, impure=True, shape_rule=SR.attr_shape)
+
+
+def randperm(n, *, generator=None, dtype=None, device=None, requires_grad=False):
+    """A random permutation of 0..n-1 (int64 unless `dtype` says otherwise)."""
+    check_device(device)
+    d = D.as_dtype(dtype) if dtype else D.int64
+    t = dispatch(RANDPERM, (generator or default_generator,),
+                 dict(shape=(int(n),), dtype=d.np))
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
 
 
 def normal(mean=0.0, std=1.0, size=None, *, generator=None):
