@@ -166,3 +166,35 @@ def test_randperm_draws_on_every_call():
         return x[tg.randperm(4)]
 
     _assert_same(_both(f, lambda i: (tg.arange(4.0),), calls=5))
+
+
+# -- generators used inside --
+
+def test_generator_state_restored_inside_runs_eagerly_with_a_warning():
+    def f(x):
+        state = tg.default_generator.get_state()
+        a = tg.randn(2)
+        tg.default_generator.set_state(state)   # b repeats a's draw, on every call
+        return x + a, x + tg.randn(2)
+
+    with pytest.warns(UserWarning, match="set_state"):
+        _assert_same(_both(f, lambda i: (tg.zeros(2),)))
+
+
+def test_fresh_seed_inside_is_not_replayed_as_a_constant():
+    @tg.compile
+    def f(x):
+        tg.seed()
+        return x + tg.randn(2)
+
+    with pytest.warns(UserWarning, match="seed"):
+        draws = [f(tg.zeros(2)).tolist() for _ in range(3)]
+    assert draws[0] != draws[1] != draws[2]
+
+
+def test_seeded_generator_made_inside_draws_the_same_on_every_call():
+    def f(x):
+        gen = tg.Generator(5)
+        return x + tg.randn(2, generator=gen), x + tg.rand(2, generator=tg.Generator(6))
+
+    _assert_same(_both(f, lambda i: (tg.zeros(2),)))
