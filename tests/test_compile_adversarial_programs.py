@@ -168,6 +168,37 @@ def test_randperm_draws_on_every_call():
     _assert_same(_both(f, lambda i: (tg.arange(4.0),), calls=5))
 
 
+@pytest.mark.parametrize("read", ["asarray", "array_item", "str", "fstring"])
+def test_python_reading_values_through_numpy_or_printing_is_a_guard(read):
+    def f(x):
+        if read == "asarray":
+            s = float(np.asarray(x).sum())
+        elif read == "array_item":
+            s = float(np.array(x)[0])
+        elif read == "str":
+            s = float(len(str(x)))
+        else:
+            s = float(len(f"{x}"))
+        return x * s
+
+    _assert_same(_both(f, lambda i: (tg.tensor([[1.0, 2.0], [3.0, 40.0], [1.0, 2.0]][i % 3]),),
+                       calls=5))
+
+
+def test_format_spec_on_a_zero_dim_tensor_formats_its_value():
+    loss = tg.tensor(1.5)                     # as PyTorch: the value's own format
+    assert f"{loss:.2f}" == "1.50" and f"{loss}" == "1.5" and f"{tg.tensor(3)}" == "3"
+    assert f"{tg.tensor([1.0, 2.0])}" == str(tg.tensor([1.0, 2.0]))
+    with pytest.raises(TypeError):
+        f"{tg.tensor([1.0, 2.0]):.2f}"
+
+    @tg.compile
+    def label(x):
+        return f"{x.sum():.1f}"
+
+    assert [label(tg.tensor([v, 1.0])) for v in (1.0, 2.0, 1.0)] == ["2.0", "3.0", "2.0"]
+
+
 # -- generators used inside --
 
 def test_generator_state_restored_inside_runs_eagerly_with_a_warning():
