@@ -199,6 +199,38 @@ def test_format_spec_on_a_zero_dim_tensor_formats_its_value():
     assert [label(tg.tensor([v, 1.0])) for v in (1.0, 2.0, 1.0)] == ["2.0", "3.0", "2.0"]
 
 
+# -- tensor attributes set inside --
+
+def test_requires_grad_attribute_set_on_an_argument_on_every_call():
+    def f(x):
+        x.requires_grad = True
+        return x * 2
+
+    _assert_same(_both(f, lambda i: (_t(i, 3),),
+                       observe=lambda a, o: (_view(o), a[0].requires_grad)))
+
+
+def test_assigning_data_of_an_argument_runs_eagerly_with_a_warning():
+    def f(x):
+        x.data = x.data * 2
+        return x * 1
+
+    with pytest.warns(UserWarning, match="assigning .data"):
+        _assert_same(_both(f, lambda i: (_t(i, 3, requires_grad=True),)))
+
+
+def test_returned_data_has_its_own_version_counter():
+    def f(x):
+        return x.data
+
+    def observe(args, out):
+        with tg.no_grad():
+            args[0].add_(1)                   # bumps x's version, not out's
+        return _view(out), args[0]._version
+
+    _assert_same(_both(f, lambda i: (_t(i, 2, 3, requires_grad=True),), observe=observe))
+
+
 # -- generators used inside --
 
 def test_generator_state_restored_inside_runs_eagerly_with_a_warning():

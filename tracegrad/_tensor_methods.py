@@ -372,6 +372,8 @@ def _get_data(self):
 def _set_data(self, value):
     if not isinstance(value, Tensor):
         raise op_error(TracegradTypeError, "data", "data must be set to a Tensor")
+    # the tensor now holds other memory: no trace records that (Note [Effects])
+    _effects.note("data_set", "assigning .data", self)
     self._data = value._data
 
 
