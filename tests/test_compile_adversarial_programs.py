@@ -261,3 +261,16 @@ def test_seeded_generator_made_inside_draws_the_same_on_every_call():
         return x + tg.randn(2, generator=gen), x + tg.rand(2, generator=tg.Generator(6))
 
     _assert_same(_both(f, lambda i: (tg.zeros(2),)))
+
+
+def test_numpy_operand_of_another_dtype_is_cast_as_eager_casts_it():
+    def f(x, w):
+        return x * np.arange(3), (w + np.ones(3, dtype=np.float64)).sum()
+
+    def make(i):
+        return _t(i, 3, requires_grad=True), _t(i + 5, 3)
+
+    _assert_same(_both(f, make))
+    x = _t(0, 3, requires_grad=True)
+    tg.compile(f)(x, _t(1, 3))[0].sum().backward()
+    assert x.grad.dtype == tg.float32 and x.grad.tolist() == [0.0, 1.0, 2.0]

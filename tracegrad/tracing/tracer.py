@@ -290,6 +290,12 @@ class Tracer:
                     v, arr = self._cast(v, arr, want)
                 ins.append(v)
                 arrays.append(arr)
+            elif want is not None and isinstance(a, np.ndarray) and a.dtype != want:
+                # a numpy operand: eager casts it to the op's dtype before the kernel
+                # (`_dispatch._cast`), so the program must too, or numpy would promote
+                v, arr = self._cast(a, a, want)
+                ins.append(v)
+                arrays.append(arr)
             else:
                 ins.append(a)
                 arrays.append(a)
