@@ -2,6 +2,7 @@
 several calls with changing inputs: everything the caller can see must be the same
 (outputs, the caller's containers and tensors, version counters, generator state, errors).
 Each test is a divergence found by an adversarial review, minimized."""
+import collections
 import warnings
 
 import numpy as np
@@ -274,3 +275,72 @@ def test_numpy_operand_of_another_dtype_is_cast_as_eager_casts_it():
     x = _t(0, 3, requires_grad=True)
     tg.compile(f)(x, _t(1, 3))[0].sum().backward()
     assert x.grad.dtype == tg.float32 and x.grad.tolist() == [0.0, 1.0, 2.0]
+
+
+# -- containers of other kinds (Note [Container kinds]) --
+
+def _calls(make, calls=4):
+    """The eager and the compiled results of `fn` over `calls` calls, each from fresh state:
+    `make()` -> (function, observe); `observe()` is what the caller sees after the calls."""
+    out = []
+    for compiled in (False, True):
+        f, observe = make()
+        g = tg.compile(f) if compiled else f
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            res = [_view(g(_t(i, 2))) for i in range(calls)]
+        out.append((res, observe()))
+    return out
+
+
+@pytest.mark.parametrize("kind", ["deque", "set", "list_subclass", "defaultdict"])
+def test_closure_containers_of_other_kinds_change_as_in_eager(kind):
+    class Log(list):
+        pass
+
+    def make():
+        if kind == "deque":
+            q = collections.deque(maxlen=2)
+
+            def f(x):
+                q.append(x * 1)              # a moving window of the last two inputs
+                return sum(q)
+            return f, lambda: len(q)
+        if kind == "set":
+            seen = set()
+
+            def f(x):
+                seen.add(len(seen))
+                return x * len(seen)
+            return f, lambda: sorted(seen)
+        if kind == "list_subclass":
+            count = Log([0.0])
+
+            def f(x):
+                count[0] = count[0] + 1
+                return x * count[0]
+            return f, lambda: list(count)
+        hist = collections.defaultdict(list)
+
+        def f(x):
+            hist["loss"].append(x.sum())
+            return x * len(hist["loss"])
+        return f, lambda: len(hist["loss"])
+
+    eager, compiled = _calls(make)
+    assert eager == compiled
+
+
+def test_list_subclass_argument_appended_to_reaches_the_caller():
+    class Batch(list):
+        pass
+
+    def f(x, out):
+        out.append(x * 2)
+        return x * len(out)
+
+    def make(i):
+        return _t(i, 2), Batch()
+
+    with pytest.warns(UserWarning, match="append"):
+        _assert_same(_both(f, make, observe=lambda a, o: (_view(o), _view(list(a[1])))))

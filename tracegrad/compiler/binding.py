@@ -17,6 +17,7 @@ import inspect
 import math
 
 from .._tensor import Tensor
+from .state import MUTABLE_COLLECTIONS
 
 _FLAT = (Tensor, bool, int, float, str, type(None))
 
@@ -106,13 +107,13 @@ def _walk(x, leaves, struct, containers):
         for v in x.values():
             _walk(v, leaves, struct, containers)
     elif isinstance(x, (tuple, list)):
-        if t is list:
+        if isinstance(x, list):              # subclasses too (Note [Container kinds])
             containers.append(id(x))
         struct.append(("l", t, len(x)))
         for v in x:
             _walk(v, leaves, struct, containers)
     else:
-        if isinstance(x, (set, bytearray)):
+        if isinstance(x, MUTABLE_COLLECTIONS):  # a set, a deque: their mutators are effects
             containers.append(id(x))
         leaves.append(x)
         struct.append(0)

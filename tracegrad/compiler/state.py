@@ -28,6 +28,8 @@ appended item or an added hook re-traces. Reads beyond this reach (values behind
 nesting deeper than MAX_NEST) are not guarded: pass such values as arguments. A function that changes scalar state it reads (a call counter)
 re-traces on each call until `cache_limit`, then runs eagerly, which is what eager gives.
 """
+import collections
+import collections.abc as abc
 import types
 
 import numpy as np
@@ -47,6 +49,14 @@ _MODULE_INTERNALS = frozenset(("_parameters", "_buffers", "_modules", "_forward_
                                "_forward_pre_hooks", "_non_persistent_buffers_set",
                                "_orig_mod", "_compiled"))
 _LEN = object()         # key of a length guard
+# Note [Container kinds]
+# Containers are recognised by kind, not by exact type: a list subclass, an OrderedDict or
+# defaultdict, a deque (walked like lists and dicts: their items by place, their length)
+# and sets or other mutable collections (only their length: their items have no place) are
+# containers too, so mutating one is reported (`_effects.watch_python`) or guarded. Exact
+# types alone let `q = deque(maxlen=2); q.append(x)` or `seen = set(); seen.add(k)` in a
+# closure change on every eager call while a cached path replayed the first call's contents.
+MUTABLE_COLLECTIONS = (set, bytearray, abc.MutableSet, abc.MutableSequence, abc.MutableMapping)
 
 
 class StateGuard:
@@ -299,8 +309,12 @@ class _Scanner:
             return                           # library callables: identity is enough
         elif nest <= 0:
             return
-        elif type(v) in (list, tuple, dict) or isinstance(v, dict):
-            self.container(v, where, depth, nest)
+        elif isinstance(v, (list, tuple, dict, collections.deque)):
+            self.container(v, where, depth, nest)   # subclasses too (Note [Container kinds])
+        elif isinstance(v, MUTABLE_COLLECTIONS):
+            self.seen.add(id(v))                  # a set: its mutators are effects and its
+            self.containers.add(id(v))            # length is guarded; items not walked
+            self.guards.append(StateGuard(v, _LEN, len(v), "len", where))
         elif force or _is_plain_object(v, callable_ok=True):
             self.plain_object(v, where, depth, nest)
 
@@ -308,12 +322,13 @@ class _Scanner:
         if len(v) > MAX_ITEMS:
             return
         self.seen.add(id(v))
-        if type(v) is not tuple:
+        mutable = not isinstance(v, tuple)
+        if mutable:
             self.containers.add(id(v))
             self.guards.append(StateGuard(v, _LEN, len(v), "len", where))
         items = v.items() if isinstance(v, dict) else enumerate(v)
         for k, x in list(items):
-            self.value_in(v if type(v) is not tuple else None, k, x,
+            self.value_in(v if mutable else None, k, x,
                           f"{where}[{_short(k)}]", depth, nest=nest - 1)
 
     def plain_object(self, v, where, depth, nest):
