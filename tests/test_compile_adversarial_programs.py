@@ -3,6 +3,7 @@ several calls with changing inputs: everything the caller can see must be the sa
 (outputs, the caller's containers and tensors, version counters, generator state, errors).
 Each test is a divergence found by an adversarial review, minimized."""
 import collections
+import itertools
 import warnings
 
 import numpy as np
@@ -344,3 +345,54 @@ def test_list_subclass_argument_appended_to_reaches_the_caller():
 
     with pytest.warns(UserWarning, match="append"):
         _assert_same(_both(f, make, observe=lambda a, o: (_view(o), _view(list(a[1])))))
+
+
+# -- iterators from outside (Note [Iterators]) --
+
+@pytest.mark.parametrize("kind", ["list", "generator", "count", "loader"])
+def test_next_on_an_iterator_from_outside_advances_it_on_every_call(kind):
+    def make():
+        if kind == "list":
+            it = iter([_t(i, 2) for i in range(6)])
+        elif kind == "generator":
+            it = (_t(i, 2) for i in range(6))
+        elif kind == "count":
+            it = (tg.full((2,), float(k)) for k in itertools.count())
+        else:
+            data = tg.utils.data.TensorDataset(_t(0, 12, 2))
+            it = iter(tg.utils.data.DataLoader(data, batch_size=2))
+
+        def step(w):
+            batch = next(it)                  # as a training step taking the next batch
+            x = batch[0] if isinstance(batch, list) else batch
+            return (x * w).sum()
+        return step, lambda: next(it)
+
+    records = []
+    for compiled in (False, True):
+        step, rest = make()
+        f = tg.compile(step) if compiled else step
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            records.append(([_view(f(_t(9, 2))) for _ in range(4)], _view(rest())))
+        if compiled:
+            assert any("a Python iterator from outside" in str(x.message) for x in w)
+    assert records[0] == records[1]
+
+
+def test_shuffled_loader_iterated_inside_reshuffles_every_call():
+    data = tg.utils.data.TensorDataset(_t(0, 6, 2), _t(1, 6))
+    w = _t(5, 2)
+    records = []
+    for compiled in (False, True):
+        loader = tg.utils.data.DataLoader(data, batch_size=2, shuffle=True)
+
+        def epoch():
+            return [(x @ w - y).tolist() for x, y in loader]
+
+        f = tg.compile(epoch) if compiled else epoch
+        tg.manual_seed(0)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            records.append([f() for _ in range(3)] + [tg.rand(()).item()])
+    assert records[0] == records[1]

@@ -42,7 +42,7 @@ from .record import Options
 from .trace_plan import record_from_trace
 from .._effects import replay_reads, watch_python
 from .binding import Binder, changed_argument
-from .state import changed_by_trace, owned_holders, scan
+from .state import advanced, changed_by_trace, owned_holders, scan
 
 log = logging.getLogger("tracegrad")
 
@@ -290,10 +290,14 @@ class CompiledFunction:
         before = self.binder.snapshot(args, kwargs) if containers else []
         with tracer, watch_python(tracer, external) as watch:
             out = self.fn(*args, **kwargs)
+        code = getattr(self.fn, "__code__", None)
+        site = code and f"{code.co_filename}:{code.co_firstlineno} in {self.name}"
+        moved = advanced(scanned.iterators)
+        if moved:
+            tracer.note_effect("iterator", f"advancing {moved}, a Python iterator from "
+                               "outside the function", None, site=site)
         changed = before and changed_argument(before, self.binder.snapshot(args, kwargs))
         if changed:
-            code = getattr(self.fn, "__code__", None)
-            site = code and f"{code.co_filename}:{code.co_firstlineno} in {self.name}"
             tracer.note_effect("mutation", f"an assignment into argument '{changed}' (a "
                                "list or dict the caller holds)", None, site=site)
         tracer.check_numpy_writes()

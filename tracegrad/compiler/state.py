@@ -198,6 +198,54 @@ def _holders(scanner):
         id(g.holder) for gs in scanner.bindings.values() for g in gs}
 
 
+# Note [Iterators]
+# `x, y = next(batches)` or `for b in it: ...; break` on an iterator from outside the
+# function (a DataLoader's iterator, a generator, `itertools.count()`) advances it: an effect
+# no IR node replays, and no call a profile hook reliably sees (`next` does not say on
+# what, a `for` loop calls nothing). A cached path would replay the first call's items on
+# every call. So the scan notes every iterator it reaches with a fingerprint of how far it
+# is (`progress`), and a trace that moved one runs such calls eagerly, with a warning.
+
+def progress(it, depth=0):
+    """A value that changes when iterator `it` advances; None when unknown (then `advanced`
+    assumes it did): a generator's suspended position and locals (and the generator it
+    delegates to), a builtin iterator's pickled state, a Python iterator's attributes."""
+    if depth > 4:
+        return None
+    if hasattr(it, "gi_frame"):                      # a generator
+        frame = it.gi_frame
+        if frame is None:
+            return ("exhausted",)
+        inner = it.gi_yieldfrom
+        return (frame.f_lasti, tuple(_fingerprint(v, depth) for v in frame.f_locals.values()),
+                None if inner is None else progress(inner, depth + 1))
+    d = getattr(it, "__dict__", None)
+    if d is not None:
+        return tuple((k, _fingerprint(v, depth)) for k, v in d.items())
+    try:
+        return _fingerprint(it.__reduce__(), depth)
+    except Exception:                                # noqa: BLE001 -- unknown: None
+        return None
+
+
+def _fingerprint(x, depth):
+    if isinstance(x, _SCALARS):
+        return x
+    if type(x) is tuple:
+        return tuple(_fingerprint(v, depth) for v in x)
+    if isinstance(x, abc.Iterator):
+        return (id(x), progress(x, depth + 1))
+    return id(x)
+
+
+def advanced(iterators):
+    """The `where` of the first iterator the trace moved (Note [Iterators]), or None."""
+    for it, where, before in iterators:
+        if before is None or progress(it) != before:
+            return where
+    return None
+
+
 def changed_by_trace(guards, owned):
     """(dropped, changed): guards that no longer hold right after the trace, split into
     those on state that replayed calls own (dropped: replaying rewrites it) and the others
@@ -240,6 +288,7 @@ class _Scanner:
         self.seen = set()
         self.containers = set()
         self.code_names = set()          # attribute names the scanned code reads
+        self.iterators = []              # [(iterator, where, progress)] (Note [Iterators])
 
     def function(self, fn, depth):
         owner = getattr(fn, "__self__", None)
@@ -285,6 +334,8 @@ class _Scanner:
         if id(v) in self.seen:
             self.guard(holder, key, v, "is", where)
             return
+        if isinstance(v, abc.Iterator):
+            self.iterators.append((v, where, progress(v)))
         if isinstance(v, types.ModuleType):
             self.guard(holder, key, v, "is", where)
             if not _is_library_name(v.__name__):
