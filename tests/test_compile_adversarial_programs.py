@@ -396,3 +396,14 @@ def test_shuffled_loader_iterated_inside_reshuffles_every_call():
             warnings.simplefilter("ignore")
             records.append([f() for _ in range(3)] + [tg.rand(()).item()])
     assert records[0] == records[1]
+
+
+def test_printing_a_tensor_inside_stays_compiled():
+    @tg.compile
+    def f(x):
+        print(x)                              # reported once; printing reads no guard
+        return x * 2
+
+    with pytest.warns(UserWarning, match="print"):
+        outs = [f(tg.full((2,), float(i))).tolist() for i in range(3)]
+    assert outs == [[0.0, 0.0], [2.0, 2.0], [4.0, 4.0]] and f.stats.traces == 1

@@ -221,7 +221,8 @@ _plain_repr = Tensor.__repr__
 
 
 def _repr(self):
-    if trace_hook.get() is not None:         # str(t), f"{t}", print(t): every value read
+    hook = trace_hook.get()                  # str(t), f"{t}": Python reads every value
+    if hook is not None and not getattr(hook.__self__, "printing", 0):
         _observe(self, "numpy", self._data)
     return _plain_repr(self)
 
