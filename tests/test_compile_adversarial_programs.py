@@ -407,3 +407,23 @@ def test_printing_a_tensor_inside_stays_compiled():
     with pytest.warns(UserWarning, match="print"):
         outs = [f(tg.full((2,), float(i))).tolist() for i in range(3)]
     assert outs == [[0.0, 0.0], [2.0, 2.0], [4.0, 4.0]] and f.stats.traces == 1
+
+
+# -- a second backward (Note [Second backward]) --
+
+@pytest.mark.parametrize("saves", [False, True])
+def test_second_backward_without_retain_graph_as_in_eager(saves):
+    def f(x):
+        return (x * x).sum() if saves else (x + 1).sum()
+
+    def observe(args, out):
+        out.backward()
+        try:
+            out.backward()                   # eager raises only when values were saved
+        except RuntimeError as e:
+            second = str(e).split(".")[0]
+        else:
+            second = "ran"
+        return second, _view(args[0].grad)
+
+    _assert_same(_both(f, lambda i: (_t(i, 3, requires_grad=True),), observe=observe))

@@ -36,6 +36,7 @@ from ..passes import DEFAULT_PIPELINE
 from .arguments import check_compile_arguments
 from .check import _in_check, checked_call
 from .keys import describe_difference, entry_key
+from .backward_node import eager_saves
 from .path import CompiledPath
 from .pipeline import run_pipeline, stages_for
 from .record import Options
@@ -266,8 +267,10 @@ class CompiledFunction:
                           data_parallel=self.data_parallel)
         record = record_from_trace(self.name, tracer, outs, build, options, n_args,
                                    state_guards, grad_sets)
+        saves = eager_saves(outs, [t for _, t in tracer.args + tracer.captured])
         del tracer, outs, grad_sets          # the record keeps what compiling needs
         path = CompiledPath(run_pipeline(record, stages_for(options)))
+        path.eager_saves = saves             # Note [Second backward] in backward_node.py
         path.scalar_names = {(id(g.holder), g.key): g.where for g in runtime}
         self._store(entry, path, reason)
         return out

@@ -102,6 +102,7 @@ class CompiledPath:
                            if req and k not in self.alias_out and k not in self.dup_out
                            and k not in self.view_out]
         self._generators = None              # compiler/function.py: _rng_states
+        self.eager_saves = True              # set by the trace (Note [Second backward])
 
     # -- a call: checks, then the run --
     def call(self, args):
