@@ -427,3 +427,29 @@ def test_second_backward_without_retain_graph_as_in_eager(saves):
         return second, _view(args[0].grad)
 
     _assert_same(_both(f, lambda i: (_t(i, 3, requires_grad=True),), observe=observe))
+
+
+def test_gradients_cleared_by_zero_grad_come_back_when_the_step_raises_before_it():
+    def run(compiled):
+        w = tg.ones(3, requires_grad=True)
+        opt = tg.optim.SGD([w], lr=0.1)
+
+        def step(x, idx):
+            y = x[idx]                        # raises before zero_grad on the 4th call
+            opt.zero_grad()
+            loss = (w * y).sum()
+            loss.backward()
+            opt.step()
+            return loss
+
+        f = tg.compile(step) if compiled else step
+        seen = []
+        for idx in ([0, 1, 2], [1, 2, 0], [2, 1, 0], [0, 5, 1], [0, 1, 2]):
+            try:
+                f(tg.arange(3.0), tg.tensor(idx))
+            except IndexError as e:
+                seen.append(type(e).__name__)
+            seen.append((_view(w), None if w.grad is None else _view(w.grad)))
+        return seen
+
+    assert run(False) == run(True)

@@ -182,11 +182,17 @@ class CompiledPath:
         inputs = list(args) + captured if captured else list(args)
         for pos, flag in self.pre_effects:   # replayed effects (Note [Effects])
             inputs[pos].requires_grad_(flag)
+        old = [inputs[pos]._grad for pos in self.pre_clear]
         for pos in self.pre_clear:           # zero_grad first: old gradients go before
             inputs[pos]._grad = None         # the program computes new ones
         call = getattr(self.forward_program, "call_tensors", None)   # JAX: aligned inputs
-        res = (call(inputs) if call is not None
-               else self.forward_program(*[t._data for t in inputs]))
+        try:
+            res = (call(inputs) if call is not None
+                   else self.forward_program(*[t._data for t in inputs]))
+        except BaseException:                # given back: the call is retried or re-run
+            for pos, g in zip(self.pre_clear, old):
+                inputs[pos]._grad = g
+            raise
         part = self.part
         n_user = part.n_user
         if part.mutations:

@@ -106,16 +106,20 @@ def build_runner(path):
             lines.append(f"    if id(_root(a{i}._data)) in roots: {miss}")
     for pos, flag in path.pre_effects:
         lines.append(f"    {names[pos]}.requires_grad_({flag})")
-    for pos in path.pre_clear:           # zero_grad first: old gradients go before
-        lines.append(f"    {names[pos]}._grad = None")
+    for k, pos in enumerate(path.pre_clear):   # zero_grad first: old gradients go before
+        lines += [f"    old{k} = {names[pos]}._grad", f"    {names[pos]}._grad = None"]
+    # (a program that raises gives them back: the call is retried or re-run eagerly,
+    # Note [Errors after in-place updates] in function.py)
+    restore = [f"        {names[pos]}._grad = old{k}" for k, pos in enumerate(path.pre_clear)]
     if getattr(prog, "call_tensors", None) is not None:     # the JAX backend's entry
         ins = names[:n_args] + [f"_wrap(c{j})" if j in scalar else f"c{j}" for j in range(n_cap)]
         call = f"_prog.call_tensors([{', '.join(ins)}])"
     else:
         args_data = [f"{n}._data" for n in names[:n_args]] + [data[n] for n in names[n_args:]]
         call = f"_fn({', '.join(args_data)})"
-    body = ["    try:", f"        res = {call}", "    except _GuardFailed:",
-            "        raise", "    except Exception as e:", "        raise _prog.failed(e) from None"]
+    body = (["    try:", f"        res = {call}", "    except _GuardFailed:"] + restore
+            + ["        raise", "    except Exception as e:"] + restore
+            + ["        raise _prog.failed(e) from None"])
     if prog.quiet:
         body = ["    tok = _qe()"] + body + ["    finally:", "        _qx(tok)"]
     lines += body
