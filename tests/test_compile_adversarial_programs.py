@@ -453,3 +453,13 @@ def test_gradients_cleared_by_zero_grad_come_back_when_the_step_raises_before_it
         return seen
 
     assert run(False) == run(True)
+
+
+def test_requires_grad_set_after_the_op_that_raises_stays_unset():
+    def f(x, idx):
+        y = x[idx] * 2
+        x.requires_grad_()                    # eager never gets here on the raising call
+        return y * x[0]
+
+    _assert_same(_both(f, lambda i: (tg.arange(3.0), tg.tensor([[0], [1], [5], [2]][i])),
+                       observe=lambda a, o: (_view(o), a[0].requires_grad)))

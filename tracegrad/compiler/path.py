@@ -180,6 +180,7 @@ class CompiledPath:
         if captured is None:
             captured = self.captured
         inputs = list(args) + captured if captured else list(args)
+        flags = [inputs[pos]._rg for pos, _ in self.pre_effects]
         for pos, flag in self.pre_effects:   # replayed effects (Note [Effects])
             inputs[pos].requires_grad_(flag)
         old = [inputs[pos]._grad for pos in self.pre_clear]
@@ -192,6 +193,8 @@ class CompiledPath:
         except BaseException:                # given back: the call is retried or re-run
             for pos, g in zip(self.pre_clear, old):
                 inputs[pos]._grad = g
+            for (pos, _), rg in zip(self.pre_effects, flags):
+                inputs[pos]._rg = rg
             raise
         part = self.part
         n_user = part.n_user

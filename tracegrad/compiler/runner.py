@@ -104,13 +104,14 @@ def build_runner(path):
         lines.append(f"    roots = {{{', '.join('q' + c[1:] for c in tensor_caps)}}}")
         for i in range(n_args):
             lines.append(f"    if id(_root(a{i}._data)) in roots: {miss}")
-    for pos, flag in path.pre_effects:
-        lines.append(f"    {names[pos]}.requires_grad_({flag})")
+    for k, (pos, flag) in enumerate(path.pre_effects):
+        lines += [f"    rg{k} = {names[pos]}._rg", f"    {names[pos]}.requires_grad_({flag})"]
     for k, pos in enumerate(path.pre_clear):   # zero_grad first: old gradients go before
         lines += [f"    old{k} = {names[pos]}._grad", f"    {names[pos]}._grad = None"]
     # (a program that raises gives them back: the call is retried or re-run eagerly,
     # Note [Errors after in-place updates] in function.py)
     restore = [f"        {names[pos]}._grad = old{k}" for k, pos in enumerate(path.pre_clear)]
+    restore += [f"        {names[pos]}._rg = rg{k}" for k, (pos, _) in enumerate(path.pre_effects)]
     if getattr(prog, "call_tensors", None) is not None:     # the JAX backend's entry
         ins = names[:n_args] + [f"_wrap(c{j})" if j in scalar else f"c{j}" for j in range(n_cap)]
         call = f"_prog.call_tensors([{', '.join(ins)}])"
