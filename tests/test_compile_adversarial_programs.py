@@ -463,3 +463,18 @@ def test_requires_grad_set_after_the_op_that_raises_stays_unset():
 
     _assert_same(_both(f, lambda i: (tg.arange(3.0), tg.tensor([[0], [1], [5], [2]][i])),
                        observe=lambda a, o: (_view(o), a[0].requires_grad)))
+
+
+def test_a_gradient_rule_that_refuses_raises_at_backward_as_in_eager():
+    def f(x):
+        return tg.einsum("ii->i", x @ x.t())  # its gradient (a diagonal) is not supported
+
+    def observe(args, out):
+        try:
+            out.sum().backward()
+        except ValueError as e:
+            return _view(out), str(e)
+        return _view(out), "no error"
+
+    with pytest.warns(UserWarning, match="the gradient cannot be derived"):
+        _assert_same(_both(f, lambda i: (_t(i, 2, 3, requires_grad=True),), observe=observe))
