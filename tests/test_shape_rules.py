@@ -148,7 +148,7 @@ def _random(x):
     r = tg.rand(2, 3, generator=g, dtype=tg.float64)
     n = tg.randn((3,), generator=g, dtype=tg.float64)
     i = tg.randint(0, 4, (2, 1), generator=g)
-    return [x * r + n, i, tg.nn.functional.dropout(x, 0.5)]
+    return [x * r + n, i, tg.nn.functional.dropout(x, 0.5), tg.randperm(5, generator=g)]
 
 
 def _logic(x, y):

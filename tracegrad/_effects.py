@@ -280,6 +280,11 @@ class watch_python:
     def _event(self, frame, event, arg):
         if event == "c_call":
             self._c_call(frame, arg)
+            if arg is print:                 # str(t) inside print(t) guards nothing: the
+                self.tracer.printing += 1    # printing itself is the (reported) effect
+        elif event in ("c_return", "c_exception"):
+            if arg is print:
+                self.tracer.printing -= 1
         elif event == "call":
             code = frame.f_code
             kind = self._kinds.get(code)         # decided once per code object

@@ -85,7 +85,10 @@ class Tensor:
 
     @requires_grad.setter
     def requires_grad(self, flag):
+        before = self._rg
         self._set_requires_grad(flag)
+        if self._rg != before:               # the effect `requires_grad_` records
+            _effects.note("requires_grad_", f"requires_grad = {flag!r}", self, eager=False)
 
     def _set_requires_grad(self, flag, op="requires_grad_"):
         flag = bool(flag)

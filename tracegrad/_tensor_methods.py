@@ -211,12 +211,34 @@ def numpy(self, *, force=False):
 
 def _array(self, dtype=None, copy=None):
     a = self._data
+    if trace_hook.get() is not None:         # np.asarray(t): Python reads every value, as
+        _effects.numpy_read(self)            # t.numpy() does (a guard, writes reported)
+        _observe(self, "numpy", a)
     return a.astype(dtype) if dtype is not None else a
+
+
+_plain_repr = Tensor.__repr__
+
+
+def _repr(self):
+    hook = trace_hook.get()                  # str(t), f"{t}": Python reads every value
+    if hook is not None and not getattr(hook.__self__, "printing", 0):
+        _observe(self, "numpy", self._data)
+    return _plain_repr(self)
+
+
+def _format(self, spec):
+    """`f"{t:.3f}"`: a 0-d tensor formats as its value (as PyTorch does), others as repr."""
+    if self._data.ndim == 0:
+        return format(self.item(), spec)
+    return object.__format__(self, spec)
 
 
 Tensor.tolist = tolist
 Tensor.numpy = numpy
 Tensor.__array__ = _array
+Tensor.__repr__ = Tensor.__str__ = _repr
+Tensor.__format__ = _format
 
 
 # ---- autograd surface ----
@@ -351,6 +373,8 @@ def _get_data(self):
 def _set_data(self, value):
     if not isinstance(value, Tensor):
         raise op_error(TracegradTypeError, "data", "data must be set to a Tensor")
+    # the tensor now holds other memory: no trace records that (Note [Effects])
+    _effects.note("data_set", "assigning .data", self)
     self._data = value._data
 
 

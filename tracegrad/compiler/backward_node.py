@@ -106,11 +106,44 @@ class CompiledFunctionBackward(Node):
 
     def apply_and_release(self, grads):
         """`apply`, then `release`: the engine's call when the graph is not retained."""
+        if not self.path.eager_saves:          # nothing eager would free: keep what it has
+            return self.apply(grads)
         try:
             return self.apply(grads, consume=True)
         finally:
             self.release()
 
     def release(self):
+        if not self.path.eager_saves:          # Note [Second backward]
+            return
         self.released = True
         self.saved_arrays = self.kept_arrays = None
+
+
+# Note [Second backward]
+# Eager autograd raises on a second backward without retain_graph only when a node on the
+# way kept saved tensors, which the first backward freed: `x.sum().backward()` twice is
+# fine. A compiled call's node stands for the traced graph, so it frees its saved values
+# (and refuses a second backward) only when eager's graph for the same outputs held some
+# (`eager_saves`, decided on the traced call); otherwise it keeps them, and a second
+# backward runs again as eager's does.
+
+def eager_saves(outs, inputs):
+    """Whether the eager graph the trace built from `inputs` to `outs` holds saved values
+    (a custom Function counts as holding some)."""
+    from ..autograd.function import BackwardCFunction
+    from ..autograd.graph import AccumulateGrad
+    stop = {id(t._grad_fn) for t in inputs if t._grad_fn is not None}
+    todo = [o._grad_fn for o in outs if isinstance(o, Tensor) and o._grad_fn is not None]
+    seen = set()
+    while todo:
+        n = todo.pop()
+        if id(n) in seen or id(n) in stop or isinstance(n, AccumulateGrad):
+            continue
+        seen.add(id(n))
+        if (not isinstance(n, Node) or isinstance(n, BackwardCFunction)   # custom Function
+                or getattr(n, "prim", None) is None or n.saved is not None
+                or n.out_saved is not None or n.released):
+            return True
+        todo.extend(e[0] for e in n.edges if e is not None)
+    return False

@@ -17,6 +17,7 @@ import inspect
 import math
 
 from .._tensor import Tensor
+from .state import MUTABLE_COLLECTIONS
 
 _FLAT = (Tensor, bool, int, float, str, type(None))
 
@@ -58,6 +59,43 @@ class Binder:
         return leaves, (None if flat else tuple(struct)), containers
 
 
+    def snapshot(self, args, kwargs):
+        """What the containers among the arguments hold, per parameter: [(name, leaves,
+        structure)] (Note [Assignments into argument containers]); [] when unbindable."""
+        if self.sig is None:
+            named = [("arguments", [args, kwargs])]
+        else:
+            try:
+                ba = self.sig.bind(*args, **kwargs)
+            except TypeError:
+                return []
+            ba.apply_defaults()
+            named = list(ba.arguments.items())
+        out = []
+        for name, v in named:
+            leaves, struct = [], []
+            _walk(v, leaves, struct, [])
+            if any(s != 0 for s in struct):
+                out.append((name, leaves, struct))
+        return out
+
+
+def changed_argument(before, after):
+    """The name of the first parameter whose containers `after` (a `snapshot` taken after
+    the call) no longer hold as in `before`, or None.
+
+    Note [Assignments into argument containers]
+    `d["y"] = t`, `xs[0] = t`, `del d["k"]` or `xs += [t]` on a list or dict the caller
+    passed are bytecodes, not calls: the profile hook that reports `xs.append(t)` (Note
+    [Effects]) never sees them, and a cached path, which replays only the recorded ops,
+    would leave the caller's container as it was. So the trace compares what each argument's
+    containers hold (keys, lengths, and each item by identity) before and after the call."""
+    for (name, l0, s0), (_, l1, s1) in zip(before, after):
+        if s0 != s1 or len(l0) != len(l1) or any(a is not b for a, b in zip(l0, l1)):
+            return name
+    return None
+
+
 def _walk(x, leaves, struct, containers):
     t = type(x)
     if t in _FLAT or isinstance(x, Tensor):
@@ -69,13 +107,13 @@ def _walk(x, leaves, struct, containers):
         for v in x.values():
             _walk(v, leaves, struct, containers)
     elif isinstance(x, (tuple, list)):
-        if t is list:
+        if isinstance(x, list):              # subclasses too (Note [Container kinds])
             containers.append(id(x))
         struct.append(("l", t, len(x)))
         for v in x:
             _walk(v, leaves, struct, containers)
     else:
-        if isinstance(x, (set, bytearray)):
+        if isinstance(x, MUTABLE_COLLECTIONS):  # a set, a deque: their mutators are effects
             containers.append(id(x))
         leaves.append(x)
         struct.append(0)

@@ -37,13 +37,14 @@ from ..passes import DEFAULT_PIPELINE
 from .arguments import check_compile_arguments
 from .check import _in_check, checked_call
 from .keys import describe_difference, entry_key
+from .backward_node import eager_saves
 from .path import CompiledPath
 from .pipeline import run_pipeline, stages_for
 from .record import Options
 from .trace_plan import record_from_trace
 from .._effects import replay_reads, watch_python
-from .binding import Binder
-from .state import changed_by_trace, owned_holders, scan
+from .binding import Binder, changed_argument
+from .state import advanced, changed_by_trace, owned_holders, scan
 
 log = logging.getLogger("tracegrad")
 
@@ -166,11 +167,10 @@ class CompiledFunction:
             out, reason = self._run_cached(entry, tensors)
             if reason is None:
                 self._last_key = key
-                if out is RERUN:
-                    self.stats.eager_calls += 1
-                    return self.fn(*args, **kwargs)
                 self.stats.cache_hits += 1
                 return out
+            if type(reason) is _Rerun:
+                return self._rerun(reason, args, kwargs)
         self._last_key = key
         with self._trace_lock:
             # Threads that miss together trace one at a time; a path another thread added
@@ -183,11 +183,10 @@ class CompiledFunction:
                 if entry is not None:
                     out, reason = self._run_cached(entry, tensors)
                     if reason is None:
-                        if out is RERUN:
-                            self.stats.eager_calls += 1
-                            return self.fn(*args, **kwargs)
                         self.stats.cache_hits += 1
                         return out
+                    if type(reason) is _Rerun:
+                        return self._rerun(reason, args, kwargs)
             return self._trace(key, entry, args, kwargs, leaves, reason, containers)
 
     def _run_cached(self, entry, tensors):
@@ -205,11 +204,11 @@ class CompiledFunction:
             rng = _rng_states(path)
             try:
                 outs, bad = path.call(tensors)
-            except RerunEagerly:                 # Note [Errors inside compiled programs]
+            except RerunEagerly as e:            # Note [Errors inside compiled programs]
                 _rewind(rng)                     # in codegen.py: eager raises eager's error
                 log.info("tracegrad: '%s' failed inside its compiled program before "
                          "writing into any input; running the call eagerly", self.name)
-                return RERUN, None
+                return None, _Rerun(e.error)
             except GuardFailed as gf:
                 _rewind(rng)                     # undo draws made before the failed guard
                 prefix = path.outcomes[:gf.index] + [gf.actual]
@@ -229,6 +228,19 @@ class CompiledFunction:
             entry.last = path
             return path.rebuild_outputs(outs), None
         return None, first_bad or getattr(entry, "unstable_reason", "no path")
+
+    def _rerun(self, rerun, args, kwargs):
+        """Run the call eagerly after its program raised (Note [Errors inside compiled
+        programs] in codegen.py); eager raising the same error gets the program's note."""
+        self.stats.eager_calls += 1
+        try:
+            return self.fn(*args, **kwargs)
+        except Exception as e:
+            err = rerun.error
+            if type(e) is type(err) and str(e) == str(err):
+                for note in getattr(err, "__notes__", ()):
+                    e.add_note(note)
+            raise
 
     def _trace(self, key, entry, args, kwargs, leaves, reason, containers=()):
         """Run the call eagerly while recording it, and cache the path (Note [Paths])."""
@@ -256,8 +268,10 @@ class CompiledFunction:
                           data_parallel=self.data_parallel)
         record = record_from_trace(self.name, tracer, outs, build, options, n_args,
                                    state_guards, grad_sets)
+        saves = eager_saves(outs, [t for _, t in tracer.args + tracer.captured])
         del tracer, outs, grad_sets          # the record keeps what compiling needs
         path = CompiledPath(run_pipeline(record, stages_for(options)))
+        path.eager_saves = saves             # Note [Second backward] in backward_node.py
         path.scalar_names = {(id(g.holder), g.key): g.where for g in runtime}
         self._store(entry, path, reason)
         return out
@@ -277,8 +291,19 @@ class CompiledFunction:
                 tracer.add_arg(x, names[i] if i < len(names) else f"a{i}")
                 n_args += 1
         external = set(containers) | scanned.containers
+        before = self.binder.snapshot(args, kwargs) if containers else []
         with tracer, watch_python(tracer, external) as watch:
             out = self.fn(*args, **kwargs)
+        code = getattr(self.fn, "__code__", None)
+        site = code and f"{code.co_filename}:{code.co_firstlineno} in {self.name}"
+        moved = advanced(scanned.iterators)
+        if moved:
+            tracer.note_effect("iterator", f"advancing {moved}, a Python iterator from "
+                               "outside the function", None, site=site)
+        changed = before and changed_argument(before, self.binder.snapshot(args, kwargs))
+        if changed:
+            tracer.note_effect("mutation", f"an assignment into argument '{changed}' (a "
+                               "list or dict the caller holds)", None, site=site)
         tracer.check_numpy_writes()
         replay_reads(tracer, watch)
         outs, build = flatten(out, strict=True)
@@ -439,7 +464,12 @@ def _rewind(rng):
         r.bit_generator.state = state
 
 
-RERUN = object()       # `_run_cached`: the compiled program failed, run the call eagerly
+class _Rerun:
+    """`_run_cached`'s answer when the program raised `error` before writing into any
+    input: the call runs eagerly (Note [Errors inside compiled programs] in codegen.py)."""
+
+    def __init__(self, error):
+        self.error = error
 
 
 def _prefix_eq(outcomes, prefix):

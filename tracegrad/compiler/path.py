@@ -13,6 +13,7 @@ import numpy as np
 
 from .. import _mode
 from .._dispatch import dispatch
+from ..ops.shape import DATA
 from .._tensor import Tensor, edge_of
 from .backward_node import CompiledFunctionBackward, ConsumedBackward
 from .replay import replay_backward
@@ -105,6 +106,7 @@ class CompiledPath:
                            if req and k not in self.alias_out and k not in self.dup_out
                            and k not in self.view_out]
         self._generators = None              # compiler/function.py: _rng_states
+        self.eager_saves = True              # set by the trace (Note [Second backward])
 
     # -- a call: checks, then the run --
     def call(self, args):
@@ -217,7 +219,7 @@ class CompiledPath:
                     pos, chain = self.alias_out[k]
                     t = inputs[pos]
                     for prim, attrs in chain:    # a real view (shared version counter, _base)
-                        t = dispatch(prim, (t,), attrs)
+                        t = _view(prim, t, attrs)
                     outs.append(t)
                 else:
                     outs.append(wrap(np.array(arr) if k in self.copy_out else asarray(arr)))
@@ -233,7 +235,7 @@ class CompiledPath:
             for k, (j, chain) in self.view_out.items():
                 t = outs[j]
                 for prim, attrs in chain:    # a real view of the returned output j
-                    t = dispatch(prim, (t,), attrs)
+                    t = _view(prim, t, attrs)
                 outs[k] = t
         for k in self.post_retain:
             if outs[k].requires_grad:
@@ -400,3 +402,12 @@ def _shares_storage(args, captured):
 def _meta(t):
     d = t._data                  # (in_c_order and requires_grad, inlined: checked per call)
     return (d.shape, d.dtype, t._rg, d.ndim < 2 or d.flags.c_contiguous)
+
+
+def _view(prim, t, attrs):
+    """Output view `prim(t)` made again after a call, as eager made it: `.data` shares the
+    memory but not the version counter (`_get_data` in _tensor_methods.py)."""
+    v = dispatch(prim, (t,), attrs)
+    if prim is DATA:
+        v._vc = type(t._vc)()
+    return v

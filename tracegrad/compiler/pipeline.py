@@ -110,8 +110,17 @@ def vjp(rec):
     # no_grad gives outputs that require grad, eagerly and compiled alike
     if not (wrt and any(rec.outputs.requires)):
         return replace(rec, wrt=wrt, values=None), {"differentiated": 0}
-    vr = _vjp(rec.functional, [ins[i] for i in wrt], values=rec.values,
-             out_mask=list(rec.outputs.requires))
+    try:
+        vr = _vjp(rec.functional, [ins[i] for i in wrt], values=rec.values,
+                 out_mask=list(rec.outputs.requires))
+    except (ValueError, TypeError, NotImplementedError) as e:
+        # a gradient rule that refuses (einsum's diagonal): eager raises it only if backward
+        # runs, so calls like these run eagerly, with a warning naming it
+        why = (f"the gradient cannot be derived ({type(e).__name__}: {str(e).splitlines()[0]}); "
+               "eager execution raises it only when backward runs")
+        return (replace(rec, wrt=wrt, values=None,
+                        trace_eager_reason=rec.trace_eager_reason or why),
+                {"differentiated": 0, "refused": str(e).splitlines()[0]})
     return (replace(rec, wrt=wrt, vjp=vr, values=None, stages=rec.stages + [("vjp", vr.graph)]),
             _graph_stats(vr.graph, "vjp"))
 

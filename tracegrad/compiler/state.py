@@ -28,6 +28,8 @@ appended item or an added hook re-traces. Reads beyond this reach (values behind
 nesting deeper than MAX_NEST) are not guarded: pass such values as arguments. A function that changes scalar state it reads (a call counter)
 re-traces on each call until `cache_limit`, then runs eagerly, which is what eager gives.
 """
+import collections
+import collections.abc as abc
 import types
 
 import numpy as np
@@ -47,6 +49,14 @@ _MODULE_INTERNALS = frozenset(("_parameters", "_buffers", "_modules", "_forward_
                                "_forward_pre_hooks", "_non_persistent_buffers_set",
                                "_orig_mod", "_compiled"))
 _LEN = object()         # key of a length guard
+# Note [Container kinds]
+# Containers are recognised by kind, not by exact type: a list subclass, an OrderedDict or
+# defaultdict, a deque (walked like lists and dicts: their items by place, their length)
+# and sets or other mutable collections (only their length: their items have no place) are
+# containers too, so mutating one is reported (`_effects.watch_python`) or guarded. Exact
+# types alone let `q = deque(maxlen=2); q.append(x)` or `seen = set(); seen.add(k)` in a
+# closure change on every eager call while a cached path replayed the first call's contents.
+MUTABLE_COLLECTIONS = (set, bytearray, abc.MutableSet, abc.MutableSequence, abc.MutableMapping)
 
 
 class StateGuard:
@@ -188,6 +198,54 @@ def _holders(scanner):
         id(g.holder) for gs in scanner.bindings.values() for g in gs}
 
 
+# Note [Iterators]
+# `x, y = next(batches)` or `for b in it: ...; break` on an iterator from outside the
+# function (a DataLoader's iterator, a generator, `itertools.count()`) advances it: an effect
+# no IR node replays, and no call a profile hook reliably sees (`next` does not say on
+# what, a `for` loop calls nothing). A cached path would replay the first call's items on
+# every call. So the scan notes every iterator it reaches with a fingerprint of how far it
+# is (`progress`), and a trace that moved one runs such calls eagerly, with a warning.
+
+def progress(it, depth=0):
+    """A value that changes when iterator `it` advances; None when unknown (then `advanced`
+    assumes it did): a generator's suspended position and locals (and the generator it
+    delegates to), a builtin iterator's pickled state, a Python iterator's attributes."""
+    if depth > 4:
+        return None
+    if hasattr(it, "gi_frame"):                      # a generator
+        frame = it.gi_frame
+        if frame is None:
+            return ("exhausted",)
+        inner = it.gi_yieldfrom
+        return (frame.f_lasti, tuple(_fingerprint(v, depth) for v in frame.f_locals.values()),
+                None if inner is None else progress(inner, depth + 1))
+    d = getattr(it, "__dict__", None)
+    if d is not None:
+        return tuple((k, _fingerprint(v, depth)) for k, v in d.items())
+    try:
+        return _fingerprint(it.__reduce__(), depth)
+    except Exception:                                # noqa: BLE001 -- unknown: None
+        return None
+
+
+def _fingerprint(x, depth):
+    if isinstance(x, _SCALARS):
+        return x
+    if type(x) is tuple:
+        return tuple(_fingerprint(v, depth) for v in x)
+    if isinstance(x, abc.Iterator):
+        return (id(x), progress(x, depth + 1))
+    return id(x)
+
+
+def advanced(iterators):
+    """The `where` of the first iterator the trace moved (Note [Iterators]), or None."""
+    for it, where, before in iterators:
+        if before is None or progress(it) != before:
+            return where
+    return None
+
+
 def changed_by_trace(guards, owned):
     """(dropped, changed): guards that no longer hold right after the trace, split into
     those on state that replayed calls own (dropped: replaying rewrites it) and the others
@@ -230,6 +288,7 @@ class _Scanner:
         self.seen = set()
         self.containers = set()
         self.code_names = set()          # attribute names the scanned code reads
+        self.iterators = []              # [(iterator, where, progress)] (Note [Iterators])
 
     def function(self, fn, depth):
         owner = getattr(fn, "__self__", None)
@@ -275,6 +334,8 @@ class _Scanner:
         if id(v) in self.seen:
             self.guard(holder, key, v, "is", where)
             return
+        if isinstance(v, abc.Iterator):
+            self.iterators.append((v, where, progress(v)))
         if isinstance(v, types.ModuleType):
             self.guard(holder, key, v, "is", where)
             if not _is_library_name(v.__name__):
@@ -299,8 +360,12 @@ class _Scanner:
             return                           # library callables: identity is enough
         elif nest <= 0:
             return
-        elif type(v) in (list, tuple, dict) or isinstance(v, dict):
-            self.container(v, where, depth, nest)
+        elif isinstance(v, (list, tuple, dict, collections.deque)):
+            self.container(v, where, depth, nest)   # subclasses too (Note [Container kinds])
+        elif isinstance(v, MUTABLE_COLLECTIONS):
+            self.seen.add(id(v))                  # a set: its mutators are effects and its
+            self.containers.add(id(v))            # length is guarded; items not walked
+            self.guards.append(StateGuard(v, _LEN, len(v), "len", where))
         elif force or _is_plain_object(v, callable_ok=True):
             self.plain_object(v, where, depth, nest)
 
@@ -308,12 +373,13 @@ class _Scanner:
         if len(v) > MAX_ITEMS:
             return
         self.seen.add(id(v))
-        if type(v) is not tuple:
+        mutable = not isinstance(v, tuple)
+        if mutable:
             self.containers.add(id(v))
             self.guards.append(StateGuard(v, _LEN, len(v), "len", where))
         items = v.items() if isinstance(v, dict) else enumerate(v)
         for k, x in list(items):
-            self.value_in(v if type(v) is not tuple else None, k, x,
+            self.value_in(v if mutable else None, k, x,
                           f"{where}[{_short(k)}]", depth, nest=nest - 1)
 
     def plain_object(self, v, where, depth, nest):

@@ -9,7 +9,7 @@ import numbers
 import numpy as np
 
 from .. import _dtype as D
-from .. import _mode
+from .. import _effects, _mode
 from .._device import check_device
 from .._dispatch import dispatch
 from .._errors import TracegradRuntimeError, TracegradTypeError, op_error
@@ -232,6 +232,11 @@ class Generator:
         check_device(device)
         self._rng = np.random.default_rng(seed)
         self._seed = seed
+        from .._dispatch import trace_hook
+        if seed is not None and trace_hook.get() is not None:
+            # made inside a traced function: a compiled call reuses this very object, so
+            # it is seeded again on every call, as eager makes a fresh one (a recorded seed)
+            self.manual_seed(seed)
 
     def manual_seed(self, seed):
         from .._dispatch import trace_hook
@@ -249,6 +254,9 @@ class Generator:
         return self._rng.bit_generator.state
 
     def set_state(self, state):
+        # no IR node restores a state: a compiled call would draw on from wherever the
+        # generator is, so calls that do this run eagerly (Note [Effects])
+        _effects.note("random", "Generator.set_state()")
         self._rng.bit_generator.state = state
 
 
@@ -268,6 +276,9 @@ def manual_seed(seed):
 
 
 def seed():
+    """Seed the default generator from fresh OS entropy; returns the seed."""
+    # a new seed per call, which a recorded `manual_seed` would replay as a constant
+    _effects.note("random", "tracegrad.seed() (a fresh seed on every call)")
     s = int(np.random.SeedSequence().entropy % (2 ** 63))
     default_generator.manual_seed(s)
     return s
@@ -329,9 +340,23 @@ def randint(low=0, high=None, size=None, *, generator=None, dtype=None, device=N
                    requires_grad, generator, low=int(low), high=int(high))
 
 
-def randperm(n, *, generator=None, dtype=None):
-    g = generator or default_generator
-    return from_array(g._rng.permutation(n).astype((D.as_dtype(dtype) if dtype else D.int64).np))
+def _randperm_kernel(gen, shape, dtype):
+    return gen._rng.permutation(shape[0]).astype(dtype, copy=False)
+
+
+# a draw like the others (impure, the generator an input): a compiled call draws anew
+RANDPERM = Primitive("randperm", _randperm_kernel, impure=True, shape_rule=SR.attr_shape)
+
+
+def randperm(n, *, generator=None, dtype=None, device=None, requires_grad=False):
+    """A random permutation of 0..n-1 (int64 unless `dtype` says otherwise)."""
+    check_device(device)
+    d = D.as_dtype(dtype) if dtype else D.int64
+    t = dispatch(RANDPERM, (generator or default_generator,),
+                 dict(shape=(int(n),), dtype=d.np))
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
 
 
 def normal(mean=0.0, std=1.0, size=None, *, generator=None):

@@ -78,6 +78,7 @@ class Tracer:
         self.graph = Graph(name)
         self.grads_before = []   # [(tensor, .grad, copy of its data)] for inputs needing grad
         self.phase = phase
+        self.printing = 0        # inside print() (_effects.watch_python): repr is no guard
         self.env = {}            # id(tensor) -> Value (latest definition), while it lives
         self.keep = []           # objects the tracer's findings refer to (inputs, effects)
         # Value -> concrete ndarray (Note [Traced values]): floats while alive, others kept
@@ -288,6 +289,12 @@ class Tracer:
                 v, arr = self.value_of(a), a._data
                 if want is not None and arr.dtype != want:
                     v, arr = self._cast(v, arr, want)
+                ins.append(v)
+                arrays.append(arr)
+            elif want is not None and isinstance(a, np.ndarray) and a.dtype != want:
+                # a numpy operand: eager casts it to the op's dtype before the kernel
+                # (`_dispatch._cast`), so the program must too, or numpy would promote
+                v, arr = self._cast(a, a, want)
                 ins.append(v)
                 arrays.append(arr)
             else:

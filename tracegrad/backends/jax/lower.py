@@ -9,7 +9,7 @@ caught when the path is built (the path then falls back to numpy), never at run 
 
 Note [Host draws]
 tracegrad's Generator stays the source of truth for randomness: random nodes (`rand`,
-`randn`, `randint`, `dropout_noise`, `manual_seed`) are not lowered. `host_draws(arrays)`
+`randn`, `randint`, `randperm`, `dropout_noise`, `manual_seed`) are not lowered. `host_draws(arrays)`
 runs them on the host with their numpy kernels, in program order, before the jitted call,
 and their results enter the program as extra inputs. Masks and samples are therefore the
 numpy backend's, bit for bit, and `manual_seed` reproduces runs. A draw whose distribution
@@ -47,7 +47,7 @@ from ...tracing.custom_function import OPAQUE
 from .callback import opaque_rule
 from .table import DRAWS, RULES, Unsupported
 
-HOST_PRIMS = frozenset([K.RAND, K.RANDN, K.RANDINT, K.SEED, DROPOUT_NOISE])
+HOST_PRIMS = frozenset([K.RAND, K.RANDN, K.RANDINT, K.RANDPERM, K.SEED, DROPOUT_NOISE])
 _WIDE = ("float64", "int64")
 
 

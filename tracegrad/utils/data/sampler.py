@@ -32,7 +32,10 @@ class SequentialSampler(Sampler):
 
 
 def _fresh_generator():
-    seed = int(default_generator._rng.integers(0, 2 ** 63 - 1))
+    # drawn through the op, not the generator's numpy state: a traced draw (an epoch
+    # iterated inside a compiled function) is then a recorded draw and a guard on the seed,
+    # never the first epoch's seed replayed as a constant
+    seed = int(randint(0, 2 ** 63 - 1, (), generator=default_generator))
     return Generator().manual_seed(seed)
 
 
