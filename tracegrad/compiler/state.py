@@ -17,7 +17,8 @@ It records, as `StateGuard`s checked on every cache hit:
 - *identity guards* on every container, object, function and submodule walked (rebinding
   `cfg = {...}` or `model.fc = Linear(...)` must re-trace, not read the old one);
 - *value guards* on every Python scalar (bool, int, float, complex, str, None): a changed
-  `lr = 0.01` re-traces, as a changed scalar argument does.
+  `lr = 0.01` re-traces, as a changed scalar argument does;
+- *length guards* on the attribute dicts of modules and user objects (Note [New attributes]).
 A failing guard re-traces with a reason naming the place ("global 'scale' changed: 2.0 ->
 5.0"). Arguments that are objects (modules, plain objects, `self` of a compiled method, a
 compiled callable object) are walked the same way, as are class attributes of user classes,
@@ -321,6 +322,8 @@ class _Scanner:
         d = vars(v)
         if len(d) > MAX_ITEMS:
             return
+        if _is_user_class(type(v)):          # Note [New attributes]
+            self.guards.append(StateGuard(d, _LEN, len(d), "len", where))
         for k, x in list(d.items()):
             if not k.startswith("__"):
                 self.value_in(d, k, x, f"{where}.{k}", depth, nest=nest - 1)
@@ -354,6 +357,7 @@ class _Scanner:
     def module(self, m, where, depth, hooks=True):
         """Parameters, buffers, hooks and attributes of `m` and of every submodule."""
         d = vars(m)
+        self.guards.append(StateGuard(d, _LEN, len(d), "len", where))   # Note [New attributes]
         for reg in ("_parameters", "_buffers"):
             for k, t in d.get(reg, {}).items():
                 if t is not None:
@@ -380,6 +384,18 @@ class _Scanner:
         for k, child in d.get("_modules", {}).items():
             if child is not None:
                 self.value_in(d["_modules"], k, child, f"{where}.{k}", depth)
+
+
+# Note [New attributes]
+# The guards above cover the attributes an object has when the trace starts. One the trace
+# *creates* (`self.feat = h` in a forward that stashes an activation, `holder.last = loss`,
+# `self.calls = getattr(self, "calls", 0) + 1`) has no guard, so a cached path would skip
+# the assignment and leave the first call's value there for good. The length of the
+# attribute dict of every module and user object walked is guarded too: a trace that adds
+# one breaks it, which is a change of state the function reads (`changed_by_trace`): that
+# call is not cached and such calls run eagerly, as for an attribute it rebinds. (Library
+# objects that are not modules, optimizers and schedulers, are left out: they add private
+# bookkeeping attributes on first use, and their state is handled by `hyper`/`replayed`.)
 
 
 def _dotted(where, k):
