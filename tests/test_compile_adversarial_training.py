@@ -82,3 +82,118 @@ def test_a_step_recording_its_loss_on_a_plain_object_is_never_stale():
         return [(f(tg.randn(4, 3)).item(), log.last.item()) for _ in range(4)]
     eager, compiled = _eager_and_compiled(make, calls)
     assert compiled == eager
+
+
+# --- zero_grad() clearing the .grad of a parameter the step does not use ---
+
+def test_zero_grad_clearing_an_unused_heads_gradient_compiles_and_matches_eager():
+    class TwoHeads(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.body = nn.Linear(4, 4)
+            self.heads = nn.ModuleDict({"a": nn.Linear(4, 2), "b": nn.Linear(4, 2)})
+            self.task = "a"
+
+        def forward(self, x):
+            return self.heads[self.task](tg.tanh(self.body(x)))
+
+    def make(compiled):
+        model = TwoHeads()
+        opt = tg.optim.Adam(model.parameters(), lr=0.01)
+
+        def step(x, y):
+            opt.zero_grad()                       # set_to_none: clears head b's .grad too
+            loss = F.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+            return loss
+        return (tg.compile(step) if compiled else step), (model, opt)
+
+    def calls(f, objects):
+        model, opt = objects
+        seen = []
+        for k, task in enumerate("abaaabaa"):
+            model.task = task
+            loss = f(tg.randn(5, 4), tg.randint(0, 2, (5,)))
+            seen.append(loss.item())
+            for p in model.parameters():
+                seen += [p.detach().numpy().tobytes(),
+                         None if p.grad is None else p.grad.numpy().tobytes()]
+            for s in opt.state.values():
+                seen += [v.numpy().tobytes() for v in s.values()]
+        return seen, getattr(f, "stats", None)
+    (eager, _), (compiled, stats) = _eager_and_compiled(make, calls)
+    assert compiled == eager
+    assert stats.eager_calls == 0, str(stats)
+    assert stats.cache_hits >= 3, str(stats)
+
+
+def test_zero_grad_clearing_the_gradient_of_a_layer_the_step_skips_stays_compiled():
+    a, b = nn.Linear(3, 1), nn.Linear(3, 1)
+    opt = tg.optim.SGD(list(a.parameters()) + list(b.parameters()), lr=0.1)
+    use = {"b": False}
+
+    @tg.compile
+    def step(x):
+        opt.zero_grad()
+        loss = (b if use["b"] else a)(x).pow(2).mean()
+        loss.backward()
+        opt.step()
+        return loss
+    for k in range(6):
+        use["b"] = k == 2
+        step(tg.randn(4, 3))
+        assert (b.weight.grad is None) == (k != 2)
+        assert (a.weight.grad is None) == (k == 2)
+    assert step.stats.eager_calls == 0, str(step.stats)
+    assert step.stats.cache_hits >= 2, str(step.stats)
+
+
+def test_a_grad_the_step_found_none_on_an_idle_layer_is_checked_on_every_call():
+    """The step never computes with `b`; `zero_grad()` found its .grad None when traced.
+    After an eager backward into `b` between steps, eager's zero_grad clears it again."""
+    a, b = nn.Linear(3, 1), nn.Linear(3, 1)
+    opt = tg.optim.SGD(list(a.parameters()) + list(b.parameters()), lr=0.1, momentum=0.9)
+
+    @tg.compile
+    def step(x):
+        opt.zero_grad()
+        loss = a(x).pow(2).mean()
+        loss.backward()
+        opt.step()
+        return loss
+    for k in range(5):
+        step(tg.randn(4, 3))
+        assert b.weight.grad is None, k
+        if k == 2:
+            b(tg.randn(2, 3)).sum().backward()       # an eager probe of the other layer
+
+
+def test_opt_step_updates_an_idle_layer_whose_grad_was_set_between_calls():
+    """`opt.step()` found `b.grad` None when traced (so it skipped `b`); a gradient put
+    there between calls must be applied, as eagerly."""
+    def make(compiled):
+        a, b = nn.Linear(3, 1), nn.Linear(3, 1)
+        opt = tg.optim.Adam(list(a.parameters()) + list(b.parameters()), lr=0.1)
+
+        def step(x):
+            loss = a(x).pow(2).mean()
+            loss.backward()
+            opt.step()
+            for p in a.parameters():
+                p.grad = None
+            return loss
+        return (tg.compile(step) if compiled else step), (a, b, opt)
+
+    def calls(f, objects):
+        a, b, opt = objects
+        seen = []
+        for k in range(5):
+            if k == 3:
+                b(tg.randn(2, 3)).sum().backward()
+            seen.append(f(tg.randn(4, 3)).item())
+            seen += [p.detach().numpy().tobytes() for p in (*a.parameters(), *b.parameters())]
+            seen.append(len(opt.state))
+        return seen
+    eager, compiled = _eager_and_compiled(make, calls)
+    assert compiled == eager

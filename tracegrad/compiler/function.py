@@ -42,7 +42,7 @@ from .record import Options
 from .trace_plan import record_from_trace
 from .._effects import replay_reads, watch_python
 from .binding import Binder
-from .state import changed_by_trace, owned_holders, scan
+from .state import changed_by_trace, optimizer_state_growth, owned_holders, scan
 
 log = logging.getLogger("tracegrad")
 
@@ -239,7 +239,8 @@ class CompiledFunction:
             entry.keep = [x for x in leaves if not isinstance(
                 x, (Tensor, np.ndarray, bool, int, float, str, type(None)))]
         if changed and not any(e.eager for e in tracer.effects):
-            return self._not_cached(entry, changed, out)   # (an effect says more: below)
+            growth = optimizer_state_growth(changed, scanned)
+            return self._not_cached(entry, changed, out, growth)   # (an effect says more)
         entry.unstable = 0
         options = Options(passes=tuple(self.pipeline), memory=self.memory,
                           poison=self.debug_nan, backend=self.backend,
@@ -293,10 +294,15 @@ class CompiledFunction:
         self.stats.eager_calls += 1
         return self.fn(*args, **kwargs)
 
-    def _not_cached(self, entry, changed, out):
+    def _not_cached(self, entry, changed, out, growth=False):
         """The trace changed Python state it reads (Note [Captured state]): replaying the
         path would skip that change, so it is not cached. The call itself ran eagerly. A
-        second such trace in a row makes calls like these run eagerly, with a warning."""
+        second such trace in a row makes calls like these run eagerly, with a warning;
+        an optimizer creating state for more parameters does not count (`growth`, Note
+        [Optimizer state growth] in state.py) up to `cache_limit` times."""
+        entry.growths = getattr(entry, "growths", 0) + growth
+        if growth and entry.growths <= self.cache_limit:
+            return out
         g = changed[0]
         why = (f"it changes {g.where} ({g.reason().split(': ', 1)[-1]}), which it also "
                "reads")
@@ -365,6 +371,12 @@ def _grad_outputs(tracer, outs):
         if g is not None and id(g) not in tracer.env:
             tracer.note_effect("grad_write", "assigning .grad a tensor from outside the trace", o)
     grad_sets = [(o, g) for o, g in grad_sets if g is None or id(g) in tracer.env]
+    for o, _ in grad_sets:
+        # Note [Owners of .grad writes]: a parameter the trace never computed with whose
+        # .grad it assigns (zero_grad() clearing an unused head's gradient) becomes a
+        # captured input, so the program can replay the assignment on it every call
+        if id(o) not in tracer.env:
+            tracer.value_of(o)
     tracer.graph.outputs = [tracer.value_of(o) for o in outs if isinstance(o, Tensor)] + [
         tracer.env[id(g)] for _, g in grad_sets if g is not None]
     return grad_sets

@@ -204,6 +204,22 @@ def changed_by_trace(guards, owned):
     return dropped, changed
 
 
+def optimizer_state_growth(changed, scanned):
+    """Note [Optimizer state growth]
+    An optimizer creates a parameter's state (momentum buffer, Adam's moments) the first
+    time that parameter has a gradient at `step()`. A trace doing so changed state it reads
+    (`opt.state` grew) and is not cached, as for any such change; but unlike a call counter
+    it is not a reason to give up compiling: in a step where some parameters only get
+    gradients later (a second task head, a layer unfrozen after warm-up) it happens once
+    per parameter. True when every change in `changed` is such a growth."""
+    from ..optim.optimizer import Optimizer
+    states = {id(vars(g.expected).get("state")) for g in scanned.guards
+              if g.mode == "is" and isinstance(g.expected, Optimizer)}
+    return bool(changed) and all(
+        g.key is _LEN and id(g.holder) in states and len(g.holder) > g.expected
+        for g in changed)
+
+
 def scan(target, objects=()):
     """The state a function, bound method, callable object or nn.Module about to be traced
     can reach (Note [Captured state]), plus `objects`: [(name, object)] passed as arguments.
