@@ -197,3 +197,39 @@ def test_opt_step_updates_an_idle_layer_whose_grad_was_set_between_calls():
         return seen
     eager, compiled = _eager_and_compiled(make, calls)
     assert compiled == eager
+
+
+# --- hyper-parameters rewritten between steps are runtime values, never re-traces ---
+
+@pytest.mark.parametrize("make_opt,key", [
+    (lambda ps: tg.optim.SGD(ps, lr=0.1, momentum=0.9, weight_decay=0.1), "weight_decay"),
+    (lambda ps: tg.optim.SGD(ps, lr=0.1, momentum=0.9, dampening=0.1), "dampening"),
+    (lambda ps: tg.optim.Adam(ps, lr=0.01, weight_decay=0.1), "weight_decay"),
+    (lambda ps: tg.optim.AdamW(ps, lr=0.01, amsgrad=True), "weight_decay"),
+    (lambda ps: tg.optim.Adam(ps, lr=0.01), "eps"),
+], ids=["sgd_wd", "sgd_dampening", "adam_wd", "adamw_wd", "adam_eps"])
+def test_a_hyper_parameter_schedule_set_by_hand_takes_effect_without_retracing(make_opt, key):
+    def make(compiled):
+        model = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 3))
+        opt = make_opt(model.parameters())
+
+        def step(x, y):
+            opt.zero_grad()
+            loss = F.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+            return loss
+        return (tg.compile(step) if compiled else step), (model, opt)
+
+    def calls(f, objects):
+        model, opt = objects
+        seen = []
+        for k in range(7):
+            opt.param_groups[0][key] = 0.05 + 0.1 * k if key != "eps" else 10.0 ** -(k + 1)
+            seen.append(f(tg.randn(6, 4), tg.randint(0, 3, (6,))).item())
+            seen += [p.detach().numpy().tobytes() for p in model.parameters()]
+            seen += [v.numpy().tobytes() for s in opt.state.values() for v in s.values()]
+        return seen, getattr(f, "stats", None)
+    (eager, _), (compiled, stats) = _eager_and_compiled(make, calls)
+    assert compiled == eager
+    assert stats.traces <= 2 and stats.eager_calls == 0, str(stats)

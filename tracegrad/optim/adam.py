@@ -84,7 +84,8 @@ class Adam(Optimizer):
         return state
 
     def _update(self, p, group, state):
-        lr, eps, wd = hyper(group, "lr"), group["eps"], group["weight_decay"]
+        # runtime values when compiled (a scheduler or the user may rewrite them per step)
+        lr, eps, wd = hyper(group, "lr"), hyper(group, "eps"), hyper(group, "weight_decay")
         beta1, beta2 = group["betas"]        # (a pair, as eager unpacking checks)
         # runtime values when compiled: OneCycleLR rewrites beta1 every step
         beta1, beta2 = hyper(group, "betas", 0), hyper(group, "betas", 1)

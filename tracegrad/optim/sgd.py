@@ -60,8 +60,9 @@ class SGD(Optimizer):
                                 group["maximize"])
 
     def _update(self, p, group):
-        # momentum: a runtime value when compiled, as lr (OneCycleLR cycles it)
-        momentum, wd = hyper(group, "momentum"), group["weight_decay"]
+        # momentum, weight decay and dampening: runtime values when compiled, as lr
+        # (OneCycleLR cycles momentum; a weight-decay schedule rewrites weight_decay)
+        momentum, wd = hyper(group, "momentum"), hyper(group, "weight_decay")
         g = -p.grad if group["maximize"] else p.grad
         if wd != 0:
             g = g.add(p, alpha=wd)
@@ -72,6 +73,6 @@ class SGD(Optimizer):
                 buf = g.detach().clone()
                 state["momentum_buffer"] = buf
             else:
-                buf.mul_(momentum).add_(g, alpha=1 - group["dampening"])
+                buf.mul_(momentum).add_(g, alpha=1 - hyper(group, "dampening"))
             g = g.add(buf, alpha=momentum) if group["nesterov"] else buf
         add_scaled_(p, g, -hyper(group, "lr"))   # lr: a runtime value when compiled
