@@ -233,3 +233,35 @@ def test_a_hyper_parameter_schedule_set_by_hand_takes_effect_without_retracing(m
     (eager, _), (compiled, stats) = _eager_and_compiled(make, calls)
     assert compiled == eager
     assert stats.traces <= 2 and stats.eager_calls == 0, str(stats)
+
+
+# --- BatchNorm with momentum=None (cumulative average): its factor is data ---
+
+@pytest.mark.parametrize("what", ["step", "model"])
+def test_batchnorm_cumulative_average_compiles_once(what):
+    def make(compiled):
+        model = nn.Sequential(nn.Linear(4, 5), nn.BatchNorm1d(5, momentum=None), nn.ReLU(),
+                              nn.Linear(5, 3))
+        opt = tg.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+        fwd = tg.compile(model) if compiled and what == "model" else model
+
+        def step(x, y):
+            opt.zero_grad()
+            loss = F.cross_entropy(fwd(x), y)
+            loss.backward()
+            opt.step()
+            return loss
+        f = tg.compile(step) if compiled and what == "step" else step
+        return f, (model, f if what == "step" else fwd)
+
+    def calls(f, objects):
+        model, compiled = objects
+        seen = []
+        for k in range(6):
+            seen.append(f(tg.randn(6, 4), tg.randint(0, 3, (6,))).item())
+            seen += [t.detach().numpy().tobytes()
+                     for t in (*model.parameters(), *model.buffers())]
+        return seen, getattr(compiled, "stats", None)
+    (eager, _), (compiled, stats) = _eager_and_compiled(make, calls)
+    assert compiled == eager
+    assert stats.traces <= 2 and stats.eager_calls == 0, str(stats)
