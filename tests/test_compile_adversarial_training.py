@@ -265,3 +265,100 @@ def test_batchnorm_cumulative_average_compiles_once(what):
     (eager, _), (compiled, stats) = _eager_and_compiled(make, calls)
     assert compiled == eager
     assert stats.traces <= 2 and stats.eager_calls == 0, str(stats)
+
+
+# --- a trainer object's state the compiled step never reads (Note [Unread attributes]) ---
+
+class _Trainer:
+    def __init__(self):
+        self.model = nn.Sequential(nn.Linear(5, 8), nn.Tanh(), nn.Linear(8, 3))
+        self.opt = tg.optim.SGD(self.model.parameters(), lr=0.1, momentum=0.9)
+        self.sched = tg.optim.lr_scheduler.StepLR(self.opt, 1, gamma=0.8)
+        self.losses, self.global_step, self.history = [], 0, {"epoch": 0}
+
+    def train_step(self, x, y):
+        self.opt.zero_grad()
+        loss = F.cross_entropy(self.model(x), y)
+        loss.backward()
+        self.opt.step()
+        return loss
+
+
+def test_a_trainers_bookkeeping_and_scheduler_outside_never_retrace_its_step():
+    def make(compiled):
+        t = _Trainer()
+        return (tg.compile(t.train_step) if compiled else t.train_step), t
+
+    def calls(f, t):
+        seen = []
+        for epoch in range(4):
+            for _ in range(3):
+                loss = f(tg.randn(6, 5), tg.randint(0, 3, (6,)))
+                t.losses.append(loss.item())         # logging, outside the step
+                t.global_step += 1
+            t.sched.step()                           # once an epoch, outside the step
+            t.history["epoch"] = epoch
+            seen += [p.detach().numpy().tobytes() for p in t.model.parameters()]
+        return seen + t.losses, getattr(f, "stats", None)
+    (eager, _), (compiled, stats) = _eager_and_compiled(make, calls)
+    assert compiled == eager
+    assert stats.traces == 2 and stats.eager_calls == 0, str(stats)
+
+
+class _Reader:
+    """A step that reads its object's state (`how` picks how Python does it); each way
+    lives in its own function, whose code alone names what it names."""
+
+    def __init__(self, how):
+        self.scale, self.cfg = 1.0, {"scale": 1.0}
+        self.w = tg.ones(3, requires_grad=True)
+        opt = tg.optim.SGD([tg.zeros(1, requires_grad=True)], lr=0.5)
+        self.plateau = tg.optim.lr_scheduler.ReduceLROnPlateau(opt, cooldown=3)
+        self.step = getattr(self, "step_" + how)
+
+    def helper(self):
+        return self.scale
+
+    def step_attribute(self, x):
+        return (x * self.w).sum() * self.scale
+
+    def step_getattr(self, x):
+        return (x * self.w).sum() * getattr(self, "".join(["sc", "ale"]))
+
+    def step_format(self, x):
+        return (x * self.w).sum() * float("{0.scale}".format(self))
+
+    def step_format_computed(self, x):
+        return (x * self.w).sum() * float("".join(["{0.sc", "ale}"]).format(self))
+
+    def step_other_library(self, x):
+        import string
+        fmt = "".join(["{0.sc", "ale}"])
+        return (x * self.w).sum() * float(string.Formatter().vformat(fmt, (self,), {}))
+
+    def step_helper(self, x):
+        return (x * self.w).sum() * self.helper()
+
+    def step_scheduler_property(self, x):
+        return (x * self.w).sum() * (2.0 if self.plateau.in_cooldown else 1.0)
+
+    def step_dict(self, x):
+        return (x * self.w).sum() * self.cfg["scale"]
+
+
+@pytest.mark.parametrize("how", ["attribute", "getattr", "format", "format_computed",
+                                 "other_library", "helper", "scheduler_property", "dict"])
+def test_state_a_compiled_step_reads_stays_guarded(how):
+    def make(compiled):
+        r = _Reader(how)
+        return (tg.compile(r.step) if compiled else r.step), r
+
+    def calls(f, r):
+        seen = []
+        for k in range(4):
+            seen.append(f(tg.ones(3)).item())
+            r.scale = r.cfg["scale"] = 2.0 + k
+            r.plateau.cooldown_counter = k % 2
+        return seen
+    eager, compiled = _eager_and_compiled(make, calls)
+    assert compiled == eager

@@ -35,6 +35,11 @@ _LIBS = tuple(sorted({os.path.join(p, "") for k in ("stdlib", "platstdlib", "pur
                       if (p := sysconfig.get_paths().get(k))}))
 
 
+# standard-library code that runs between the user's lines without being handed the
+# user's objects (weak-reference callbacks of the garbage collector, locks, `with`)
+_HARMLESS = tuple(os.path.join(p, m) for p in {sysconfig.get_paths().get("stdlib")} if p
+                  for m in ("weakref.py", "_weakrefset.py", "threading.py", "contextlib.py",
+                            "abc.py", "enum.py"))
 _LIBRARY_MODULES = ("tracegrad", "numpy", "torch", "jax", "builtins", "functools", "typing",
                     "abc")
 
@@ -260,6 +265,7 @@ class watch_python:
         from ._tensor import Tensor
         self._tensor = Tensor
         self.outside_codes = set()  # user code run outside replayed calls
+        self.foreign_calls = set()  # code of other libraries user code called directly
 
     def __enter__(self):
         self.prev = sys.getprofile()
@@ -295,13 +301,18 @@ class watch_python:
                 back = frame.f_back
                 if back is not None and _is_user_frame(back):
                     self._report(back, "random", f"Python's random.{code.co_name}()")
-            elif (kind == "library" and code.co_argcount and code.co_varnames[0] == "self"
-                  and not self.tracer.replaying and (back := frame.f_back) is not None
+            elif (kind == "library" and not self.tracer.replaying
+                  and (back := frame.f_back) is not None
                   and self._kinds.get(back.f_code) == "user"):
-                obj = frame.f_locals.get("self")      # a method user code called (by id:
-                if not isinstance(obj, self._tensor):  # no reference kept, Note [Traced values])
-                    self.method_calls.append((id(obj), type(obj).__name__, code,
-                                              back.f_code, back.f_lineno))
+                if not code.co_filename.startswith(_PKG + ("<tracegrad",) + _HARMLESS):
+                    # Python code of another library called by the user's: it may read
+                    # the attributes of objects it is handed (Note [Unread attributes])
+                    self.foreign_calls.add(code)
+                if code.co_argcount and code.co_varnames[0] == "self":
+                    obj = frame.f_locals.get("self")      # a method user code called (by
+                    if not isinstance(obj, self._tensor):  # id: Note [Traced values])
+                        self.method_calls.append((id(obj), type(obj).__name__, code,
+                                                  back.f_code, back.f_lineno))
 
     def names(self):
         """The attribute and global names of the user code the trace ran outside replayed

@@ -42,7 +42,8 @@ from .record import Options
 from .trace_plan import record_from_trace
 from .._effects import replay_reads, watch_python
 from .binding import Binder
-from .state import changed_by_trace, optimizer_state_growth, owned_holders, scan
+from .state import (changed_by_trace, optimizer_state_growth, owned_holders, scan,
+                    unread_attribute_guards)
 
 log = logging.getLogger("tracegrad")
 
@@ -272,6 +273,7 @@ class CompiledFunction:
             out = self.fn(*args, **kwargs)
         tracer.check_numpy_writes()
         replay_reads(tracer, watch)
+        scanned.unread = {id(g) for g in unread_attribute_guards(scanned, watch)}
         outs, build = flatten(out, strict=True)
         _warn_effects(self.name, tracer)
         if isinstance(out, Tensor):
@@ -391,7 +393,9 @@ def _settle_state(tracer, scanned, read_keys=frozenset()):
     trace, which only the guard keeps from going stale). `read_keys`: the string constants
     of that user code."""
     bindings = scanned.bindings
-    guards = [g for _, t in tracer.captured for g in bindings.get(id(t), ())] + scanned.guards
+    unread = getattr(scanned, "unread", ())   # Note [Unread attributes] in state.py
+    guards = [g for _, t in tracer.captured for g in bindings.get(id(t), ())] + [
+        g for g in scanned.guards if id(g) not in unread]
     owned = owned_holders([o for o, *_ in tracer.replays])
     places = tracer.scalar_places()
     runtime = [g for g in guards if any(g.holder is h and g.key == k for h, k in places)

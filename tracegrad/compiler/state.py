@@ -29,6 +29,7 @@ appended item or an added hook re-traces. Reads beyond this reach (values behind
 nesting deeper than MAX_NEST) are not guarded: pass such values as arguments. A function that changes scalar state it reads (a call counter)
 re-traces on each call until `cache_limit`, then runs eagerly, which is what eager gives.
 """
+import re
 import types
 
 import numpy as np
@@ -220,6 +221,76 @@ def optimizer_state_growth(changed, scanned):
         for g in changed)
 
 
+# Note [Unread attributes]
+# The scan guards every attribute of the plain objects it reaches, because Python reads of
+# `obj.attr` are invisible to the tracer. But a trainer object whose compiled method never
+# looks at `self.losses` (appended to after each call) or `self.sched` (a scheduler
+# stepped once an epoch, outside) would then re-trace on every call and, past
+# `cache_limit`, run eagerly for good. Python code can only read an attribute by naming
+# it: so an attribute holding plain data (numbers, strings, and lists, tuples and dicts of
+# them) is not guarded when
+# - no user code the trace ran (replayed calls included) names it, as an attribute, a
+#   global or inside a string constant (`hasattr(self, "lr")`, `"{0.lr}".format(self)`),
+#   nor names `__dict__`, `vars`, `getattr`, `dir`, `setattr` or `format` (which reach
+#   attributes by computed names);
+# - user code called no method of the object's class from a library (a scheduler's
+#   `get_last_lr()` reads `_last_lr`: Note [Reads of replayed state]) -- methods written
+#   by the user are user code, whose names count;
+# - user code called no Python code of another library (it could read any attribute of
+#   an object handed to it); tracegrad's own functions read tensors and modules.
+# Modules' attributes are always guarded (their library forward methods read them), and
+# so is any container another kept guard also holds.
+_DYNAMIC = frozenset(("__dict__", "vars", "getattr", "dir", "setattr", "delattr",
+                      "__getattribute__", "format", "format_map"))
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _pure(x, nest):
+    """Plain data: a scalar, or (within `nest` levels) a list, tuple or dict of it."""
+    if isinstance(x, _SCALARS):
+        return True
+    if type(x) in (list, tuple, dict) and nest > 0 and len(x) <= MAX_ITEMS:
+        items = list(x.items()) if type(x) is dict else [(None, i) for i in x]
+        return all(isinstance(k, _SCALARS) and _pure(i, nest - 1) for k, i in items)
+    return False
+
+
+def _all_names(codes):
+    """The names of `codes` and their nested code, and every identifier inside their string
+    constants (`"{0.lr}".format(self)` and `"%(lr)s" % ...` read `lr` too)."""
+    out, stack = set(), list(codes)
+    while stack:
+        c = stack.pop()
+        out.update(c.co_names)
+        for k in c.co_consts:
+            if type(k) is str:
+                out.update(k.split() if k.isidentifier() else _WORD.findall(k))
+            elif isinstance(k, types.CodeType):
+                stack.append(k)
+    return out
+
+
+def unread_attribute_guards(scanned, watch):
+    """The guards of plain-data attributes the trace cannot have read (Note [Unread
+    attributes]), to drop from the path's state guards."""
+    if not scanned.plain_attrs or watch.foreign_calls:
+        return []
+    names = _all_names(watch.user_codes)
+    if names & _DYNAMIC:
+        return []
+    called = {key for key, *_ in watch.method_calls}
+    drop = [gs for obj, k, gs in scanned.plain_attrs if k not in names and id(obj) not in called]
+    dropped = {id(g) for gs in drop for g in gs}
+    kept_is = {id(g.expected) for g in scanned.guards
+               if g.mode == "is" and id(g) not in dropped}
+    out = []
+    for gs in drop:
+        # a container also held by a kept place keeps its length and item guards
+        if not any(g.mode == "is" and id(g.expected) in kept_is for g in gs):
+            out += gs
+    return out
+
+
 def scan(target, objects=()):
     """The state a function, bound method, callable object or nn.Module about to be traced
     can reach (Note [Captured state]), plus `objects`: [(name, object)] passed as arguments.
@@ -247,6 +318,7 @@ class _Scanner:
         self.seen = set()
         self.containers = set()
         self.code_names = set()          # attribute names the scanned code reads
+        self.plain_attrs = []            # [(object, attribute, its guards)]: plain data
 
     def function(self, fn, depth):
         owner = getattr(fn, "__self__", None)
@@ -342,7 +414,10 @@ class _Scanner:
             self.guards.append(StateGuard(d, _LEN, len(d), "len", where))
         for k, x in list(d.items()):
             if not k.startswith("__"):
+                n = len(self.guards)
                 self.value_in(d, k, x, f"{where}.{k}", depth, nest=nest - 1)
+                if _pure(x, nest - 1):       # Note [Unread attributes]
+                    self.plain_attrs.append((v, k, self.guards[n:]))
         cls = type(v)
         if _is_user_class(cls):             # class attributes read through the instance
             cd = cls.__dict__
