@@ -362,3 +362,39 @@ def test_state_a_compiled_step_reads_stays_guarded(how):
         return seen
     eager, compiled = _eager_and_compiled(make, calls)
     assert compiled == eager
+
+
+def test_an_attribute_only_a_custom_functions_backward_reads_stays_guarded():
+    """The backward of a custom Function is traced when the backward program is built,
+    after the forward's trace: what it names counts as read (Note [Unread attributes])."""
+    class Cfg:
+        pass
+    cfg = Cfg()
+    cfg.scale, cfg.shift = 1.0, 0.0
+
+    class Scale(tg.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 1.0
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * cfg.scale
+
+    def make(compiled):
+        m = nn.Linear(3, 1)
+
+        def fwd(x):
+            return Scale.apply(m(x)) + cfg.shift
+        return (tg.compile(fwd) if compiled else fwd), m
+
+    def calls(f, m):
+        seen = []
+        for k in range(3):
+            cfg.scale = 1.0 + k
+            m.zero_grad()
+            f(tg.ones(2, 3)).sum().backward()
+            seen.append(m.weight.grad.numpy().tobytes())
+        return seen
+    eager, compiled = _eager_and_compiled(make, calls)
+    assert compiled == eager

@@ -32,6 +32,7 @@ from .._tensor import Tensor
 from ..ir.interpret import GuardFailed
 from ..ir.printer import value_names
 from ..tracing import Tracer, flatten
+from ..tracing.custom_function import CLASS_OF
 from ..passes import DEFAULT_PIPELINE
 from .arguments import check_compile_arguments
 from .check import _in_check, checked_call
@@ -273,7 +274,9 @@ class CompiledFunction:
             out = self.fn(*args, **kwargs)
         tracer.check_numpy_writes()
         replay_reads(tracer, watch)
-        scanned.unread = {id(g) for g in unread_attribute_guards(scanned, watch)}
+        functions = {CLASS_OF.get(n.prim) for n in tracer.graph.nodes}
+        scanned.unread = {id(g) for g in unread_attribute_guards(
+            scanned, watch, [c for c in functions if c is not None])}
         outs, build = flatten(out, strict=True)
         _warn_effects(self.name, tracer)
         if isinstance(out, Tensor):

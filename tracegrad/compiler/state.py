@@ -232,7 +232,8 @@ def optimizer_state_growth(changed, scanned):
 # - no user code the trace ran (replayed calls included) names it, as an attribute, a
 #   global or inside a string constant (`hasattr(self, "lr")`, `"{0.lr}".format(self)`),
 #   nor names `__dict__`, `vars`, `getattr`, `dir`, `setattr` or `format` (which reach
-#   attributes by computed names);
+#   attributes by computed names); the methods of custom autograd Functions the trace
+#   applied count as run (their `backward` is traced when the backward program is built);
 # - user code called no method of the object's class from a library (a scheduler's
 #   `get_last_lr()` reads `_last_lr`: Note [Reads of replayed state]) -- methods written
 #   by the user are user code, whose names count;
@@ -270,12 +271,30 @@ def _all_names(codes):
     return out
 
 
-def unread_attribute_guards(scanned, watch):
+def _method_codes(classes):
+    """The code of every function defined on `classes` (a custom Function's `backward`,
+    run when a backward program is compiled, after the trace), decorators unwrapped."""
+    out = []
+    for cls in classes:
+        for k in cls.__mro__:
+            if not _is_user_class(k):
+                continue
+            for f in vars(k).values():
+                f = getattr(f, "__func__", f)
+                while hasattr(f, "__wrapped__"):
+                    out.append(getattr(f, "__code__", None))
+                    f = f.__wrapped__
+                out.append(getattr(f, "__code__", None))
+    return [c for c in out if c is not None]
+
+
+def unread_attribute_guards(scanned, watch, classes=()):
     """The guards of plain-data attributes the trace cannot have read (Note [Unread
-    attributes]), to drop from the path's state guards."""
+    attributes]), to drop from the path's state guards. `classes`: the custom autograd
+    Functions the trace applied (their code runs later too)."""
     if not scanned.plain_attrs or watch.foreign_calls:
         return []
-    names = _all_names(watch.user_codes)
+    names = _all_names(list(watch.user_codes) + _method_codes(classes))
     if names & _DYNAMIC:
         return []
     called = {key for key, *_ in watch.method_calls}
