@@ -398,3 +398,63 @@ def test_an_attribute_only_a_custom_functions_backward_reads_stays_guarded():
         return seen
     eager, compiled = _eager_and_compiled(make, calls)
     assert compiled == eager
+
+
+_PACKAGE = '''
+import tracegrad as tg
+
+
+class Config:
+    def __init__(self):
+        self.scale = 1.0
+
+
+class Model(tg.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.config = Config()
+        self.fc = tg.nn.Linear(3, 1)
+
+    def forward(self, x):
+        return self.fc(x) * self.config.scale
+
+
+class Trainer:
+    def __init__(self):
+        self.scale = 1.0
+        self.w = tg.ones(3, requires_grad=True)
+
+    def step(self, x):
+        return (x * self.w).sum() * self.scale
+'''
+
+
+@pytest.mark.parametrize("what", ["module", "method"])
+def test_state_read_by_code_of_an_installed_package_stays_guarded(what, tmp_path,
+                                                                   monkeypatch):
+    """Code from site-packages is not the user's; a model class or a trainer from a package
+    still reads its objects' attributes (Note [Unread attributes])."""
+    import importlib
+    import sys
+    import tracegrad._effects as E
+    (tmp_path / "tg_fake_pkg.py").write_text(_PACKAGE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(E, "_LIBS", E._LIBS + (str(tmp_path) + "/",))
+    sys.modules.pop("tg_fake_pkg", None)
+    pkg = importlib.import_module("tg_fake_pkg")
+
+    def make(compiled):
+        if what == "module":
+            m = pkg.Model()
+            return (tg.compile(m) if compiled else m), m.config
+        t = pkg.Trainer()
+        return (tg.compile(t.step) if compiled else t.step), t
+
+    def calls(f, holder):
+        seen = []
+        for k in range(4):
+            seen.append(f(tg.ones(2, 3)).sum().item())
+            holder.scale = 2.0 + k
+        return seen
+    eager, compiled = _eager_and_compiled(make, calls)
+    assert compiled == eager

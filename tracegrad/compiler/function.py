@@ -270,7 +270,7 @@ class CompiledFunction:
                 tracer.add_arg(x, names[i] if i < len(names) else f"a{i}")
                 n_args += 1
         external = set(containers) | scanned.containers
-        with tracer, watch_python(tracer, external) as watch:
+        with tracer, watch_python(tracer, external, _codes_of(self.fn)) as watch:
             out = self.fn(*args, **kwargs)
         tracer.check_numpy_writes()
         replay_reads(tracer, watch)
@@ -366,6 +366,14 @@ class CompiledFunction:
         if module is not None:
             return getattr(module, name)
         raise AttributeError(f"'CompiledFunction' object has no attribute {name!r}")
+
+
+def _codes_of(fn):
+    """The code object of the function traced (a bound method's, a partial's), as a set."""
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    code = getattr(getattr(fn, "__func__", fn), "__code__", None)
+    return {code} if code is not None else set()
 
 
 def _grad_outputs(tracer, outs):

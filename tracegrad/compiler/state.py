@@ -231,18 +231,21 @@ def optimizer_state_growth(changed, scanned):
 # them) is not guarded when
 # - no user code the trace ran (replayed calls included) names it, as an attribute, a
 #   global or inside a string constant (`hasattr(self, "lr")`, `"{0.lr}".format(self)`),
-#   nor names `__dict__`, `vars`, `getattr`, `dir`, `setattr` or `format` (which reach
-#   attributes by computed names); the methods of custom autograd Functions the trace
+#   nor names `__dict__`, `vars`, `getattr`, `dir`, `setattr`, `format`, `attrgetter`,
+#   `__reduce_ex__` or `__getstate__` (which reach attributes by computed names); the methods of custom autograd Functions the trace
 #   applied count as run (their `backward` is traced when the backward program is built);
 # - user code called no method of the object's class from a library (a scheduler's
 #   `get_last_lr()` reads `_last_lr`: Note [Reads of replayed state]) -- methods written
 #   by the user are user code, whose names count;
-# - user code called no Python code of another library (it could read any attribute of
-#   an object handed to it); tracegrad's own functions read tensors and modules.
+# - user code called no Python code of another library (it could read any attribute of an
+#   object handed to it); tracegrad's own functions read tensors and modules. The traced
+#   function and the methods of module classes from installed packages count as user
+#   code (a model from a package reads `self.config.dropout`).
 # Modules' attributes are always guarded (their library forward methods read them), and
 # so is any container another kept guard also holds.
 _DYNAMIC = frozenset(("__dict__", "vars", "getattr", "dir", "setattr", "delattr",
-                      "__getattribute__", "format", "format_map"))
+                      "__getattribute__", "format", "format_map", "attrgetter",
+                      "__reduce_ex__", "__getstate__"))
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
