@@ -506,3 +506,37 @@ def test_gradient_hooks_on_leaves_backward_runs_into_are_checked_each_call(where
         np.testing.assert_array_equal(a, b)
     np.testing.assert_array_equal(eager[1], comp[1])
     assert comp[2].eager_calls == 0
+
+
+@pytest.mark.parametrize("backend", ["numpy", "jax"])
+def test_cached_calls_keep_once_differentiable_refusing_double_backward(backend):
+    """Note [once_differentiable in compiled code]: the tracing call ran eagerly and raised;
+    cached calls run the recorded backward through dispatch for create_graph, and must
+    raise too, while a backward whose gradient arguments need no grad stays a constant."""
+    if backend == "jax":
+        pytest.importorskip("jax")
+
+    class Cube(tg.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return x ** 3
+
+        @staticmethod
+        @tg.autograd.function.once_differentiable
+        def backward(ctx, g):
+            x, = ctx.saved_tensors
+            return g * 3 * x * x
+
+    w = tg.randn(3, requires_grad=True)
+    v = tg.randn(3, requires_grad=True)
+    f = tg.compile(lambda x: Cube.apply(x * w), backend=backend)
+    for _ in range(3):
+        g, = tg.autograd.grad(f(tg.randn(3)), w, grad_outputs=v, create_graph=True)
+        with pytest.raises(RuntimeError, match="once_differentiable"):
+            g.sum().backward()
+    h = tg.compile(lambda x: Cube.apply(x).sum(), backend=backend)
+    for _ in range(3):
+        x = tg.randn(3, requires_grad=True)
+        g, = tg.autograd.grad(h(x), x, create_graph=True)
+        assert not g.requires_grad

@@ -35,6 +35,12 @@ _LIBS = tuple(sorted({os.path.join(p, "") for k in ("stdlib", "platstdlib", "pur
                       if (p := sysconfig.get_paths().get(k))}))
 
 
+# standard-library code that runs between the user's lines without being handed the
+# user's objects (weak-reference callbacks of the garbage collector, locks, `with`)
+_HARMLESS = tuple(os.path.join(p, m) for p in {sysconfig.get_paths().get("stdlib")} if p
+                  for m in ("weakref.py", "_weakrefset.py", "threading.py", "contextlib.py",
+                            "abc.py", "enum.py"))
+_OURS = _PKG + ("<tracegrad",)
 _LIBRARY_MODULES = ("tracegrad", "numpy", "torch", "jax", "builtins", "functools", "typing",
                     "abc")
 
@@ -251,8 +257,9 @@ class watch_python:
     `external` is the set of ids of containers that existed before the trace and that the
     caller can see (arguments, globals, closures, attributes): mutating one is an effect."""
 
-    def __init__(self, tracer, external):
+    def __init__(self, tracer, external, roots=()):
         self.tracer, self.external = tracer, external
+        self.roots = frozenset(roots)  # the code of the function traced
         self.user_codes = set()     # code objects of the user functions the trace ran
         self._kinds = {}            # code object -> "user" / "library" / "random"
         self.method_calls = []      # [(id(self), its type's name, code, caller code, line)]:
@@ -260,6 +267,7 @@ class watch_python:
         from ._tensor import Tensor
         self._tensor = Tensor
         self.outside_codes = set()  # user code run outside replayed calls
+        self.foreign_calls = set()  # code of other libraries user code called
 
     def __enter__(self):
         self.prev = sys.getprofile()
@@ -291,7 +299,8 @@ class watch_python:
             if kind is None:
                 kind = self._kinds[code] = (
                     "random" if code.co_filename.endswith(os.sep + "random.py") else
-                    "user" if _is_user_frame(frame) else "library")
+                    "user" if _is_user_frame(frame) or self._user_like(frame, code)
+                    else "library")
                 if kind == "user":
                     self.user_codes.add(code)
             if kind == "user" and not self.tracer.replaying:
@@ -300,13 +309,40 @@ class watch_python:
                 back = frame.f_back
                 if back is not None and _is_user_frame(back):
                     self._report(back, "random", f"Python's random.{code.co_name}()")
-            elif (kind == "library" and code.co_argcount and code.co_varnames[0] == "self"
-                  and not self.tracer.replaying and (back := frame.f_back) is not None
-                  and self._kinds.get(back.f_code) == "user"):
-                obj = frame.f_locals.get("self")      # a method user code called (by id:
-                if not isinstance(obj, self._tensor):  # no reference kept, Note [Traced values])
-                    self.method_calls.append((id(obj), type(obj).__name__, code,
-                                              back.f_code, back.f_lineno))
+            elif kind == "library":
+                self._other_library(frame, code)
+            if (kind == "library" and not self.tracer.replaying
+                    and (back := frame.f_back) is not None
+                    and self._kinds.get(back.f_code) == "user"):
+                if code.co_argcount and code.co_varnames[0] == "self":
+                    obj = frame.f_locals.get("self")      # a method user code called (by
+                    if not isinstance(obj, self._tensor):  # id: Note [Traced values])
+                        self.method_calls.append((id(obj), type(obj).__name__, code,
+                                                  back.f_code, back.f_lineno))
+
+    def _user_like(self, frame, code):
+        """Code of an installed package that plays the user's part: the traced function
+        itself, or a method of a module class defined outside tracegrad (a model from a
+        package). Its names and effects count as the user's."""
+        if code in self.roots:
+            return True
+        if code.co_filename.startswith(_OURS) or not code.co_argcount \
+                or code.co_varnames[0] != "self":
+            return False
+        obj = frame.f_locals.get("self")
+        return "_modules" in getattr(obj, "__dict__", ()) and callable(
+            getattr(obj, "named_parameters", None))
+
+    def _other_library(self, frame, code):
+        """Note [Unread attributes] (compiler/state.py): whether user code called the
+        Python code of another library (it may have been handed the user's objects, and
+        read their attributes by computed names)."""
+        if code.co_filename.startswith(_OURS):
+            return
+        back = frame.f_back
+        if (back is not None and self._kinds.get(back.f_code) == "user"
+                and not self.tracer.replaying and not code.co_filename.startswith(_HARMLESS)):
+            self.foreign_calls.add(code)
 
     def names(self):
         """The attribute and global names of the user code the trace ran outside replayed

@@ -7,7 +7,9 @@ inputs and `mark_non_differentiable` outputs that never require grad.
 """
 import numpy as np
 
-from .. import _effects, _mode
+from .. import _dispatch, _effects, _mode
+from ..ops import shape_rules as SR
+from ..ops.primitive import Primitive
 from .._errors import TracegradRuntimeError, TracegradTypeError, op_error
 from .._tensor import Tensor, edge_of
 from .graph import FREED_MSG, Node, _version_error
@@ -205,6 +207,8 @@ def once_differentiable(fn):
     def wrapper(ctx, *args):
         with _mode.no_grad():
             outputs = fn(ctx, *args)
+        if _dispatch.trace_hook.get() is not None:
+            return _mark_once_differentiable(outputs, args)
         if not _mode.is_grad_enabled():
             return outputs
         inputs = [a for a in args if isinstance(a, Tensor) and a.requires_grad]
@@ -223,6 +227,40 @@ def once_differentiable(fn):
             wrapped.append(o)
         return wrapped[0] if single else tuple(wrapped)
     return wrapper
+
+
+def _raise_delayed(g, ins, out, node):
+    raise TracegradRuntimeError("trying to differentiate twice a function that was marked "
+                                "with @once_differentiable")
+
+
+def _barrier_kernel(x, *grad_outputs):
+    return np.array(x, copy=True, order="C")
+
+
+# Note [once_differentiable in compiled code]
+# A compiled program records a custom Function's backward as ops (Note [Opaque Functions]
+# in tracing/custom_function.py); run with create_graph=True, its backward graph goes
+# through eager dispatch (Note [Differentiable backward]), where the ops of a
+# once_differentiable backward would be differentiated like any others. So inside a trace
+# each result is detached and passes through this copy, whose other operands are the
+# backward's gradient arguments: as eager's DelayedError node, it requires grad only when
+# one of them does, and its VJP raises.
+ONCE_DIFFERENTIABLE = Primitive("once_differentiable", _barrier_kernel, vjp=_raise_delayed,
+                                grad_fn_name="DelayedError", shape_rule=SR.same)
+# (its result operand, cut from the graph by a copy that is never differentiated: a
+# `detach` would be dropped from a backward graph by the alias cleanup)
+_CONSTANT = Primitive("once_differentiable_result", _barrier_kernel, shape_rule=SR.same)
+
+
+def _mark_once_differentiable(outputs, args):
+    single = not isinstance(outputs, tuple)
+    outs = (outputs,) if single else outputs
+    grads = tuple(a for a in args if isinstance(a, Tensor))
+    outs = tuple(_dispatch.dispatch(ONCE_DIFFERENTIABLE,
+                                    (_dispatch.dispatch(_CONSTANT, (o,)),) + grads)
+                 if isinstance(o, Tensor) and o.is_floating_point() else o for o in outs)
+    return outs[0] if single else outs
 
 
 class _DelayedError(Node):

@@ -33,6 +33,7 @@ from .._errors import RerunEagerly
 from ..ir.interpret import GuardFailed
 from ..ir.printer import value_names
 from ..tracing import Tracer, flatten
+from ..tracing.custom_function import CLASS_OF
 from ..passes import DEFAULT_PIPELINE
 from .arguments import check_compile_arguments
 from .check import _in_check, checked_call
@@ -44,7 +45,8 @@ from .record import Options
 from .trace_plan import record_from_trace
 from .._effects import replay_reads, watch_python
 from .binding import Binder, changed_argument
-from .state import advanced, changed_by_trace, owned_holders, scan
+from .state import (advanced, changed_by_trace, optimizer_state_growth, owned_holders,
+                    scan, unread_attribute_guards)
 
 log = logging.getLogger("tracegrad")
 
@@ -261,7 +263,8 @@ class CompiledFunction:
             entry.keep = [x for x in leaves if not isinstance(
                 x, (Tensor, np.ndarray, bool, int, float, str, type(None)))]
         if changed and not any(e.eager for e in tracer.effects):
-            return self._not_cached(entry, changed, out)   # (an effect says more: below)
+            growth = optimizer_state_growth(changed, scanned)
+            return self._not_cached(entry, changed, out, growth)   # (an effect says more)
         entry.unstable = 0
         options = Options(passes=tuple(self.pipeline), memory=self.memory,
                           poison=self.debug_nan, backend=self.backend,
@@ -292,7 +295,7 @@ class CompiledFunction:
                 n_args += 1
         external = set(containers) | scanned.containers
         before = self.binder.snapshot(args, kwargs) if containers else []
-        with tracer, watch_python(tracer, external) as watch:
+        with tracer, watch_python(tracer, external, _codes_of(self.fn)) as watch:
             out = self.fn(*args, **kwargs)
         code = getattr(self.fn, "__code__", None)
         site = code and f"{code.co_filename}:{code.co_firstlineno} in {self.name}"
@@ -306,6 +309,9 @@ class CompiledFunction:
                                "list or dict the caller holds)", None, site=site)
         tracer.check_numpy_writes()
         replay_reads(tracer, watch)
+        functions = {CLASS_OF.get(n.prim) for n in tracer.graph.nodes}
+        scanned.unread = {id(g) for g in unread_attribute_guards(
+            scanned, watch, [c for c in functions if c is not None])}
         outs, build = flatten(out, strict=True)
         _warn_effects(self.name, tracer)
         if isinstance(out, Tensor):
@@ -328,10 +334,15 @@ class CompiledFunction:
         self.stats.eager_calls += 1
         return self.fn(*args, **kwargs)
 
-    def _not_cached(self, entry, changed, out):
+    def _not_cached(self, entry, changed, out, growth=False):
         """The trace changed Python state it reads (Note [Captured state]): replaying the
         path would skip that change, so it is not cached. The call itself ran eagerly. A
-        second such trace in a row makes calls like these run eagerly, with a warning."""
+        second such trace in a row makes calls like these run eagerly, with a warning;
+        an optimizer creating state for more parameters does not count (`growth`, Note
+        [Optimizer state growth] in state.py) up to `cache_limit` times."""
+        entry.growths = getattr(entry, "growths", 0) + growth
+        if growth and entry.growths <= self.cache_limit:
+            return out
         g = changed[0]
         why = (f"it changes {g.where} ({g.reason().split(': ', 1)[-1]}), which it also "
                "reads")
@@ -392,6 +403,14 @@ class CompiledFunction:
         raise AttributeError(f"'CompiledFunction' object has no attribute {name!r}")
 
 
+def _codes_of(fn):
+    """The code object of the function traced (a bound method's, a partial's), as a set."""
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    code = getattr(getattr(fn, "__func__", fn), "__code__", None)
+    return {code} if code is not None else set()
+
+
 def _grad_outputs(tracer, outs):
     """`.grad` assignments of the trace (backward() or `p.grad = ...` inside): [(owner, final
     .grad)], the tensors among them becoming hidden outputs after the user's (Note [Effects])."""
@@ -400,6 +419,12 @@ def _grad_outputs(tracer, outs):
         if g is not None and id(g) not in tracer.env:
             tracer.note_effect("grad_write", "assigning .grad a tensor from outside the trace", o)
     grad_sets = [(o, g) for o, g in grad_sets if g is None or id(g) in tracer.env]
+    for o, _ in grad_sets:
+        # Note [Owners of .grad writes]: a parameter the trace never computed with whose
+        # .grad it assigns (zero_grad() clearing an unused head's gradient) becomes a
+        # captured input, so the program can replay the assignment on it every call
+        if id(o) not in tracer.env:
+            tracer.value_of(o)
     tracer.graph.outputs = [tracer.value_of(o) for o in outs if isinstance(o, Tensor)] + [
         tracer.env[id(g)] for _, g in grad_sets if g is not None]
     return grad_sets
@@ -414,7 +439,9 @@ def _settle_state(tracer, scanned, read_keys=frozenset()):
     trace, which only the guard keeps from going stale). `read_keys`: the string constants
     of that user code."""
     bindings = scanned.bindings
-    guards = [g for _, t in tracer.captured for g in bindings.get(id(t), ())] + scanned.guards
+    unread = getattr(scanned, "unread", ())   # Note [Unread attributes] in state.py
+    guards = [g for _, t in tracer.captured for g in bindings.get(id(t), ())] + [
+        g for g in scanned.guards if id(g) not in unread]
     owned = owned_holders([o for o, *_ in tracer.replays])
     places = tracer.scalar_places()
     runtime = [g for g in guards if any(g.holder is h and g.key == k for h, k in places)

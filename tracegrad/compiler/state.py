@@ -17,7 +17,8 @@ It records, as `StateGuard`s checked on every cache hit:
 - *identity guards* on every container, object, function and submodule walked (rebinding
   `cfg = {...}` or `model.fc = Linear(...)` must re-trace, not read the old one);
 - *value guards* on every Python scalar (bool, int, float, complex, str, None): a changed
-  `lr = 0.01` re-traces, as a changed scalar argument does.
+  `lr = 0.01` re-traces, as a changed scalar argument does;
+- *length guards* on the attribute dicts of modules and user objects (Note [New attributes]).
 A failing guard re-traces with a reason naming the place ("global 'scale' changed: 2.0 ->
 5.0"). Arguments that are objects (modules, plain objects, `self` of a compiled method, a
 compiled callable object) are walked the same way, as are class attributes of user classes,
@@ -30,6 +31,7 @@ re-traces on each call until `cache_limit`, then runs eagerly, which is what eag
 """
 import collections
 import collections.abc as abc
+import re
 import types
 
 import numpy as np
@@ -261,6 +263,114 @@ def changed_by_trace(guards, owned):
     return dropped, changed
 
 
+def optimizer_state_growth(changed, scanned):
+    """Note [Optimizer state growth]
+    An optimizer creates a parameter's state (momentum buffer, Adam's moments) the first
+    time that parameter has a gradient at `step()`. A trace doing so changed state it reads
+    (`opt.state` grew) and is not cached, as for any such change; but unlike a call counter
+    it is not a reason to give up compiling: in a step where some parameters only get
+    gradients later (a second task head, a layer unfrozen after warm-up) it happens once
+    per parameter. True when every change in `changed` is such a growth."""
+    from ..optim.optimizer import Optimizer
+    states = {id(vars(g.expected).get("state")) for g in scanned.guards
+              if g.mode == "is" and isinstance(g.expected, Optimizer)}
+    return bool(changed) and all(
+        g.key is _LEN and id(g.holder) in states and len(g.holder) > g.expected
+        for g in changed)
+
+
+# Note [Unread attributes]
+# The scan guards every attribute of the plain objects it reaches, because Python reads of
+# `obj.attr` are invisible to the tracer. But a trainer object whose compiled method never
+# looks at `self.losses` (appended to after each call) or `self.sched` (a scheduler
+# stepped once an epoch, outside) would then re-trace on every call and, past
+# `cache_limit`, run eagerly for good. Python code can only read an attribute by naming
+# it: so an attribute holding plain data (numbers, strings, and lists, tuples and dicts of
+# them) is not guarded when
+# - no user code the trace ran (replayed calls included) names it, as an attribute, a
+#   global or inside a string constant (`hasattr(self, "lr")`, `"{0.lr}".format(self)`),
+#   nor names `__dict__`, `vars`, `getattr`, `dir`, `setattr`, `format`, `attrgetter`,
+#   `__reduce_ex__` or `__getstate__` (which reach attributes by computed names); the methods of custom autograd Functions the trace
+#   applied count as run (their `backward` is traced when the backward program is built);
+# - user code called no method of the object's class from a library (a scheduler's
+#   `get_last_lr()` reads `_last_lr`: Note [Reads of replayed state]) -- methods written
+#   by the user are user code, whose names count;
+# - user code called no Python code of another library (it could read any attribute of an
+#   object handed to it); tracegrad's own functions read tensors and modules. The traced
+#   function and the methods of module classes from installed packages count as user
+#   code (a model from a package reads `self.config.dropout`).
+# Modules' attributes are always guarded (their library forward methods read them), and
+# so is any container another kept guard also holds.
+_DYNAMIC = frozenset(("__dict__", "vars", "getattr", "dir", "setattr", "delattr",
+                      "__getattribute__", "format", "format_map", "attrgetter",
+                      "__reduce_ex__", "__getstate__"))
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _pure(x, nest):
+    """Plain data: a scalar, or (within `nest` levels) a list, tuple or dict of it."""
+    if isinstance(x, _SCALARS):
+        return True
+    if type(x) in (list, tuple, dict) and nest > 0 and len(x) <= MAX_ITEMS:
+        items = list(x.items()) if type(x) is dict else [(None, i) for i in x]
+        return all(isinstance(k, _SCALARS) and _pure(i, nest - 1) for k, i in items)
+    return False
+
+
+def _all_names(codes):
+    """The names of `codes` and their nested code, and every identifier inside their string
+    constants (`"{0.lr}".format(self)` and `"%(lr)s" % ...` read `lr` too)."""
+    out, stack = set(), list(codes)
+    while stack:
+        c = stack.pop()
+        out.update(c.co_names)
+        for k in c.co_consts:
+            if type(k) is str:
+                out.update(k.split() if k.isidentifier() else _WORD.findall(k))
+            elif isinstance(k, types.CodeType):
+                stack.append(k)
+    return out
+
+
+def _method_codes(classes):
+    """The code of every function defined on `classes` (a custom Function's `backward`,
+    run when a backward program is compiled, after the trace), decorators unwrapped."""
+    out = []
+    for cls in classes:
+        for k in cls.__mro__:
+            if not _is_user_class(k):
+                continue
+            for f in vars(k).values():
+                f = getattr(f, "__func__", f)
+                while hasattr(f, "__wrapped__"):
+                    out.append(getattr(f, "__code__", None))
+                    f = f.__wrapped__
+                out.append(getattr(f, "__code__", None))
+    return [c for c in out if c is not None]
+
+
+def unread_attribute_guards(scanned, watch, classes=()):
+    """The guards of plain-data attributes the trace cannot have read (Note [Unread
+    attributes]), to drop from the path's state guards. `classes`: the custom autograd
+    Functions the trace applied (their code runs later too)."""
+    if not scanned.plain_attrs or watch.foreign_calls:
+        return []
+    names = _all_names(list(watch.user_codes) + _method_codes(classes))
+    if names & _DYNAMIC:
+        return []
+    called = {key for key, *_ in watch.method_calls}
+    drop = [gs for obj, k, gs in scanned.plain_attrs if k not in names and id(obj) not in called]
+    dropped = {id(g) for gs in drop for g in gs}
+    kept_is = {id(g.expected) for g in scanned.guards
+               if g.mode == "is" and id(g) not in dropped}
+    out = []
+    for gs in drop:
+        # a container also held by a kept place keeps its length and item guards
+        if not any(g.mode == "is" and id(g.expected) in kept_is for g in gs):
+            out += gs
+    return out
+
+
 def scan(target, objects=()):
     """The state a function, bound method, callable object or nn.Module about to be traced
     can reach (Note [Captured state]), plus `objects`: [(name, object)] passed as arguments.
@@ -289,6 +399,7 @@ class _Scanner:
         self.containers = set()
         self.code_names = set()          # attribute names the scanned code reads
         self.iterators = []              # [(iterator, where, progress)] (Note [Iterators])
+        self.plain_attrs = []            # [(object, attribute, its guards)]: plain data
 
     def function(self, fn, depth):
         owner = getattr(fn, "__self__", None)
@@ -387,9 +498,14 @@ class _Scanner:
         d = vars(v)
         if len(d) > MAX_ITEMS:
             return
+        if _is_user_class(type(v)):          # Note [New attributes]
+            self.guards.append(StateGuard(d, _LEN, len(d), "len", where))
         for k, x in list(d.items()):
             if not k.startswith("__"):
+                n = len(self.guards)
                 self.value_in(d, k, x, f"{where}.{k}", depth, nest=nest - 1)
+                if _pure(x, nest - 1):       # Note [Unread attributes]
+                    self.plain_attrs.append((v, k, self.guards[n:]))
         cls = type(v)
         if _is_user_class(cls):             # class attributes read through the instance
             cd = cls.__dict__
@@ -420,6 +536,7 @@ class _Scanner:
     def module(self, m, where, depth, hooks=True):
         """Parameters, buffers, hooks and attributes of `m` and of every submodule."""
         d = vars(m)
+        self.guards.append(StateGuard(d, _LEN, len(d), "len", where))   # Note [New attributes]
         for reg in ("_parameters", "_buffers"):
             for k, t in d.get(reg, {}).items():
                 if t is not None:
@@ -446,6 +563,18 @@ class _Scanner:
         for k, child in d.get("_modules", {}).items():
             if child is not None:
                 self.value_in(d["_modules"], k, child, f"{where}.{k}", depth)
+
+
+# Note [New attributes]
+# The guards above cover the attributes an object has when the trace starts. One the trace
+# *creates* (`self.feat = h` in a forward that stashes an activation, `holder.last = loss`,
+# `self.calls = getattr(self, "calls", 0) + 1`) has no guard, so a cached path would skip
+# the assignment and leave the first call's value there for good. The length of the
+# attribute dict of every module and user object walked is guarded too: a trace that adds
+# one breaks it, which is a change of state the function reads (`changed_by_trace`): that
+# call is not cached and such calls run eagerly, as for an attribute it rebinds. (Library
+# objects that are not modules, optimizers and schedulers, are left out: they add private
+# bookkeeping attributes on first use, and their state is handled by `hyper`/`replayed`.)
 
 
 def _dotted(where, k):

@@ -83,9 +83,15 @@ def plan_from_trace(tracer, out_tensors, grad_sets):
         return ("arg", args[id(owner)]) if id(owner) in args else owner
     sources = [(j, ref(tracer.sources[v])) for j, (v, _) in enumerate(tracer.captured)
                if v in tracer.sources]
+    # Note [.grad reads of tensors the program does not read]: a `.grad` Python looked at
+    # is checked on every call for program inputs, and also for tensors from outside the
+    # trace the program never computes with (`opt.step()` finding an idle layer's .grad
+    # None skips it; if a later call finds it set, eager would update that layer)
+    def outside(o):
+        return id(o) in position or id(o) not in tracer.env
     seen = set()
     grad_none = [ref(o) for o in tracer.grad_none
-                 if id(o) in position and not (id(o) in seen or seen.add(id(o)))]
+                 if outside(o) and not (id(o) in seen or seen.add(id(o)))]
     pre_effects, post_retain, retain_reason = _effect_replays(tracer, out_tensors, position)
     grad_set_plan, pre_clear, grad_reason = _grad_plan(tracer, grad_sets, position,
                                                        out_tensors)
@@ -93,7 +99,7 @@ def plan_from_trace(tracer, out_tensors, grad_sets):
         sources=sources, attr_guards=_attr_guards(tracer, args, sources),
         scalar_sources=[(j, *tracer.scalar_sources[v]) for j, (v, _) in
                         enumerate(tracer.captured) if v in tracer.scalar_sources],
-        grad_none=grad_none, grad_some=[ref(o) for o in tracer.grad_some if id(o) in position],
+        grad_none=grad_none, grad_some=[ref(o) for o in tracer.grad_some if outside(o)],
         pre_effects=pre_effects, post_retain=post_retain, grad_set_plan=grad_set_plan,
         pre_clear=pre_clear, hook_checks=_hook_checks(grad_sets, position, ref),
         eager_reason=retain_reason or grad_reason)

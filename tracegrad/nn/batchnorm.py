@@ -8,6 +8,7 @@ and their state_dict keys are PyTorch's.
 """
 from .. import _dtype as D
 from .. import _mode
+from .._effects import active
 from .._errors import TracegradValueError
 from ..ops import creation as C
 from . import functional as F
@@ -72,7 +73,7 @@ class _BatchNorm(Module):
             with _mode.no_grad():
                 self.num_batches_tracked.add_(1)
             if self.momentum is None:         # cumulative moving average
-                factor = 1.0 / float(self.num_batches_tracked)
+                factor = _cumulative_factor(self.num_batches_tracked)
         use_batch_stats = self.training or (self.running_mean is None
                                             and self.running_var is None)
         keep = not self.training or self.track_running_stats
@@ -96,6 +97,15 @@ class _BatchNorm(Module):
                                else C.tensor(0, dtype=D.int64))
         super()._load_from_state_dict(state_dict, prefix, local_metadata, strict,
                                       missing_keys, unexpected_keys, error_msgs)
+
+
+def _cumulative_factor(count):
+    """`1 / num_batches_tracked` (momentum=None). Inside a compiled call a 0-d float64
+    tensor computed from the counter, so the counter's value is data, not a guard that
+    fails on every call (the same float64 division as eager's Python number)."""
+    if active() is None:
+        return 1.0 / float(count)
+    return 1.0 / count.to(D.float64)
 
 
 class BatchNorm1d(_BatchNorm):

@@ -84,18 +84,21 @@ class Adam(Optimizer):
         return state
 
     def _update(self, p, group, state):
-        lr, eps, wd = hyper(group, "lr"), group["eps"], group["weight_decay"]
+        # runtime values when compiled (a scheduler or the user may rewrite them per step)
+        lr, eps, wd = hyper(group, "lr"), hyper(group, "eps"), hyper(group, "weight_decay")
         beta1, beta2 = group["betas"]        # (a pair, as eager unpacking checks)
         # runtime values when compiled: OneCycleLR rewrites beta1 every step
         beta1, beta2 = hyper(group, "betas", 0), hyper(group, "betas", 1)
         g = -p.grad if group["maximize"] else p.grad
         step_t = state["step"]
-        step_t.add_(1)
+        # (weight decay's decisions on runtime values come before the first in-place
+        # write, as in sgd.py; the step count's increment commutes with them)
         if wd != 0:
             if group["decoupled_weight_decay"]:
                 p.mul_(1 - lr * wd)
             else:
                 g = g.add(p, alpha=wd)
+        step_t.add_(1)
         m, v = state["exp_avg"], state["exp_avg_sq"]
         _lerp_(m, g, 1 - beta1)
         v.mul_(beta2).add_(O.mul(O.mul(g, 1 - beta2), g))

@@ -11,6 +11,7 @@ from .. import _mode
 from .._errors import TracegradValueError
 from .._effects import hyper
 from . import _fast
+from ..ops import elementwise as O
 from .optimizer import Optimizer, _check_unsupported, add_scaled_
 
 
@@ -60,18 +61,29 @@ class SGD(Optimizer):
                                 group["maximize"])
 
     def _update(self, p, group):
-        # momentum: a runtime value when compiled, as lr (OneCycleLR cycles it)
-        momentum, wd = hyper(group, "momentum"), group["weight_decay"]
+        # momentum, weight decay and dampening: runtime values when compiled, as lr
+        # (OneCycleLR cycles momentum; a weight-decay schedule rewrites weight_decay)
+        momentum, wd = hyper(group, "momentum"), hyper(group, "weight_decay")
         g = -p.grad if group["maximize"] else p.grad
         if wd != 0:
             g = g.add(p, alpha=wd)
         if momentum != 0:
+            # Decisions on runtime values (`alpha != 1` inside `add(.., alpha=..)`) are
+            # taken before the buffer is written, so a compiled step's chain of updates
+            # to it stays unbroken and runs in the buffer itself (Note [Update chains]);
+            # `x.add_(y, alpha=a)` is `x.add_(y * a)` for a != 1, so the math is eager's.
+            unit = group["nesterov"] and momentum == 1
             state = self.state[p]
             buf = state.get("momentum_buffer")
             if buf is None:
                 buf = g.detach().clone()
                 state["momentum_buffer"] = buf
             else:
-                buf.mul_(momentum).add_(g, alpha=1 - group["dampening"])
-            g = g.add(buf, alpha=momentum) if group["nesterov"] else buf
+                a = 1 - hyper(group, "dampening")
+                damped = g if a == 1 else O.mul(g, a)
+                buf.mul_(momentum).add_(damped)
+            if group["nesterov"]:
+                g = g.add(buf) if unit else g.add(O.mul(buf, momentum))
+            else:
+                g = buf
         add_scaled_(p, g, -hyper(group, "lr"))   # lr: a runtime value when compiled

@@ -163,10 +163,12 @@ def _primitive(cls, n, saves_out=False):
             grad_fn_name=f"{cls.__name__}Backward", saves=tuple(range(n)),
             saves_out=saves_out, may_raise=True)        # user code may raise on values
         OPAQUE.add(prim)
+        CLASS_OF[prim] = cls            # (its backward's code: Note [Unread attributes])
     return prim
 
 
 OPAQUE = set()   # the primitives made here (user code, not the op table; kept, as REGISTRY does)
+CLASS_OF = {}    # each of them -> its Function class
 
 
 def _unique(name):

@@ -13,7 +13,8 @@ from ...ops import conv as C
 from ...ops import creation as K
 from ...ops import linalg as L
 from ...ops import loss as LS
-from .table import register
+from ...autograd import function as _function
+from .table import register, simple
 
 _HI = lax.Precision.HIGHEST
 
@@ -107,3 +108,9 @@ def _full(ctx, node):
 @register(CONSTANT)
 def _constant(ctx, node):
     return jnp.asarray(node.attrs["value"])
+
+
+# once_differentiable's copies (Note [once_differentiable in compiled code]): the value of
+# operand 0; what they mean for autograd matters only when replayed through eager dispatch
+simple(_function.ONCE_DIFFERENTIABLE, lambda x, *grad_outputs: x)
+simple(_function._CONSTANT, lambda x: x)
