@@ -140,6 +140,23 @@ def hyper(holder, key, index=None):
     return tracer.scalar_source(holder, key, value, index)
 
 
+def as_scalar_for(value, like):
+    """Note [Hyper-parameters meet zero-dim tensors]
+    A hyper-parameter `hyper` read per call is a 0-d float64 tensor, where eager code has a
+    Python number. The two promote alike against a tensor with dimensions (the tensor's
+    dtype wins), but not against a 0-d one: PyTorch's rules lift a 0-d float32 tensor
+    times a 0-d float64 tensor to float64, while times a Python float stays float32. A 0-d
+    parameter (a log-variance, a temperature) would then be updated in another precision
+    than eager's. Eager casts the Python number to the tensor's dtype before the kernel
+    runs (`_dispatch._scalar`); this does the same to the runtime value, so the update is
+    eager's for tensors of any rank. `value` (a number or such a tensor) as an operand
+    meeting the tensor `like`."""
+    from ._tensor import Tensor
+    if isinstance(value, Tensor) and value.dtype is not like.dtype and like.is_floating_point():
+        return value.to(like.dtype)
+    return value
+
+
 def is_number(value):
     """A real number a hyper-parameter may be read per call as: a Python int or float, or
     a numpy one (a learning rate computed with numpy), never a bool."""

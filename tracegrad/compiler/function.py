@@ -37,7 +37,7 @@ from ..tracing.custom_function import CLASS_OF
 from ..passes import DEFAULT_PIPELINE
 from .arguments import check_compile_arguments
 from .check import _in_check, checked_call
-from .keys import describe_difference, entry_key
+from .keys import alias_eager_reason, alias_groups, describe_difference, entry_key
 from .backward_node import eager_saves
 from .path import CompiledPath
 from .pipeline import run_pipeline, stages_for
@@ -153,9 +153,13 @@ class CompiledFunction:
         key, tensors, aliased = entry_key(leaves, struct)
         if self.module is not None:
             key = key + (tuple(m.training for m in self.module.modules()),)
-        if aliased:
-            self.stats.eager_calls += 1      # aliasing arguments: keep eager semantics
-            return self.fn(*args, **kwargs)
+        if aliased:                          # Note [Arguments sharing memory]
+            why = alias_eager_reason(tensors)
+            if why is not None:
+                self._warn_alias(why)
+                self.stats.eager_calls += 1
+                return self.fn(*args, **kwargs)
+            key = (key[0] + (("aliases", alias_groups(tensors)),),) + key[1:]
         n_seen = self._n_paths()
         entry = self.entries.get(key)
         if entry is not None and entry.eager is not None:
@@ -243,6 +247,12 @@ class CompiledFunction:
                 for note in getattr(err, "__notes__", ()):
                     e.add_note(note)
             raise
+
+    def _warn_alias(self, why):
+        if not getattr(self, "_alias_warned", False):
+            self._alias_warned = True
+            warnings.warn(f"tracegrad.compile: '{self.name}' runs eagerly for arguments like "
+                          f"these: {why}", UserWarning, stacklevel=4)
 
     def _trace(self, key, entry, args, kwargs, leaves, reason, containers=()):
         """Run the call eagerly while recording it, and cache the path (Note [Paths])."""
@@ -359,6 +369,11 @@ class CompiledFunction:
         self._paths_added += 1
         entry.last = path
         path.trace_reason = reason
+        if path.eager_reason is None and entry.key[0] and entry.key[0][-1][0] == "aliases":
+            n = path.n_args
+            if any(pos < n for pos, _ in path.part.mutations):
+                path.eager_reason = ("two tensor arguments share memory and the function "
+                                     "writes one of them in place")
         if path.eager_reason is not None:
             entry.eager = path.eager_reason
             warnings.warn(f"tracegrad.compile: '{self.name}' runs eagerly for arguments like "

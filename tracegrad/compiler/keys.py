@@ -60,6 +60,10 @@ def describe_difference(old, new):
     if old[4] != new[4]:
         return "the arguments' structure changed (keyword names, containers or dict keys)"
     (op, og, oi), (np_, ng, ni) = old[:3], new[:3]
+    oa, na = (ps[-1][1] if ps and ps[-1][0] == "aliases" else None for ps in (op, np_))
+    if oa != na:
+        return f"which tensor arguments share memory changed ({oa} -> {na})"
+    op, np_ = (ps[:-1] if a is not None else ps for ps, a in ((op, oa), (np_, na)))
     if og != ng:
         return f"grad mode changed ({og} -> {ng})"
     if oi != ni:
@@ -78,3 +82,35 @@ def describe_difference(old, new):
                 return f"argument {i}: numpy array changed (its values were traced as constants)"
             return f"argument {i} changed ({a[1:]} -> {b[1:]})"
     return "new entry"
+
+
+def alias_groups(tensors):
+    """Note [Arguments sharing memory]
+    Tensor arguments that are views of one storage (a language model's `x = data[:, i:i+T]`
+    and `y = data[:, i+1:i+T+1]`) are compiled when no tensor among them requires grad and
+    the function writes none of its arguments in place (then the program only reads them,
+    and which memory they share cannot change what it computes); otherwise the call runs
+    eagerly, with a warning. Which arguments share a storage is part of the entry key, so
+    a call sharing differently is keyed (and checked) anew; where in the storage each view
+    lies is not, since a program that only reads its arguments computes the same from any
+    layout the rest of the key allows. This is that pattern: per tensor argument, the index
+    of the first argument on its storage."""
+    first = {}
+    return tuple(first.setdefault(storage_id(t), k) for k, t in enumerate(tensors))
+
+
+def alias_eager_reason(tensors):
+    """Why a call whose tensor arguments share memory runs eagerly, or None (it compiles:
+    Note [Arguments sharing memory])."""
+    roots = {}
+    for t in tensors:
+        roots.setdefault(storage_id(t), []).append(t)
+    for group in roots.values():
+        if len(group) < 2:
+            continue
+        if len({id(t) for t in group}) < len(group):
+            return "the same tensor is passed as two arguments"
+        if any(t.requires_grad or t._base is not None and t._base.requires_grad
+               for t in group):
+            return "tensor arguments that require grad share memory"
+    return None

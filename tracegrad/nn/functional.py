@@ -308,11 +308,12 @@ def one_hot(tensor, num_classes=-1):
             raise op_error(TracegradRuntimeError, "one_hot",
                            "Class values must be smaller than num_classes.")
     return O.eq(O.unsqueeze(tensor, -1), O.arange(num_classes)).long()
+from ._functional_normalize import normalize  # noqa: E402,F401
 from ._functional_extra import (adaptive_avg_pool2d, avg_pool2d, binary_cross_entropy,  # noqa
                                 binary_cross_entropy_with_logits, layer_norm, max_pool2d,
                                 max_pool2d_with_indices, silu)
 from ._attention_functional import (multi_head_attention_forward,  # noqa: F401
                                     scaled_dot_product_attention)
-__all__ += ["layer_norm", "silu", "max_pool2d", "max_pool2d_with_indices", "avg_pool2d",
+__all__ += ["normalize", "layer_norm", "silu", "max_pool2d", "max_pool2d_with_indices", "avg_pool2d",
             "adaptive_avg_pool2d", "binary_cross_entropy", "binary_cross_entropy_with_logits",
             "scaled_dot_product_attention", "multi_head_attention_forward"]

@@ -13,7 +13,7 @@ from .. import _mode
 from .. import ops as O
 from .._errors import TracegradValueError
 from . import _fast
-from .._effects import hyper
+from .._effects import as_scalar_for, hyper
 from .._tensor import Tensor
 from .optimizer import Optimizer, _check_unsupported
 
@@ -21,8 +21,8 @@ from .optimizer import Optimizer, _check_unsupported
 def _lerp_(t, end, weight):
     """In-place `t + weight * (end - t)`, evaluated the way PyTorch's lerp kernel does."""
     if abs(weight) < 0.5:
-        return t.add_(O.mul(O.sub(end, t), weight))
-    return t.copy_(O.sub(end, O.mul(O.sub(end, t), 1 - weight)))
+        return t.add_(O.mul(O.sub(end, t), as_scalar_for(weight, t)))
+    return t.copy_(O.sub(end, O.mul(O.sub(end, t), as_scalar_for(1 - weight, t))))
 
 
 class Adam(Optimizer):
@@ -95,13 +95,13 @@ class Adam(Optimizer):
         # write, as in sgd.py; the step count's increment commutes with them)
         if wd != 0:
             if group["decoupled_weight_decay"]:
-                p.mul_(1 - lr * wd)
+                p.mul_(as_scalar_for(1 - lr * wd, p))
             else:
-                g = g.add(p, alpha=wd)
+                g = g.add(p, alpha=as_scalar_for(wd, p))
         step_t.add_(1)
         m, v = state["exp_avg"], state["exp_avg_sq"]
         _lerp_(m, g, 1 - beta1)
-        v.mul_(beta2).add_(O.mul(O.mul(g, 1 - beta2), g))
+        v.mul_(as_scalar_for(beta2, v)).add_(O.mul(O.mul(g, as_scalar_for(1 - beta2, g)), g))
         if isinstance(lr, Tensor):
             # compiled: the step count is a runtime value (its item() would be a guard
             # failing every call); float64 arithmetic, as eager's Python floats
@@ -116,8 +116,8 @@ class Adam(Optimizer):
             vmax = state["max_exp_avg_sq"]
             vmax.copy_(O.maximum(vmax, v))
             v = vmax
-        denom = O.div(O.sqrt(v), bias_correction2_sqrt).add_(eps)
-        p.add_(O.div(O.mul(m, -step_size), denom))
+        denom = O.div(O.sqrt(v), as_scalar_for(bias_correction2_sqrt, v)).add_(as_scalar_for(eps, v))
+        p.add_(O.div(O.mul(m, as_scalar_for(-step_size, m)), denom))
 
 
 class AdamW(Adam):

@@ -203,5 +203,6 @@ def add_scaled_(p, g, alpha):
     (a hyper-parameter a compiled step reads per call: `_effects.hyper`). Both round as
     PyTorch's `p.add_(g, alpha=alpha)`: the factor in p's dtype, times g, added to p."""
     if isinstance(alpha, Tensor):
-        return p.add_(g * alpha)
+        from .._effects import as_scalar_for     # (Note [Hyper-parameters meet zero-dim tensors])
+        return p.add_(g * as_scalar_for(alpha, g))
     return p.add_(g, alpha=alpha)

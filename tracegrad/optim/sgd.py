@@ -9,7 +9,7 @@ Per parameter, in PyTorch's order of operations (single-tensor path):
 """
 from .. import _mode
 from .._errors import TracegradValueError
-from .._effects import hyper
+from .._effects import as_scalar_for, hyper
 from . import _fast
 from ..ops import elementwise as O
 from .optimizer import Optimizer, _check_unsupported, add_scaled_
@@ -66,7 +66,7 @@ class SGD(Optimizer):
         momentum, wd = hyper(group, "momentum"), hyper(group, "weight_decay")
         g = -p.grad if group["maximize"] else p.grad
         if wd != 0:
-            g = g.add(p, alpha=wd)
+            g = g.add(p, alpha=as_scalar_for(wd, p))
         if momentum != 0:
             # Decisions on runtime values (`alpha != 1` inside `add(.., alpha=..)`) are
             # taken before the buffer is written, so a compiled step's chain of updates
@@ -80,10 +80,10 @@ class SGD(Optimizer):
                 state["momentum_buffer"] = buf
             else:
                 a = 1 - hyper(group, "dampening")
-                damped = g if a == 1 else O.mul(g, a)
-                buf.mul_(momentum).add_(damped)
+                damped = g if a == 1 else O.mul(g, as_scalar_for(a, g))
+                buf.mul_(as_scalar_for(momentum, buf)).add_(damped)
             if group["nesterov"]:
-                g = g.add(buf) if unit else g.add(O.mul(buf, momentum))
+                g = g.add(buf) if unit else g.add(O.mul(buf, as_scalar_for(momentum, buf)))
             else:
                 g = buf
         add_scaled_(p, g, -hyper(group, "lr"))   # lr: a runtime value when compiled
