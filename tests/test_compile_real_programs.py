@@ -315,3 +315,17 @@ def test_arguments_sharing_memory_that_stay_eager_say_why(args):
         f(a, b).backward()
     expected = w.detach() * 2 if args == "same_tensor" else torch.cat([w[2:], w[:2]]).detach()
     assert np.array_equal(w.grad.numpy(), expected.numpy())
+
+
+def test_normalize_matches_torch():
+    torch_ = pytest.importorskip("torch")
+    x = np.random.default_rng(0).standard_normal((4, 5)).astype(np.float32)
+    x[1] = 0
+    w = np.random.default_rng(1).standard_normal((4, 5)).astype(np.float32)
+    for kw in [{}, {"dim": 0}, {"p": 1, "dim": -1}, {"p": 3.0, "dim": 1, "eps": 1e-3}]:
+        a, b = torch.tensor(x, requires_grad=True), torch_.tensor(x, requires_grad=True)
+        ya, yb = F.normalize(a, **kw), torch_.nn.functional.normalize(b, **kw)
+        (ya * torch.tensor(w)).sum().backward()
+        (yb * torch_.tensor(w)).sum().backward()
+        np.testing.assert_allclose(ya.detach().numpy(), yb.detach().numpy(), atol=1e-6)
+        np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), atol=1e-6)
