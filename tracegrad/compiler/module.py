@@ -27,6 +27,7 @@ class CompiledModule(Module):
     def __init__(self, mod, **opts):
         super().__init__()
         object.__setattr__(self, "_orig_mod", mod)
+        object.__setattr__(self, "_options", dict(opts))
         cf = CompiledFunction(mod.forward, name=type(mod).__name__, **opts)
         cf.module = mod                # state scan and training flags of the original
         object.__setattr__(self, "_compiled", cf)
@@ -34,6 +35,17 @@ class CompiledModule(Module):
     # -- calling --
     def forward(self, *args, **kwargs):
         return call_with_hooks(self._orig_mod, self._compiled, args, kwargs)
+
+    # -- copies: Note [Copying compiled objects] in function.py --
+    def __reduce_ex__(self, protocol):
+        """Copied and pickled as the original, the options and the wrapper's own hooks: the
+        copy compiles a copy of the original afresh (`copy.deepcopy`, `pickle`), as
+        PyTorch's `OptimizedModule` does."""
+        own = {k: v for k, v in self.__dict__.items() if k not in ("_orig_mod", "_compiled")}
+        return (_remake_module, (self._orig_mod, self._options), own)
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
 
     # -- the original's flags, names and state pass through --
     @property
@@ -113,3 +125,8 @@ class CompiledModule(Module):
         else:
             delattr(self._orig_mod, name)
 
+
+
+def _remake_module(mod, options):
+    """A fresh CompiledModule of `mod` (the copy's original), with nothing cached."""
+    return CompiledModule(mod, **options)
