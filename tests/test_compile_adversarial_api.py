@@ -175,3 +175,25 @@ def test_check_mode_on_a_step_taking_the_next_batch_runs_it_once_with_a_warning(
         got = [cf(_x(9, 2)).item() for _ in range(3)]
     want = [(_x(i, 2) * _x(9, 2)).sum().item() for i in range(3)]
     assert got == want and next(it).tolist() == _x(3, 2).tolist()
+
+
+def test_a_private_attribute_written_through_the_compiled_module_reaches_the_forward():
+    class Scaled(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(3, 3)
+            self._scale = 1.0
+
+        def forward(self, x):
+            return self.fc(x) * self._scale
+
+    tg.manual_seed(0)
+    m = Scaled()
+    c = tg.compile(m)
+    x = _x(0, 2, 3)
+    c(x)
+    c._scale = 2.0                             # PyTorch's OptimizedModule sets it on m
+    assert m._scale == 2.0
+    _same(c(x), m(x))
+    del c._scale
+    assert not hasattr(m, "_scale")

@@ -10,7 +10,7 @@ call, Python side effects included (a hook collecting activations sees every cal
 Names pass through (shared/API.md): `named_parameters()`, `state_dict()` and
 `load_state_dict()` use the original's names, without PyTorch's `_orig_mod.` prefix, so a
 checkpoint of the compiled module loads into the plain one and back. Attributes not found on
-the wrapper are read from (and public ones written to) the original.
+the wrapper are read from, and all but its own written to, the original.
 
 Note [Hooks of submodules]
 Hooks of the original's submodules run inside the compiled forward, so their tensor work is
@@ -113,14 +113,23 @@ class CompiledModule(Module):
             raise AttributeError(f"'CompiledModule' object has no attribute {name!r}")
         return getattr(orig, name)
 
+    def _own(self, name):
+        """Whether attribute `name` belongs to the wrapper: a class attribute (`training`,
+        `forward`), or one of the wrapper's own (`_orig_mod`, its hook dicts). Every other
+        name, private ones too (`self._scale` read by the original's forward), is the
+        original's, as in PyTorch's OptimizedModule: a write kept on the wrapper would leave
+        the compiled forward reading the old value."""
+        d = self.__dict__
+        return "_orig_mod" not in d or name in d or hasattr(type(self), name)
+
     def __setattr__(self, name, value):
-        if name.startswith("_") or name in ("training", "forward"):
+        if self._own(name):
             super().__setattr__(name, value)
         else:
             setattr(self._orig_mod, name, value)
 
     def __delattr__(self, name):
-        if name.startswith("_"):
+        if self._own(name):
             super().__delattr__(name)
         else:
             delattr(self._orig_mod, name)
