@@ -197,3 +197,24 @@ def test_a_private_attribute_written_through_the_compiled_module_reaches_the_for
     _same(c(x), m(x))
     del c._scale
     assert not hasattr(m, "_scale")
+
+
+# -- compiled functions: what they are given --
+
+def test_defaults_replaced_after_compiling_are_the_ones_used():
+    def f(x, d=tg.ones(3), *, k=2.0):
+        return x * k + d
+
+    c = tg.compile(f)
+    for step in range(4):
+        if step == 2:
+            f.__defaults__ = (tg.zeros(3),)
+            f.__kwdefaults__ = {"k": 5.0}
+        _same(c(_x(step, 3)), f(_x(step, 3)))
+
+
+def test_compiling_a_module_class_is_not_mistaken_for_a_module():
+    c = tg.compile(nn.Linear)                  # a class has `forward` and `parameters` too
+    assert not isinstance(c, nn.Module)
+    with pytest.raises(TypeError, match="returns a Linear object"):
+        c(3, 2)
