@@ -218,3 +218,28 @@ def test_compiling_a_module_class_is_not_mistaken_for_a_module():
     assert not isinstance(c, nn.Module)
     with pytest.raises(TypeError, match="returns a Linear object"):
         c(3, 2)
+
+
+def test_check_mode_on_the_jax_backend_accepts_a_gradient_that_cancels_to_zero():
+    pytest.importorskip("jax")
+
+    class Net(nn.Module):                      # fc.bias before BatchNorm: gradient ~ 0
+        def __init__(self):
+            super().__init__()
+            self.fc, self.bn, self.dp = nn.Linear(4, 8), nn.BatchNorm1d(8), nn.Dropout(0.2)
+            self.out = nn.Linear(8, 2)
+
+        def forward(self, x):
+            return self.out(self.dp(self.bn(self.fc(x)).relu()))
+
+    tg.manual_seed(0)
+    m = Net()
+    opt = tg.optim.Adam(m.parameters(), lr=1e-2)
+    c = tg.compile(m, backend="jax", check=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for i in range(4):
+            opt.zero_grad()
+            out = c(_x(i, 5, 4))
+            nn.functional.cross_entropy(out, tg.tensor([0, 1, 0, 1, 1])).backward()
+            opt.step()
