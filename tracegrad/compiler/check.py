@@ -80,11 +80,11 @@ def checked_call(cf, args, kwargs):
     if trace_hook.get() is not None:     # inside another function's trace: the call runs
         with _inside():                  # inline (recorded once), nothing to compare
             return cf(*args, **kwargs)
-    from ..ops.creation import entropy_replay
+    from ..ops.creation import _entropy_replay
     from .state import advanced
     tensors, places, gens, owners, iterators = _involved(cf, args, kwargs)
     snap = _Snapshot(tensors, places, gens, owners, _argument_containers(args, kwargs))
-    with entropy_replay() as seeds:      # Note [Fresh entropy in check mode] (creation.py)
+    with _entropy_replay() as seeds:      # Note [Fresh entropy in check mode] (creation.py)
         eager = _record(lambda: cf.fn(*args, **kwargs), tensors)
     moved = advanced(iterators)
     if moved is not None:

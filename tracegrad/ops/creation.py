@@ -281,18 +281,18 @@ def seed():
     """Seed the default generator from fresh OS entropy; returns the seed."""
     # a new seed per call, which a recorded `manual_seed` would replay as a constant
     _effects.note("random", "tracegrad.seed() (a fresh seed on every call)")
-    s = fresh_entropy()
+    s = _fresh_entropy()
     default_generator.manual_seed(s)
     return s
 
 
 # Note [Fresh entropy in check mode]: check mode (compiler/check.py) runs a call twice, eagerly
 # and compiled; a fresh seed drawn by the first run is handed out again, in order, to the
-# second (`entropy_replay`), so `tracegrad.seed()` inside a checked function compares equal.
+# second (`_entropy_replay`), so `tracegrad.seed()` inside a checked function compares equal.
 _entropy = threading.local()
 
 
-def fresh_entropy():
+def _fresh_entropy():
     """A new seed from OS entropy (or the one the check's first run drew, when replaying)."""
     log = getattr(_entropy, "log", None)
     if log is not None and log[0] == "replay" and log[1]:
@@ -303,8 +303,8 @@ def fresh_entropy():
     return s
 
 
-class entropy_replay:
-    """`with entropy_replay() as r:` records the seeds drawn; `with r.replaying():` hands
+class _entropy_replay:
+    """`with _entropy_replay() as r:` records the seeds drawn; `with r.replaying():` hands
     them out again in order."""
 
     def __enter__(self):
