@@ -243,3 +243,20 @@ def test_check_mode_on_the_jax_backend_accepts_a_gradient_that_cancels_to_zero()
             out = c(_x(i, 5, 4))
             nn.functional.cross_entropy(out, tg.tensor([0, 1, 0, 1, 1])).backward()
             opt.step()
+
+
+def test_a_compiled_method_read_from_an_instance_is_a_bound_method():
+    class Scaler:
+        def __init__(self, k):
+            self.k = k
+
+        @tg.compile
+        def apply(self, x):
+            return x * self.k
+
+    a, b = Scaler(2.0), Scaler(3.0)
+    m = a.apply
+    assert m.__self__ is a and m.__name__ == "apply"
+    _same(m(_x(0, 3)), _x(0, 3) * 2.0)
+    _same(b.apply(_x(0, 3)), _x(0, 3) * 3.0)     # another instance: its own state
+    assert a.apply.stats.calls == 2 and "apply" in a.apply.explain()

@@ -22,6 +22,7 @@ import itertools
 import logging
 import os
 import threading
+import types
 import warnings
 
 import numpy as np
@@ -417,7 +418,9 @@ class CompiledFunction:
     def __get__(self, obj, objtype=None):
         if obj is None:
             return self
-        return functools.partial(self.__call__, obj)
+        # a bound method like any other (`a.f.__name__`, `a.f.stats`, `a.f.explain()` read
+        # through to the compiled function; `a.f.__self__` is `a`)
+        return types.MethodType(self, obj)
 
     def __getattr__(self, name):
         module = self.__dict__.get("module")
