@@ -30,6 +30,8 @@ class Binder:
     the lists, dicts and sets the caller passed (mutating them is a visible side effect)."""
 
     def __init__(self, fn):
+        self.fn = fn
+        self.defaults = _defaults(fn)
         try:
             self.sig = inspect.signature(fn)
         except (TypeError, ValueError):
@@ -43,6 +45,7 @@ class Binder:
         if not kwargs and len(args) == self.n_simple and all(
                 type(a) in _FLAT or isinstance(a, Tensor) for a in args):
             return list(args), None, ()
+        self._refresh()
         if self.sig is None:
             values = [args, kwargs]
         else:
@@ -58,6 +61,18 @@ class Binder:
         flat = all(s == 0 for s in struct) and self.sig is not None
         return leaves, (None if flat else tuple(struct)), containers
 
+
+    def _refresh(self):
+        """Re-read the signature when the function's defaults were replaced since
+        (`f.__defaults__ = ...`): `inspect.Signature` holds the defaults it was made with,
+        and binding with stale ones would key and run the call with the old values."""
+        now = _defaults(self.fn)
+        if any(a is not b for a, b in zip(now, self.defaults)):
+            self.defaults = now
+            try:
+                self.sig = inspect.signature(self.fn)
+            except (TypeError, ValueError):
+                self.sig = None
 
     def snapshot(self, args, kwargs):
         """What the containers among the arguments hold, per parameter: [(name, leaves,
@@ -78,6 +93,13 @@ class Binder:
             if any(s != 0 for s in struct):
                 out.append((name, leaves, struct))
         return out
+
+
+def _defaults(fn):
+    """The objects holding `fn`'s defaults (a bound method's, a partial's arguments)."""
+    f = getattr(fn, "__func__", fn)
+    return (getattr(f, "__defaults__", None), getattr(f, "__kwdefaults__", None),
+            getattr(fn, "args", None), getattr(fn, "keywords", None))
 
 
 def changed_argument(before, after):

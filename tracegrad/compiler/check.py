@@ -13,7 +13,8 @@ Note [Check mode]
    (object and contents), tracegrad's random generators (the default one, and any found in
    the arguments, closure cells or globals the function names), the Python values at the
    places the state scan guards (a counter `self.calls += 1` must count once), the entries
-   of the containers it guards by length (an optimizer's `state`: buffers the eager run
+   of the lists, dicts and sets reachable from the arguments (`batch["n"] += 1` into a
+   caller's dict must happen once) and of the containers the scan guards by length (an optimizer's `state`: buffers the eager run
    creates are gone again for the compiled run), and the attributes of objects whose bound
    methods the function holds (`after = [sched.step]`);
 3. runs `cf.fn` eagerly and records its outputs, the gradients of the sum of its floating
@@ -25,18 +26,22 @@ Note [Check mode]
    backward raises the same type is a match, as API.md promises such errors early),
    outputs (structure, shape, dtype, requires_grad, is_leaf, identity with an input, values),
    gradients, then each tensor's contents, version, requires_grad and `.grad`.
-Floating values compare with rtol=1e-5, atol=1e-6 (NaN equals NaN): the compiled program may
+Floating values compare with rtol=1e-5, atol=1e-6 (rtol=1e-4, atol=1e-5 on the JAX
+backend; NaN equals NaN): the compiled program may
 reorder or fuse float arithmetic; everything else compares exactly. On a match the compiled
 results are returned (state as the compiled call left it). On a mismatch the snapshot is
 restored (the call leaves no effect) and the error is raised.
 
 The user's hooks on the collected leaves are muted during the comparison's backward; hooks
-registered inside the function on intermediate tensors run there too. Caveats: Python side
-effects of the function (prints, appends) happen twice; objects reached only through
+registered inside the function on intermediate tensors run there too. A call that advances an
+iterator from outside the function (`next(batches)`) is not checked: its eager run is the
+result, with a warning (an iterator cannot be rewound). Caveats: other Python side
+effects of the function (prints, appends to objects' lists) happen twice; objects reached only through
 deeper state than the scan walks are neither restored nor compared; concurrent checked calls
 on shared state (threads) may see each other's snapshots: check mode is a debugging aid.
 Inside another function's trace a checked function runs inline, as any compiled one does.
 """
+import collections
 import contextlib
 import dataclasses
 import inspect
@@ -48,6 +53,9 @@ from .._errors import CompileMismatchError
 from .._tensor import Tensor
 
 RTOL, ATOL = 1e-5, 1e-6
+# XLA reorders and fuses float32 sums more freely: a gradient that cancels to about zero
+# (a bias before BatchNorm) differs from eager's by a few ulps of the terms it sums, ~1e-6
+JAX_RTOL, JAX_ATOL = 1e-4, 1e-5
 _MAX_OBJECT_DEPTH = 4
 _local = threading.local()
 
@@ -72,14 +80,27 @@ def checked_call(cf, args, kwargs):
     if trace_hook.get() is not None:     # inside another function's trace: the call runs
         with _inside():                  # inline (recorded once), nothing to compare
             return cf(*args, **kwargs)
-    tensors, places, gens, owners = _involved(cf, args, kwargs)
-    snap = _Snapshot(tensors, places, gens, owners)
-    eager = _record(lambda: cf.fn(*args, **kwargs), tensors)
+    from ..ops.creation import _entropy_replay
+    from .state import advanced
+    tensors, places, gens, owners, iterators = _involved(cf, args, kwargs)
+    snap = _Snapshot(tensors, places, gens, owners, _argument_containers(args, kwargs))
+    with _entropy_replay() as seeds:      # Note [Fresh entropy in check mode] (creation.py)
+        eager = _record(lambda: cf.fn(*args, **kwargs), tensors)
+    moved = advanced(iterators)
+    if moved is not None:
+        # an iterator from outside cannot be put back: a second run would take the next
+        # items. The eager run stands as the call's result (Note [Check mode])
+        _warn_unchecked(cf, f"it advances {moved}, a Python iterator from outside the "
+                        "function, which check mode cannot rewind for a second run")
+        if eager.error is not None:
+            raise eager.error
+        return eager.result
     snap.restore()
     eager_calls = cf.stats.eager_calls
-    with _inside():
+    with _inside(), seeds.replaying():
         compiled = _record(lambda: cf(*args, **kwargs), tensors)
-    diff = _first_difference(eager, compiled)
+    tol = (JAX_RTOL, JAX_ATOL) if cf.backend == "jax" else (RTOL, ATOL)
+    diff = _first_difference(eager, compiled, tol)
     if diff is not None:
         snap.restore()
         ran_eagerly = cf.stats.eager_calls != eager_calls
@@ -112,7 +133,9 @@ def _involved(cf, args, kwargs):
     for k, v in kwargs.items():
         _walk(v, f"argument '{k}'", add, set(), 0)
     from .state import scan
-    scanned = scan(module if module is not None else cf.fn)
+    objects = [(f"argument {i}", a) for i, a in enumerate(list(args) + list(kwargs.values()))
+               if not isinstance(a, (Tensor, bool, int, float, str, type(None)))]
+    scanned = scan(module if module is not None else cf.fn, objects)
     bindings, places = scanned.bindings, scanned.guards
     for gs in bindings.values():
         add(gs[0].where, gs[0].expected)
@@ -123,7 +146,18 @@ def _involved(cf, args, kwargs):
     for name, v in values:
         if isinstance(v, Generator):
             add(name, v)
-    return found, places, list(gens.values()), _method_owners(v for _, v in values)
+    return (found, places, list(gens.values()), _method_owners(v for _, v in values),
+            scanned.iterators)
+
+
+def _warn_unchecked(cf, why):
+    """Say once per compiled function that check mode ran a call eagerly only."""
+    import warnings
+    if getattr(cf, "_check_warned", False):
+        return
+    cf._check_warned = True
+    warnings.warn(f"tracegrad.compile(check=True): '{cf.name}' was not checked: {why}; "
+                  "such calls run eagerly only.", UserWarning, stacklevel=4)
 
 
 def _reachable(fn):
@@ -180,6 +214,29 @@ def _walk(x, name, add, seen, depth):
             _walk(v, f"{name}.{k}", add, seen, depth + 1)
 
 
+def _argument_containers(args, kwargs):
+    """The lists, dicts and sets reachable from the arguments (as `_walk` walks them): the
+    eager run's assignments into them are undone before the compiled run."""
+    found, seen = [], set()
+
+    def walk(x, depth):
+        if (id(x) in seen or depth > _MAX_OBJECT_DEPTH or isinstance(x, Tensor)
+                or isinstance(x, (str, bytes, type))):
+            return
+        seen.add(id(x))
+        if isinstance(x, (list, dict, set, collections.deque)):
+            found.append(x)
+        if isinstance(x, (list, tuple, set, collections.deque)):
+            for v in list(x):
+                walk(v, depth + 1)
+        elif isinstance(x, dict):
+            for v in list(x.values()):
+                walk(v, depth + 1)
+    for a in list(args) + list(kwargs.values()):
+        walk(a, 0)
+    return found
+
+
 def _param_names(fn, n):
     try:
         params = [p for p in inspect.signature(fn).parameters.values()
@@ -193,7 +250,7 @@ def _param_names(fn, n):
 # -- snapshot and restore --
 
 class _Snapshot:
-    def __init__(self, tensors, places=(), gens=(), owners=()):
+    def __init__(self, tensors, places=(), gens=(), owners=(), containers=()):
         self.owners = [(o, dict(vars(o))) for o in owners]
         self.items = [(t, _tensor_state(t)) for _, t in tensors]
         # Python state the scan guards (`self.calls`, a global `lr`): a function changing it
@@ -203,6 +260,7 @@ class _Snapshot:
         # containers whose length the scan guards (an optimizer's `state`, a module's hook
         # dicts): their entries, so entries the eager run added are gone for the compiled run
         self.containers = [(g.holder, _shallow(g.holder)) for g in places if g.mode == "len"]
+        self.containers += [(c, _shallow(c)) for c in containers]
         self.gens = [(g, g._rng, g._rng.bit_generator.state, g._seed) for g in gens]
 
     def restore(self):
@@ -236,7 +294,9 @@ def _refill(h, entries):
     """Put container `h`'s entries back as `_shallow` saw them (same objects, same order)."""
     try:
         if isinstance(h, dict):
-            if list(h.items()) != entries:
+            now = list(h.items())     # compared by identity: `==` of tensor values raises
+            if len(now) != len(entries) or any(
+                    a[0] is not b[0] or a[1] is not b[1] for a, b in zip(now, entries)):
                 h.clear()
                 h.update(entries)
         elif isinstance(h, list):
@@ -244,6 +304,9 @@ def _refill(h, entries):
         elif isinstance(h, set):
             h.clear()
             h.update(entries)
+        elif isinstance(h, collections.deque):
+            h.clear()
+            h.extend(entries)
     except (TypeError, AttributeError):
         pass                       # an immutable container (tuple): nothing to put back
 
@@ -385,7 +448,7 @@ def _mute_leaf_hooks(tensors):
 
 # -- comparison --
 
-def _first_difference(eager, compiled):
+def _first_difference(eager, compiled, tol=(RTOL, ATOL)):
     """(where, eager value, compiled value) of the first difference, or None."""
     if compiled.error is not None and eager.error is None and _backward_raised(
             eager, compiled.error):
@@ -401,17 +464,17 @@ def _first_difference(eager, compiled):
         if [w for w, _ in a] != [w for w, _ in b]:
             return ("the structure of the results", [w for w, _ in a], [w for w, _ in b])
         for (where, x), (_, y) in zip(a, b):
-            d = _differs(x, y)
+            d = _differs(x, y, tol)
             if d is not None:
                 what, ex, got = d
                 return (f"{where} ({what})" if what else where, ex, got)
     return None
 
 
-def _differs(x, y):
+def _differs(x, y, tol=(RTOL, ATOL)):
     if isinstance(x, dict) and isinstance(y, dict):
         for k in x:
-            d = _differs(x[k], y.get(k))
+            d = _differs(x[k], y.get(k), tol)
             if d is not None:
                 return (k if not d[0] else f"{k} {d[0]}", d[1], d[2])
         return None
@@ -421,7 +484,7 @@ def _differs(x, y):
         if x.shape != y.shape or x.dtype != y.dtype:
             return ("", f"{x.dtype}{list(x.shape)}", f"{y.dtype}{list(y.shape)}")
         if x.dtype.kind in "fc":
-            ok = np.allclose(y, x, rtol=RTOL, atol=ATOL, equal_nan=True)
+            ok = np.allclose(y, x, rtol=tol[0], atol=tol[1], equal_nan=True)
         else:
             ok = np.array_equal(x, y)
         return None if ok else ("", _short(x), _short(y))

@@ -31,6 +31,6 @@ def compile(fn=None, *, cache_limit=8, passes=None, backend="numpy", memory="bal
                 debug_nan=debug_nan, check=check, data_parallel=data_parallel)
     if fn is None:
         return lambda f: compile(f, **opts)
-    if hasattr(fn, "forward") and hasattr(fn, "parameters"):
+    if hasattr(fn, "forward") and hasattr(fn, "parameters") and not isinstance(fn, type):
         return CompiledModule(fn, **opts)       # an nn.Module (compiler/module.py)
     return CompiledFunction(fn, **opts)

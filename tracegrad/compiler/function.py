@@ -22,6 +22,7 @@ import itertools
 import logging
 import os
 import threading
+import types
 import warnings
 
 import numpy as np
@@ -114,6 +115,9 @@ class CompiledFunction:
         if data_parallel and backend != "jax":
             raise ValueError("data_parallel=True needs backend='jax'")
         self.backend, self.data_parallel = backend, data_parallel
+        self.options = dict(cache_limit=cache_limit, passes=passes, backend=backend,
+                            name=name, memory=memory, debug_nan=debug_nan, check=check,
+                            data_parallel=data_parallel)
         self.fn = fn
         self.cache_limit = cache_limit
         self.pipeline = tuple(DEFAULT_PIPELINE if passes is None else passes)
@@ -406,16 +410,43 @@ class CompiledFunction:
     def __repr__(self):
         return f"<compiled {self.name}: {self._n_paths()} path(s)>"
 
+    def __reduce__(self):
+        """Note [Copying compiled objects]: a compiled function is copied or pickled as its
+        function and options, never its cache (paths hold locks, generated code and
+        references to the objects it traced against). A module-level `@compile def` is
+        pickled by name, like the function it replaces; `copy.deepcopy` gives a new compiled
+        function of a deep copy of `fn` (the same function, for a plain `def`)."""
+        import sys
+        mod = sys.modules.get(getattr(self, "__module__", None) or "")
+        qualname = getattr(self, "__qualname__", "")
+        obj = mod
+        for part in qualname.split(".") if mod is not None and qualname else ["<none>"]:
+            obj = getattr(obj, part, None)
+        if obj is self:
+            return qualname
+        return (_remake_function, (self.fn, self.options))
+
+    def __deepcopy__(self, memo):
+        import copy
+        return _remake_function(copy.deepcopy(self.fn, memo), self.options)
+
     def __get__(self, obj, objtype=None):
         if obj is None:
             return self
-        return functools.partial(self.__call__, obj)
+        # a bound method like any other (`a.f.__name__`, `a.f.stats`, `a.f.explain()` read
+        # through to the compiled function; `a.f.__self__` is `a`)
+        return types.MethodType(self, obj)
 
     def __getattr__(self, name):
         module = self.__dict__.get("module")
         if module is not None:
             return getattr(module, name)
         raise AttributeError(f"'CompiledFunction' object has no attribute {name!r}")
+
+
+def _remake_function(fn, options):
+    """A fresh CompiledFunction (no cached paths) of `fn` (Note [Copying compiled objects])."""
+    return CompiledFunction(fn, **options)
 
 
 def _codes_of(fn):

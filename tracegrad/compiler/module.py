@@ -10,7 +10,7 @@ call, Python side effects included (a hook collecting activations sees every cal
 Names pass through (shared/API.md): `named_parameters()`, `state_dict()` and
 `load_state_dict()` use the original's names, without PyTorch's `_orig_mod.` prefix, so a
 checkpoint of the compiled module loads into the plain one and back. Attributes not found on
-the wrapper are read from (and public ones written to) the original.
+the wrapper are read from, and all but its own written to, the original.
 
 Note [Hooks of submodules]
 Hooks of the original's submodules run inside the compiled forward, so their tensor work is
@@ -27,6 +27,7 @@ class CompiledModule(Module):
     def __init__(self, mod, **opts):
         super().__init__()
         object.__setattr__(self, "_orig_mod", mod)
+        object.__setattr__(self, "_options", dict(opts))
         cf = CompiledFunction(mod.forward, name=type(mod).__name__, **opts)
         cf.module = mod                # state scan and training flags of the original
         object.__setattr__(self, "_compiled", cf)
@@ -34,6 +35,17 @@ class CompiledModule(Module):
     # -- calling --
     def forward(self, *args, **kwargs):
         return call_with_hooks(self._orig_mod, self._compiled, args, kwargs)
+
+    # -- copies: Note [Copying compiled objects] in function.py --
+    def __reduce_ex__(self, protocol):
+        """Copied and pickled as the original, the options and the wrapper's own hooks: the
+        copy compiles a copy of the original afresh (`copy.deepcopy`, `pickle`), as
+        PyTorch's `OptimizedModule` does."""
+        own = {k: v for k, v in self.__dict__.items() if k not in ("_orig_mod", "_compiled")}
+        return (_remake_module, (self._orig_mod, self._options), own)
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
 
     # -- the original's flags, names and state pass through --
     @property
@@ -101,15 +113,29 @@ class CompiledModule(Module):
             raise AttributeError(f"'CompiledModule' object has no attribute {name!r}")
         return getattr(orig, name)
 
+    def _own(self, name):
+        """Whether attribute `name` belongs to the wrapper: a class attribute (`training`,
+        `forward`), or one of the wrapper's own (`_orig_mod`, its hook dicts). Every other
+        name, private ones too (`self._scale` read by the original's forward), is the
+        original's, as in PyTorch's OptimizedModule: a write kept on the wrapper would leave
+        the compiled forward reading the old value."""
+        d = self.__dict__
+        return "_orig_mod" not in d or name in d or hasattr(type(self), name)
+
     def __setattr__(self, name, value):
-        if name.startswith("_") or name in ("training", "forward"):
+        if self._own(name):
             super().__setattr__(name, value)
         else:
             setattr(self._orig_mod, name, value)
 
     def __delattr__(self, name):
-        if name.startswith("_"):
+        if self._own(name):
             super().__delattr__(name)
         else:
             delattr(self._orig_mod, name)
 
+
+
+def _remake_module(mod, options):
+    """A fresh CompiledModule of `mod` (the copy's original), with nothing cached."""
+    return CompiledModule(mod, **options)

@@ -48,21 +48,22 @@ def record_from_trace(name, tracer, out_tensors, build, options, n_args, state_g
             rebased=tuple(t.requires_grad or (t._base is not None and t._base.requires_grad)
                           for t in tensors),
             reordered=frozenset(k for k, t in enumerate(tensors) if not in_c_order(t._data))),
-        outputs=_outputs(out_tensors, build, grad_sets),
+        outputs=_outputs(out_tensors, build, grad_sets, tensors),
         effects=effects, state_guards=list(state_guards),
         replays=list(tracer.mode_replays) + [r[:4] for r in tracer.replays],
         trace_eager_reason=trace_eager_reason(tracer, out_tensors))
 
 
-def _outputs(out_tensors, build, grad_sets):
+def _outputs(out_tensors, build, grad_sets, inputs=()):
     is_tensor = tuple(isinstance(o, Tensor) for o in out_tensors)
     # `.grad` values the function assigned follow the user's outputs (Note [Effects])
     tens = [o for o in out_tensors if isinstance(o, Tensor)]
     tens += [g for _, g in grad_sets if g is not None]
     # an output whose graph the function already ran backward through (retain_graph off)
     # gets no backward program and no saved values: its grad_fn only raises
+    stop = {id(t._grad_fn) for t in inputs if t._grad_fn is not None}
     consumed = {k: o._grad_fn.name() for k, o in enumerate(tens)
-                if o._grad_fn is not None and o._grad_fn.released}
+                if o._grad_fn is not None and _released_behind(o._grad_fn, stop)}
     return Outputs(
         build=build, is_tensor=is_tensor,
         consts=tuple(None if t else o for t, o in zip(is_tensor, out_tensors)),
@@ -70,6 +71,25 @@ def _outputs(out_tensors, build, grad_sets):
                 and build(list(out_tensors)) is out_tensors[0]),
         requires=tuple(o.requires_grad and k not in consumed for k, o in enumerate(tens)),
         consumed=consumed)
+
+
+def _released_behind(node, stop):
+    """Whether the traced graph behind `node` (up to the inputs' nodes, in `stop`) holds a
+    node a backward without retain_graph released. Note [Consumed outputs]: it need not be
+    the output's own node: `loss = (w * x).sum(); loss.backward()` releases MulBackward0's
+    saved values, while SumBackward0 saves none and is never marked; eager's second
+    backward through `loss` raises at MulBackward0, so the output is consumed all the same."""
+    from ..autograd.graph import AccumulateGrad
+    todo, seen = [node], set()
+    while todo:
+        n = todo.pop()
+        if n is None or id(n) in seen or id(n) in stop or isinstance(n, AccumulateGrad):
+            continue
+        seen.add(id(n))
+        if getattr(n, "released", False):
+            return True
+        todo.extend(e[0] for e in (getattr(n, "edges", None) or ()) if e is not None)
+    return False
 
 
 def plan_from_trace(tracer, out_tensors, grad_sets):

@@ -140,7 +140,7 @@ class Module:
         if isinstance(value, Parameter):
             if params is None:
                 raise AttributeError("cannot assign parameters before Module.__init__() call")
-            self._forget(name)
+            self._forget(name, keep="_parameters")
             self.register_parameter(name, value)
         elif params is not None and name in params:
             if value is not None:
@@ -150,7 +150,7 @@ class Module:
         elif isinstance(value, Module):
             if d.get("_modules") is None:
                 raise AttributeError("cannot assign module before Module.__init__() call")
-            self._forget(name)
+            self._forget(name, keep="_modules")
             self._modules[name] = value
         elif d.get("_modules") is not None and name in self._modules:
             if value is not None:
@@ -165,12 +165,15 @@ class Module:
         else:
             object.__setattr__(self, name, value)
 
-    def _forget(self, name):
-        """Remove `name` from every registry (before re-registering it elsewhere)."""
+    def _forget(self, name, keep=None):
+        """Remove `name` from every registry but `keep`, the one it is about to be assigned
+        in: as in PyTorch, re-assigning a parameter or submodule keeps its place in the
+        order of `parameters()`, `state_dict()` and `named_modules()`."""
         d = self.__dict__
         d.pop(name, None)
         for reg in ("_parameters", "_buffers", "_modules"):
-            d[reg].pop(name, None)
+            if reg != keep:
+                d[reg].pop(name, None)
         d["_non_persistent_buffers_set"].discard(name)
 
     def __delattr__(self, name):

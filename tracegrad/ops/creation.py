@@ -6,6 +6,8 @@ an explicit operand, so a tracer records them as ops instead of baking numbers i
 """
 import numbers
 
+import threading
+
 import numpy as np
 
 from .. import _dtype as D
@@ -279,9 +281,52 @@ def seed():
     """Seed the default generator from fresh OS entropy; returns the seed."""
     # a new seed per call, which a recorded `manual_seed` would replay as a constant
     _effects.note("random", "tracegrad.seed() (a fresh seed on every call)")
-    s = int(np.random.SeedSequence().entropy % (2 ** 63))
+    s = _fresh_entropy()
     default_generator.manual_seed(s)
     return s
+
+
+# Note [Fresh entropy in check mode]: check mode (compiler/check.py) runs a call twice, eagerly
+# and compiled; a fresh seed drawn by the first run is handed out again, in order, to the
+# second (`_entropy_replay`), so `tracegrad.seed()` inside a checked function compares equal.
+_entropy = threading.local()
+
+
+def _fresh_entropy():
+    """A new seed from OS entropy (or the one the check's first run drew, when replaying)."""
+    log = getattr(_entropy, "log", None)
+    if log is not None and log[0] == "replay" and log[1]:
+        return log[1].pop(0)
+    s = int(np.random.SeedSequence().entropy % (2 ** 63))
+    if log is not None and log[0] == "record":
+        log[1].append(s)
+    return s
+
+
+class _entropy_replay:
+    """`with _entropy_replay() as r:` records the seeds drawn; `with r.replaying():` hands
+    them out again in order."""
+
+    def __enter__(self):
+        self.seeds = []
+        self._prev = getattr(_entropy, "log", None)
+        _entropy.log = ("record", self.seeds)
+        return self
+
+    def __exit__(self, *exc):
+        _entropy.log = self._prev
+
+    def replaying(self):
+        outer = self
+
+        class _Replay:
+            def __enter__(self):
+                self._prev = getattr(_entropy, "log", None)
+                _entropy.log = ("replay", list(outer.seeds))
+
+            def __exit__(self, *exc):
+                _entropy.log = self._prev
+        return _Replay()
 
 
 def initial_seed():
