@@ -96,11 +96,12 @@ def grad_set(owner, old=None):
         tracer.note_grad_set(owner, old)
 
 
-def grad_read(owner, g):
-    """`owner.grad` was read inside a trace and gave `g` (a Tensor or None)."""
+def grad_read(owner, g, clearing=False):
+    """`owner.grad` was read inside a trace and gave `g` (a Tensor or None); `clearing`:
+    by zero_grad, only to set it to None."""
     tracer = active()
     if tracer is not None:
-        tracer.note_grad_read(owner, g)
+        tracer.note_grad_read(owner, g, clearing)
 
 
 def accumulate_traced(var, g, create_graph):

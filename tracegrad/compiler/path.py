@@ -186,7 +186,7 @@ class CompiledPath:
         inputs = list(args) + captured if captured else list(args)
         before = [(t, t._rg, t._grad) for t in
                   {id(inputs[p]): inputs[p] for p, _ in self.pre_effects}.values()]
-        before += [(inputs[p], inputs[p]._rg, inputs[p]._grad) for p in self.pre_clear]
+        before += [(inputs[p], inputs[p]._rg, inputs[p]._grad) for p in self.pre_clear_held]
         for pos, flag in self.pre_effects:   # replayed effects (Note [Effects])
             inputs[pos].requires_grad_(flag)
         for pos in self.pre_clear:           # zero_grad first: old gradients go before

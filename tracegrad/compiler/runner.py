@@ -112,8 +112,10 @@ def build_runner(path):
         lines += [f"    rg{k} = {names[pos]}._rg", f"    {names[pos]}.requires_grad_({flag})"]
         restore.insert(0, f"{names[pos]}._rg = rg{k}")
     for pos in path.pre_clear:           # zero_grad first: old gradients go before
-        lines += [f"    pc{pos} = {names[pos]}._grad", f"    {names[pos]}._grad = None"]
-        restore.insert(0, f"{names[pos]}._grad = pc{pos}")
+        if pos in path.pre_clear_held:   # Note [Clearing before the program] in trace_plan.py
+            lines.append(f"    pc{pos} = {names[pos]}._grad")
+            restore.insert(0, f"{names[pos]}._grad = pc{pos}")
+        lines.append(f"    {names[pos]}._grad = None")
     if getattr(prog, "call_tensors", None) is not None:     # the JAX backend's entry
         ins = names[:n_args] + [f"_wrap(c{j})" if j in scalar else f"c{j}" for j in range(n_cap)]
         call = f"_prog.call_tensors([{', '.join(ins)}])"

@@ -30,6 +30,7 @@ class TracePlan:
     post_retain: list      # output positions: retain_grad after the program
     grad_set_plan: list    # [(input position, output k or None)]: .grad after the program
     pre_clear: list        # input positions whose .grad is cleared before the program
+    pre_clear_held: list = ()  # of those, the ones whose old .grad a failed call gives back
     hook_checks: list = ()  # [(owner, hooks)]: the leaf's gradient hooks the trace ran
     eager_reason: str = None
 
@@ -115,14 +116,42 @@ def plan_from_trace(tracer, out_tensors, grad_sets):
     pre_effects, post_retain, retain_reason = _effect_replays(tracer, out_tensors, position)
     grad_set_plan, pre_clear, grad_reason = _grad_plan(tracer, grad_sets, position,
                                                        out_tensors)
+    held = _held_grads(tracer, inputs, pre_clear)
     return TracePlan(
         sources=sources, attr_guards=_attr_guards(tracer, args, sources),
         scalar_sources=[(j, *tracer.scalar_sources[v]) for j, (v, _) in
                         enumerate(tracer.captured) if v in tracer.scalar_sources],
         grad_none=grad_none, grad_some=[ref(o) for o in tracer.grad_some if outside(o)],
         pre_effects=pre_effects, post_retain=post_retain, grad_set_plan=grad_set_plan,
-        pre_clear=pre_clear, hook_checks=_hook_checks(grad_sets, position, ref),
+        pre_clear=pre_clear, pre_clear_held=held,
+        hook_checks=_hook_checks(grad_sets, position, ref),
         eager_reason=retain_reason or grad_reason)
+
+
+def _held_grads(tracer, inputs, pre_clear):
+    """The positions among `pre_clear` whose old `.grad` a call must keep until its program
+    has run (Note [Clearing before the program]).
+
+    Note [Clearing before the program]
+    A `.grad` the trace set to None before computing anything from it (zero_grad) is
+    cleared before the program runs, so the old gradients are freed before the new ones
+    exist, as eagerly. If the program then fails (a guard, an op failing on its values:
+    Note [Errors inside compiled programs] in codegen.py), the call starts again from its
+    own state, so the old `.grad` must come back when eager could have seen it: when the
+    function read it (`if p.grad is None`), or when a guard or an op that may fail came
+    before the clearing in the trace (eager fails there with the old `.grad` still set).
+    Only then is the old `.grad` kept during the program; a step that starts with
+    zero_grad keeps none, and its peak memory stays eager's."""
+    from ..ops.primitive import may_fail
+    read = tracer.grad_read_ids | {id(o) for o in tracer.sources.values()}
+    nodes, guards = tracer.graph.nodes, tracer.graph.guards
+    held = []
+    for pos in pre_clear:
+        t = inputs[pos]
+        n_nodes, n_guards = tracer.grad_cleared_at.get(id(t), (len(nodes), len(guards)))
+        if (id(t) in read or n_guards or any(may_fail(n) for n in nodes[:n_nodes])):
+            held.append(pos)
+    return held
 
 
 def _hook_checks(grad_sets, position, ref):

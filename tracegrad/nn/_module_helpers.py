@@ -5,7 +5,8 @@ Kept apart from `module.py` so that file holds only the Module contract; `optim`
 """
 from collections import namedtuple
 
-from .. import _mode
+from .. import _effects, _mode
+from .._effects import _get_hook
 from .._errors import TracegradTypeError
 from .._tensor import Size, Tensor
 
@@ -68,7 +69,10 @@ def _copy_entry(key, param, value, errors):
 
 
 def _zero_grad(p, set_to_none):
-    if p.grad is None:
+    g = p._grad
+    if _get_hook() is not None:              # inside a trace: the read decides the clearing
+        _effects.grad_read(p, g, clearing=set_to_none)
+    if g is None:
         return
     if set_to_none:
         p.grad = None

@@ -129,6 +129,12 @@ def _camel(name):
     return "".join(p.capitalize() for p in name.strip("_").split("_"))
 
 
+def may_fail(node):
+    """Whether `node`'s kernel may fail on its operands' values (`Primitive.may_raise`)."""
+    m = node.prim.may_raise
+    return m is True or (m == "integer" and node.output.type.dtype.np.kind in "iub")
+
+
 def inplace_of(prim, name=None, grad_fn_name=None):
     """Declare the in-place variant of a functional primitive: same math, writes operand 0."""
     def kernel(target, *rest, **attrs):

@@ -56,12 +56,8 @@ def accepts_out(prim):
 
 def last_may_raise(g):
     """Index of the last node whose kernel may fail on its operands' values, or -1."""
-    for i in range(len(g.nodes) - 1, -1, -1):
-        node = g.nodes[i]
-        m = node.prim.may_raise
-        if m is True or (m == "integer" and node.output.type.dtype.np.kind in "iub"):
-            return i
-    return -1
+    from ..ops.primitive import may_fail
+    return max((i for i, node in enumerate(g.nodes) if may_fail(node)), default=-1)
 
 
 def elementwise(prim):

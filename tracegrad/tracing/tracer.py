@@ -99,6 +99,8 @@ class Tracer:
         self.grad_sets = []      # tensors whose `.grad` the function assigned
         self.grad_some = []      # owners whose `.grad` was read as a tensor (not None)
         self.grad_cleared_first = []  # owners whose `.grad` the trace first set to None
+        self.grad_cleared_at = {}  # id(owner) -> (nodes, guards) recorded before that
+        self.grad_read_ids = set()  # owners whose `.grad` was read other than by zero_grad
         self.scalar_sources = {}  # Value of a captured 0-d input -> (holder, key, index, len)
         self.scalar_tensors = {}  # (id(holder), key, index) -> that input's tensor
         self.replays = []        # [(obj, method, args, kwargs, attributes it rewrote)]
@@ -181,16 +183,22 @@ class Tracer:
             self.keep.append(owner)
             if owner._grad is None and (old is None or id(old) not in self.env):
                 self.grad_cleared_first.append(owner)
+                self.grad_cleared_at[id(owner)] = (len(self.graph.nodes),
+                                                   len(self.graph.guards))
 
     def grad_results(self):
         """[(owner, final .grad)] for every `.grad` the function assigned (Note [Effects])."""
         return [(o, o._grad) for o in self.grad_sets]
 
-    def note_grad_read(self, owner, g):
-        """`owner.grad` read while tracing: a captured `.grad` is re-read per call."""
+    def note_grad_read(self, owner, g, clearing=False):
+        """`owner.grad` read while tracing: a captured `.grad` is re-read per call.
+        `clearing`: read by zero_grad only to set it to None (Note [Clearing before the
+        program] in compiler/trace_plan.py)."""
         if any(o is owner for o in self.grad_sets):
             return                           # the function set it: traced state, no source
         self.keep.append(owner)
+        if not clearing:
+            self.grad_read_ids.add(id(owner))
         if g is None:
             self.grad_none.append(owner)
             return
