@@ -241,7 +241,7 @@ def test_a_step_starting_with_zero_grad_frees_the_old_grads_before_its_program()
         loss.backward()
         opt.step()
         return loss
-    cf = tg.compile(step)
+    cf = tg.compile(step, check=False)       # (check mode runs every call twice)
     x, y = tg.randn(2, 256), tg.tensor([1, 2])
     for _ in range(3):
         cf(x, y)
