@@ -32,7 +32,7 @@ class Program:
         self.quiet = quiet
 
     owned = False
-    rerun_on_error = False       # a path's forward program (Note [Errors inside compiled programs])
+    rerun_on_error = False       # a path's forward: Note [Errors inside compiled programs]
     first_write_line = None      # the first generated line writing into an input (`out=iK`)
 
     def __call__(self, *arrays):

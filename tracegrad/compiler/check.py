@@ -14,8 +14,9 @@ Note [Check mode]
    the arguments, closure cells or globals the function names), the Python values at the
    places the state scan guards (a counter `self.calls += 1` must count once), the entries
    of the lists, dicts and sets reachable from the arguments (`batch["n"] += 1` into a
-   caller's dict must happen once) and of the containers the scan guards by length (an optimizer's `state`: buffers the eager run
-   creates are gone again for the compiled run), and the attributes of objects whose bound
+   caller's dict must happen once) and of the containers the scan guards by length (an
+   optimizer's `state`: buffers the eager run creates are gone again for the compiled
+   run), and the attributes of objects whose bound
    methods the function holds (`after = [sched.step]`);
 3. runs `cf.fn` eagerly and records its outputs, the gradients of the sum of its floating
    outputs that require grad w.r.t. every collected tensor that requires grad
@@ -35,8 +36,8 @@ restored (the call leaves no effect) and the error is raised.
 The user's hooks on the collected leaves are muted during the comparison's backward; hooks
 registered inside the function on intermediate tensors run there too. A call that advances an
 iterator from outside the function (`next(batches)`) is not checked: its eager run is the
-result, with a warning (an iterator cannot be rewound). Caveats: other Python side
-effects of the function (prints, appends to objects' lists) happen twice; objects reached only through
+result, with a warning (an iterator cannot be rewound). Caveats: other Python side effects of
+the function (prints, appends to objects' lists) happen twice; objects reached only through
 deeper state than the scan walks are neither restored nor compared; concurrent checked calls
 on shared state (threads) may see each other's snapshots: check mode is a debugging aid.
 Inside another function's trace a checked function runs inline, as any compiled one does.

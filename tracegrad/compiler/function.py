@@ -176,10 +176,10 @@ class CompiledFunction:
         else:
             out, reason = self._run_cached(entry, tensors)
             if reason is None:
-                self._last_key = key
                 self.stats.cache_hits += 1
+                self._last_key = key
                 return out
-            if type(reason) is _Rerun:
+            if type(reason) is RerunEagerly:
                 return self._rerun(reason, args, kwargs)
         self._last_key = key
         with self._trace_lock:
@@ -195,7 +195,7 @@ class CompiledFunction:
                     if reason is None:
                         self.stats.cache_hits += 1
                         return out
-                    if type(reason) is _Rerun:
+                    if type(reason) is RerunEagerly:
                         return self._rerun(reason, args, kwargs)
             return self._trace(key, entry, args, kwargs, leaves, reason, containers)
 
@@ -218,7 +218,7 @@ class CompiledFunction:
                 _rewind(rng)                     # in codegen.py: eager raises eager's error
                 log.info("tracegrad: '%s' failed inside its compiled program before "
                          "writing into any input; running the call eagerly", self.name)
-                return None, _Rerun(e.error)
+                return None, e
             except GuardFailed as gf:
                 _rewind(rng)                     # undo draws made before the failed guard
                 prefix = path.outcomes[:gf.index] + [gf.actual]
@@ -240,8 +240,9 @@ class CompiledFunction:
         return None, first_bad or getattr(entry, "unstable_reason", "no path")
 
     def _rerun(self, rerun, args, kwargs):
-        """Run the call eagerly after its program raised (Note [Errors inside compiled
-        programs] in codegen.py); eager raising the same error gets the program's note."""
+        """Run the call eagerly after its program raised `rerun` (a RerunEagerly: Note
+        [Errors inside compiled programs] in codegen.py); eager raising the same error
+        gets the program's note."""
         self.stats.eager_calls += 1
         try:
             return self.fn(*args, **kwargs)
@@ -535,14 +536,6 @@ def _rewind(rng):
     for gen, r, state, seed in rng:
         gen._rng, gen._seed = r, seed
         r.bit_generator.state = state
-
-
-class _Rerun:
-    """`_run_cached`'s answer when the program raised `error` before writing into any
-    input: the call runs eagerly (Note [Errors inside compiled programs] in codegen.py)."""
-
-    def __init__(self, error):
-        self.error = error
 
 
 def _prefix_eq(outcomes, prefix):

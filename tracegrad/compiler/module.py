@@ -135,7 +135,6 @@ class CompiledModule(Module):
             delattr(self._orig_mod, name)
 
 
-
 def _remake_module(mod, options):
     """A fresh CompiledModule of `mod` (the copy's original), with nothing cached."""
     return CompiledModule(mod, **options)

@@ -184,9 +184,8 @@ class CompiledPath:
         if captured is None:
             captured = self.captured
         inputs = list(args) + captured if captured else list(args)
-        before = [(t, t._rg, t._grad) for t in
-                  {id(inputs[p]): inputs[p] for p, _ in self.pre_effects}.values()]
-        before += [(inputs[p], inputs[p]._rg, inputs[p]._grad) for p in self.pre_clear_held]
+        flags = [(inputs[p], inputs[p]._rg) for p, _ in self.pre_effects]
+        grads = [(inputs[p], inputs[p]._grad) for p in self.pre_clear_held]
         for pos, flag in self.pre_effects:   # replayed effects (Note [Effects])
             inputs[pos].requires_grad_(flag)
         for pos in self.pre_clear:           # zero_grad first: old gradients go before
@@ -196,8 +195,10 @@ class CompiledPath:
             res = (call(inputs) if call is not None
                    else self.forward_program(*[t._data for t in inputs]))
         except (RerunEagerly, GuardFailed):  # Note [Errors inside compiled programs]:
-            for t, rg, grad in reversed(before):     # the call starts again from its state
-                t._rg, t._grad = rg, grad
+            for t, rg in reversed(flags):    # the call starts again from its own state
+                t._rg = rg
+            for t, g in grads:
+                t._grad = g
             raise
         part = self.part
         n_user = part.n_user

@@ -290,8 +290,9 @@ def optimizer_state_growth(changed, scanned):
 # - no user code the trace ran (replayed calls included) names it, as an attribute, a
 #   global or inside a string constant (`hasattr(self, "lr")`, `"{0.lr}".format(self)`),
 #   nor names `__dict__`, `vars`, `getattr`, `dir`, `setattr`, `format`, `attrgetter`,
-#   `__reduce_ex__` or `__getstate__` (which reach attributes by computed names); the methods of custom autograd Functions the trace
-#   applied count as run (their `backward` is traced when the backward program is built);
+#   `__reduce_ex__` or `__getstate__` (which reach attributes by computed names); the
+#   methods of custom autograd Functions the trace applied count as run (their `backward`
+#   is traced when the backward program is built);
 # - user code called no method of the object's class from a library (a scheduler's
 #   `get_last_lr()` reads `_last_lr`: Note [Reads of replayed state]) -- methods written
 #   by the user are user code, whose names count;

@@ -116,7 +116,8 @@ class Adam(Optimizer):
             vmax = state["max_exp_avg_sq"]
             vmax.copy_(O.maximum(vmax, v))
             v = vmax
-        denom = O.div(O.sqrt(v), as_scalar_for(bias_correction2_sqrt, v)).add_(as_scalar_for(eps, v))
+        denom = O.div(O.sqrt(v), as_scalar_for(bias_correction2_sqrt, v))
+        denom.add_(as_scalar_for(eps, v))
         p.add_(O.div(O.mul(m, as_scalar_for(-step_size, m)), denom))
 
 

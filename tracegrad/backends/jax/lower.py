@@ -8,8 +8,8 @@ and its shape checked against the IR type, so a rule that disagrees with the num
 caught when the path is built (the path then falls back to numpy), never at run time.
 
 Note [Host draws]
-tracegrad's Generator stays the source of truth for randomness: random nodes (`rand`,
-`randn`, `randint`, `randperm`, `dropout_noise`, `manual_seed`) are not lowered. `host_draws(arrays)`
+tracegrad's Generator stays the source of truth for randomness: random nodes (`rand`, `randn`,
+`randint`, `randperm`, `dropout_noise`, `manual_seed`) are not lowered. `host_draws(arrays)`
 runs them on the host with their numpy kernels, in program order, before the jitted call,
 and their results enter the program as extra inputs. Masks and samples are therefore the
 numpy backend's, bit for bit, and `manual_seed` reproduces runs. A draw whose distribution
