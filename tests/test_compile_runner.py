@@ -310,3 +310,32 @@ def test_a_consumed_loss_reaches_the_parameters_it_came_from_like_eager():
             with pytest.raises(RuntimeError, match="second time"):
                 tg.autograd.grad(loss, [model[0].weight])
             assert tg.autograd.grad(loss, [other], allow_unused=True) == (None,)
+
+
+@pytest.mark.parametrize("opt_name", ["sgd", "adam"])
+def test_numbers_derived_from_hyper_parameters_follow_every_change(opt_name):
+    """What the program computes from hyper-parameters alone (`-lr`, `momentum != 0`,
+    `1 - beta1`) is kept between calls while they are unchanged (Note [Memoized scalars] in
+    codegen.py) and recomputed when one changes, including back to an earlier value: the
+    steps stay identical to eager's through runs of unchanged and changed values."""
+    def make():
+        if opt_name == "sgd":
+            return sgd_step(make_opt=lambda ps: tg.optim.SGD(
+                ps, lr=0.1, momentum=0.9, dampening=0.1, weight_decay=0.01))
+        return sgd_step(make_opt=lambda ps: tg.optim.AdamW(ps, lr=0.01))
+
+    schedule = [0, 0, 0, 1, 1, 0, 2, 2, 2, 0, 0]
+
+    def change(opt, k):
+        g = opt.param_groups[0]
+        v = schedule[k]
+        g["lr"] = (0.1, 0.05, 0.2)[v] if opt_name == "sgd" else (0.01, 0.02, 0.005)[v]
+        if opt_name == "sgd":
+            g["momentum"] = (0.9, 0.5, 0.9)[v]
+            g["dampening"] = (0.1, 0.0, 0.3)[v]
+        else:
+            g["betas"] = ((0.9, 0.999), (0.8, 0.99), (0.9, 0.9))[v]
+            g["weight_decay"] = (0.01, 0.0, 0.1)[v]
+    f = _compare_with_eager(make, len(schedule), change)
+    assert f.stats.eager_calls == 0
+    assert any("_memo" in p.forward_program.code for p in f.programs)

@@ -202,7 +202,8 @@ def _guard_src(gd, k, name, em):
     return f"_o = {conv}\n    if not _same(_o, {e}): raise GuardFailed({k}, _o)"
 
 
-def build(graph, name=None, keep_inputs=True, plan=None, poison=False, owned_inputs=False):
+def build(graph, name=None, keep_inputs=True, plan=None, poison=False, owned_inputs=False,
+          memo_inputs=()):
     """Generate and compile `graph` into a Program.
 
     `owned_inputs=True` generates a program that takes its input arrays as one list it
@@ -212,6 +213,10 @@ def build(graph, name=None, keep_inputs=True, plan=None, poison=False, owned_inp
     `plan` (a `passes.plan_memory` MemoryPlan) makes nodes write into dying operands, into
     mutated inputs, or into per-thread arena slots via `out=`; `poison` fills every buffer
     with NaN when its value dies (a debug mode: results must not change).
+
+    `memo_inputs` (input positions) are read-only numbers the caller passes as the same
+    array object while their value is unchanged: what the program computes from them alone
+    is computed once per change (Note [Memoized scalars]).
 
     >>> prog = tracegrad.build(graph); outs = prog(*input_arrays)
     """
@@ -270,6 +275,49 @@ def build(graph, name=None, keep_inputs=True, plan=None, poison=False, owned_inp
     line_sites = {}
     line_prims = {}                          # generated line -> primitive (error translation)
     first_write = None                       # Note [Errors inside compiled programs]
+    def node_line(i, n):
+        """`vK = kernel(operands, attrs, out=...)  # site` for node `i`."""
+        kernel = n.prim.kernel
+        if getattr(kernel, "quiet_raw", None) is not None:
+            kernel = kernel.quiet_raw        # Note [Quiet programs]
+            em.quiet = True
+        args = [em.operand(a, names) for a in n.inputs]
+        static = n.prim.specialize(n) if n.prim.specialize is not None else None
+        if static is not None:               # Note [Static kernels] in ops/primitive.py
+            kernel = static
+        else:
+            args += em.attrs(n.attrs)
+        kern = em.bind(kernel, f"k_{_ident(n.prim.name)}_")
+        if plan is not None:
+            if i in plan.into_input:
+                args.append(f"out=i{plan.into_input[i]}")
+            elif i in plan.takeover:
+                args.append(f"out={names[n.inputs[plan.takeover[i]]]}")
+            elif arena is not None and n.output in arena.index:
+                args.append(f"out=B[{arena.index[n.output]}]")
+        site = _short(n.site)
+        op = _SCALAR_OPS.get(kernel) if len(args) == 2 and any(
+            a in scalars_ok for a in n.inputs if isinstance(a, Value)) else None
+        call = f"({args[0]} {op} {args[1]})" if op else f"{kern}({', '.join(args)})"
+        if not n.output.type.shape and n.output not in scalars_ok:
+            call = f"_asarray({call})"       # numpy reductions may hand back scalars
+        return f"{names[n.output]} = {call}" + (f"  # {site}" if site else "")
+
+    memo = [] if poison else _memo_nodes(graph, plan, pinned, fused, memo_inputs)
+    if memo:                                 # Note [Memoized scalars]
+        em.globals["_memo"] = [None]
+        keys = sorted({a for i in memo for a in graph.nodes[i].value_inputs()
+                       if a in graph.inputs}, key=graph.inputs.index)
+        vals = ", ".join(names[graph.nodes[i].output] for i in memo) + ","
+        same = " and ".join(f"_m[{k}] is {names[a]}" for k, a in enumerate(keys))
+        lines += ["    _m = _memo[0]", f"    if _m is not None and {same}:",
+                  f"        {vals} = _m[-1]", "    else:"]
+        for i in memo:
+            n = graph.nodes[i]
+            lines.append("        " + node_line(i, n))
+            line_sites[len(lines)] = n.site
+            line_prims[len(lines)] = n.prim
+        lines.append(f"        _memo[0] = ({', '.join(names[a] for a in keys)}, ({vals}))")
     for i, n in enumerate(graph.nodes):
         for k, gd in guards.get(i, ()):
             for part in _guard_src(gd, k, names[gd.value], em).split("\n"):
@@ -293,34 +341,12 @@ def build(graph, name=None, keep_inputs=True, plan=None, poison=False, owned_inp
             if i in dead_after:
                 lines.append(f"    del {', '.join(sorted(dead_after[i]))}")
             continue
-        kernel = n.prim.kernel
-        if getattr(kernel, "quiet_raw", None) is not None:
-            kernel = kernel.quiet_raw        # Note [Quiet programs]
-            em.quiet = True
-        args = [em.operand(a, names) for a in n.inputs]
-        static = n.prim.specialize(n) if n.prim.specialize is not None else None
-        if static is not None:               # Note [Static kernels] in ops/primitive.py
-            kernel = static
-        else:
-            args += em.attrs(n.attrs)
-        kern = em.bind(kernel, f"k_{_ident(n.prim.name)}_")
-        if plan is not None:
-            if i in plan.into_input:
-                args.append(f"out=i{plan.into_input[i]}")
+        if i not in memo:
+            if plan is not None and i in plan.into_input:
                 first_write = first_write or len(lines) + 1
-            elif i in plan.takeover:
-                args.append(f"out={names[n.inputs[plan.takeover[i]]]}")
-            elif arena is not None and n.output in arena.index:
-                args.append(f"out=B[{arena.index[n.output]}]")
-        site = _short(n.site)
-        op = _SCALAR_OPS.get(kernel) if len(args) == 2 and any(
-            a in scalars_ok for a in n.inputs if isinstance(a, Value)) else None
-        call = f"({args[0]} {op} {args[1]})" if op else f"{kern}({', '.join(args)})"
-        if not n.output.type.shape and n.output not in scalars_ok:
-            call = f"_asarray({call})"       # numpy reductions may hand back scalars
-        lines.append(f"    {names[n.output]} = {call}" + (f"  # {site}" if site else ""))
-        line_sites[len(lines)] = n.site
-        line_prims[len(lines)] = n.prim
+            lines.append("    " + node_line(i, n))
+            line_sites[len(lines)] = n.site
+            line_prims[len(lines)] = n.prim
         for v in poisoned.get(i, ()):
             lines.append(f"    _poison({names[v]})")
         if i in dead_after:
@@ -389,6 +415,58 @@ def _fused_pairs(graph, plan, pinned, guards, last):
                 or guards.get(i + 1) or i in planned or i + 1 in planned or i - 1 in out):
             continue
         out[i] = (i + 1, kernel)
+    return out
+
+
+# Note [Memoized scalars]
+# A training step reads its hyper-parameters per call (`_effects.hyper`): the runner hands
+# each to the program as a 0-d float64 array, the same array object while the Python number
+# it came from is the same object. From them the program computes a handful of
+# 0-d values on every call (`momentum != 0` for a guard, `-lr` cast to float32, `1 - beta1`),
+# each a numpy call of about a microsecond on a tiny step. Those that depend on such inputs
+# alone are computed in a block at the top of the program, run only when one of those arrays
+# is not the one of the last call (compared by identity; the memo keeps them alive, so an
+# identity is never reused); otherwise the last results are taken. The block holds only 0-d
+# results of ops that cannot fail, draw random numbers or alias, that no later op writes
+# into (no `out=`) and that are neither outputs nor viewed by one, so a kept result is never
+# changed. The guards reading them stay where they were, so guard order (Note [Paths]) is
+# unchanged. The generic `CompiledPath.run` makes fresh arrays per call: it recomputes.
+def _memo_nodes(graph, plan, pinned, fused, memo_inputs):
+    """Indices of the nodes computed in the memoized block (Note [Memoized scalars])."""
+    if not memo_inputs:
+        return []
+    from .ops.primitive import may_fail
+    from .passes.liveness import liveness
+    ok = {graph.inputs[k] for k in memo_inputs}
+    live = liveness(graph)
+    storage = live.storage_of
+    planned = set()
+    written = set(live.escaping)             # storage leaving the program or written by out=
+    if plan is not None:
+        planned = set(plan.takeover) | set(plan.into_input)
+        planned |= {i for i, n in enumerate(graph.nodes) if n.output in plan.slots}
+        for i, k in plan.takeover.items():
+            a = graph.nodes[i].inputs[k]
+            written.add(storage.get(a, a))
+    skip = set(fused) | {j for j, _ in fused.values()}
+    out = []
+    for i, n in enumerate(graph.nodes):
+        ins = n.value_inputs()
+        p = n.prim
+        if (not ins or n.output.type.shape or i in skip or i in planned or p.impure
+                or p.aliases is not None or p.overwrites or n.output in pinned
+                or may_fail(n) or any(a not in ok for a in ins)):
+            continue
+        ok.add(n.output)
+        out.append(i)
+    if written:                              # a kept result must never be written later
+        bad = {graph.nodes[i].output for i in out
+               if storage.get(graph.nodes[i].output, graph.nodes[i].output) in written}
+        while bad:                           # and neither may what is computed from it
+            more = {graph.nodes[i].output for i in out
+                    if any(a in bad for a in graph.nodes[i].value_inputs())} - bad
+            out = [i for i in out if graph.nodes[i].output not in bad]
+            bad = more
     return out
 
 

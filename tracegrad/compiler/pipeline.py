@@ -222,7 +222,10 @@ def codegen(rec):
         return rec, {}
     from ..codegen import build
     part, poison = rec.part, rec.options.poison
-    fwd = build(part.forward, rec.name, plan=rec.forward_plan, poison=poison)
+    # the runner passes each number read per call as one array while it is unchanged
+    memo = [rec.inputs.n_args + j for j, *_ in rec.effects.scalar_sources]
+    fwd = build(part.forward, rec.name, plan=rec.forward_plan, poison=poison,
+                memo_inputs=memo)
     bwd = (build(part.backward, rec.name + "_backward", plan=rec.backward_plan,
                  poison=poison, owned_inputs=True) if part.backward is not None else None)
     stats = {"forward_lines": len(fwd.code.splitlines())}
