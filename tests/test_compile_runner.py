@@ -339,3 +339,66 @@ def test_numbers_derived_from_hyper_parameters_follow_every_change(opt_name):
     f = _compare_with_eager(make, len(schedule), change)
     assert f.stats.eager_calls == 0
     assert any("_memo" in p.forward_program.code for p in f.programs)
+
+
+def test_arrays_swapped_or_reshaped_under_captured_tensors_are_seen():
+    """The runner keeps the arrays it found valid (Note [Checked arrays]); a parameter
+    given another array (`p.data = ...`), an array reshaped in place through
+    `np.asarray(p)`, or an argument sharing memory with the new array, are each seen
+    on the next call, as eager sees them."""
+    x = tg.tensor(RNG.standard_normal((4, 4)).astype(np.float32))
+    runs = []
+    for compiled in (False, True):
+        w = tg.tensor(np.arange(4, dtype=np.float32), requires_grad=True)
+
+        def f(x):
+            return (x * w).sum()
+        f = tg.compile(f) if compiled else f
+        out = []
+
+        def call(arg):
+            w.grad = None
+            loss = f(arg)
+            loss.backward()
+            out.append((loss.item(), w.grad.shape, w.grad.numpy().tolist()))
+        call(x)
+        call(x)
+        w.data = tg.full((4,), 2.0)                      # same shape, new array
+        call(x)
+        with tg.no_grad():
+            w.mul_(2)                                    # in place on the new array
+        call(x)
+        np.asarray(w).shape = (4, 1)                     # reshaped in place
+        call(x)
+        call(x)
+        np.asarray(w).shape = (4,)
+        call(x)
+        call(w.detach()[None].expand(4, 4) * 1)
+        call(w.detach())                                 # shares the new array
+        runs.append(out)
+    assert runs[0] == runs[1]
+
+
+def test_an_argument_sharing_memory_with_a_parameter_given_a_new_array_is_seen():
+    """After `w.data = ...`, an argument viewing the new array shares memory with the
+    captured `w` the function updates in place: the kept owners (Note [Checked arrays])
+    are those of the new array, so the generated call gives way to the generic one, as
+    before the swap."""
+    w = tg.tensor(np.arange(4, dtype=np.float32))
+
+    def f(x):
+        with tg.no_grad():
+            w.mul_(2)
+        return (x * 1).sum()
+    c = tg.compile(f)
+    c(tg.ones(4))
+    c(tg.ones(4))
+    (path,) = c.programs
+    assert path.call is not CompiledPath.call.__get__(path)
+    outs, why = path.call([w[:2].detach()])
+    assert outs is None and why is not None
+    w.data = tg.full((4,), 3.0)
+    outs, why = path.call([tg.ones(4)])
+    assert why is None
+    outs, why = path.call([w[1:].detach()])
+    assert outs is None and why is not None

@@ -84,6 +84,17 @@ def build_runner(path):
                   f"        if not _number(v): {miss}",
                   f"        last = p{j}[0] = (v, _f64(v))", f"    c{j} = last[1]"]
     data = {}
+    # Note [Checked arrays]: on the numpy backend the arrays found valid on the last call
+    # are kept, and a captured tensor still holding the same array object needs only its
+    # shape, dtype object and requires_grad flag checked (an array's owner is fixed, and its
+    # layout only changes with its shape; numpy lets `a.shape = ...` reshape an array in
+    # place, as through `np.asarray(p)`). The JAX backend moves and adopts arrays by
+    # their reference counts, so there nothing is kept and every call checks everything.
+    keep = getattr(prog, "call_tensors", None) is None
+    tensor_caps = [j for j in range(n_cap) if j not in scalar]
+    if keep and tensor_caps:
+        env["_seen"] = [None] * n_cap   # the array of captured j last found valid
+        env["_roots"] = [frozenset()]   # the ids of those arrays' owners
     for j, (t, m) in enumerate(zip(path.captured, path.captured_meta)):
         if j in scalar:
             data[f"c{j}"] = f"c{j}"                     # already an array
@@ -95,17 +106,29 @@ def build_runner(path):
                 f"or c{j}._rg is not {rg}")
         if len(shape) >= 2:
             cond += f" or {'not ' if c_order else ''}d.flags.c_contiguous"
-        lines += [f"    d = c{j}._data", f"    if {cond}: {miss}"]
-        if n_args:                       # the id of the array owning its memory, no reference
-            lines.append(f"    q{j} = id(d) if d.base is None else id(_root(d))")
+        lines.append(f"    d = c{j}._data")
+        if keep:
+            lines += [f"    if d is not _seen[{j}] or d.shape != s{j} or d.dtype is not d{j}:",
+                      f"        if {cond}: {miss}",
+                      f"        if d is not _seen[{j}]: _seen_new({j}, d)",
+                      f"    elif c{j}._rg is not {rg}: {miss}"]
+        else:
+            lines.append(f"    if {cond}: {miss}")
+            if n_args:                   # the id of the array owning its memory, no reference
+                lines.append(f"    q{j} = id(d) if d.base is None else id(_root(d))")
         data[f"c{j}"] = f"c{j}._data"
-    tensor_caps = [f"c{j}" for j in range(n_cap) if j not in scalar]
     if tensor_caps:
         lines.append("    d = None")   # no local reference left (JAX: Note [Aligned host arrays])
     if n_args and tensor_caps:           # no argument may share memory with a captured one
-        lines.append(f"    roots = {{{', '.join('q' + c[1:] for c in tensor_caps)}}}")
+        if keep:
+            env["_seen_new"] = _seen_updater(env["_seen"], env["_roots"])
+            lines.append("    roots = _roots[0]")
+        else:
+            lines.append(f"    roots = {{{', '.join(f'q{j}' for j in tensor_caps)}}}")
         for i in range(n_args):
             lines.append(f"    if id(_root(a{i}._data)) in roots: {miss}")
+    elif keep and tensor_caps:
+        env["_seen_new"] = _seen_updater(env["_seen"], env["_roots"])
     restore = []       # on GuardFailed or RerunEagerly: as the call found them (another
     # path, the re-trace or the eager run starts from the call's own state)
     for k, (pos, flag) in enumerate(path.pre_effects):
@@ -179,6 +202,17 @@ def build_runner(path):
 
 
 _UNSET = object()
+
+
+def _seen_updater(seen, roots):
+    """`new(j, d)`: array `d` of captured tensor j passed the checks (Note [Checked arrays]).
+    The owners' ids are published before the array, so a thread that finds `d` kept also
+    finds its owner among the roots."""
+    def new(j, d):
+        now = [d if k == j else a for k, a in enumerate(seen)]
+        roots[0] = frozenset(id(_root(a)) for a in now if a is not None)
+        seen[j] = d
+    return new
 
 
 def _f64(v):
