@@ -63,15 +63,22 @@ def taken(arrays):
     return out
 
 
-def to_host(outs, args):
+def static_big(v):
+    """`big` decided from a program output's IR type (static: shapes are known when the
+    program is built), without asking the jax Array (its `nbytes` costs microseconds)."""
+    return (v is not None and v.type.nbytes >= MIN_BYTES
+            and np.dtype(v.type.dtype.np).kind in "biufc")
+
+
+def to_host(outs, args, bigs=None):
     """Fresh writable numpy arrays for `outs` (None stays None): large results adopted,
-    the rest copied."""
+    the rest copied. `bigs`: `big` of each output, known beforehand (`static_big`)."""
     seen = None
     res = []
-    for o in outs:
+    for k, o in enumerate(outs):
         if o is None:
             res.append(None)
-        elif big(o):
+        elif big(o) if bigs is None else bigs[k]:
             if seen is None:
                 seen = taken(args)
             o.block_until_ready()

@@ -34,7 +34,7 @@ from jax.sharding import SingleDeviceSharding
 
 from ...ir.interpret import GuardFailed, guard_outcome, same_outcome
 from .adopt import MIN_BYTES as ADOPT_BYTES
-from .adopt import adopt, big, replaceable, taken, to_host
+from .adopt import adopt, big, replaceable, static_big, taken, to_host
 from .aligned import move_to_aligned
 from .client import device
 from .lower import lower
@@ -88,6 +88,9 @@ class JaxProgram:
                         if self._adopt and graph.outputs[k] is not None
                         and graph.outputs[k].type.dtype.np.itemsize
                         * int(np.prod(graph.outputs[k].type.shape)) >= ADOPT_BYTES]
+        packed = [k for k, (t, _) in enumerate(getattr(self, "_out_slots", ())) if t != 0]
+        self._bigs = (None if any(k < self.writable for k in packed) else
+                      [static_big(v) for v in graph.outputs[:self.writable]])
         if not self._movable and not self._rebind:   # callers pass arrays: nothing to do
             self.call_tensors = None
 
@@ -206,7 +209,7 @@ class JaxProgram:
                 if not same_outcome(actual, gd.expected):
                     raise GuardFailed(k, actual)
         w = self.writable
-        user = (to_host(outs[:w], arrays) if self._adopt
+        user = (to_host(outs[:w], arrays, self._bigs) if self._adopt
                 else [None if o is None else np.array(o) for o in outs[:w]])
         if all(o is None for o in user):     # nothing waited for the results: XLA may still
             jax.block_until_ready(outs)      # be reading arguments in place (aligned.py)
