@@ -38,7 +38,8 @@ from ..tracing.custom_function import CLASS_OF
 from ..passes import DEFAULT_PIPELINE
 from .arguments import check_compile_arguments
 from .check import _in_check, checked_call
-from .keys import alias_eager_reason, alias_groups, describe_difference, entry_key
+from .keys import (alias_eager_reason, alias_groups, describe_difference, entry_key,
+                   key_checker)
 from .backward_node import eager_saves
 from .path import CompiledPath
 from .pipeline import run_pipeline, stages_for
@@ -90,12 +91,16 @@ class Stats:
         return "\n".join(lines)
 
 
+_UNBUILT = object()          # an entry's key check, not built yet
+
+
 class _Entry:
     def __init__(self, key):
         self.key = key
         self.paths = []
         self.last = None
         self.eager = None           # a reason: calls with this key run eagerly
+        self.check = _UNBUILT       # Note [Checking the last key] in keys.py
 
 
 class CompiledFunction:
@@ -126,6 +131,7 @@ class CompiledFunction:
         self.stats = Stats()
         self._warned = False
         self._last_key = None
+        self._hit = None                 # Note [Checking the last key] in keys.py
         self._paths_added = 0                # paths in all entries (`_n_paths`)
         self._trace_lock = threading.RLock()
         self.module = None
@@ -151,6 +157,18 @@ class CompiledFunction:
             # records our ops (a nested program's outputs would otherwise become constants).
             self.stats.eager_calls += 1
             return self.fn(*args, **kwargs)
+        entry = self._hit
+        if entry is not None and not kwargs and entry.eager is None and entry.check(args):
+            # the entry the last call hit, with its key unchanged (Note [Checking the
+            # last key] in keys.py): no keying, no lookup
+            self._last_key = entry.key
+            tensors = [a for a in args if isinstance(a, Tensor)]
+            out, reason = self._run_cached(entry, tensors)
+            if reason is None:
+                self.stats.cache_hits += 1
+                return out
+            if type(reason) is RerunEagerly:
+                return self._rerun(reason, args, kwargs)
         leaves, struct, containers = self.binder.bind(args, kwargs)
         if leaves is None:                   # arguments that do not fit: Python's error
             return self.fn(*args, **kwargs)
@@ -178,6 +196,10 @@ class CompiledFunction:
             if reason is None:
                 self.stats.cache_hits += 1
                 self._last_key = key
+                if entry.check is _UNBUILT:
+                    entry.check = (key_checker(key, args) if self.module is None
+                                   and not kwargs else None)
+                self._hit = entry if entry.check is not None else None
                 return out
             if type(reason) is RerunEagerly:
                 return self._rerun(reason, args, kwargs)

@@ -35,6 +35,54 @@ def entry_key(leaves, struct=None):
              _dtype.get_default_dtype(), struct), tensors, aliased)
 
 
+def key_checker(key, args):
+    """Note [Checking the last key]
+    A cache hit computes the entry key (a tuple per argument: shape, dtype, flags), hashes
+    it and looks it up: about 3 us of the tiny training step's per-call work. Most calls
+    hit the entry the last call used. For an entry whose key came from arguments passed
+    positionally (`args`, the call that made it), each a tensor or an object keyed by
+    identity that is not a module (a method's `self`), this generates `check(args) ->
+    bool`: True exactly when `entry_key` of those arguments would give `key` again (the
+    same per-tensor facts, compared inline; the same objects; no two tensors on one
+    storage; the same grad mode, inference mode and default dtype). False sends the call down the full path,
+    which keys and looks it up as before. None when the key is not of that kind."""
+    parts, grad, inference, default_dtype, struct = key[:5]
+    if len(key) != 5 or struct is not None or len(parts) != len(args) or any(
+            not (p[0] == "T" and isinstance(a, Tensor) or p[0] == "O" and p[2] is None
+                 and p[1] == id(a)) for p, a in zip(parts, args)):
+        return None
+    n = len(args)
+    env = {"_root": _root, "_ge": _mode.grad_enabled, "_ie": _mode.inference_enabled,
+           "_dd": _dtype.get_default_dtype, "_G": grad, "_I": inference, "_DD": default_dtype}
+    names = [f"a{i}" for i in range(n)]
+    lines = ["def check(args):", f"    if len(args) != {n}: return False"]
+    if n:
+        lines.append(f"    {', '.join(names)}{',' if n == 1 else ''} = args")
+    tensors = []
+    for i, (p, a) in enumerate(zip(parts, args)):
+        if p[0] == "O":                  # an object keyed by identity (`self` of a method;
+            env[f"X{i}"] = a             # the entry keeps it alive), not a module
+            lines.append(f"    if a{i} is not X{i}: return False")
+            continue
+        tensors.append(f"a{i}")
+        _, shape, dtype, rg, c_ok, leaf, inf = p
+        env.update({f"T{i}": type(a), f"S{i}": shape, f"D{i}": dtype, f"R{i}": rg,
+                    f"L{i}": leaf, f"N{i}": inf})
+        cond = (f"type(a{i}) is not T{i} or d.shape != S{i} or d.dtype is not D{i} or "
+                f"a{i}._rg is not R{i} or (a{i}._grad_fn is None) is not L{i} or "
+                f"a{i}._inference is not N{i}")
+        if len(shape) >= 2:              # entry_key's layout bit (1-D and 0-D: always True)
+            cond += f" or d.flags.c_contiguous is not {bool(c_ok)}"
+        lines += [f"    d = a{i}._data", f"    if {cond}: return False"]
+    lines.append("    if _ge() is not _G or _ie() is not _I or _dd() is not _DD: return False")
+    if len(tensors) > 1:                 # entry_key's `aliased` is False for this key
+        lines.append(f"    if len({{{', '.join(f'id(_root({x}._data))' for x in tensors)}}}) "
+                     f"!= {len(tensors)}: return False")
+    lines.append("    return True")
+    exec(compile("\n".join(lines), "<tracegrad key check>", "exec"), env)
+    return env["check"]
+
+
 def storage_id(t):
     """Identity of the memory under tensor `t`: its root numpy array (`.data` and views
     have version counters of their own, but share this)."""
