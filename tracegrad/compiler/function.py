@@ -47,7 +47,8 @@ from .trace_plan import record_from_trace
 from .._effects import replay_reads, watch_python
 from .binding import Binder, changed_argument
 from .state import (advanced, changed_by_trace, optimizer_state_growth, owned_holders,
-                    scan, unread_attribute_guards)
+                    keys_user_code_may_read, scan, unread_attribute_guards,
+                    unread_hyper_guards)
 
 log = logging.getLogger("tracegrad")
 
@@ -327,11 +328,13 @@ class CompiledFunction:
         functions = {CLASS_OF.get(n.prim) for n in tracer.graph.nodes}
         scanned.unread = {id(g) for g in unread_attribute_guards(
             scanned, watch, [c for c in functions if c is not None])}
+        read_keys = keys_user_code_may_read(scanned, watch)
+        scanned.unread |= {id(g) for g in unread_hyper_guards(scanned, read_keys)}
         outs, build = flatten(out, strict=True)
         _warn_effects(self.name, tracer)
         if isinstance(out, Tensor):
             build = _single
-        return tracer, scanned, out, outs, build, n_args, watch.constant_strings()
+        return tracer, scanned, out, outs, build, n_args, read_keys
 
     def _over_limit(self, args, kwargs, reason):
         if not self._warned:
@@ -483,8 +486,8 @@ def _settle_state(tracer, scanned, read_keys=frozenset()):
     guard (Note [Captured state]); places replayed calls rewrite are theirs, not guards;
     places read through `hyper` are program inputs, not guards, unless user code the trace
     ran may also read them directly (`loss * opt.param_groups[0]["lr"]`: a constant of the
-    trace, which only the guard keeps from going stale). `read_keys`: the string constants
-    of that user code."""
+    trace, which only the guard keeps from going stale). `read_keys`: the keys that user
+    code may have read (`state.keys_user_code_may_read`, Note [Hyper-parameters unread])."""
     bindings = scanned.bindings
     unread = getattr(scanned, "unread", ())   # Note [Unread attributes] in state.py
     guards = [g for _, t in tracer.captured for g in bindings.get(id(t), ())] + [
