@@ -329,7 +329,7 @@ class CompiledFunction:
         scanned.unread = {id(g) for g in unread_attribute_guards(
             scanned, watch, [c for c in functions if c is not None])}
         read_keys = keys_user_code_may_read(scanned, watch)
-        scanned.unread |= {id(g) for g in unread_hyper_guards(scanned, read_keys)}
+        scanned.unread_hyper = {id(g) for g in unread_hyper_guards(scanned, read_keys)}
         outs, build = flatten(out, strict=True)
         _warn_effects(self.name, tracer)
         if isinstance(out, Tensor):
@@ -497,6 +497,9 @@ def _settle_state(tracer, scanned, read_keys=frozenset()):
     runtime = [g for g in guards if any(g.holder is h and g.key == k for h, k in places)
                and g.key not in read_keys]
     guards = [g for g in guards if all(g is not r for r in runtime)]
+    # and those of a path that never read them (Note [Hyper-parameters unread] in state.py)
+    unread_hyper = getattr(scanned, "unread_hyper", ())
+    guards = [g for g in guards if id(g) not in unread_hyper]
     dropped, changed = changed_by_trace(guards + [g for gs in bindings.values() for g in gs],
                                         owned)
     guards = [g for g in guards if all(g is not d for d in dropped)]
