@@ -254,6 +254,8 @@ def numpy_read(t):
 _MUTATORS = frozenset(("append", "extend", "insert", "pop", "remove", "clear", "update",
                        "setdefault", "popitem", "add", "discard", "sort", "reverse",
                        "appendleft", "extendleft", "popleft", "__setitem__", "__delitem__"))
+_DICT_READS = frozenset(("items", "values", "keys", "get", "copy", "pop", "popitem",
+                         "setdefault", "__getitem__", "__iter__", "__contains__"))
 _CLOCKS = frozenset(("time", "perf_counter", "monotonic", "process_time", "time_ns",
                      "perf_counter_ns", "monotonic_ns"))
 
@@ -286,6 +288,8 @@ class watch_python:
         self._tensor = Tensor
         self.outside_codes = set()  # user code run outside replayed calls
         self.foreign_calls = set()  # code of other libraries user code called
+        self.dict_reads = set()     # ids of dicts user code read by computed keys (items(),
+        #                             values(), ...: Note [Hyper-parameters unread])
 
     def __enter__(self):
         self.prev = sys.getprofile()
@@ -389,6 +393,8 @@ class watch_python:
         owner = getattr(fn, "__self__", None)
         if not _is_user_frame(frame):
             return
+        if type(owner) is dict and name in _DICT_READS:
+            self.dict_reads.add(id(owner))
         if fn is print:
             self._report(frame, "print", "print()", eager=False)
         elif name in _MUTATORS and id(owner) in self.external:

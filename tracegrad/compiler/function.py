@@ -48,7 +48,8 @@ from .trace_plan import record_from_trace
 from .._effects import replay_reads, watch_python
 from .binding import Binder, changed_argument
 from .state import (advanced, changed_by_trace, optimizer_state_growth, owned_holders,
-                    scan, unread_attribute_guards)
+                    keys_user_code_may_read, scan, unread_attribute_guards,
+                    unread_hyper_guards)
 
 log = logging.getLogger("tracegrad")
 
@@ -349,11 +350,13 @@ class CompiledFunction:
         functions = {CLASS_OF.get(n.prim) for n in tracer.graph.nodes}
         scanned.unread = {id(g) for g in unread_attribute_guards(
             scanned, watch, [c for c in functions if c is not None])}
+        read_keys = keys_user_code_may_read(scanned, watch)
+        scanned.unread_hyper = {id(g) for g in unread_hyper_guards(scanned, read_keys)}
         outs, build = flatten(out, strict=True)
         _warn_effects(self.name, tracer)
         if isinstance(out, Tensor):
             build = _single
-        return tracer, scanned, out, outs, build, n_args, watch.constant_strings()
+        return tracer, scanned, out, outs, build, n_args, read_keys
 
     def _over_limit(self, args, kwargs, reason):
         if not self._warned:
@@ -505,8 +508,8 @@ def _settle_state(tracer, scanned, read_keys=frozenset()):
     guard (Note [Captured state]); places replayed calls rewrite are theirs, not guards;
     places read through `hyper` are program inputs, not guards, unless user code the trace
     ran may also read them directly (`loss * opt.param_groups[0]["lr"]`: a constant of the
-    trace, which only the guard keeps from going stale). `read_keys`: the string constants
-    of that user code."""
+    trace, which only the guard keeps from going stale). `read_keys`: the keys that user
+    code may have read (`state.keys_user_code_may_read`, Note [Hyper-parameters unread])."""
     bindings = scanned.bindings
     unread = getattr(scanned, "unread", ())   # Note [Unread attributes] in state.py
     guards = [g for _, t in tracer.captured for g in bindings.get(id(t), ())] + [
@@ -516,6 +519,9 @@ def _settle_state(tracer, scanned, read_keys=frozenset()):
     runtime = [g for g in guards if any(g.holder is h and g.key == k for h, k in places)
                and g.key not in read_keys]
     guards = [g for g in guards if all(g is not r for r in runtime)]
+    # and those of a path that never read them (Note [Hyper-parameters unread] in state.py)
+    unread_hyper = getattr(scanned, "unread_hyper", ())
+    guards = [g for g in guards if id(g) not in unread_hyper]
     dropped, changed = changed_by_trace(guards + [g for gs in bindings.values() for g in gs],
                                         owned)
     guards = [g for g in guards if all(g is not d for d in dropped)]

@@ -372,6 +372,64 @@ def unread_attribute_guards(scanned, watch, classes=()):
     return out
 
 
+# Note [Hyper-parameters unread]
+# An optimizer's step reads its learning rate, momentum, betas, ... (the keys
+# `type(opt)._runtime_keys`) through `_effects.hyper`: per call, as program inputs, never
+# guarded. Two things follow, both decided from what the user code the trace ran may have
+# read itself (`keys_user_code_may_read`):
+# - A path whose trace ran `opt.step()` drops the guards on those places unless user code
+#   may have read them too (`_settle_state` in function.py): then the value it read is a
+#   constant of the trace, which only the guard keeps from going stale. Spelling the key
+#   (`g["lr"]`) is one way; reaching items by computed keys is another (`{k: v for k, v in
+#   g.items()}` returned for logging, `opt.state_dict()["param_groups"]`), and so is
+#   calling another library's code, which may be handed the optimizer: in those cases
+#   every key counts as read. (Missing the last two returned the first epoch's lr forever.)
+#   Not seen: a group's keys iterated by `for k in g` or unpacked (`{**g}`), then
+#   subscripted by a computed key; a dict method call is seen, a bare iteration is not.
+# - A path that does not step reaches the optimizer all the same: an evaluation branch of
+#   a step that only calls `opt.zero_grad()` (the transfer-learning tutorial's `phase ==
+#   "val"`), a trainer's `evaluate` method whose `self` holds the optimizer. The scan
+#   guards the scalars of its parameter groups by value, so each epoch's scheduler step
+#   re-traced such a path and, past `cache_limit`, made it run eagerly for good, though
+#   nothing read them: the only library code that reads those keys during a trace reads
+#   them through `hyper`. So their guards are dropped here too, under the same condition.
+_STEP_METHODS = frozenset(("zero_grad", "step"))
+
+
+class _Every(frozenset):
+    """Every key: what user code may read when it reaches items by computed keys."""
+
+    def __contains__(self, key):
+        return True
+
+
+def keys_user_code_may_read(scanned, watch):
+    """The dict keys the user code the trace ran may have read (Note [Hyper-parameters
+    unread]): the string constants it spells; every key when it called a dict method of a
+    parameter group (`g.items()`: `_effects.watch_python.dict_reads`) or a library method
+    of an optimizer other than zero_grad/step (`state_dict()`), named a way to reach
+    attributes by computed names, or called another library's code."""
+    opts = {id(o) for o in scanned.optimizers}
+    groups = {id(g) for o in scanned.optimizers for g in o.param_groups}
+    if watch.foreign_calls or _all_names(list(watch.user_codes)) & _DYNAMIC or any(
+            key in opts and code.co_name not in _STEP_METHODS
+            for key, _, code, *_ in watch.method_calls) or groups & watch.dict_reads:
+        return _Every()
+    return frozenset(watch.constant_strings())
+
+
+def unread_hyper_guards(scanned, read_keys):
+    """The guards on optimizer hyper-parameters the trace cannot have read (Note
+    [Hyper-parameters unread]), to drop from the path's state guards. `read_keys`:
+    `keys_user_code_may_read`."""
+    out = []
+    for opt in scanned.optimizers:
+        groups = {id(g) for g in opt.param_groups}
+        out += [g for g in scanned.guards if id(g.holder) in groups
+                and g.key in type(opt)._runtime_keys and g.key not in read_keys]
+    return out
+
+
 def scan(target, objects=()):
     """The state a function, bound method, callable object or nn.Module about to be traced
     can reach (Note [Captured state]), plus `objects`: [(name, object)] passed as arguments.
@@ -401,6 +459,7 @@ class _Scanner:
         self.code_names = set()          # attribute names the scanned code reads
         self.iterators = []              # [(iterator, where, progress)] (Note [Iterators])
         self.plain_attrs = []            # [(object, attribute, its guards)]: plain data
+        self.optimizers = []             # optimizers walked (Note [Hyper-parameters unread])
 
     def function(self, fn, depth):
         owner = getattr(fn, "__self__", None)
@@ -496,6 +555,8 @@ class _Scanner:
 
     def plain_object(self, v, where, depth, nest):
         self.seen.add(id(v))
+        if getattr(type(v), "_runtime_keys", None) is not None:   # an optimizer
+            self.optimizers.append(v)
         d = vars(v)
         if len(d) > MAX_ITEMS:
             return

@@ -29,6 +29,8 @@ class Adam(Optimizer):
     """`Adam(params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, amsgrad=False,
     *, maximize=False, decoupled_weight_decay=False)`."""
 
+    _runtime_keys = ("lr", "betas", "eps", "weight_decay")
+
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
                  amsgrad=False, *, foreach=None, maximize=False, capturable=False,
                  differentiable=False, fused=None, decoupled_weight_decay=False):

@@ -35,6 +35,10 @@ class Optimizer:
     parameter groups with their own options.
     """
 
+    # group options its traced step reads only through `_effects.hyper` (per call, never a
+    # guard): Note [Hyper-parameters unread] in compiler/state.py
+    _runtime_keys = ()
+
     def __init__(self, params, defaults):
         self.defaults = defaults
         self.state = defaultdict(dict)

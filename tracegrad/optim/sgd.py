@@ -23,6 +23,8 @@ class SGD(Optimizer):
     >>> loss.backward(); opt.step(); opt.zero_grad()              # doctest: +SKIP
     """
 
+    _runtime_keys = ("lr", "momentum", "dampening", "weight_decay")
+
     def __init__(self, params, lr=1e-3, momentum=0, dampening=0, weight_decay=0,
                  nesterov=False, *, maximize=False, foreach=None, differentiable=False,
                  fused=None):
