@@ -43,3 +43,67 @@ def test_custom_forward_behind_a_failing_guard_runs_once_per_call(backend):
     assert len(_Counted.calls) == 6              # eager: one forward per call
     assert outs == [([2.0] * 4, [2.0] * 4)] * 2 + [([-1.0] * 4, [2.0] * 4)] + \
         [([2.0] * 4, [2.0] * 4)] + [([-1.0] * 4, [2.0] * 4)] * 2
+
+
+def _masked(x):
+    m = x[x > 0]                             # a shape guard: the count of positives
+    return _Counted.apply(x * 1).sum() + m.sum()
+
+
+def test_custom_forward_behind_a_failing_shape_guard_runs_once_per_call():
+    f = tg.compile(_masked, backend="jax")
+    _Counted.calls.clear()
+    got = []
+    for v in ([1., 2., -1., 3.], [1., 2., -1., 3.], [1., -2., -1., 3.], [1., 2., -1., 3.],
+              [1., -2., -1., 3.]):
+        x = tg.tensor(np.array(v, np.float32), requires_grad=True)
+        loss = f(x)
+        loss.backward()
+        got.append((loss.item(), x.grad.numpy().tolist()))
+    assert len(_Counted.calls) == 5
+    for (loss, grad), v in zip(got, ([1., 2., -1., 3.],) * 2 + ([1., -2., -1., 3.],
+                                [1., 2., -1., 3.], [1., -2., -1., 3.])):
+        v = np.array(v)
+        assert loss == 2 * v.sum() + v[v > 0].sum()
+        assert grad == (2 + (v > 0)).tolist()
+
+
+_SHARDED_GUARD = r"""
+import numpy as np
+import tracegrad as tg
+calls = []
+class Counted(tg.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        calls.append(1)
+        return x * 2
+    @staticmethod
+    def backward(ctx, g):
+        return g * 3
+def fn(x):
+    if x.sum().item() > 0:
+        return Counted.apply(x * 1)
+    return Counted.apply(x * 1) - 1
+f = tg.compile(fn, backend="jax", data_parallel=True)
+for v in (1., 1., -1., 1., -1.):
+    x = tg.full((8, 2), v, requires_grad=True)
+    y = f(x)
+    y.sum().backward()
+    assert y.detach().numpy().tolist() == [[2 * v - (v < 0)] * 2] * 8, y
+    assert x.grad.numpy().tolist() == [[3.0] * 2] * 8
+assert len(calls) == 5, calls
+print("OK")
+"""
+
+
+def test_sharded_custom_forward_behind_a_failing_guard_runs_once_per_call():
+    import os
+    import subprocess
+    import sys
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4",
+               PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    r = subprocess.run([sys.executable, "-c", _SHARDED_GUARD], env=env, capture_output=True,
+                       text=True, timeout=600, cwd=root)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.startswith("OK")
