@@ -107,3 +107,23 @@ def test_sharded_custom_forward_behind_a_failing_guard_runs_once_per_call():
                        text=True, timeout=600, cwd=root)
     assert r.returncode == 0, r.stdout + r.stderr
     assert r.stdout.startswith("OK")
+
+
+def _trunc(x, y):
+    return tg.div(x, y, rounding_mode="trunc"), tg.div(x, 3, rounding_mode="trunc")
+
+
+@pytest.mark.parametrize("backend", [None, "numpy", "jax"])
+def test_integer_trunc_division_is_exact_beyond_float32(backend):
+    # it divided in float32: 2**30 // 3 came out 357913952, torch gives 357913941
+    f = _trunc if backend is None else tg.compile(_trunc, backend=backend)
+    a = [2 ** 30, 2 ** 31 - 1, -(2 ** 40) + 1, -7, 7, -6, 1, -1, 0]
+    b = [3, -3, 3, -3, -3, 3, -3, 3, 5]
+    q, q3 = f(tg.tensor(a), tg.tensor(b))
+    assert q.dtype == q3.dtype == tg.int64
+    assert q.tolist() == [int(x / y) if abs(x) < 2 ** 52 else -(-x // y) for x, y in zip(a, b)]
+    assert q3.tolist() == [357913941, 715827882, -366503875925, -2, 2, -2, 0, 0, 0]
+    small = f(tg.tensor([7, -7], dtype=tg.int32), tg.tensor([2, 2], dtype=tg.int32))[0]
+    assert small.dtype == tg.int32 and small.tolist() == [3, -3]
+    with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+        f(tg.tensor([1, 2]), tg.tensor([1, 0]))
