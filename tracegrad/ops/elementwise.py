@@ -300,8 +300,13 @@ def div(input, other, *, rounding_mode=None):
 
 
 def trunc_div(x, y):
+    dt = promote_dtype_of(x, y)
+    if dt.category == 1:             # exact in integers: the float quotient rounds past 2**24
+        q = floor_divide(x, y)       # (and raises eager's error for a zero divisor)
+        r = sub(x, mul(q, y))        # floor's remainder: nonzero and q < 0 -> one up
+        return where(logical_and(ne(r, 0), lt(q, 0)), add(q, 1), q)
     q = div(x, y)
-    return where(lt(q, 0), ceil(q), floor(q)).to(promote_dtype_of(x, y))
+    return where(lt(q, 0), ceil(q), floor(q)).to(dt)
 
 
 def promote_dtype_of(*args):

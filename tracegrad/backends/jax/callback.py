@@ -9,6 +9,16 @@ numpy backend. The forward runs once per call whose result is used (XLA keeps a 
 result; the IR's dead-code pass already dropped unused nodes), in no promised order relative
 to other callbacks: the tracer only records deterministic forwards that draw no random
 numbers (Note [Opaque Functions]).
+
+Note [Callbacks behind guards]
+A jitted program cannot stop at a guard (Note [Guards in a jitted program] in lower.py), but
+the numpy program does, so on a call that leaves the path (a cached path tried first whose
+`.item()` decision now differs) the forward written after the guard never runs there, nor
+eagerly. A callback therefore also receives the values of the guards met before its node and
+the runtime checks recorded so far; when one guard does not hold, or one check failed, it
+returns zeros without running the forward: the host then raises `GuardFailed` or re-runs the
+call on numpy, and the zeros are never seen. The forward runs on exactly the calls where the
+numpy program reaches it.
 """
 import jax
 import numpy as np
@@ -17,13 +27,21 @@ from ...ir.graph import Value
 
 
 def opaque_rule(ctx, node, *args):
+    from .lower import guard_holds
     want = node.output.type
     shape, dt = tuple(want.shape), np.dtype(want.dtype.np)
     traced = [i for i, a in enumerate(node.inputs) if isinstance(a, Value)]
+    before = list(ctx.guards)                    # Note [Callbacks behind guards]
+    checks = [c for _, c in ctx.checks]
+    n_ops, n_guards = len(traced), len(before)
 
     def host(*arrays):
+        gvals = arrays[n_ops:n_ops + n_guards]
+        if (any(np.asarray(c) for c in arrays[n_ops + n_guards:])
+                or not all(guard_holds(gd, v)[0] for (gd, _), v in zip(before, gvals))):
+            return np.zeros(shape, dt), np.False_   # the host leaves the path anyway
         ops = list(args)
-        for i, a in zip(traced, arrays):
+        for i, a in zip(traced, arrays[:n_ops]):
             ops[i] = np.array(a)
         try:
             r = np.asarray(node.prim.kernel(*ops, **node.attrs))
@@ -35,6 +53,6 @@ def opaque_rule(ctx, node, *args):
 
     out, bad = jax.pure_callback(
         host, (jax.ShapeDtypeStruct(shape, dt), jax.ShapeDtypeStruct((), np.bool_)),
-        *[args[i] for i in traced])
+        *[args[i] for i in traced], *[v for _, v in before], *checks)
     ctx.check(bad)
     return out

@@ -39,6 +39,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ...ir.graph import Value
+from ...ir.interpret import guard_outcome, same_outcome
 from ...ops import creation as K
 from ...ops.dropout import DROPOUT_NOISE
 from . import rules_elementwise, rules_misc, rules_reduction, rules_shape  # noqa: F401
@@ -65,6 +66,7 @@ class Ctx:
         self.shapes = {}            # Value -> its actual shape, where that is data (masks)
         self.mask_counts = {}       # mask Value -> traced number of True elements
         self.draws = {}             # node of a split draw -> its host-drawn random numbers
+        self.guards = []            # (Guard, its traced value) of the guards met so far
 
     def check(self, bad):
         self.checks.append((self.position, jnp.asarray(bad, dtype=bool).reshape(())))
@@ -137,7 +139,12 @@ class Lowered:
                 ctx.draws[n] = a
             else:
                 env[n.output] = a
+        at = {}
+        for gd in g.guards:
+            at.setdefault(gd.position, []).append(gd)
         for i, n in enumerate(g.nodes):
+            for gd in at.get(i, ()):     # met before node i (Note [Callbacks behind guards])
+                ctx.guards.append((gd, _guard_value(ctx, gd, env)))
             if n.prim in HOST_PRIMS:
                 continue
             ctx.position = i
@@ -145,12 +152,24 @@ class Lowered:
             env[n.output] = _typed(rule_for(n.prim)(ctx, n, *args), n)
         self.n_checks = len(ctx.checks)
         outs = [env[v] if v is not None else None for v in g.outputs]
-        guards = [_shape_of(ctx, gd.value) if gd.kind == "shape" else env[gd.value]
-                  for gd in g.guards]
+        guards = [_guard_value(ctx, gd, env) for gd in g.guards]
         bad = None                  # one flag for all checks: one transfer per call
         if ctx.checks:
             bad = jnp.any(jnp.stack([c for _, c in ctx.checks]))
         return outs, guards, bad
+
+
+def _guard_value(ctx, gd, env):
+    return _shape_of(ctx, gd.value) if gd.kind == "shape" else env[gd.value]
+
+
+def guard_holds(gd, val):
+    """Whether guard `gd` holds for its value `val` as the program computed it."""
+    if gd.kind == "shape":                   # Note [Data-dependent shapes]
+        actual = tuple(np.asarray(val).tolist())
+    else:
+        actual = guard_outcome(gd.kind, np.asarray(val))
+    return same_outcome(actual, gd.expected), actual
 
 
 def _shape_of(ctx, v):

@@ -32,12 +32,12 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import SingleDeviceSharding
 
-from ...ir.interpret import GuardFailed, guard_outcome, same_outcome
+from ...ir.interpret import GuardFailed
 from .adopt import MIN_BYTES as ADOPT_BYTES
 from .adopt import adopt, big, replaceable, static_big, taken, to_host
 from .aligned import move_to_aligned
 from .client import device
-from .lower import lower
+from .lower import guard_holds, lower
 
 
 class JaxProgram:
@@ -202,11 +202,8 @@ class JaxProgram:
             return self._on_numpy(given, snap)
         if gvals:
             for k, (gd, val) in enumerate(zip(self.graph.guards, gvals)):
-                if gd.kind == "shape":           # Note [Data-dependent shapes] in lower.py
-                    actual = tuple(np.asarray(val).tolist())
-                else:
-                    actual = guard_outcome(gd.kind, np.asarray(val))
-                if not same_outcome(actual, gd.expected):
+                holds, actual = guard_holds(gd, val)
+                if not holds:
                     raise GuardFailed(k, actual)
         w = self.writable
         user = (to_host(outs[:w], arrays, self._bigs) if self._adopt
