@@ -10,7 +10,7 @@ accumulation into a shared leaf takes that leaf's lock.
 """
 import heapq
 
-from .. import _mode
+from .. import _effects, _mode
 from .._dtype import _FROM_NP
 from .._errors import TracegradRuntimeError, op_error
 from .._tensor import Tensor, accumulator, edge_of
@@ -75,12 +75,15 @@ def run_backward(tensors, grads, retain_graph, create_graph, inputs=None, captur
     # heap entries: (-seq, id(node), node, gradient buffer); `buffers` maps id(node) to the
     # buffer of a node still waiting in the heap, where further gradients accumulate
     heappop, heappush, find = heapq.heappop, heapq.heappush, buffers.get
+    tracer = _effects.active()          # a backward() inside a traced function
     try:
         while heap:
             _, key, node, gs = heappop(heap)
             del buffers[key]
             if need is not None and not need.get(key, False):
                 continue
+            if tracer is not None:
+                tracer.note_backward_node(node)
             if node.pre_hooks:
                 gs = _pre_hooks(node, gs)
             if targets is not None:

@@ -46,8 +46,8 @@ from .record import Options
 from .trace_plan import record_from_trace
 from .._effects import replay_reads, watch_python
 from .binding import Binder, changed_argument
-from .state import (advanced, changed_by_trace, optimizer_state_growth, owned_holders,
-                    scan, unread_attribute_guards)
+from .state import (advanced, changed_by_trace, hooks_of, optimizer_state_growth,
+                    owned_holders, scan, unread_attribute_guards, unused_hook_guards)
 
 log = logging.getLogger("tracegrad")
 
@@ -271,6 +271,8 @@ class CompiledFunction:
         tracer, scanned, out, outs, build, n_args, read_keys = self._record(
             args, kwargs, leaves, containers)
         grad_sets = _grad_outputs(tracer, outs)
+        scanned.unread = scanned.unread | unused_hook_guards(   # Note [Gradient hooks' state]
+            scanned, {id(o) for o, _ in grad_sets} | {id(t) for t in tracer.leaves_reached})
         state_guards, runtime, changed = _settle_state(tracer, scanned, read_keys)
         if entry is None:
             entry = self.entries[key] = _Entry(key)
@@ -308,6 +310,8 @@ class CompiledFunction:
             if isinstance(x, Tensor):
                 tracer.add_arg(x, names[i] if i < len(names) else f"a{i}")
                 n_args += 1
+        hooks_of(scanned, [(x, names[i] if i < len(names) else f"a{i}")
+                           for i, x in enumerate(leaves) if isinstance(x, Tensor)])
         external = set(containers) | scanned.containers
         before = self.binder.snapshot(args, kwargs) if containers else []
         with tracer, watch_python(tracer, external, _codes_of(self.fn)) as watch:

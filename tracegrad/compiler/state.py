@@ -401,6 +401,7 @@ class _Scanner:
         self.code_names = set()          # attribute names the scanned code reads
         self.iterators = []              # [(iterator, where, progress)] (Note [Iterators])
         self.plain_attrs = []            # [(object, attribute, its guards)]: plain data
+        self.hook_guards = {}            # {id(leaf): (leaf, [its hooks' guards])}
 
     def function(self, fn, depth):
         owner = getattr(fn, "__self__", None)
@@ -436,6 +437,8 @@ class _Scanner:
                     StateGuard(holder, key, v, "is", where))
             if name:                         # a module's name for it beats a list position
                 self.names.setdefault(id(v), name)
+            if v.__dict__.get("_leaf_hooks"):
+                self.leaf_hooks(v, where, depth)
             return
         if isinstance(v, _SCALARS):
             self.guard(holder, key, v, "eq", where)
@@ -480,6 +483,21 @@ class _Scanner:
             self.guards.append(StateGuard(v, _LEN, len(v), "len", where))
         elif force or _is_plain_object(v, callable_ok=True):
             self.plain_object(v, where, depth, nest)
+
+    def leaf_hooks(self, t, where, depth):
+        """The gradient hooks registered on leaf `t` (Note [Gradient hooks' state])."""
+        if id(t) in self.hook_guards:
+            return
+        n = len(self.guards)
+        self.hook_guards[id(t)] = (t, None)
+        for k, h in enumerate(list(t.__dict__.get("_leaf_hooks") or ())):
+            label = f"gradient hook {k} of {where}"
+            if isinstance(h, (types.FunctionType, types.MethodType)):
+                if _is_user(getattr(h, "__func__", h)) and depth < MAX_DEPTH:
+                    self.function(h, depth + 1)
+            elif callable(h) and _is_plain_object(h, callable_ok=True):
+                self.value_in(None, None, h, label, depth, force=True)
+        self.hook_guards[id(t)] = (t, self.guards[n:])
 
     def container(self, v, where, depth, nest):
         if len(v) > MAX_ITEMS:
@@ -564,6 +582,33 @@ class _Scanner:
         for k, child in d.get("_modules", {}).items():
             if child is not None:
                 self.value_in(d["_modules"], k, child, f"{where}.{k}", depth)
+
+
+# Note [Gradient hooks' state]
+# A hook registered outside on a leaf (`w.register_hook(lambda g: g * cfg["s"])`) runs
+# inside the trace when the function runs backward into that leaf, and becomes part of
+# the program (trace_plan.py `_hook_checks`). What the hook's own code reads (its closure,
+# the globals it names) is state of the path like the function's: a changed scale must
+# re-trace, and a hook counting its calls (`n[0] += 1`) or logging (`log.append(g)`)
+# changes state it reads or mutates a container from outside, so such calls run eagerly.
+# The hooks of every tensor the scan reaches (arguments included: `hooks_of`) are walked
+# like user functions; their guards are kept only for the leaves the trace ran backward
+# into (`unused_hook_guards`), so a hook that only an eager backward outside runs (a
+# compiled forward with hooks logging gradients) never makes the forward re-trace.
+
+def hooks_of(scanned, args):
+    """Walk the gradient hooks of the tensor arguments [(tensor, name)] too (Note [Gradient
+    hooks' state])."""
+    for t, name in args:
+        if t.__dict__.get("_leaf_hooks"):
+            scanned.leaf_hooks(t, f"argument '{name}'", 0)
+
+
+def unused_hook_guards(scanned, ran_into):
+    """Ids of the guards of hooks on leaves outside `ran_into` (ids of the leaves the trace
+    ran backward into): the trace did not run those hooks."""
+    return {id(g) for k, (t, gs) in scanned.hook_guards.items() if k not in ran_into
+            for g in gs or ()}
 
 
 # Note [New attributes]

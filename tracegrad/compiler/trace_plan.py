@@ -124,7 +124,8 @@ def plan_from_trace(tracer, out_tensors, grad_sets):
         grad_none=grad_none, grad_some=[ref(o) for o in tracer.grad_some if outside(o)],
         pre_effects=pre_effects, post_retain=post_retain, grad_set_plan=grad_set_plan,
         pre_clear=pre_clear, pre_clear_held=held,
-        hook_checks=_hook_checks(grad_sets, position, ref),
+        hook_checks=_hook_checks([o for o, _ in grad_sets] + tracer.leaves_reached,
+                                 position, ref),
         eager_reason=retain_reason or grad_reason)
 
 
@@ -154,13 +155,13 @@ def _held_grads(tracer, inputs, pre_clear):
     return held
 
 
-def _hook_checks(grad_sets, position, ref):
-    """Leaves the trace ran backward into (their `.grad` written inside): the gradient
-    hooks registered on them (`register_hook`, outside the function) ran in the trace and
-    are part of the program, so the same hooks must be there on every call (a removed or
-    added hook is another program)."""
+def _hook_checks(owners, position, ref):
+    """Leaves the trace ran backward into (their `.grad` written inside, or reached by
+    `autograd.grad`): the gradient hooks registered on them (`register_hook`, outside the
+    function) ran in the trace and are part of the program, so the same hooks must be there
+    on every call (a removed or added hook is another program)."""
     out, seen = [], set()
-    for owner, _ in grad_sets:
+    for owner in owners:
         if id(owner) in position and id(owner) not in seen:
             seen.add(id(owner))
             out.append((ref(owner), leaf_hooks(owner)))

@@ -1,0 +1,250 @@
+"""Adversarial review of compiled code combined with autograd features users reach for:
+tensor hooks, module hooks, custom autograd Functions, grad modes, views and in-place,
+autograd.grad and double backward. Each test is a program written as users write it, run
+for several calls (a defect often shows only once the cached path runs) eagerly, compiled,
+and on PyTorch when installed; compiled must equal eager bitwise (or run eagerly with a
+warning, which these tests allow), and eager must match PyTorch."""
+import warnings
+
+import numpy as np
+import pytest
+
+import tracegrad as tg
+
+
+def _obs(x):
+    """A comparable form of what a call gave: arrays for tensors, nested as given."""
+    if isinstance(x, (list, tuple)):
+        return [_obs(v) for v in x]
+    if hasattr(x, "detach") and hasattr(x, "requires_grad"):
+        return ("tensor", x.detach().numpy().copy(), x.requires_grad)
+    return x
+
+
+def _same(a, b, exact=True):
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_same(x, y, exact) for x, y in zip(a, b))
+    if isinstance(a, tuple) and a and a[0] == "tensor":
+        if not (isinstance(b, tuple) and b and b[0] == "tensor") or a[2] != b[2]:
+            return False
+        if exact:
+            return a[1].dtype == b[1].dtype and np.array_equal(a[1], b[1], equal_nan=True)
+        return a[1].shape == b[1].shape and np.allclose(a[1], b[1], rtol=1e-5, atol=1e-6)
+    return a == b
+
+
+def _run(build, lib, compile_, calls):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        step = build(lib, compile_)
+        return [_obs(step(i)) for i in range(calls)]
+
+
+def check(build, calls=4, torch=True):
+    """Run `build(lib, compile)` (which returns `step(i)`) eagerly, compiled and on PyTorch:
+    compiled equals eager bitwise on every call, eager equals PyTorch within rounding."""
+    eager = _run(build, tg, lambda f, **kw: f, calls)
+    compiled = _run(build, tg, lambda f, **kw: tg.compile(f, **kw), calls)
+    for i, (e, c) in enumerate(zip(eager, compiled)):
+        assert _same(e, c), f"call {i}: compiled {c!r} != eager {e!r}"
+    if torch:
+        th = pytest.importorskip("torch")
+        ref = _run(build, th, lambda f, **kw: f, calls)
+        for i, (e, r) in enumerate(zip(eager, ref)):
+            assert _same(e, r, exact=False), f"call {i}: eager {e!r} != torch {r!r}"
+
+
+# -- tensor hooks registered outside, run by a backward() inside --------------------------
+
+def test_a_leaf_hook_counting_its_calls_counts_every_compiled_step():
+    def build(lib, compile_):
+        w = lib.tensor([1., 2., 3.], requires_grad=True)
+        calls = [0]
+
+        def clip(g):
+            calls[0] += 1
+            return g.clamp(max=1.5)
+        w.register_hook(clip)
+
+        @compile_
+        def step(x):
+            w.grad = None
+            loss = (w * x).sum()
+            loss.backward()
+            return loss
+        return lambda i: [step(lib.tensor([1., 2., 3.]) * i), w.grad, calls[0]]
+    check(build)
+
+
+def test_a_leaf_hook_reading_a_setting_changed_between_steps():
+    def build(lib, compile_):
+        w = lib.tensor([1., 2., 3.], requires_grad=True)
+        cfg = {"scale": 1.0}
+        w.register_hook(lambda g: g * cfg["scale"])
+
+        @compile_
+        def step(x):
+            w.grad = None
+            (w * x).sum().backward()
+
+        def call(i):
+            cfg["scale"] = float(i + 1)
+            step(lib.ones(3))
+            return [w.grad]
+        return call
+    check(build)
+
+
+def test_a_gradient_clipping_object_hook_on_parameters_of_a_training_step():
+    def build(lib, compile_):
+        class Clipper:
+            def __init__(self):
+                self.limit = 1.0
+
+            def hook(self, g):
+                return g.clamp(-self.limit, self.limit)
+        model = lib.nn.Linear(3, 2)
+        with lib.no_grad():
+            model.weight.copy_(lib.arange(6.).reshape(2, 3) / 10)
+            model.bias.fill_(0.1)
+        clipper = Clipper()
+        for p in model.parameters():
+            p.register_hook(clipper.hook)
+        opt = lib.optim.SGD(model.parameters(), lr=0.1)
+
+        @compile_
+        def train(x, y):
+            opt.zero_grad()
+            loss = ((model(x) - y) ** 2).mean()
+            loss.backward()
+            opt.step()
+            return loss
+
+        def call(i):
+            clipper.limit = [1.0, 0.05, 0.05, 2.0][i]
+            loss = train(lib.ones(4, 3) * (i + 1), lib.zeros(4, 2))
+            return [loss, model.weight, model.bias]
+        return call
+    check(build)
+
+
+def test_a_leaf_hook_collecting_gradients_in_a_list():
+    def build(lib, compile_):
+        w = lib.tensor([1., 2., 3.], requires_grad=True)
+        seen = []
+        w.register_hook(lambda g: seen.append(g.clone()))
+
+        @compile_
+        def step(x):
+            w.grad = None
+            (w * x).sum().backward()
+        return lambda i: [step(lib.ones(3) * i), len(seen), seen[-1]]
+    check(build)
+
+
+def test_a_hook_on_a_leaf_argument_reached_by_autograd_grad_inside():
+    def build(lib, compile_):
+        w = lib.tensor([1., 2., 3.], requires_grad=True)
+
+        @compile_
+        def grad_of(w, x):
+            g, = lib.autograd.grad((w * x).sum(), [w])
+            return g
+
+        def call(i):
+            handle = w.register_hook(lambda g: g * 10) if i % 2 else None
+            g = grad_of(w, lib.ones(3))
+            if handle is not None:
+                handle.remove()
+            return [g]
+        return call
+    check(build)
+
+
+def test_a_hook_reading_state_on_a_leaf_reached_by_autograd_grad_inside():
+    def build(lib, compile_):
+        w = lib.tensor([1., 2., 3.], requires_grad=True)
+        k = {"v": 2.0}
+        w.register_hook(lambda g: g * k["v"])
+
+        @compile_
+        def grad_of(w, x):
+            g, = lib.autograd.grad((w * x).sum(), [w])
+            return g
+
+        def call(i):
+            k["v"] = float(i)
+            return [grad_of(w, lib.ones(3))]
+        return call
+    check(build)
+
+
+def test_logging_hooks_on_parameters_do_not_make_a_compiled_forward_retrace():
+    model = tg.nn.Linear(3, 2)
+    norms = []
+    for p in model.parameters():
+        p.register_hook(lambda g: norms.append(float(g.norm())))
+
+    @tg.compile
+    def loss_of(x):
+        return model(x).sum()
+    for i in range(5):
+        loss_of(tg.ones(4, 3) * i).backward()
+    assert loss_of.stats.traces == 1 and len(norms) == 10
+
+
+# -- backward() inside through the graph of a non-leaf argument built outside --------------
+
+def test_backward_inside_through_an_argument_computed_outside():
+    def build(lib, compile_):
+        x = lib.tensor([1., 2.], requires_grad=True)
+
+        @compile_
+        def energy(a):
+            (a * a).sum().backward()
+            return a.detach() * 2
+
+        def call(i):
+            x.grad = None
+            scale = lib.tensor([1., 2.]) * (i + 1)
+            out = energy(x * scale)
+            return [out, x.grad]
+        return call
+    check(build)
+
+
+def test_backward_inside_through_arguments_from_other_graphs_each_call():
+    def build(lib, compile_):
+        x = lib.tensor([1., 2.], requires_grad=True)
+
+        @compile_
+        def energy(a):
+            (a * a).sum().backward()
+
+        def call(i):
+            x.grad = None
+            energy((x * 2).exp() if i % 2 else (x * 3).sin())
+            return [x.grad]
+        return call
+    check(build)
+
+
+def test_backward_inside_through_an_argument_with_a_hook_registered_outside():
+    def build(lib, compile_):
+        x = lib.tensor([1., 2.], requires_grad=True)
+        k = [1.0]
+
+        @compile_
+        def energy(a):
+            (a * a).sum().backward()
+
+        def call(i):
+            x.grad = None
+            a = x * 3
+            k[0] = i + 1.0
+            if i != 2:
+                a.register_hook(lambda g: g * k[0])
+            energy(a)
+            return [x.grad]
+        return call
+    check(build)
