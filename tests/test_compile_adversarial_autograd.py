@@ -248,3 +248,35 @@ def test_backward_inside_through_an_argument_with_a_hook_registered_outside():
             return [x.grad]
         return call
     check(build)
+
+
+# -- custom autograd.Function ---------------------------------------------------------------
+
+def test_a_custom_backward_branching_on_gradient_values():
+    def build(lib, compile_):
+        class ClippedScale(lib.autograd.Function):
+            @staticmethod
+            def forward(ctx, x, k):
+                ctx.k = k
+                ctx.save_for_backward(x)
+                return x * k
+
+            @staticmethod
+            def backward(ctx, g):
+                gx = g * ctx.k
+                if (gx.abs().sum() > 5).item():       # Python control flow on values
+                    gx = gx * 0.5
+                return gx, None
+
+        @compile_
+        def loss_of(x, k):
+            return ClippedScale.apply(x, k).pow(2).sum()
+        x = lib.tensor([1., 2., 3.], requires_grad=True)
+
+        def call(i):
+            x.grad = None
+            loss = loss_of(x, [1.0, 2.0, 2.0, 0.5][i])
+            loss.backward()
+            return [loss, x.grad]
+        return call
+    check(build)

@@ -41,6 +41,7 @@ from .check import _in_check, checked_call
 from .keys import alias_eager_reason, alias_groups, describe_difference, entry_key
 from .backward_node import eager_saves
 from .path import CompiledPath
+from ..passes.vjp import BackwardDecides
 from .pipeline import run_pipeline, stages_for
 from .record import Options
 from .trace_plan import record_from_trace
@@ -290,7 +291,13 @@ class CompiledFunction:
                                    state_guards, grad_sets)
         saves = eager_saves(outs, [t for _, t in tracer.args + tracer.captured])
         del tracer, outs, grad_sets          # the record keeps what compiling needs
-        path = CompiledPath(run_pipeline(record, stages_for(options)))
+        try:
+            path = CompiledPath(run_pipeline(record, stages_for(options)))
+        except BackwardDecides as e:         # a custom Function's backward branching on
+            entry.eager = str(e)             # values: eager runs it on every call
+            warnings.warn(f"tracegrad.compile: '{self.name}' runs eagerly for arguments like "
+                          f"these: {e}", UserWarning, stacklevel=3)
+            return out
         path.eager_saves = saves             # Note [Second backward] in backward_node.py
         path.scalar_names = {(id(g.holder), g.key): g.where for g in runtime}
         self._store(entry, path, reason)
