@@ -280,3 +280,50 @@ def test_a_custom_backward_branching_on_gradient_values():
             return [loss, x.grad]
         return call
     check(build)
+
+
+# -- grad modes -----------------------------------------------------------------------------
+
+def _outcome(fn):
+    try:
+        fn()
+        return "ok"
+    except RuntimeError:
+        return "RuntimeError"
+
+
+def test_a_result_made_under_inference_mode_inside_stays_an_inference_tensor():
+    def build(lib, compile_):
+        @compile_
+        def features(x):
+            with lib.inference_mode():
+                frozen = x * 2
+            return frozen, x * 3
+        x = lib.tensor([1., 2.], requires_grad=True)
+
+        def call(i):
+            frozen, live = features(x)
+
+            def update():                    # outside inference mode: eager refuses
+                frozen.add_(1)
+            seen = [frozen.clone(), live, frozen.is_inference(), live.is_inference()]
+            return seen + [_outcome(update)]
+        return call
+    check(build)
+
+
+def test_a_result_made_with_inference_mode_off_inside_a_call_under_inference_mode():
+    def build(lib, compile_):
+        @compile_
+        def f(x):
+            with lib.inference_mode(False):
+                a = x * 2
+            return a, x + 1
+        x = lib.tensor([1., 2.])
+
+        def call(i):
+            with lib.inference_mode():
+                a, b = f(x * (i + 1))
+            return [a, b, a.is_inference(), b.is_inference()]
+        return call
+    check(build)

@@ -71,7 +71,10 @@ def _outputs(out_tensors, build, grad_sets, inputs=()):
         single=(len(out_tensors) == 1 and is_tensor[0]
                 and build(list(out_tensors)) is out_tensors[0]),
         requires=tuple(o.requires_grad and k not in consumed for k, o in enumerate(tens)),
-        consumed=consumed)
+        consumed=consumed,
+        # made under inference_mode, outside or inside the function (`with
+        # inference_mode(): a = x * 2; return a`): the entry key fixes the outer mode
+        inference=tuple(bool(o._inference) for o in tens))
 
 
 def _released_behind(node, stop):
