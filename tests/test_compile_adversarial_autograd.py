@@ -327,3 +327,75 @@ def test_a_result_made_with_inference_mode_off_inside_a_call_under_inference_mod
             return [a, b, a.is_inference(), b.is_inference()]
         return call
     check(build)
+
+
+def test_autograd_grad_inside_with_respect_to_an_argument_with_a_hook_added_later():
+    def build(lib, compile_):
+        w = lib.tensor([1., 2.], requires_grad=True)
+
+        @compile_
+        def slope(x):
+            g, = lib.autograd.grad((x.sin() * x).sum(), x)
+            return g
+
+        def call(i):
+            x = w * 1
+            if i % 2:
+                x.register_hook(lambda g: g * 10)
+            return [slope(x)]
+        return call
+    check(build)
+
+
+def test_gradient_penalty_of_a_compiled_critic_inside_a_compiled_step():
+    def build(lib, compile_):
+        critic = lib.nn.Sequential(lib.nn.Linear(2, 3), lib.nn.Tanh(), lib.nn.Linear(3, 1))
+        with lib.no_grad():
+            for k, p in enumerate(critic.parameters()):
+                p.copy_(lib.linspace(-1, 1, p.numel()).reshape(p.shape) * (k + 1) / 3)
+        opt = lib.optim.SGD(critic.parameters(), lr=0.1)
+
+        @compile_
+        def step(x):
+            opt.zero_grad()
+            out = critic(x)
+            g, = lib.autograd.grad(out.sum(), x, create_graph=True)
+            loss = out.mean() + 10 * ((g.norm(dim=1) - 1) ** 2).mean()
+            loss.backward()
+            opt.step()
+            return loss
+
+        def call(i):
+            x = (lib.ones(4, 2) * (i + 1) / 4).requires_grad_()
+            return [step(x), critic[0].weight, critic[2].bias]
+        return call
+    check(build)
+
+
+def test_hessian_vector_product_of_a_compiled_loss():
+    def build(lib, compile_):
+        @compile_
+        def loss_of(x):
+            return (x.sin() * x).sum()
+        x = lib.tensor([1., 2., 3.], requires_grad=True)
+
+        def call(i):
+            g, = lib.autograd.grad(loss_of(x), x, create_graph=True)
+            hv, = lib.autograd.grad(g, x, grad_outputs=lib.tensor([1., 0., -1.]) * (i + 1))
+            return [g, hv]
+        return call
+    check(build)
+
+
+def test_autograd_grad_inside_with_respect_to_a_non_leaf_argument_stays_compiled():
+    w = tg.tensor([1., 2.], requires_grad=True)
+
+    @tg.compile
+    def slope(x):
+        g, = tg.autograd.grad((x.sin() * x).sum(), x, create_graph=True)
+        return (g * g).sum()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")       # no reason to run eagerly: x's node only
+        for i in range(3):                   # receives the gradient
+            slope(w * (i + 1)).backward()
+    assert slope.stats.cache_hits == 2 and slope.stats.eager_calls == 0

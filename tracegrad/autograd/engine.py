@@ -83,7 +83,7 @@ def run_backward(tensors, grads, retain_graph, create_graph, inputs=None, captur
             if need is not None and not need.get(key, False):
                 continue
             if tracer is not None:
-                tracer.note_backward_node(node)
+                tracer.note_backward_node(node, False)
             if node.pre_hooks:
                 gs = _pre_hooks(node, gs)
             if targets is not None:
@@ -102,6 +102,8 @@ def run_backward(tensors, grads, retain_graph, create_graph, inputs=None, captur
                 continue
             if gs[0] is None and node.n_outputs == 1:
                 continue
+            if tracer is not None:
+                tracer.note_backward_node(node, True)
             consume = None if retain_graph else getattr(node, "apply_and_release", None)
             out = consume(gs) if consume is not None else node.apply(gs)
             if node.hooks:

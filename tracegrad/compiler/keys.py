@@ -20,10 +20,13 @@ def entry_key(leaves, struct=None):
             tensors.append(x)
             storages.append(storage_id(x))
             d = x._data
+            g = x._grad_fn
             # memory order decides what a planned program may do (Note [Layouts]); this is
-            # passes.layout.in_c_order, inlined: the key is computed on every call
+            # passes.layout.in_c_order, inlined: the key is computed on every call. A
+            # non-leaf's gradient hooks: Note [Backward into the graph outside] (tracer.py)
             parts.append(("T", d.shape, d.dtype, x._rg, d.ndim < 2 or d.flags.c_contiguous,
-                          x._grad_fn is None, x._inference))
+                          True if g is None else bool(g.pre_hooks) and _hooked(g),
+                          x._inference))
         elif isinstance(x, (bool, int, float, str, type(None))):
             parts.append(("S", scalar_key(x)))
         elif isinstance(x, np.ndarray):      # the trace baked its values in: key by value
@@ -33,6 +36,11 @@ def entry_key(leaves, struct=None):
     aliased = len(storages) > 1 and len(set(storages)) < len(storages)
     return ((tuple(parts), _mode.grad_enabled(), _mode.inference_enabled(),
              _dtype.get_default_dtype(), struct), tensors, aliased)
+
+
+def _hooked(node):
+    """Whether autograd node `node` has gradient hooks (a removed hook leaves an empty list)."""
+    return "with gradient hooks" if any(node.pre_hooks.values()) else False
 
 
 def storage_id(t):
@@ -74,7 +82,8 @@ def describe_difference(old, new):
         if a != b:
             if a[0] == "T" and b[0] == "T":
                 for name, x, y in zip(("shape", "dtype", "requires_grad",
-                                       "C-contiguous layout", "is_leaf", "inference tensor"),
+                                       "C-contiguous layout", "is_leaf (or gradient hooks)",
+                                       "inference tensor"),
                                       a[1:], b[1:]):
                     if x != y:
                         return f"argument {i}: {name} changed ({x} -> {y})"

@@ -84,6 +84,10 @@ class Effect:
         return f"{self.message} at {self.site}" if self.site else self.message
 
 
+def _hooked(node):
+    return bool(node.pre_hooks) and any(node.pre_hooks.values())
+
+
 class Tracer:
     """Records dispatches into `self.graph`; keeps concrete values for later passes."""
 
@@ -143,18 +147,21 @@ class Tracer:
         return v
 
     # -- effects (Note [Effects] in _effects.py) --
-    def note_backward_node(self, node):
-        """A backward() or autograd.grad() inside the trace processes `node` (Note [Backward
-        into the graph outside])."""
+    def note_backward_node(self, node, applying):
+        """A backward() or autograd.grad() inside the trace reaches `node` (`applying`: and
+        runs its gradient rule; before that, its hooks) (Note [Backward into the graph
+        outside])."""
         if node.seq < 0:                     # a leaf's AccumulateGrad: its hooks ran
             var = node.variable
             if var is not None and all(var is not t for t in self.leaves_reached):
                 self.leaves_reached.append(var)
                 self.keep.append(var)
-        elif node.seq < self.seq0 and not any(e.kind == "outside graph" for e in self.effects):
-            self.note_effect("outside graph", f"backward through {node.name()}, an autograd "
-                             "node of a tensor computed before the call (its graph outside "
-                             "the function)")
+        elif node.seq < self.seq0 and (applying or _hooked(node)) and not any(
+                e.kind == "outside graph" for e in self.effects):
+            what = "backward through" if applying else "the gradient hooks of"
+            self.note_effect("outside graph", f"{what} {node.name()}, an autograd node of a "
+                             "tensor computed before the call (its graph outside the "
+                             "function)")
 
     def note_effect(self, kind, message, tensor=None, eager=True, site=None):
         self.effects.append(Effect(kind, message, site or user_site(), eager, tensor))
