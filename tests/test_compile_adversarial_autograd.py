@@ -399,3 +399,35 @@ def test_autograd_grad_inside_with_respect_to_a_non_leaf_argument_stays_compiled
         for i in range(3):                   # receives the gradient
             slope(w * (i + 1)).backward()
     assert slope.stats.cache_hits == 2 and slope.stats.eager_calls == 0
+
+
+SETTINGS = {"scale": 2.0}
+
+
+def test_a_custom_function_reading_a_global_setting_in_its_backward():
+    def build(lib, compile_):
+        class Scaled(lib.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                return x * SETTINGS["scale"]
+
+            @staticmethod
+            def backward(ctx, g):
+                return g * SETTINGS["scale"]
+
+        @compile_
+        def loss_of(x):
+            return Scaled.apply(x).sum()
+        x = lib.tensor([1., 2.], requires_grad=True)
+
+        def call(i):
+            SETTINGS["scale"] = float(i + 1)
+            x.grad = None
+            loss = loss_of(x)
+            loss.backward()
+            return [loss, x.grad]
+        return call
+    try:
+        check(build)
+    finally:
+        SETTINGS["scale"] = 2.0

@@ -462,6 +462,9 @@ class _Scanner:
             if _is_user_class(v) and id(v) not in self.seen:
                 self.seen.add(id(v))
                 self.class_attrs(v, where, depth)
+                if _is_custom_function(v) and depth < MAX_DEPTH:   # Note [Custom Functions'
+                    for fn in _function_methods(v):                # state]
+                        self.function(fn, depth + 1)
             return
         self.guard(holder, key, v, "is", where)
         if _is_module(v):
@@ -621,6 +624,34 @@ def unused_hook_guards(scanned, ran_into):
 # call is not cached and such calls run eagerly, as for an attribute it rebinds. (Library
 # objects that are not modules, optimizers and schedulers, are left out: they add private
 # bookkeeping attributes on first use, and their state is handled by `hyper`/`replayed`.)
+
+
+# Note [Custom Functions' state]
+# A custom autograd.Function is one opaque node: its `forward` runs on every compiled call,
+# but its `backward` is recorded once, when the path's backward program is built (Note
+# [Opaque Functions] in tracing/custom_function.py). What the methods' code reads (a global
+# `G["scale"]`, a closure) is state of the path like the traced function's own: a Function
+# class the scan reaches has its methods walked, so a changed setting re-traces instead of
+# a cached backward keeping the first value.
+
+def _is_custom_function(cls):
+    from ..autograd.function import Function
+    return issubclass(cls, Function)
+
+
+def _function_methods(cls):
+    """The user-written methods of a Function class (staticmethods, classmethods, plain)."""
+    out = []
+    for k in cls.__mro__:
+        if not _is_user_class(k):
+            continue
+        for name, f in vars(k).items():
+            f = getattr(f, "__func__", f)
+            while hasattr(f, "__wrapped__"):     # once_differentiable and other decorators
+                f = f.__wrapped__
+            if isinstance(f, types.FunctionType) and not name.startswith("__"):
+                out.append(f)
+    return out
 
 
 def _dotted(where, k):
