@@ -4,6 +4,7 @@ autograd.grad and double backward. Each test is a program written as users write
 for several calls (a defect often shows only once the cached path runs) eagerly, compiled,
 and on PyTorch when installed; compiled must equal eager bitwise (or run eagerly with a
 warning, which these tests allow), and eager must match PyTorch."""
+import functools
 import warnings
 
 import numpy as np
@@ -431,3 +432,61 @@ def test_a_custom_function_reading_a_global_setting_in_its_backward():
         check(build)
     finally:
         SETTINGS["scale"] = 2.0
+
+
+# -- module hooks and other callables holding state ------------------------------------------
+
+class _Scaler:
+    def __init__(self):
+        self.k = 1.0
+
+    def hook(self, module, inputs, output):
+        return output * self.k
+
+    def __call__(self, module, inputs, output):
+        return output * self.k
+
+
+def _relu_net(lib):
+    m = lib.nn.Sequential(lib.nn.Linear(2, 2), lib.nn.ReLU())
+    with lib.no_grad():
+        m[0].weight.copy_(lib.tensor([[1., -2.], [3., 4.]]))
+        m[0].bias.fill_(0.)
+    return m
+
+
+@pytest.mark.parametrize("kind", ["bound method", "callable object", "partial"])
+def test_a_forward_hook_holding_a_setting_on_a_submodule_of_a_compiled_model(kind):
+    def build(lib, compile_):
+        m = _relu_net(lib)
+        model = compile_(m)
+        scaler, k = _Scaler(), [1.0]
+        hook = {"bound method": scaler.hook, "callable object": scaler,
+                "partial": functools.partial(lambda mod, i, o, k: o * k[0], k=k)}[kind]
+        m[1].register_forward_hook(hook)
+
+        def call(i):
+            scaler.k = k[0] = float(i + 1)
+            out = model(lib.ones(1, 2))
+            out.sum().backward()
+            return [out, m[0].weight.grad]
+        return call
+    check(build)
+
+
+@pytest.mark.parametrize("kind", ["bound method", "partial"])
+def test_a_callable_held_in_a_closure_reads_its_object_on_every_call(kind):
+    def build(lib, compile_):
+        scaler = _Scaler()
+        act = (scaler.hook if kind == "bound method"
+               else functools.partial(scaler.hook, None, ()))
+
+        @compile_
+        def f(x):
+            return (act(None, (), x) if kind == "bound method" else act(x)).sum()
+
+        def call(i):
+            scaler.k = float(i + 1)
+            return [f(lib.ones(2))]
+        return call
+    check(build)

@@ -31,6 +31,7 @@ re-traces on each call until `cache_limit`, then runs eagerly, which is what eag
 """
 import collections
 import collections.abc as abc
+import functools
 import re
 import types
 
@@ -473,6 +474,9 @@ class _Scanner:
         elif isinstance(v, types.FunctionType) and _is_user(v):
             if depth < MAX_DEPTH:
                 self.function(v, depth + 1)
+        elif (isinstance(v, types.MethodType) and _is_user(v.__func__)) or (
+                isinstance(v, functools.partial)):
+            self.callable_state(v, where, depth)     # Note [Callables' state]
         elif isinstance(v, (types.MethodType, types.BuiltinFunctionType)) or (
                 callable(v) and not force and not _is_plain_object(v, callable_ok=True)):
             return                           # library callables: identity is enough
@@ -494,13 +498,24 @@ class _Scanner:
         n = len(self.guards)
         self.hook_guards[id(t)] = (t, None)
         for k, h in enumerate(list(t.__dict__.get("_leaf_hooks") or ())):
-            label = f"gradient hook {k} of {where}"
-            if isinstance(h, (types.FunctionType, types.MethodType)):
-                if _is_user(getattr(h, "__func__", h)) and depth < MAX_DEPTH:
-                    self.function(h, depth + 1)
-            elif callable(h) and _is_plain_object(h, callable_ok=True):
-                self.value_in(None, None, h, label, depth, force=True)
+            self.callable_state(h, f"gradient hook {k} of {where}", depth)
         self.hook_guards[id(t)] = (t, self.guards[n:])
+
+    def callable_state(self, h, where, depth):
+        """What a callable the traced code may call reads (Note [Callables' state])."""
+        if depth >= MAX_DEPTH:
+            return
+        if isinstance(h, functools.partial):
+            self.callable_state(h.func, where, depth + 1)
+            for k, a in enumerate(h.args):
+                self.value_in(None, None, a, f"{where}.args[{k}]", depth + 1)
+            for k, a in (h.keywords or {}).items():
+                self.value_in(h.keywords, k, a, f"{where}.keywords[{k!r}]", depth + 1)
+        elif isinstance(h, (types.FunctionType, types.MethodType)):
+            if _is_user(getattr(h, "__func__", h)):
+                self.function(h, depth + 1)      # a bound method: its `self` too
+        elif callable(h) and _is_plain_object(h, callable_ok=True) and id(h) not in self.seen:
+            self.value_in(None, None, h, where, depth, force=True)   # and its __call__
 
     def container(self, v, where, depth, nest):
         if len(v) > MAX_ITEMS:
@@ -570,6 +585,8 @@ class _Scanner:
             hooks = d.get(reg)
             if isinstance(hooks, dict):
                 self.container(hooks, f"{where}.{reg}", depth, 1)
+                for k, h in list(hooks.items()):
+                    self.callable_state(h, f"{where}.{reg}[{k}]", depth)
         for k, x in d.items():              # `training` and `self._scale` too
             if k not in _MODULE_INTERNALS and not k.startswith("__"):
                 self.value_in(d, k, x, f"{where}.{k}", depth, name=_dotted(where, k))
@@ -625,6 +642,14 @@ def unused_hook_guards(scanned, ran_into):
 # objects that are not modules, optimizers and schedulers, are left out: they add private
 # bookkeeping attributes on first use, and their state is handled by `hyper`/`replayed`.)
 
+
+# Note [Callables' state]
+# A callable the traced code may call reads state of its own: a bound method its object's
+# attributes (`self.k`), a callable object its attributes and its `__call__`'s globals, a
+# `functools.partial` its bound arguments. Such callables held in state (a global
+# `act = scaler.apply`), registered as a module's forward hooks or pre-hooks, or as a
+# leaf's gradient hooks (Note [Gradient hooks' state]) are walked as user functions are,
+# so a changed `scaler.k` re-traces rather than a cached path keeping the first value.
 
 # Note [Custom Functions' state]
 # A custom autograd.Function is one opaque node: its `forward` runs on every compiled call,
