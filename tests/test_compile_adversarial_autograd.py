@@ -490,3 +490,22 @@ def test_a_callable_held_in_a_closure_reads_its_object_on_every_call(kind):
             return [f(lib.ones(2))]
         return call
     check(build)
+
+
+def test_set_grad_enabled_called_as_a_function_inside_leaves_the_mode_changed():
+    def build(lib, compile_):
+        w = lib.tensor([1., 2.], requires_grad=True)
+
+        @compile_
+        def f(x, training):
+            lib.set_grad_enabled(training)   # not a `with` block: the mode stays set
+            return w * x
+
+        def call(i):
+            try:
+                y = f(lib.ones(2), i % 2 == 1)
+                return [y, lib.is_grad_enabled()]
+            finally:
+                lib.set_grad_enabled(True)
+        return call
+    check(build)

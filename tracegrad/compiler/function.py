@@ -28,7 +28,7 @@ import warnings
 import numpy as np
 import weakref
 
-from .. import _dispatch
+from .. import _dispatch, _mode
 from .._tensor import Tensor
 from .._errors import RerunEagerly
 from ..ir.interpret import GuardFailed
@@ -321,8 +321,11 @@ class CompiledFunction:
                            for i, x in enumerate(leaves) if isinstance(x, Tensor)])
         external = set(containers) | scanned.containers
         before = self.binder.snapshot(args, kwargs) if containers else []
+        grad_mode = _mode.grad_enabled()
         with tracer, watch_python(tracer, external, _codes_of(self.fn)) as watch:
             out = self.fn(*args, **kwargs)
+        if _mode.grad_enabled() != grad_mode:   # Note [Grad mode left changed]
+            tracer.replays.append((_mode.grad_enabled(), _set_grad_mode, (), {}, frozenset()))
         code = getattr(self.fn, "__code__", None)
         site = code and f"{code.co_filename}:{code.co_firstlineno} in {self.name}"
         moved = advanced(scanned.iterators)
@@ -513,6 +516,15 @@ def _settle_state(tracer, scanned, read_keys=frozenset()):
     moded = {id(vars(m)) for obj, *_ in tracer.mode_replays for m in obj.modules()}
     changed = [g for g in changed if not (g.key == "training" and id(g.holder) in moded)]
     return guards, runtime, changed
+
+
+def _set_grad_mode(flag):
+    """Note [Grad mode left changed]
+    `tg.set_grad_enabled(False)` called as a plain function (not as a `with` block) inside
+    the function leaves grad mode changed after it returns. The entry key fixes the mode a
+    call starts in, and the trace the mode it ends in: each cached call of the path sets it
+    again after its program (a replayed call, `PathRecord.replays`)."""
+    _mode._grad_enabled.set(flag)
 
 
 def _warn_effects(name, tracer):
