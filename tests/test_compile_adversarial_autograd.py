@@ -509,3 +509,24 @@ def test_set_grad_enabled_called_as_a_function_inside_leaves_the_mode_changed():
                 lib.set_grad_enabled(True)
         return call
     check(build)
+
+
+def test_a_hooked_leaf_reached_only_through_deeply_nested_state():
+    def build(lib, compile_):
+        w = lib.tensor([1., 2.], requires_grad=True)
+        registry = {"a": {"b": {"c": {"d": {"e": [w]}}}}}    # deeper than the scan walks
+        k = [1.0]
+        w.register_hook(lambda g: g * k[0])
+
+        @compile_
+        def grad_of(x):
+            p = registry["a"]["b"]["c"]["d"]["e"][0]
+            p.grad = None
+            (p * x).sum().backward()
+            return p.grad
+
+        def call(i):
+            k[0] = float(i + 1)
+            return [grad_of(lib.ones(2))]
+        return call
+    check(build)

@@ -272,8 +272,15 @@ class CompiledFunction:
         tracer, scanned, out, outs, build, n_args, read_keys = self._record(
             args, kwargs, leaves, containers)
         grad_sets = _grad_outputs(tracer, outs)
+        reached = [o for o, _ in grad_sets] + tracer.leaves_reached
         scanned.unread = scanned.unread | unused_hook_guards(   # Note [Gradient hooks' state]
-            scanned, {id(o) for o, _ in grad_sets} | {id(t) for t in tracer.leaves_reached})
+            scanned, {id(t) for t in reached})
+        unseen = next((t for t in reached if id(t) not in scanned.hook_guards
+                       and t.__dict__.get("_leaf_hooks")), None)
+        if unseen is not None:               # hooks whose state the scan could not walk
+            tracer.note_effect("hook", "gradient hooks of a tensor reached only through "
+                               "state the scan does not walk", unseen,
+                               site=f"{self.name}")
         state_guards, runtime, changed = _settle_state(tracer, scanned, read_keys)
         if entry is None:
             entry = self.entries[key] = _Entry(key)
