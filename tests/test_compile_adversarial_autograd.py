@@ -530,3 +530,39 @@ def test_a_hooked_leaf_reached_only_through_deeply_nested_state():
             return [grad_of(lib.ones(2))]
         return call
     check(build)
+
+
+def test_retain_grad_inside_on_a_non_leaf_argument_is_replayed_on_every_call():
+    def build(lib, compile_):
+        w = lib.tensor([1., 2.], requires_grad=True)
+
+        @compile_
+        def energy(a):
+            a.retain_grad()
+            return (a * a).sum()
+
+        def call(i):
+            a = w * (i + 1)
+            energy(a).backward()
+            return [a.grad, w.grad]
+        return call
+    check(build)
+
+
+def test_retain_grad_inside_on_a_non_leaf_tensor_the_function_reads_from_a_closure():
+    def build(lib, compile_):
+        w = lib.tensor([1., 2.], requires_grad=True)
+        hidden = {"h": None}
+
+        @compile_
+        def energy(x):
+            h = hidden["h"]
+            h.retain_grad()
+            return (h * x).sum()
+
+        def call(i):
+            hidden["h"] = w * (i + 1)
+            energy(lib.ones(2) * (i + 1)).backward()
+            return [hidden["h"].grad, w.grad]
+        return call
+    check(build)

@@ -242,6 +242,9 @@ class CompiledPath:
         for k in self.post_retain:
             if outs[k].requires_grad:
                 outs[k].retain_grad()
+        for pos in self.retain_inputs:       # `a.retain_grad()` on a non-leaf argument
+            if inputs[pos].requires_grad:
+                inputs[pos].retain_grad()
         for k, name in self.consumed.items():
             node = ConsumedBackward(None, None, (), (), (), ())
             node.eager_name, node.released = name, True

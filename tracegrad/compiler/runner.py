@@ -156,6 +156,8 @@ def build_runner(path):
                   f"res[{sl.start}:{sl.stop}], {kept})"]
     for k in path.post_retain:
         lines += [f"    if outs[{k}].requires_grad:", f"        outs[{k}].retain_grad()"]
+    for pos in path.retain_inputs:       # `a.retain_grad()` on a non-leaf argument
+        lines += [f"    if {names[pos]}.requires_grad:", f"        {names[pos]}.retain_grad()"]
     for k, name in path.consumed.items():
         leaves = [names[i] for i in path.consumed_leaves[k]]
         lines += ["    node = _Consumed(None, None, (), (), (), ())",

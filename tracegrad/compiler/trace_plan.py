@@ -32,6 +32,8 @@ class TracePlan:
     pre_clear: list        # input positions whose .grad is cleared before the program
     pre_clear_held: list = ()  # of those, the ones whose old .grad a failed call gives back
     hook_checks: list = ()  # [(owner, hooks)]: the leaf's gradient hooks the trace ran
+    retain_inputs: list = ()  # input positions: retain_grad after the program (a non-leaf
+    #                        argument or captured tensor the function called it on)
     eager_reason: str = None
 
 
@@ -117,6 +119,10 @@ def plan_from_trace(tracer, out_tensors, grad_sets):
     grad_none = [ref(o) for o in tracer.grad_none
                  if outside(o) and not (id(o) in seen or seen.add(id(o)))]
     pre_effects, post_retain, retain_reason = _effect_replays(tracer, out_tensors, position)
+    outs = {id(o) for o in out_tensors}
+    retain_inputs = sorted({position[id(e.tensor)] for e in tracer.effects
+                            if e.kind == "retain_grad" and id(e.tensor) in position
+                            and id(e.tensor) not in outs})
     grad_set_plan, pre_clear, grad_reason = _grad_plan(tracer, grad_sets, position,
                                                        out_tensors)
     held = _held_grads(tracer, inputs, pre_clear)
@@ -125,7 +131,8 @@ def plan_from_trace(tracer, out_tensors, grad_sets):
         scalar_sources=[(j, *tracer.scalar_sources[v]) for j, (v, _) in
                         enumerate(tracer.captured) if v in tracer.scalar_sources],
         grad_none=grad_none, grad_some=[ref(o) for o in tracer.grad_some if outside(o)],
-        pre_effects=pre_effects, post_retain=post_retain, grad_set_plan=grad_set_plan,
+        pre_effects=pre_effects, post_retain=post_retain, retain_inputs=retain_inputs,
+        grad_set_plan=grad_set_plan,
         pre_clear=pre_clear, pre_clear_held=held,
         hook_checks=_hook_checks([o for o, _ in grad_sets] + tracer.leaves_reached,
                                  position, ref),
