@@ -566,3 +566,58 @@ def test_retain_grad_inside_on_a_non_leaf_tensor_the_function_reads_from_a_closu
             return [hidden["h"].grad, w.grad]
         return call
     check(build)
+
+
+# -- gradients with respect to a returned tensor the function also computes with ------------
+
+def _hidden_and_loss(lib, compile_):
+    @compile_
+    def f(x, w):
+        h = x * w
+        return h, (h * h).sum()
+    return f
+
+
+@pytest.mark.parametrize("ask", ["autograd.grad", "backward(inputs)", "allow_unused"])
+def test_the_gradient_with_respect_to_an_output_other_outputs_are_computed_from(ask):
+    def build(lib, compile_):
+        f = _hidden_and_loss(lib, compile_)
+
+        def call(i):
+            x = lib.tensor([1., 2.], requires_grad=True)
+            w = lib.tensor([3., 4.], requires_grad=True)
+            h, loss = f(x, w)
+            if ask == "backward(inputs)":
+                h.retain_grad()
+                loss.backward(inputs=[h])
+                return h.grad
+            g, = lib.autograd.grad(loss, h, allow_unused=ask == "allow_unused")
+            return g
+        return call
+    eager = build(tg, lambda fn: fn)
+    for i in range(3):
+        np.testing.assert_array_equal(eager(i).numpy(), [6., 16.])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        compiled = build(tg, tg.compile)
+        for i in range(3):                   # never silently None or a partial gradient
+            try:
+                g = compiled(i)
+            except RuntimeError as e:
+                assert "output 0 of a compiled function" in str(e)
+            else:
+                np.testing.assert_array_equal(g.numpy(), [6., 16.])
+
+
+def test_the_gradient_with_respect_to_an_output_nothing_inside_uses_stays_exact():
+    def build(lib, compile_):
+        f = _hidden_and_loss(lib, compile_)
+        x = lib.tensor([1., 2.], requires_grad=True)
+        w = lib.tensor([3., 4.], requires_grad=True)
+
+        def call(i):
+            h, loss = f(x, w * (i + 1))
+            g, = lib.autograd.grad((h * 3).sum(), h)
+            return [g, loss]
+        return call
+    check(build)

@@ -32,6 +32,7 @@ class TracePlan:
     pre_clear: list        # input positions whose .grad is cleared before the program
     pre_clear_held: list = ()  # of those, the ones whose old .grad a failed call gives back
     hook_checks: list = ()  # [(owner, hooks)]: the leaf's gradient hooks the trace ran
+    inner_uses: dict = None  # output k -> outputs computed from it inside the function
     retain_inputs: list = ()  # input positions: retain_grad after the program (a non-leaf
     #                        argument or captured tensor the function called it on)
     eager_reason: str = None
@@ -119,6 +120,7 @@ def plan_from_trace(tracer, out_tensors, grad_sets):
     grad_none = [ref(o) for o in tracer.grad_none
                  if outside(o) and not (id(o) in seen or seen.add(id(o)))]
     pre_effects, post_retain, retain_reason = _effect_replays(tracer, out_tensors, position)
+    user_outs = [tracer.env.get(id(o)) for o in out_tensors if isinstance(o, Tensor)]
     outs = {id(o) for o in out_tensors}
     retain_inputs = sorted({position[id(e.tensor)] for e in tracer.effects
                             if e.kind == "retain_grad" and id(e.tensor) in position
@@ -132,6 +134,7 @@ def plan_from_trace(tracer, out_tensors, grad_sets):
                         enumerate(tracer.captured) if v in tracer.scalar_sources],
         grad_none=grad_none, grad_some=[ref(o) for o in tracer.grad_some if outside(o)],
         pre_effects=pre_effects, post_retain=post_retain, retain_inputs=retain_inputs,
+        inner_uses=inner_uses(tracer.graph, user_outs),
         grad_set_plan=grad_set_plan,
         pre_clear=pre_clear, pre_clear_held=held,
         hook_checks=_hook_checks([o for o, _ in grad_sets] + tracer.leaves_reached,
@@ -199,6 +202,27 @@ def _effect_replays(tracer, out_tensors, position):
     why = ("retain_grad() on a returned tensor the function also computes with"
            if any(outputs[k] in used for k in post) else None)
     return pre, post, why
+
+
+def inner_uses(graph, outputs):
+    """{output k: the other outputs computed from it inside the function} (Note [Gradients
+    with respect to an output])."""
+    prod = {n.output: n for n in graph.nodes}
+    out = {}
+    for j, v in enumerate(outputs):
+        seen, todo = set(), [v]
+        while todo:
+            x = todo.pop()
+            if x is None or x in seen:
+                continue
+            seen.add(x)
+            n = prod.get(x)
+            if n is not None:
+                todo.extend(n.value_inputs())
+        for k, w in enumerate(outputs):
+            if k != j and w is not None and w in seen and w is not v:
+                out.setdefault(k, []).append(j)
+    return out
 
 
 def _grad_plan(tracer, grad_sets, position, out_tensors):
