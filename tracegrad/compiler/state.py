@@ -654,18 +654,25 @@ def unused_hook_guards(scanned, ran_into):
 # Note [Custom Functions' state]
 # A custom autograd.Function is one opaque node: its `forward` runs on every compiled call,
 # but its `backward` is recorded once, when the path's backward program is built (Note
-# [Opaque Functions] in tracing/custom_function.py). What the methods' code reads (a global
-# `G["scale"]`, a closure) is state of the path like the traced function's own: a Function
-# class the scan reaches has its methods walked, so a changed setting re-traces instead of
-# a cached backward keeping the first value.
+# [Opaque Functions] in tracing/custom_function.py). What the backward's code reads (a
+# global `G["scale"]`, a closure) is state of the path like the traced function's own: a
+# Function class the scan reaches has its methods but `forward` walked, so a changed
+# setting re-traces instead of a cached backward keeping the first value.
 
 def _is_custom_function(cls):
     from ..autograd.function import Function
     return issubclass(cls, Function)
 
 
+# `forward` (and `setup_context`) run on every compiled call, reading their state then:
+# only what the recorded backward reads needs guards (and a forward appending to a list
+# the caller holds is a per-call effect, not a change of state read)
+_RUN_PER_CALL = frozenset(("forward", "setup_context"))
+
+
 def _function_methods(cls):
-    """The user-written methods of a Function class (staticmethods, classmethods, plain)."""
+    """The user-written methods of a Function class (staticmethods, classmethods, plain)
+    whose code a compiled call does not run again."""
     out = []
     for k in cls.__mro__:
         if not _is_user_class(k):
@@ -674,7 +681,8 @@ def _function_methods(cls):
             f = getattr(f, "__func__", f)
             while hasattr(f, "__wrapped__"):     # once_differentiable and other decorators
                 f = f.__wrapped__
-            if isinstance(f, types.FunctionType) and not name.startswith("__"):
+            if isinstance(f, types.FunctionType) and not name.startswith("__") and \
+                    name not in _RUN_PER_CALL:
                 out.append(f)
     return out
 
