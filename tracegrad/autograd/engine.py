@@ -10,7 +10,7 @@ accumulation into a shared leaf takes that leaf's lock.
 """
 import heapq
 
-from .. import _mode
+from .. import _effects, _mode
 from .._dtype import _FROM_NP
 from .._errors import TracegradRuntimeError, op_error
 from .._tensor import Tensor, accumulator, edge_of
@@ -75,17 +75,23 @@ def run_backward(tensors, grads, retain_graph, create_graph, inputs=None, captur
     # heap entries: (-seq, id(node), node, gradient buffer); `buffers` maps id(node) to the
     # buffer of a node still waiting in the heap, where further gradients accumulate
     heappop, heappush, find = heapq.heappop, heapq.heappush, buffers.get
+    tracer = _effects.active()          # a backward() inside a traced function
     try:
         while heap:
             _, key, node, gs = heappop(heap)
             del buffers[key]
             if need is not None and not need.get(key, False):
                 continue
+            if tracer is not None:
+                tracer.note_backward_node(node, False)
             if node.pre_hooks:
                 gs = _pre_hooks(node, gs)
             if targets is not None:
                 for k, nr, t in targets.get(id(node), ()):
                     g = gs[nr]
+                    uses = getattr(getattr(node, "path", None), "inner_uses", None)
+                    if uses and any(gs[j] is not None for j in uses.get(nr, ())):
+                        _output_target_error(node, nr, uses[nr])
                     if capture:
                         captured[k] = g
                     elif g is not None:
@@ -99,6 +105,8 @@ def run_backward(tensors, grads, retain_graph, create_graph, inputs=None, captur
                 continue
             if gs[0] is None and node.n_outputs == 1:
                 continue
+            if tracer is not None:
+                tracer.note_backward_node(node, True)
             consume = None if retain_graph else getattr(node, "apply_and_release", None)
             out = consume(gs) if consume is not None else node.apply(gs)
             if node.hooks:
@@ -139,6 +147,24 @@ def run_backward(tensors, grads, retain_graph, create_graph, inputs=None, captur
                                "behavior.")
         return tuple(captured)
     return None
+
+
+def _output_target_error(node, nr, uses):
+    """Note [Gradients with respect to an output]
+    A compiled function's backward is one autograd node (as with torch.compile). When it
+    returns `h` and also computes another returned tensor `loss` from `h`, eager's
+    `autograd.grad(loss, h)` (or `loss.backward(inputs=[h])`) gets the gradient flowing
+    from `loss` back to `h` inside the function; the compiled node has no such edge, so
+    it would report `h` unused or give only what flows from outside. Refuse clearly."""
+    raise op_error(TracegradRuntimeError, "grad",
+                   f"the gradient with respect to output {nr} of a compiled function "
+                   f"({node.name()}) is asked for while output(s) {list(uses)}, computed "
+                   "from it inside the function, also get one: a compiled function's "
+                   "backward is one node, so the part flowing between its outputs is not "
+                   "available",
+                   "Compute that output outside the compiled function, or return only the "
+                   "tensor you differentiate with respect to and compute the rest from it "
+                   "outside.")
 
 
 def _add(buffers, heap, node, nr, g):
@@ -198,6 +224,8 @@ def _check_hook_result(fn, g, r):
 def _accumulate_target(t, g, create_graph):
     if t.is_leaf:
         accumulator(t).accumulate(g, create_graph)
+    elif t._retains_grad:
+        return                  # its retain_grad hook (run with the node's pre-hooks) did it
     else:
         old = t._grad
         if old is None:

@@ -239,6 +239,8 @@ def effect_lines(path):
     out += [f"  %{names[ins[pos]]}.grad = None before the program (zero_grad: freed first)"
             for pos in path.pre_clear]
     out += [f"  output {k}.retain_grad()" for k in path.post_retain]
+    out += [f"  %{names[ins[pos]]}.retain_grad() after the program"
+            for pos in getattr(path, "retain_inputs", ())]
     out += [f"  %{names[ins[pos]]}.grad = " + ("None" if k is None else f"result {k}")
             for pos, k in path.grad_set_plan]
     out += [f"  output {k}: backward() already ran through its graph inside; no saved values,"

@@ -28,7 +28,7 @@ import warnings
 import numpy as np
 import weakref
 
-from .. import _dispatch
+from .. import _dispatch, _mode
 from .._tensor import Tensor
 from .._errors import RerunEagerly
 from ..ir.interpret import GuardFailed
@@ -42,14 +42,15 @@ from .keys import (alias_eager_reason, alias_groups, describe_difference, entry_
                    key_checker)
 from .backward_node import eager_saves
 from .path import CompiledPath
+from ..passes.vjp import BackwardDecides
 from .pipeline import run_pipeline, stages_for
 from .record import Options
 from .trace_plan import record_from_trace
 from .._effects import replay_reads, watch_python
 from .binding import Binder, changed_argument
-from .state import (advanced, changed_by_trace, optimizer_state_growth, owned_holders,
-                    keys_user_code_may_read, scan, unread_attribute_guards,
-                    unread_hyper_guards)
+from .state import (advanced, changed_by_trace, hooks_of, keys_user_code_may_read,
+                    optimizer_state_growth, owned_holders, scan, unread_attribute_guards,
+                    unread_hyper_guards, unused_hook_guards)
 
 log = logging.getLogger("tracegrad")
 
@@ -294,6 +295,15 @@ class CompiledFunction:
         tracer, scanned, out, outs, build, n_args, read_keys = self._record(
             args, kwargs, leaves, containers)
         grad_sets = _grad_outputs(tracer, outs)
+        reached = [o for o, _ in grad_sets] + tracer.leaves_reached
+        scanned.unread = scanned.unread | unused_hook_guards(   # Note [Gradient hooks' state]
+            scanned, {id(t) for t in reached})
+        unseen = next((t for t in reached if id(t) not in scanned.hook_guards
+                       and t.__dict__.get("_leaf_hooks")), None)
+        if unseen is not None:               # hooks whose state the scan could not walk
+            tracer.note_effect("hook", "gradient hooks of a tensor reached only through "
+                               "state the scan does not walk", unseen,
+                               site=f"{self.name}")
         state_guards, runtime, changed = _settle_state(tracer, scanned, read_keys)
         if entry is None:
             entry = self.entries[key] = _Entry(key)
@@ -311,7 +321,13 @@ class CompiledFunction:
                                    state_guards, grad_sets)
         saves = eager_saves(outs, [t for _, t in tracer.args + tracer.captured])
         del tracer, outs, grad_sets          # the record keeps what compiling needs
-        path = CompiledPath(run_pipeline(record, stages_for(options)))
+        try:
+            path = CompiledPath(run_pipeline(record, stages_for(options)))
+        except BackwardDecides as e:         # a custom Function's backward branching on
+            entry.eager = str(e)             # values: eager runs it on every call
+            warnings.warn(f"tracegrad.compile: '{self.name}' runs eagerly for arguments like "
+                          f"these: {e}", UserWarning, stacklevel=3)
+            return out
         path.eager_saves = saves             # Note [Second backward] in backward_node.py
         path.scalar_names = {(id(g.holder), g.key): g.where for g in runtime}
         self._store(entry, path, reason)
@@ -331,10 +347,15 @@ class CompiledFunction:
             if isinstance(x, Tensor):
                 tracer.add_arg(x, names[i] if i < len(names) else f"a{i}")
                 n_args += 1
+        hooks_of(scanned, [(x, names[i] if i < len(names) else f"a{i}")
+                           for i, x in enumerate(leaves) if isinstance(x, Tensor)])
         external = set(containers) | scanned.containers
         before = self.binder.snapshot(args, kwargs) if containers else []
+        grad_mode = _mode.grad_enabled()
         with tracer, watch_python(tracer, external, _codes_of(self.fn)) as watch:
             out = self.fn(*args, **kwargs)
+        if _mode.grad_enabled() != grad_mode:   # Note [Grad mode left changed]
+            tracer.replays.append((_mode.grad_enabled(), _set_grad_mode, (), {}, frozenset()))
         code = getattr(self.fn, "__code__", None)
         site = code and f"{code.co_filename}:{code.co_firstlineno} in {self.name}"
         moved = advanced(scanned.iterators)
@@ -530,6 +551,15 @@ def _settle_state(tracer, scanned, read_keys=frozenset()):
     moded = {id(vars(m)) for obj, *_ in tracer.mode_replays for m in obj.modules()}
     changed = [g for g in changed if not (g.key == "training" and id(g.holder) in moded)]
     return guards, runtime, changed
+
+
+def _set_grad_mode(flag):
+    """Note [Grad mode left changed]
+    `tg.set_grad_enabled(False)` called as a plain function (not as a `with` block) inside
+    the function leaves grad mode changed after it returns. The entry key fixes the mode a
+    call starts in, and the trace the mode it ends in: each cached call of the path sets it
+    again after its program (a replayed call, `PathRecord.replays`)."""
+    _mode._grad_enabled.set(flag)
 
 
 def _warn_effects(name, tracer):

@@ -20,10 +20,13 @@ def entry_key(leaves, struct=None):
             tensors.append(x)
             storages.append(storage_id(x))
             d = x._data
+            g = x._grad_fn
             # memory order decides what a planned program may do (Note [Layouts]); this is
-            # passes.layout.in_c_order, inlined: the key is computed on every call
+            # passes.layout.in_c_order, inlined: the key is computed on every call. A
+            # non-leaf's gradient hooks: Note [Backward into the graph outside] (tracer.py)
             parts.append(("T", d.shape, d.dtype, x._rg, d.ndim < 2 or d.flags.c_contiguous,
-                          x._grad_fn is None, x._inference))
+                          True if g is None else bool(g.pre_hooks) and _hooked(g),
+                          x._inference))
         elif isinstance(x, (bool, int, float, str, type(None))):
             parts.append(("S", scalar_key(x)))
         elif isinstance(x, np.ndarray):      # the trace baked its values in: key by value
@@ -40,16 +43,18 @@ def key_checker(key, args):
     A cache hit computes the entry key (a tuple per argument: shape, dtype, flags), hashes
     it and looks it up: about 3 us of the tiny training step's per-call work. Most calls
     hit the entry the last call used. For an entry whose key came from arguments passed
-    positionally (`args`, the call that made it), each a tensor or an object keyed by
-    identity that is not a module (a method's `self`), this generates `check(args) ->
+    positionally (`args`, the call that made it), each a leaf tensor or an object keyed
+    by identity that is not a module (a method's `self`), this generates `check(args) ->
     bool`: True exactly when `entry_key` of those arguments would give `key` again (the
     same per-tensor facts, compared inline; the same objects; no two tensors on one
-    storage; the same grad mode, inference mode and default dtype). False sends the call down the full path,
-    which keys and looks it up as before. None when the key is not of that kind."""
+    storage; the same grad mode, inference mode and default dtype). False sends the call
+    down the full path, which keys and looks it up as before. None when the key is not
+    of that kind."""
     parts, grad, inference, default_dtype, struct = key[:5]
     if len(key) != 5 or struct is not None or len(parts) != len(args) or any(
-            not (p[0] == "T" and isinstance(a, Tensor) or p[0] == "O" and p[2] is None
-                 and p[1] == id(a)) for p, a in zip(parts, args)):
+            not (p[0] == "T" and isinstance(a, Tensor) and p[5] is True
+                 or p[0] == "O" and p[2] is None and p[1] == id(a))
+            for p, a in zip(parts, args)):
         return None
     n = len(args)
     env = {"_root": _root, "_ge": _mode.grad_enabled, "_ie": _mode.inference_enabled,
@@ -67,9 +72,9 @@ def key_checker(key, args):
         tensors.append(f"a{i}")
         _, shape, dtype, rg, c_ok, leaf, inf = p
         env.update({f"T{i}": type(a), f"S{i}": shape, f"D{i}": dtype, f"R{i}": rg,
-                    f"L{i}": leaf, f"N{i}": inf})
+                    f"N{i}": inf})
         cond = (f"type(a{i}) is not T{i} or d.shape != S{i} or d.dtype is not D{i} or "
-                f"a{i}._rg is not R{i} or (a{i}._grad_fn is None) is not L{i} or "
+                f"a{i}._rg is not R{i} or a{i}._grad_fn is not None or "
                 f"a{i}._inference is not N{i}")
         if len(shape) >= 2:              # entry_key's layout bit (1-D and 0-D: always True)
             cond += f" or d.flags.c_contiguous is not {bool(c_ok)}"
@@ -81,6 +86,11 @@ def key_checker(key, args):
     lines.append("    return True")
     exec(compile("\n".join(lines), "<tracegrad key check>", "exec"), env)
     return env["check"]
+
+
+def _hooked(node):
+    """Whether autograd node `node` has gradient hooks (a removed hook leaves an empty list)."""
+    return "with gradient hooks" if any(node.pre_hooks.values()) else False
 
 
 def storage_id(t):
@@ -122,7 +132,8 @@ def describe_difference(old, new):
         if a != b:
             if a[0] == "T" and b[0] == "T":
                 for name, x, y in zip(("shape", "dtype", "requires_grad",
-                                       "C-contiguous layout", "is_leaf", "inference tensor"),
+                                       "C-contiguous layout", "is_leaf (or gradient hooks)",
+                                       "inference tensor"),
                                       a[1:], b[1:]):
                     if x != y:
                         return f"argument {i}: {name} changed ({x} -> {y})"

@@ -98,6 +98,9 @@ class CompiledPath:
         n_saved_fwd = len(part.saved) - len(part.saved_from_input)
         self._saved_slice = slice(part.n_user, part.n_user + n_saved_fwd)
         self._mut_start = part.n_user + n_saved_fwd
+        # fresh outputs the trace made under inference_mode (inside the function too)
+        self.inference_out = [k for k, inf in enumerate(outs.inference[:part.n_user])
+                              if inf and k not in self.alias_out and k not in self.dup_out]
         # outputs needing more than "wrap a fresh tensor": repeats, input aliases, copies
         self._plain_outs = not (self.dup_out or self.alias_out or self.copy_out)
         # input position per wrt input whose gradient the backward program computes
@@ -224,10 +227,8 @@ class CompiledPath:
                     outs.append(t)
                 else:
                     outs.append(wrap(np.array(arr) if k in self.copy_out else asarray(arr)))
-        if _mode.inference_enabled():        # results made under inference_mode are
-            for k, o in enumerate(outs):     # inference tensors, as in eager
-                if k not in self.alias_out and k not in self.dup_out:
-                    o._inference = True
+        for k in self.inference_out:         # results made under inference_mode are
+            outs[k]._inference = True        # inference tensors, as in eager
         if part.backward is not None:
             keep = self.replay.keep
             self._attach(inputs, outs, res[self._saved_slice],
@@ -241,6 +242,9 @@ class CompiledPath:
         for k in self.post_retain:
             if outs[k].requires_grad:
                 outs[k].retain_grad()
+        for pos in self.retain_inputs:       # `a.retain_grad()` on a non-leaf argument
+            if inputs[pos].requires_grad:
+                inputs[pos].retain_grad()
         for k, name in self.consumed.items():
             node = ConsumedBackward(None, None, (), (), (), ())
             node.eager_name, node.released = name, True

@@ -56,6 +56,7 @@ class Outputs:
     single: bool                   # a bare tensor (not `[t]` or `(t,)`)
     requires: tuple                # per tensor output: a gradient can still be asked for
     consumed: dict                 # tensor output k -> grad_fn name, graph already used
+    inference: tuple = ()          # per tensor output: an inference tensor when traced
 
 
 @dataclass

@@ -22,7 +22,6 @@ MLP training step this saves about a quarter of the per-call work outside the pr
 """
 import numpy as np
 
-from .. import _mode
 from .._effects import is_number
 from .._errors import RerunEagerly
 from .._tensor_storage import _root
@@ -42,7 +41,7 @@ def build_runner(path):
     names = [f"a{i}" for i in range(n_args)] + [f"c{i}" for i in range(n_cap)]
     env = {"_fn": prog.fn, "_prog": prog, "_GuardFailed": GuardFailed, "_qe": quiet_enter,
            "_qx": quiet_exit, "_wrap": Tensor._wrap, "_asarray": np.asarray, "_array": np.array,
-           "_copyto": np.copyto, "_inference": _mode.inference_enabled, "_attach": path._attach,
+           "_copyto": np.copyto, "_attach": path._attach,
            "_state": path._state_holds, "_miss": path._miss, "_root": _root,
            "_f64": _f64, "_Consumed": ConsumedBackward, "_number": is_number,
            "_Rerun": RerunEagerly}
@@ -159,7 +158,6 @@ def build_runner(path):
         lines += [f"    r, d = res[{path._mut_start + k}], {t}._data",
                   "    if r is not d:", "        _copyto(d, r, casting='unsafe')",
                   f"    {t}._vc.v += {count}"]
-    fresh = []
     for k in range(part.n_user):         # each output: fresh, an input, a repeat or a copy
         if k in path.dup_out:
             lines.append(f"    o{k} = o{path.dup_out[k]}")
@@ -168,10 +166,9 @@ def build_runner(path):
         else:
             arr = f"_array(res[{k}])" if k in path.copy_out else f"_asarray(res[{k}])"
             lines.append(f"    o{k} = _wrap({arr})")
-            fresh.append(f"o{k}")
     lines.append(f"    outs = [{', '.join(f'o{k}' for k in range(part.n_user))}]")
-    if fresh:                            # results made under inference_mode are inference
-        lines += ["    if _inference():"] + [f"        {o}._inference = True" for o in fresh]
+    # results the trace made under inference_mode are inference tensors (path.py)
+    lines += [f"    o{k}._inference = True" for k in path.inference_out]
     if part.backward is not None:
         keep = len(path.replay.keep)
         sl = path._saved_slice
@@ -182,6 +179,8 @@ def build_runner(path):
                   f"res[{sl.start}:{sl.stop}], {kept})"]
     for k in path.post_retain:
         lines += [f"    if outs[{k}].requires_grad:", f"        outs[{k}].retain_grad()"]
+    for pos in path.retain_inputs:       # `a.retain_grad()` on a non-leaf argument
+        lines += [f"    if {names[pos]}.requires_grad:", f"        {names[pos]}.retain_grad()"]
     for k, name in path.consumed.items():
         leaves = [names[i] for i in path.consumed_leaves[k]]
         lines += ["    node = _Consumed(None, None, (), (), (), ())",

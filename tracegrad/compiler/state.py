@@ -31,6 +31,7 @@ re-traces on each call until `cache_limit`, then runs eagerly, which is what eag
 """
 import collections
 import collections.abc as abc
+import functools
 import re
 import types
 
@@ -460,6 +461,7 @@ class _Scanner:
         self.iterators = []              # [(iterator, where, progress)] (Note [Iterators])
         self.plain_attrs = []            # [(object, attribute, its guards)]: plain data
         self.optimizers = []             # optimizers walked (Note [Hyper-parameters unread])
+        self.hook_guards = {}            # {id(leaf): (leaf, [its hooks' guards])}
 
     def function(self, fn, depth):
         owner = getattr(fn, "__self__", None)
@@ -495,6 +497,8 @@ class _Scanner:
                     StateGuard(holder, key, v, "is", where))
             if name:                         # a module's name for it beats a list position
                 self.names.setdefault(id(v), name)
+            if v.__dict__.get("_leaf_hooks"):
+                self.leaf_hooks(v, where, depth)
             return
         if isinstance(v, _SCALARS):
             self.guard(holder, key, v, "eq", where)
@@ -518,6 +522,9 @@ class _Scanner:
             if _is_user_class(v) and id(v) not in self.seen:
                 self.seen.add(id(v))
                 self.class_attrs(v, where, depth)
+                if _is_custom_function(v) and depth < MAX_DEPTH:   # Note [Custom Functions'
+                    for fn in _function_methods(v):                # state]
+                        self.function(fn, depth + 1)
             return
         self.guard(holder, key, v, "is", where)
         if _is_module(v):
@@ -526,6 +533,9 @@ class _Scanner:
         elif isinstance(v, types.FunctionType) and _is_user(v):
             if depth < MAX_DEPTH:
                 self.function(v, depth + 1)
+        elif (isinstance(v, types.MethodType) and _is_user(v.__func__)) or (
+                isinstance(v, functools.partial)):
+            self.callable_state(v, where, depth)     # Note [Callables' state]
         elif isinstance(v, (types.MethodType, types.BuiltinFunctionType)) or (
                 callable(v) and not force and not _is_plain_object(v, callable_ok=True)):
             return                           # library callables: identity is enough
@@ -539,6 +549,32 @@ class _Scanner:
             self.guards.append(StateGuard(v, _LEN, len(v), "len", where))
         elif force or _is_plain_object(v, callable_ok=True):
             self.plain_object(v, where, depth, nest)
+
+    def leaf_hooks(self, t, where, depth):
+        """The gradient hooks registered on leaf `t` (Note [Gradient hooks' state])."""
+        if id(t) in self.hook_guards:
+            return
+        n = len(self.guards)
+        self.hook_guards[id(t)] = (t, None)
+        for k, h in enumerate(list(t.__dict__.get("_leaf_hooks") or ())):
+            self.callable_state(h, f"gradient hook {k} of {where}", depth)
+        self.hook_guards[id(t)] = (t, self.guards[n:])
+
+    def callable_state(self, h, where, depth):
+        """What a callable the traced code may call reads (Note [Callables' state])."""
+        if depth >= MAX_DEPTH:
+            return
+        if isinstance(h, functools.partial):
+            self.callable_state(h.func, where, depth + 1)
+            for k, a in enumerate(h.args):
+                self.value_in(None, None, a, f"{where}.args[{k}]", depth + 1)
+            for k, a in (h.keywords or {}).items():
+                self.value_in(h.keywords, k, a, f"{where}.keywords[{k!r}]", depth + 1)
+        elif isinstance(h, (types.FunctionType, types.MethodType)):
+            if _is_user(getattr(h, "__func__", h)):
+                self.function(h, depth + 1)      # a bound method: its `self` too
+        elif callable(h) and _is_plain_object(h, callable_ok=True) and id(h) not in self.seen:
+            self.value_in(None, None, h, where, depth, force=True)   # and its __call__
 
     def container(self, v, where, depth, nest):
         if len(v) > MAX_ITEMS:
@@ -610,6 +646,8 @@ class _Scanner:
             hooks = d.get(reg)
             if isinstance(hooks, dict):
                 self.container(hooks, f"{where}.{reg}", depth, 1)
+                for k, h in list(hooks.items()):
+                    self.callable_state(h, f"{where}.{reg}[{k}]", depth)
         for k, x in d.items():              # `training` and `self._scale` too
             if k not in _MODULE_INTERNALS and not k.startswith("__"):
                 self.value_in(d, k, x, f"{where}.{k}", depth, name=_dotted(where, k))
@@ -627,6 +665,33 @@ class _Scanner:
                 self.value_in(d["_modules"], k, child, f"{where}.{k}", depth)
 
 
+# Note [Gradient hooks' state]
+# A hook registered outside on a leaf (`w.register_hook(lambda g: g * cfg["s"])`) runs
+# inside the trace when the function runs backward into that leaf, and becomes part of
+# the program (trace_plan.py `_hook_checks`). What the hook's own code reads (its closure,
+# the globals it names) is state of the path like the function's: a changed scale must
+# re-trace, and a hook counting its calls (`n[0] += 1`) or logging (`log.append(g)`)
+# changes state it reads or mutates a container from outside, so such calls run eagerly.
+# The hooks of every tensor the scan reaches (arguments included: `hooks_of`) are walked
+# like user functions; their guards are kept only for the leaves the trace ran backward
+# into (`unused_hook_guards`), so a hook that only an eager backward outside runs (a
+# compiled forward with hooks logging gradients) never makes the forward re-trace.
+
+def hooks_of(scanned, args):
+    """Walk the gradient hooks of the tensor arguments [(tensor, name)] too (Note [Gradient
+    hooks' state])."""
+    for t, name in args:
+        if t.__dict__.get("_leaf_hooks"):
+            scanned.leaf_hooks(t, f"argument '{name}'", 0)
+
+
+def unused_hook_guards(scanned, ran_into):
+    """Ids of the guards of hooks on leaves outside `ran_into` (ids of the leaves the trace
+    ran backward into): the trace did not run those hooks."""
+    return {id(g) for k, (t, gs) in scanned.hook_guards.items() if k not in ran_into
+            for g in gs or ()}
+
+
 # Note [New attributes]
 # The guards above cover the attributes an object has when the trace starts. One the trace
 # *creates* (`self.feat = h` in a forward that stashes an activation, `holder.last = loss`,
@@ -637,6 +702,50 @@ class _Scanner:
 # call is not cached and such calls run eagerly, as for an attribute it rebinds. (Library
 # objects that are not modules, optimizers and schedulers, are left out: they add private
 # bookkeeping attributes on first use, and their state is handled by `hyper`/`replayed`.)
+
+
+# Note [Callables' state]
+# A callable the traced code may call reads state of its own: a bound method its object's
+# attributes (`self.k`), a callable object its attributes and its `__call__`'s globals, a
+# `functools.partial` its bound arguments. Such callables held in state (a global
+# `act = scaler.apply`), registered as a module's forward hooks or pre-hooks, or as a
+# leaf's gradient hooks (Note [Gradient hooks' state]) are walked as user functions are,
+# so a changed `scaler.k` re-traces rather than a cached path keeping the first value.
+
+# Note [Custom Functions' state]
+# A custom autograd.Function is one opaque node: its `forward` runs on every compiled call,
+# but its `backward` is recorded once, when the path's backward program is built (Note
+# [Opaque Functions] in tracing/custom_function.py). What the backward's code reads (a
+# global `G["scale"]`, a closure) is state of the path like the traced function's own: a
+# Function class the scan reaches has its methods but `forward` walked, so a changed
+# setting re-traces instead of a cached backward keeping the first value.
+
+def _is_custom_function(cls):
+    from ..autograd.function import Function
+    return issubclass(cls, Function)
+
+
+# `forward` (and `setup_context`) run on every compiled call, reading their state then:
+# only what the recorded backward reads needs guards (and a forward appending to a list
+# the caller holds is a per-call effect, not a change of state read)
+_RUN_PER_CALL = frozenset(("forward", "setup_context"))
+
+
+def _function_methods(cls):
+    """The user-written methods of a Function class (staticmethods, classmethods, plain)
+    whose code a compiled call does not run again."""
+    out = []
+    for k in cls.__mro__:
+        if not _is_user_class(k):
+            continue
+        for name, f in vars(k).items():
+            f = getattr(f, "__func__", f)
+            while hasattr(f, "__wrapped__"):     # once_differentiable and other decorators
+                f = f.__wrapped__
+            if isinstance(f, types.FunctionType) and not name.startswith("__") and \
+                    name not in _RUN_PER_CALL:
+                out.append(f)
+    return out
 
 
 def _dotted(where, k):

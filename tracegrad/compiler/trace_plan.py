@@ -32,6 +32,9 @@ class TracePlan:
     pre_clear: list        # input positions whose .grad is cleared before the program
     pre_clear_held: list = ()  # of those, the ones whose old .grad a failed call gives back
     hook_checks: list = ()  # [(owner, hooks)]: the leaf's gradient hooks the trace ran
+    inner_uses: dict = None  # output k -> outputs computed from it inside the function
+    retain_inputs: list = ()  # input positions: retain_grad after the program (a non-leaf
+    #                        argument or captured tensor the function called it on)
     eager_reason: str = None
 
 
@@ -71,7 +74,10 @@ def _outputs(out_tensors, build, grad_sets, inputs=()):
         single=(len(out_tensors) == 1 and is_tensor[0]
                 and build(list(out_tensors)) is out_tensors[0]),
         requires=tuple(o.requires_grad and k not in consumed for k, o in enumerate(tens)),
-        consumed=consumed)
+        consumed=consumed,
+        # made under inference_mode, outside or inside the function (`with
+        # inference_mode(): a = x * 2; return a`): the entry key fixes the outer mode
+        inference=tuple(bool(o._inference) for o in tens))
 
 
 def _released_behind(node, stop):
@@ -114,6 +120,11 @@ def plan_from_trace(tracer, out_tensors, grad_sets):
     grad_none = [ref(o) for o in tracer.grad_none
                  if outside(o) and not (id(o) in seen or seen.add(id(o)))]
     pre_effects, post_retain, retain_reason = _effect_replays(tracer, out_tensors, position)
+    user_outs = [tracer.env.get(id(o)) for o in out_tensors if isinstance(o, Tensor)]
+    outs = {id(o) for o in out_tensors}
+    retain_inputs = sorted({position[id(e.tensor)] for e in tracer.effects
+                            if e.kind == "retain_grad" and id(e.tensor) in position
+                            and id(e.tensor) not in outs})
     grad_set_plan, pre_clear, grad_reason = _grad_plan(tracer, grad_sets, position,
                                                        out_tensors)
     held = _held_grads(tracer, inputs, pre_clear)
@@ -122,9 +133,12 @@ def plan_from_trace(tracer, out_tensors, grad_sets):
         scalar_sources=[(j, *tracer.scalar_sources[v]) for j, (v, _) in
                         enumerate(tracer.captured) if v in tracer.scalar_sources],
         grad_none=grad_none, grad_some=[ref(o) for o in tracer.grad_some if outside(o)],
-        pre_effects=pre_effects, post_retain=post_retain, grad_set_plan=grad_set_plan,
+        pre_effects=pre_effects, post_retain=post_retain, retain_inputs=retain_inputs,
+        inner_uses=inner_uses(tracer.graph, user_outs),
+        grad_set_plan=grad_set_plan,
         pre_clear=pre_clear, pre_clear_held=held,
-        hook_checks=_hook_checks(grad_sets, position, ref),
+        hook_checks=_hook_checks([o for o, _ in grad_sets] + tracer.leaves_reached,
+                                 position, ref),
         eager_reason=retain_reason or grad_reason)
 
 
@@ -154,13 +168,13 @@ def _held_grads(tracer, inputs, pre_clear):
     return held
 
 
-def _hook_checks(grad_sets, position, ref):
-    """Leaves the trace ran backward into (their `.grad` written inside): the gradient
-    hooks registered on them (`register_hook`, outside the function) ran in the trace and
-    are part of the program, so the same hooks must be there on every call (a removed or
-    added hook is another program)."""
+def _hook_checks(owners, position, ref):
+    """Leaves the trace ran backward into (their `.grad` written inside, or reached by
+    `autograd.grad`): the gradient hooks registered on them (`register_hook`, outside the
+    function) ran in the trace and are part of the program, so the same hooks must be there
+    on every call (a removed or added hook is another program)."""
     out, seen = [], set()
-    for owner, _ in grad_sets:
+    for owner in owners:
         if id(owner) in position and id(owner) not in seen:
             seen.add(id(owner))
             out.append((ref(owner), leaf_hooks(owner)))
@@ -188,6 +202,27 @@ def _effect_replays(tracer, out_tensors, position):
     why = ("retain_grad() on a returned tensor the function also computes with"
            if any(outputs[k] in used for k in post) else None)
     return pre, post, why
+
+
+def inner_uses(graph, outputs):
+    """{output k: the other outputs computed from it inside the function} (Note [Gradients
+    with respect to an output])."""
+    prod = {n.output: n for n in graph.nodes}
+    out = {}
+    for j, v in enumerate(outputs):
+        seen, todo = set(), [v]
+        while todo:
+            x = todo.pop()
+            if x is None or x in seen:
+                continue
+            seen.add(x)
+            n = prod.get(x)
+            if n is not None:
+                todo.extend(n.value_inputs())
+        for k, w in enumerate(outputs):
+            if k != j and w is not None and w in seen and w is not v:
+                out.setdefault(k, []).append(j)
+    return out
 
 
 def _grad_plan(tracer, grad_sets, position, out_tensors):

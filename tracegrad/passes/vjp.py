@@ -127,14 +127,22 @@ def vjp(g, wrt=None, values=None, out_mask=None):
     # already guards (masks: `x[mask]`, `x[mask] = v`), so shape guards here are redundant.
     bwd.guards = [gd for gd in bwd.guards if gd.kind != "shape"]
     if bwd.guards:
-        raise RuntimeError(f"internal error: a VJP rule took a data-dependent decision "
-                           f"({bwd.guards[0]!r}); VJP rules must be branch-free")
+        gd = bwd.guards[0]
+        raise BackwardDecides(f"a gradient rule takes a data-dependent decision "
+                              f"({gd.kind}() at {gd.site}): a backward program is "
+                              "straight-line code")
     grads = [tracer.value_of(ct[w]) if w in ct else None for w in wrt]
     bwd.outputs = grads
     saved = [saved_of[id(t)] for v_, t in tracer.captured]
     bwd.pass_log = list(g.pass_log) + [("vjp", {"differentiated": len(done),
                                                 "saved": len(saved)})]
     return VJPResult(bwd, saved, grads, done, [k for k, _ in douts])
+
+
+class BackwardDecides(RuntimeError):
+    """A gradient rule recorded a guard (Python took a decision on a tensor's value): the
+    op table's rules never do; a custom `autograd.Function`'s `backward` may (`if (g.abs()
+    > 1).any(): ...`). The compiler then runs such calls eagerly, with a warning."""
 
 
 def _placeholder_values(g):

@@ -28,6 +28,18 @@ intermediate: the eager program frees what it drops, as it would untraced.
 - Before an in-place write, a value sharing the target's memory would silently change:
   a kept (non-float) one is copied, a floating one is forgotten. Nothing copies inputs
   up front or parameters before an optimizer overwrites them.
+
+Note [Backward into the graph outside]
+A `backward()` or `autograd.grad()` inside the traced function runs the eager engine, whose
+gradient rules are recorded like any op. The nodes the trace itself created stand for the
+same computation on every call; a node made before the call (the `grad_fn` of a non-leaf
+argument, or of a tensor a closure holds) does not: the next call's argument has another
+graph behind it (other saved tensors, other ops, other hooks), yet the trace recorded the
+first one's gradient rules, with its saved tensors as constants. So a backward reaching
+such a node is an eager effect: those calls run eagerly, with a warning. Nodes are told
+apart by their sequence number (autograd/graph.py): `seq0` is taken when the trace starts.
+A leaf's AccumulateGrad reached (`leaves_reached`) ran that leaf's gradient hooks, which
+the path then checks on every call (compiler/trace_plan.py `_hook_checks`).
 """
 import dataclasses
 import weakref
@@ -39,6 +51,7 @@ from .._dtype import dtype as DType
 from .._effects import is_library_module
 from .._errors import user_site
 from .._tensor import Tensor
+from ..autograd.graph import _seq as _autograd_seq
 from ..ops.primitive import Primitive
 from ..ops.shape import CLONE, DETACH, INDEX, INDEX_PUT, NONZERO
 from ..ir.graph import Graph, Guard, Node
@@ -69,6 +82,10 @@ class Effect:
 
     def describe(self):
         return f"{self.message} at {self.site}" if self.site else self.message
+
+
+def _hooked(node):
+    return bool(node.pre_hooks) and any(node.pre_hooks.values())
 
 
 class Tracer:
@@ -110,6 +127,8 @@ class Tracer:
         self.input_ids = set()   # ids of argument and captured tensors
         self.start_versions = {}  # id(input tensor) -> its version when the trace met it
         self.attr_reads = {}     # (id(tensor), attr) -> (tensor, attr, value): see note_attr_read
+        self.seq0 = next(_autograd_seq)  # autograd nodes numbered below: made before the trace
+        self.leaves_reached = []  # leaves a backward() inside reached (their hooks ran)
 
     # -- inputs --
     def add_arg(self, t, name=None, role="arg"):
@@ -128,6 +147,22 @@ class Tracer:
         return v
 
     # -- effects (Note [Effects] in _effects.py) --
+    def note_backward_node(self, node, applying):
+        """A backward() or autograd.grad() inside the trace reaches `node` (`applying`: and
+        runs its gradient rule; before that, its hooks) (Note [Backward into the graph
+        outside])."""
+        if node.seq < 0:                     # a leaf's AccumulateGrad: its hooks ran
+            var = node.variable
+            if var is not None and all(var is not t for t in self.leaves_reached):
+                self.leaves_reached.append(var)
+                self.keep.append(var)
+        elif node.seq < self.seq0 and (applying or _hooked(node)) and not any(
+                e.kind == "outside graph" for e in self.effects):
+            what = "backward through" if applying else "the gradient hooks of"
+            self.note_effect("outside graph", f"{what} {node.name()}, an autograd node of a "
+                             "tensor computed before the call (its graph outside the "
+                             "function)")
+
     def note_effect(self, kind, message, tensor=None, eager=True, site=None):
         self.effects.append(Effect(kind, message, site or user_site(), eager, tensor))
         if tensor is not None:
