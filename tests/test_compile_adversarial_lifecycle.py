@@ -56,7 +56,7 @@ def _eager_and_compiled(run):
     return logs[0], logs[1], made
 
 
-# --- Note [Hyper-parameters unread] in compiler/state.py ---
+# --- Note [Hyper-parameters unread] in compiler/state_unread.py ---
 
 def test_an_evaluation_phase_that_only_zeroes_grads_never_retraces_on_a_scheduler_step():
     # the transfer-learning tutorial's loop: one function for both phases, the validation

@@ -356,7 +356,7 @@ class watch_python:
             getattr(obj, "named_parameters", None))
 
     def _other_library(self, frame, code):
-        """Note [Unread attributes] (compiler/state.py): whether user code called the
+        """Note [Unread attributes] (compiler/state_unread.py): whether user code called the
         Python code of another library (it may have been handed the user's objects, and
         read their attributes by computed names)."""
         if code.co_filename.startswith(_OURS):

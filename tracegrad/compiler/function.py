@@ -48,9 +48,9 @@ from .record import Options
 from .trace_plan import record_from_trace
 from .._effects import replay_reads, watch_python
 from .binding import Binder, changed_argument
-from .state import (advanced, changed_by_trace, hooks_of, keys_user_code_may_read,
-                    optimizer_state_growth, owned_holders, scan, unread_attribute_guards,
-                    unread_hyper_guards, unused_hook_guards)
+from .state import advanced, changed_by_trace, optimizer_state_growth, owned_holders, scan
+from .state_unread import (hooks_of, keys_user_code_may_read, unread_attribute_guards,
+                           unread_hyper_guards, unused_hook_guards)
 
 log = logging.getLogger("tracegrad")
 
@@ -296,7 +296,8 @@ class CompiledFunction:
             args, kwargs, leaves, containers)
         grad_sets = _grad_outputs(tracer, outs)
         reached = [o for o, _ in grad_sets] + tracer.leaves_reached
-        scanned.unread = scanned.unread | unused_hook_guards(   # Note [Gradient hooks' state]
+        # Note [Gradient hooks' state] in state_unread.py
+        scanned.unread = scanned.unread | unused_hook_guards(
             scanned, {id(t) for t in reached})
         unseen = next((t for t in reached if id(t) not in scanned.hook_guards
                        and t.__dict__.get("_leaf_hooks")), None)
@@ -532,7 +533,7 @@ def _settle_state(tracer, scanned, read_keys=frozenset()):
     trace, which only the guard keeps from going stale). `read_keys`: the keys that user
     code may have read (`state.keys_user_code_may_read`, Note [Hyper-parameters unread])."""
     bindings = scanned.bindings
-    unread = getattr(scanned, "unread", ())   # Note [Unread attributes] in state.py
+    unread = getattr(scanned, "unread", ())   # Note [Unread attributes] in state_unread.py
     guards = [g for _, t in tracer.captured for g in bindings.get(id(t), ())] + [
         g for g in scanned.guards if id(g) not in unread]
     owned = owned_holders([o for o, *_ in tracer.replays])
@@ -540,7 +541,7 @@ def _settle_state(tracer, scanned, read_keys=frozenset()):
     runtime = [g for g in guards if any(g.holder is h and g.key == k for h, k in places)
                and g.key not in read_keys]
     guards = [g for g in guards if all(g is not r for r in runtime)]
-    # and those of a path that never read them (Note [Hyper-parameters unread] in state.py)
+    # and those of a path that never read them (Note [Hyper-parameters unread] in state_unread.py)
     unread_hyper = getattr(scanned, "unread_hyper", ())
     guards = [g for g in guards if id(g) not in unread_hyper]
     dropped, changed = changed_by_trace(guards + [g for gs in bindings.values() for g in gs],

@@ -11,7 +11,6 @@ drawings) and for the differentiable backward (replay.py).
 """
 import numpy as np
 
-from .. import _mode
 from .._dispatch import dispatch
 from ..ops.shape import DATA
 from .._tensor import Tensor, edge_of
@@ -138,8 +137,9 @@ class CompiledPath:
         for r, attr, value in self.attr_guards:
             t = args[r[1]] if type(r) is tuple else r
             if attr_now(t, attr) != value:
-                return None, (f"{attr} of {'argument ' + str(r[1]) if type(r) is tuple else 'a tensor'}"
-                              f" read by the function changed: {value} -> {attr_now(t, attr)}")
+                who = "argument " + str(r[1]) if type(r) is tuple else "a tensor"
+                return None, (f"{attr} of {who} read by the function changed: {value} -> "
+                              f"{attr_now(t, attr)}")
         captured = self.captured
         if self.sources or self.grad_none or self.grad_some or self.scalar_sources:
             captured, bad = self._read_sources(args)

@@ -36,7 +36,7 @@ class Optimizer:
     """
 
     # group options its traced step reads only through `_effects.hyper` (per call, never a
-    # guard): Note [Hyper-parameters unread] in compiler/state.py
+    # guard): Note [Hyper-parameters unread] in compiler/state_unread.py
     _runtime_keys = ()
 
     def __init__(self, params, defaults):
