@@ -94,6 +94,7 @@ class Stats:
 
 
 _UNBUILT = object()          # an entry's key check, not built yet
+_MISS = object()             # _serve: no cached path fits this call
 
 
 class _Entry:
@@ -165,12 +166,9 @@ class CompiledFunction:
             # last key] in keys.py): no keying, no lookup
             self._last_key = entry.key
             tensors = [a for a in args if isinstance(a, Tensor)]
-            out, reason = self._run_cached(entry, tensors)
-            if reason is None:
-                self.stats.cache_hits += 1
+            out = self._serve(entry, tensors, args, kwargs)
+            if out is not _MISS:
                 return out
-            if type(reason) is RerunEagerly:
-                return self._rerun(reason, args, kwargs)
         leaves, struct, containers = self.binder.bind(args, kwargs)
         if leaves is None:                   # arguments that do not fit: Python's error
             return self.fn(*args, **kwargs)
@@ -215,13 +213,21 @@ class CompiledFunction:
                     self.stats.eager_calls += 1
                     return self.fn(*args, **kwargs)
                 if entry is not None:
-                    out, reason = self._run_cached(entry, tensors)
-                    if reason is None:
-                        self.stats.cache_hits += 1
+                    out = self._serve(entry, tensors, args, kwargs)
+                    if out is not _MISS:
                         return out
-                    if type(reason) is RerunEagerly:
-                        return self._rerun(reason, args, kwargs)
             return self._trace(key, entry, args, kwargs, leaves, reason, containers)
+
+    def _serve(self, entry, tensors, args, kwargs):
+        """The call's result from a cached path of `entry` (or from its eager rerun), or
+        _MISS when no path fits and the call must trace."""
+        out, reason = self._run_cached(entry, tensors)
+        if reason is None:
+            self.stats.cache_hits += 1
+            return out
+        if type(reason) is RerunEagerly:
+            return self._rerun(reason, args, kwargs)
+        return _MISS
 
     def _run_cached(self, entry, tensors):
         """Run the cached path that fits this call: (outputs, None), or (None, why none does).
