@@ -386,7 +386,18 @@ class _Scanner:
                 self.function(v, depth + 1)
         elif (isinstance(v, types.MethodType) and _is_user(v.__func__)) or (
                 isinstance(v, functools.partial)):
-            self.callable_state(v, where, depth)     # Note [Callables' state]
+            self.callable_state(v, where, depth)     # Note [Module registries]
+# A module keeps its parameters, buffers and submodules in three dicts (`_parameters`,
+# `_buffers`, `_modules`), not in its attribute dict, so `Note [New attributes]` does not
+# see them grow: `layers.append(nn.Linear(...))` on a ModuleList, `heads["b"] = ...` on a
+# ModuleDict, or `register_buffer("extra", t)` under a forward that iterates
+# `self.children()` / `self.buffers()` left a cached path running the old set of layers.
+# So each registry's length is guarded, and its entries are guarded even when they hold
+# None (`Linear(bias=False)` registers `bias` as None: a later `m.bias = Parameter(...)`
+# fills that entry without changing any length).
+
+
+# Note [Callables' state]
         elif isinstance(v, (types.MethodType, types.BuiltinFunctionType)) or (
                 callable(v) and not force and not _is_plain_object(v, callable_ok=True)):
             return                           # library callables: identity is enough
@@ -487,10 +498,13 @@ class _Scanner:
         """Parameters, buffers, hooks and attributes of `m` and of every submodule."""
         d = vars(m)
         self.guards.append(StateGuard(d, _LEN, len(d), "len", where))   # Note [New attributes]
+        for reg in ("_parameters", "_buffers", "_modules"):     # Note [Module registries]
+            if isinstance(d.get(reg), dict):
+                self.guards.append(StateGuard(d[reg], _LEN, len(d[reg]), "len",
+                                              f"{where}.{reg}"))
         for reg in ("_parameters", "_buffers"):
             for k, t in d.get(reg, {}).items():
-                if t is not None:
-                    self.value_in(d[reg], k, t, f"{where}.{k}", depth, name=_dotted(where, k))
+                self.value_in(d[reg], k, t, f"{where}.{k}", depth, name=_dotted(where, k))
         orig = d.get("_orig_mod")            # a compiled module inside: its original's state
         if orig is not None:
             self.value_in(None, None, orig, where, depth)
@@ -513,8 +527,7 @@ class _Scanner:
             if isinstance(fwd, types.FunctionType) and depth < MAX_DEPTH:
                 self.function(fwd, depth + 1)
         for k, child in d.get("_modules", {}).items():
-            if child is not None:
-                self.value_in(d["_modules"], k, child, f"{where}.{k}", depth)
+            self.value_in(d["_modules"], k, child, f"{where}.{k}", depth)
 
 
 
@@ -528,6 +541,17 @@ class _Scanner:
 # call is not cached and such calls run eagerly, as for an attribute it rebinds. (Library
 # objects that are not modules, optimizers and schedulers, are left out: they add private
 # bookkeeping attributes on first use, and their state is handled by `hyper`/`replayed`.)
+
+
+# Note [Module registries]
+# A module keeps its parameters, buffers and submodules in three dicts (`_parameters`,
+# `_buffers`, `_modules`), not in its attribute dict, so `Note [New attributes]` does not
+# see them grow: `layers.append(nn.Linear(...))` on a ModuleList, `heads["b"] = ...` on a
+# ModuleDict, or `register_buffer("extra", t)` under a forward that iterates
+# `self.children()` / `self.buffers()` left a cached path running the old set of layers.
+# So each registry's length is guarded, and its entries are guarded even when they hold
+# None (`Linear(bias=False)` registers `bias` as None: a later `m.bias = Parameter(...)`
+# fills that entry without changing any length).
 
 
 # Note [Callables' state]

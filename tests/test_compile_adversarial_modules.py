@@ -1,0 +1,113 @@
+"""Adversarial review of compiled `nn` programs whose modules change between calls, written
+the way PyTorch users write them: each test is a defect found by running the program
+eagerly and compiled side by side. Compiled must equal eager (bitwise on numpy), or run
+eagerly with a warning."""
+import warnings
+
+import numpy as np
+import pytest
+
+import tracegrad as tg
+
+nn, F = tg.nn, tg.nn.functional
+
+
+def _x(i, shape=(6, 4)):
+    return tg.tensor(np.random.default_rng(i).standard_normal(shape).astype(np.float32))
+
+
+def _eager_and_compiled(make, calls):
+    """Run `calls(f, objects)` on a fresh `make(compiled)` eagerly and compiled; both
+    results."""
+    out = []
+    for compiled in (False, True):
+        tg.manual_seed(0)
+        f, objects = make(compiled)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            out.append(calls(f, objects))
+    return out
+
+
+def _same(a, b):
+    assert len(a) == len(b)
+    for x, y in zip(a, b):
+        np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+
+
+# --- Note [Module registries] in compiler/state.py ---
+
+class _Stack(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layers = nn.ModuleList([nn.Linear(4, 4) for _ in range(2)])
+        self.heads = nn.ModuleDict({"a": nn.Linear(4, 1)})
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = layer(x).tanh()
+        return sum(h(x).sum() for h in self.heads.values())
+
+
+class _Buffers(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 2)
+
+    def forward(self, x):
+        y = self.fc(x)
+        for b in self.buffers():
+            y = y + b
+        return y.sum()
+
+
+def _grow(what, m):
+    if what == "append a layer":
+        m.layers.append(nn.Linear(4, 4))
+    elif what == "add a head":
+        m.heads["b"] = nn.Linear(4, 1)
+    elif what == "register a buffer":
+        m.register_buffer("extra", tg.ones(2))
+    elif what == "set a bias that was None":
+        m.bias = nn.Parameter(tg.ones(2))
+    elif what == "append a parameter":
+        m.ps.append(nn.Parameter(tg.full((4,), 2.0)))
+
+
+class _Params(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.ps = nn.ParameterList([nn.Parameter(tg.ones(4))])
+
+    def forward(self, x):
+        for p in self.ps:
+            x = x * p
+        return x.sum()
+
+
+_BUILD = {"append a layer": _Stack, "add a head": _Stack, "register a buffer": _Buffers,
+          "set a bias that was None": lambda: nn.Linear(4, 2, bias=False),
+          "append a parameter": _Params}
+
+
+@pytest.mark.parametrize("what", list(_BUILD))
+def test_a_module_registry_growing_between_calls_retraces(what):
+    """`model.layers.append(...)`, `model.heads["b"] = ...`, `register_buffer` of a new
+    name and filling a parameter registered as None change a module's registries, not its
+    attribute dict: a cached path kept running the old set of layers."""
+    def make(compiled):
+        m = _BUILD[what]()
+        f = lambda x: m(x).sum()                      # noqa: E731
+        return (tg.compile(f) if compiled else f), m
+
+    def calls(f, m):
+        out = []
+        for i in range(4):
+            if i == 2:
+                _grow(what, m)
+            y = f(_x(i))
+            y.backward()
+            out.append(y.detach().numpy())
+        return out + [p.grad.numpy() for p in m.parameters()]
+    eager, compiled = _eager_and_compiled(make, calls)
+    _same(eager, compiled)
