@@ -111,3 +111,63 @@ def test_a_module_registry_growing_between_calls_retraces(what):
         return out + [p.grad.numpy() for p in m.parameters()]
     eager, compiled = _eager_and_compiled(make, calls)
     _same(eager, compiled)
+
+
+# --- Note [Files] in _effects.py ---
+
+@pytest.mark.parametrize("how", ["tg.save", "open", "a file handle from outside"])
+def test_a_step_writing_a_checkpoint_or_a_log_file_runs_eagerly_with_a_warning(how, tmp_path):
+    """`tg.save(model.state_dict(), path)` (or `open(...).write(...)`) inside a compiled
+    step wrote the file only while tracing: the checkpoint on disk kept the first step's
+    weights, silently."""
+    handle = open(tmp_path / "log.txt", "w")
+
+    def make(compiled):
+        m = nn.Linear(4, 2)
+        opt = tg.optim.SGD(m.parameters(), lr=0.1)
+        path = tmp_path / f"ck{compiled}.pt"
+
+        def step(x):
+            opt.zero_grad()
+            loss = m(x).pow(2).mean()
+            loss.backward()
+            opt.step()
+            if how == "tg.save":
+                tg.save(m.state_dict(), path)
+            elif how == "open":
+                with open(path, "w") as f:
+                    f.write(f"{m.weight.sum().item()}\n")
+            else:
+                handle.write("step\n")
+            return loss
+        return (tg.compile(step) if compiled else step), (m, path)
+
+    def calls(f, objs):
+        m, path = objs
+        out = []
+        for i in range(4):
+            f(_x(i))
+            if how == "tg.save":
+                out.append(tg.load(path)["weight"].numpy())
+            elif how == "open":
+                out.append(np.array(float(path.read_text())))
+        return out
+    eager, compiled = _eager_and_compiled(make, calls)
+    _same(eager, compiled)
+    with pytest.warns(UserWarning, match="runs eagerly"):
+        make(True)[0](_x(0))
+    handle.close()
+    if how == "a file handle from outside":
+        assert (tmp_path / "log.txt").read_text() == "step\n" * 9
+
+
+def test_logging_inside_a_compiled_step_is_reported_like_print():
+    import logging
+    log = logging.getLogger("tg_user_steps")
+
+    @tg.compile
+    def f(x):
+        log.info("step")
+        return x * 2
+    with pytest.warns(UserWarning, match="logging info"):
+        f(tg.ones(2))
