@@ -171,3 +171,81 @@ def test_logging_inside_a_compiled_step_is_reported_like_print():
         return x * 2
     with pytest.warns(UserWarning, match="logging info"):
         f(tg.ones(2))
+
+
+# --- Note [Forward replaced] in compiler/module.py, Note [Methods of user classes] in
+# compiler/state.py ---
+
+def _net_class():
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(4, 2)
+
+        def helper(self, h):
+            return h.tanh()
+
+        def forward(self, x):
+            return self.helper(self.fc(x))
+
+    class Sub(Net):
+        pass
+    return Net, Sub
+
+
+def _patched_forward(self, x):
+    return self.fc(x) * 3
+
+
+def _patched_helper(self, h):
+    return h.sigmoid()
+
+
+_PATCHES = {
+    "the instance's forward": lambda m, cls: setattr(
+        m, "forward", _patched_forward.__get__(m)),
+    "the class's forward": lambda m, cls: setattr(cls, "forward", _patched_forward),
+    "a method the forward calls": lambda m, cls: setattr(cls, "helper", _patched_helper),
+}
+
+
+@pytest.mark.parametrize("where", ["compile(model)", "a closure"])
+@pytest.mark.parametrize("patch", list(_PATCHES))
+def test_a_forward_or_method_patched_between_calls_runs_the_new_code(patch, where):
+    """`model.forward = new_forward.__get__(model)`, `Net.forward = ...` or `Net.helper =
+    ...` between calls: eager runs the new code; a cached path kept the old one (and
+    `compile(model)` re-traced the old bound forward even when it noticed)."""
+    def make(compiled):
+        _, Sub = _net_class()                 # a fresh class per run: patches stay local
+        m = Sub()
+        if where == "a closure":
+            f = lambda x: m(x).sum()                  # noqa: E731
+            return (tg.compile(f) if compiled else f), (m, Sub)
+        return (tg.compile(m) if compiled else m), (m, Sub)
+
+    def calls(f, objs):
+        m, cls = objs
+        out = []
+        for i in range(4):
+            if i == 2:
+                _PATCHES[patch](m, cls)
+            y = f(_x(i)).sum()
+            y.backward()
+            out.append(y.detach().numpy())
+        return out + [p.grad.numpy() for p in m.parameters()]
+    eager, compiled = _eager_and_compiled(make, calls)
+    _same(eager, compiled)
+
+
+def test_a_compiled_module_whose_forward_is_patched_retraces_with_that_reason():
+    _, Sub = _net_class()
+    m = Sub()
+    cm = tg.compile(m)
+    cm(_x(0))
+    cm(_x(1))
+    m.forward = _patched_forward.__get__(m)
+    np.testing.assert_array_equal(cm(_x(2)).detach().numpy(), m(_x(2)).detach().numpy())
+    assert cm.stats.retraces == ["the forward of Sub was replaced"]
+    cm(_x(3))
+    assert cm.stats.cache_hits == 2
+

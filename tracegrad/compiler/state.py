@@ -291,7 +291,9 @@ def scan(target, objects=()):
     s = _Scanner()
     if _is_module(target):     # its own hooks run eagerly around the compiled forward
         s.module(target, type(target).__name__, 0, hooks=False)
-        s.function(type(target).forward, 0)
+        fwd = target.forward                 # an instance's own forward too
+        own = getattr(fwd, "__self__", None) is target      # (the module is walked above)
+        s.function(fwd.__func__ if own else fwd, 0)
     elif not isinstance(target, (types.FunctionType, types.MethodType)) and callable(target) \
             and hasattr(target, "__dict__"):
         s.value_in(None, None, target, "self", 0, force=True)     # a callable object
@@ -313,6 +315,7 @@ class _Scanner:
         self.plain_attrs = []            # [(object, attribute, its guards)]: plain data
         self.optimizers = []             # optimizers walked (Note [Hyper-parameters unread])
         self.hook_guards = {}            # {id(leaf): (leaf, [its hooks' guards])}
+        self.classes = set()             # ids of the user classes whose methods are guarded
 
     def function(self, fn, depth):
         owner = getattr(fn, "__self__", None)
@@ -468,6 +471,7 @@ class _Scanner:
                 if _pure(x, nest - 1):       # Note [Unread attributes]
                     self.plain_attrs.append((v, k, self.guards[n:]))
         cls = type(v)
+        self.class_methods(cls)
         if _is_user_class(cls):             # class attributes read through the instance
             cd = cls.__dict__
             for k, x in list(cd.items()):
@@ -477,6 +481,19 @@ class _Scanner:
         if callable(v) and isinstance(call, types.FunctionType) and _is_user(call) \
                 and depth < MAX_DEPTH:
             self.function(call, depth + 1)
+
+    def class_methods(self, cls):
+        """Guard the methods of `cls` and of the user classes it inherits from (Note
+        [Methods of user classes])."""
+        for k in cls.__mro__:
+            if not _is_user_class(k) or id(k) in self.classes:
+                continue
+            self.classes.add(id(k))
+            cd = k.__dict__
+            self.guards.append(StateGuard(cd, _LEN, len(cd), "len", f"class {k.__name__}"))
+            for name, f in list(cd.items()):
+                if isinstance(f, _METHODS):
+                    self.guards.append(StateGuard(cd, name, f, "is", f"{k.__name__}.{name}"))
 
     def class_attrs(self, cls, where, depth):
         """The attributes of a user class (`Model.k`) that the scanned code names."""
@@ -518,6 +535,7 @@ class _Scanner:
             if k not in _MODULE_INTERNALS and not k.startswith("__"):
                 self.value_in(d, k, x, f"{where}.{k}", depth, name=_dotted(where, k))
         cls = type(m)
+        self.class_methods(cls)
         if _is_user_class(cls):
             cd = cls.__dict__
             for k, x in list(cd.items()):
@@ -552,6 +570,18 @@ class _Scanner:
 # So each registry's length is guarded, and its entries are guarded even when they hold
 # None (`Linear(bias=False)` registers `bias` as None: a later `m.bias = Parameter(...)`
 # fills that entry without changing any length).
+
+
+# Note [Methods of user classes]
+# A module's forward, and every method it calls (`self.block(x)`, `self.helper(x)`), is
+# looked up on the class at each eager call: `Net.forward = patched_forward` or
+# `Block.helper = ...` between calls (a monkeypatch, an adapter library rewriting a model's
+# class) changes what eager runs, while a cached path replays the old code. So for each
+# module and plain object the scan walks, the methods of its class and of the user classes
+# it inherits from are guarded by identity, and those classes' dicts by length (a method
+# defined on a subclass that only inherited it before adds an entry). Library classes
+# (`nn.Linear`) are not guarded: patch an instance or a user subclass instead.
+_METHODS = (types.FunctionType, staticmethod, classmethod, property, functools.partialmethod)
 
 
 # Note [Callables' state]
