@@ -249,3 +249,38 @@ def test_a_compiled_module_whose_forward_is_patched_retraces_with_that_reason():
     cm(_x(3))
     assert cm.stats.cache_hits == 2
 
+
+# --- adam.py `_lerp_`: Note [Hyper-parameters meet zero-dim tensors] in _effects.py ---
+
+@pytest.mark.parametrize("make_opt", [
+    lambda ps: tg.optim.Adam(ps, lr=0.01),
+    lambda ps: tg.optim.AdamW(ps, lr=0.01),
+    lambda ps: tg.optim.SGD(ps, lr=0.1, momentum=0.9, weight_decay=0.01),
+], ids=["Adam", "AdamW", "SGD"])
+def test_a_model_moved_to_float64_mid_training_steps_like_eager(make_opt):
+    """`model.double()` after the optimizer made float32 state: Adam's `exp_avg` lerp met
+    the float64 gradient with its runtime weight cast to float32 (eager's Python weight is
+    cast to the float64 operand), so every compiled step drifted from eager by ~1e-10."""
+    def make(compiled):
+        m = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 1))
+        opt = make_opt(m.parameters())
+
+        def step(x):
+            opt.zero_grad()
+            loss = m(x).pow(2).mean()
+            loss.backward()
+            opt.step()
+            return loss
+        return (tg.compile(step) if compiled else step), (m, opt)
+
+    def calls(f, objs):
+        m, opt = objs
+        out = []
+        for i in range(5):
+            if i == 2:
+                m.double()
+            out.append(f(_x(i).double() if i >= 2 else _x(i)).detach().numpy())
+        return out + [p.detach().numpy() for p in m.parameters()] + [
+            t.numpy() for s in opt.state.values() for t in s.values()]
+    eager, compiled = _eager_and_compiled(make, calls)
+    _same(eager, compiled)
