@@ -284,3 +284,22 @@ def test_a_model_moved_to_float64_mid_training_steps_like_eager(make_opt):
             t.numpy() for s in opt.state.values() for t in s.values()]
     eager, compiled = _eager_and_compiled(make, calls)
     _same(eager, compiled)
+
+
+def test_reading_a_class_annotations_in_forward_keeps_the_module_compiled():
+    """Reading `cls.__annotations__` adds an entry to the class dict: guarding class dicts
+    by length made such a forward 'change state it reads' and run eagerly."""
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(4, 2)
+
+        def forward(self, x):
+            assert not type(self).__annotations__
+            return self.fc(x)
+    cm = tg.compile(Net())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for i in range(3):
+            cm(_x(i))
+    assert cm.stats.cache_hits == 2 and cm.stats.eager_calls == 0

@@ -315,7 +315,7 @@ class _Scanner:
         self.plain_attrs = []            # [(object, attribute, its guards)]: plain data
         self.optimizers = []             # optimizers walked (Note [Hyper-parameters unread])
         self.hook_guards = {}            # {id(leaf): (leaf, [its hooks' guards])}
-        self.classes = set()             # ids of the user classes whose methods are guarded
+        self.classes = set()             # ids of the classes whose methods are guarded
 
     def function(self, fn, depth):
         owner = getattr(fn, "__self__", None)
@@ -485,15 +485,16 @@ class _Scanner:
     def class_methods(self, cls):
         """Guard the methods of `cls` and of the user classes it inherits from (Note
         [Methods of user classes])."""
-        for k in cls.__mro__:
-            if not _is_user_class(k) or id(k) in self.classes:
-                continue
-            self.classes.add(id(k))
+        if id(cls) in self.classes:
+            return
+        self.classes.add(id(cls))
+        user = [k for k in cls.__mro__ if _is_user_class(k)]
+        names = {n for k in user for n, f in list(vars(k).items()) if isinstance(f, _METHODS)}
+        for k in user:
             cd = k.__dict__
-            self.guards.append(StateGuard(cd, _LEN, len(cd), "len", f"class {k.__name__}"))
-            for name, f in list(cd.items()):
-                if isinstance(f, _METHODS):
-                    self.guards.append(StateGuard(cd, name, f, "is", f"{k.__name__}.{name}"))
+            for name in sorted(names):
+                self.guards.append(StateGuard(cd, name, cd.get(name, _MISSING), "is",
+                                              f"{k.__name__}.{name}"))
 
     def class_attrs(self, cls, where, depth):
         """The attributes of a user class (`Model.k`) that the scanned code names."""
@@ -578,9 +579,10 @@ class _Scanner:
 # `Block.helper = ...` between calls (a monkeypatch, an adapter library rewriting a model's
 # class) changes what eager runs, while a cached path replays the old code. So for each
 # module and plain object the scan walks, the methods of its class and of the user classes
-# it inherits from are guarded by identity, and those classes' dicts by length (a method
-# defined on a subclass that only inherited it before adds an entry). Library classes
-# (`nn.Linear`) are not guarded: patch an instance or a user subclass instead.
+# it inherits from are guarded by identity, on every one of those classes (absent where
+# it is inherited: `Sub.forward = f` on a subclass that only inherited `forward` before).
+# Not the class dicts' lengths: reading `cls.__annotations__` adds an entry. Library
+# classes (`nn.Linear`) are not guarded: patch an instance or a user subclass instead.
 _METHODS = (types.FunctionType, staticmethod, classmethod, property, functools.partialmethod)
 
 
