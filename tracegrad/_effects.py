@@ -256,6 +256,17 @@ _MUTATORS = frozenset(("append", "extend", "insert", "pop", "remove", "clear", "
                        "appendleft", "extendleft", "popleft", "__setitem__", "__delitem__"))
 _DICT_READS = frozenset(("items", "values", "keys", "get", "copy", "pop", "popitem",
                          "setdefault", "__getitem__", "__iter__", "__contains__"))
+# Note [Files]
+# A compiled path replays tensor work; a file the traced function opens or writes (a
+# checkpoint `tg.save(model.state_dict(), path)` or a log line written every step) would be
+# written once, while tracing, and a later reader finds the first call's contents. So
+# `open()` and writes to file objects from user code, and `tracegrad.save`, are effects that
+# make such calls run eagerly, with a warning; `logging` calls from user code are reported
+# like `print` (they run only while tracing). A file written by another library's code
+# (`np.save`, `json.dump`) is not seen: save outside the compiled function.
+_OPEN = open
+_WRITES = frozenset(("write", "writelines"))
+_LOGGING = os.path.join("logging", "__init__.py")
 _CLOCKS = frozenset(("time", "perf_counter", "monotonic", "process_time", "time_ns",
                      "perf_counter_ns", "monotonic_ns"))
 
@@ -333,6 +344,10 @@ class watch_python:
                     self._report(back, "random", f"Python's random.{code.co_name}()")
             elif kind == "library":
                 self._other_library(frame, code)
+                back = frame.f_back
+                if (code.co_filename.endswith(_LOGGING) and back is not None
+                        and _is_user_frame(back) and not self.tracer.replaying):
+                    self._report(back, "print", f"logging {code.co_name}()", eager=False)
             if (kind == "library" and not self.tracer.replaying
                     and (back := frame.f_back) is not None
                     and self._kinds.get(back.f_code) == "user"):
@@ -400,6 +415,9 @@ class watch_python:
         elif name in _MUTATORS and id(owner) in self.external:
             self._report(frame, "mutation", f"{type(owner).__name__}.{name}() on a "
                          "container the caller can see")
+        elif fn is _OPEN or (name in _WRITES and type(owner).__module__ in ("_io", "io")):
+            self._report(frame, "io", "open()" if fn is _OPEN else   # Note [Files]
+                         f"{type(owner).__name__}.{name}() (a file)")
         elif name in _CLOCKS and getattr(fn, "__module__", None) == "time":
             self._report(frame, "clock", f"time.{name}()")
         elif owner is not None and type(owner).__module__ in ("random", "_random"):

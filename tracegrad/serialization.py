@@ -38,6 +38,8 @@ def save(obj, f, pickle_module=None, pickle_protocol=2, _use_new_zipfile_seriali
     """Save `obj` (tensors, numbers, strings, None, bools and lists/tuples/dicts of them,
     e.g. state_dicts) to the path or binary file object `f`. The pickle arguments exist
     for PyTorch compatibility and are ignored: nothing is pickled."""
+    from ._effects import note
+    note("io", "tracegrad.save()")           # Note [Files] in _effects.py
     enc = Encoder()
     manifest = {"format": FORMAT, "version": VERSION, "root": enc.encode(obj)}
     if _is_path(f):

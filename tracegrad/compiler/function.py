@@ -137,6 +137,7 @@ class CompiledFunction:
         self._hit = None                 # Note [Checking the last key] in keys.py
         self._paths_added = 0                # paths in all entries (`_n_paths`)
         self._trace_lock = threading.RLock()
+        self._fresh_reason = "first call"     # why a call finding no entry traces
         self.module = None
         self.binder = Binder(fn)
         functools.update_wrapper(self, fn, updated=())
@@ -189,7 +190,7 @@ class CompiledFunction:
             return self.fn(*args, **kwargs)
         reason = None
         if entry is None:
-            reason = ("first call" if not self.entries else
+            reason = (self._fresh_reason if not self.entries else
                       describe_difference(self._last_key, key) if self._last_key else "new entry")
         else:
             out, reason = self._run_cached(entry, tensors)
@@ -228,6 +229,14 @@ class CompiledFunction:
         if type(reason) is RerunEagerly:
             return self._rerun(reason, args, kwargs)
         return _MISS
+
+    def retarget(self, fn, reason):
+        """Compile `fn` from now on instead of `self.fn`, dropping every cached path (Note
+        [Forward replaced] in compiler/module.py); the next call re-traces for `reason`."""
+        with self._trace_lock:
+            self.fn, self.binder = fn, Binder(fn)
+            self.entries, self._hit, self._last_key = {}, None, None
+            self._fresh_reason = reason
 
     def _run_cached(self, entry, tensors):
         """Run the cached path that fits this call: (outputs, None), or (None, why none does).

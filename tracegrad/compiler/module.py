@@ -12,6 +12,17 @@ Names pass through (shared/API.md): `named_parameters()`, `state_dict()` and
 checkpoint of the compiled module loads into the plain one and back. Attributes not found on
 the wrapper are read from, and all but its own written to, the original.
 
+Note [Forward replaced]
+The wrapper compiles `mod.forward` as it was when compiled. A forward replaced later, on
+the instance (`model.forward = types.MethodType(new_forward, model)`, as adapters and
+debugging patches do) or on the class (`Net.forward = new_forward`), is what eager
+`model(x)` runs, and what PyTorch's `OptimizedModule` (which calls `_orig_mod.__call__`)
+compiles. So each call compares the function behind `mod.forward` with the one compiled
+and, when it changed, retargets the compiled function to the new forward, dropping its
+cached paths (`CompiledFunction.retarget`): the call re-traces with that reason. Methods
+the forward calls (`self.helper(x)`) are guarded by the state scan (Note [Methods of user
+classes] in state.py).
+
 Note [Hooks of submodules]
 Hooks of the original's submodules run inside the compiled forward, so their tensor work is
 traced and their hook dicts are guarded sources of the compiled function (compiler/state.py):
@@ -31,17 +42,24 @@ class CompiledModule(Module):
         cf = CompiledFunction(mod.forward, name=type(mod).__name__, **opts)
         cf.module = mod                # state scan and training flags of the original
         object.__setattr__(self, "_compiled", cf)
+        object.__setattr__(self, "_forward", _function_of(mod.forward))
 
     # -- calling --
     def forward(self, *args, **kwargs):
-        return call_with_hooks(self._orig_mod, self._compiled, args, kwargs)
+        mod, cf = self._orig_mod, self._compiled
+        fwd = mod.forward
+        if _function_of(fwd) is not self._forward:      # Note [Forward replaced]
+            object.__setattr__(self, "_forward", _function_of(fwd))
+            cf.retarget(fwd, f"the forward of {type(mod).__name__} was replaced")
+        return call_with_hooks(mod, cf, args, kwargs)
 
     # -- copies: Note [Copying compiled objects] in function.py --
     def __reduce_ex__(self, protocol):
         """Copied and pickled as the original, the options and the wrapper's own hooks: the
         copy compiles a copy of the original afresh (`copy.deepcopy`, `pickle`), as
         PyTorch's `OptimizedModule` does."""
-        own = {k: v for k, v in self.__dict__.items() if k not in ("_orig_mod", "_compiled")}
+        own = {k: v for k, v in self.__dict__.items() if k not in ("_orig_mod", "_compiled",
+                                                                    "_forward")}
         return (_remake_module, (self._orig_mod, self._options), own)
 
     def __setstate__(self, state):
@@ -133,6 +151,12 @@ class CompiledModule(Module):
             super().__delattr__(name)
         else:
             delattr(self._orig_mod, name)
+
+
+def _function_of(method):
+    """The function behind `module.forward`: a bound method's `__func__` (a new bound
+    method object on every attribute read), else the callable itself."""
+    return getattr(method, "__func__", method)
 
 
 def _remake_module(mod, options):

@@ -291,7 +291,9 @@ def scan(target, objects=()):
     s = _Scanner()
     if _is_module(target):     # its own hooks run eagerly around the compiled forward
         s.module(target, type(target).__name__, 0, hooks=False)
-        s.function(type(target).forward, 0)
+        fwd = target.forward                 # an instance's own forward too
+        own = getattr(fwd, "__self__", None) is target      # (the module is walked above)
+        s.function(fwd.__func__ if own else fwd, 0)
     elif not isinstance(target, (types.FunctionType, types.MethodType)) and callable(target) \
             and hasattr(target, "__dict__"):
         s.value_in(None, None, target, "self", 0, force=True)     # a callable object
@@ -313,6 +315,7 @@ class _Scanner:
         self.plain_attrs = []            # [(object, attribute, its guards)]: plain data
         self.optimizers = []             # optimizers walked (Note [Hyper-parameters unread])
         self.hook_guards = {}            # {id(leaf): (leaf, [its hooks' guards])}
+        self.classes = set()             # ids of the classes whose methods are guarded
 
     def function(self, fn, depth):
         owner = getattr(fn, "__self__", None)
@@ -386,7 +389,18 @@ class _Scanner:
                 self.function(v, depth + 1)
         elif (isinstance(v, types.MethodType) and _is_user(v.__func__)) or (
                 isinstance(v, functools.partial)):
-            self.callable_state(v, where, depth)     # Note [Callables' state]
+            self.callable_state(v, where, depth)     # Note [Module registries]
+# A module keeps its parameters, buffers and submodules in three dicts (`_parameters`,
+# `_buffers`, `_modules`), not in its attribute dict, so `Note [New attributes]` does not
+# see them grow: `layers.append(nn.Linear(...))` on a ModuleList, `heads["b"] = ...` on a
+# ModuleDict, or `register_buffer("extra", t)` under a forward that iterates
+# `self.children()` / `self.buffers()` left a cached path running the old set of layers.
+# So each registry's length is guarded, and its entries are guarded even when they hold
+# None (`Linear(bias=False)` registers `bias` as None: a later `m.bias = Parameter(...)`
+# fills that entry without changing any length).
+
+
+# Note [Callables' state]
         elif isinstance(v, (types.MethodType, types.BuiltinFunctionType)) or (
                 callable(v) and not force and not _is_plain_object(v, callable_ok=True)):
             return                           # library callables: identity is enough
@@ -457,6 +471,7 @@ class _Scanner:
                 if _pure(x, nest - 1):       # Note [Unread attributes]
                     self.plain_attrs.append((v, k, self.guards[n:]))
         cls = type(v)
+        self.class_methods(cls)
         if _is_user_class(cls):             # class attributes read through the instance
             cd = cls.__dict__
             for k, x in list(cd.items()):
@@ -466,6 +481,20 @@ class _Scanner:
         if callable(v) and isinstance(call, types.FunctionType) and _is_user(call) \
                 and depth < MAX_DEPTH:
             self.function(call, depth + 1)
+
+    def class_methods(self, cls):
+        """Guard the methods of `cls` and of the user classes it inherits from (Note
+        [Methods of user classes])."""
+        if id(cls) in self.classes:
+            return
+        self.classes.add(id(cls))
+        user = [k for k in cls.__mro__ if _is_user_class(k)]
+        names = {n for k in user for n, f in list(vars(k).items()) if isinstance(f, _METHODS)}
+        for k in user:
+            cd = k.__dict__
+            for name in sorted(names):
+                self.guards.append(StateGuard(cd, name, cd.get(name, _MISSING), "is",
+                                              f"{k.__name__}.{name}"))
 
     def class_attrs(self, cls, where, depth):
         """The attributes of a user class (`Model.k`) that the scanned code names."""
@@ -487,10 +516,13 @@ class _Scanner:
         """Parameters, buffers, hooks and attributes of `m` and of every submodule."""
         d = vars(m)
         self.guards.append(StateGuard(d, _LEN, len(d), "len", where))   # Note [New attributes]
+        for reg in ("_parameters", "_buffers", "_modules"):     # Note [Module registries]
+            if isinstance(d.get(reg), dict):
+                self.guards.append(StateGuard(d[reg], _LEN, len(d[reg]), "len",
+                                              f"{where}.{reg}"))
         for reg in ("_parameters", "_buffers"):
             for k, t in d.get(reg, {}).items():
-                if t is not None:
-                    self.value_in(d[reg], k, t, f"{where}.{k}", depth, name=_dotted(where, k))
+                self.value_in(d[reg], k, t, f"{where}.{k}", depth, name=_dotted(where, k))
         orig = d.get("_orig_mod")            # a compiled module inside: its original's state
         if orig is not None:
             self.value_in(None, None, orig, where, depth)
@@ -504,6 +536,7 @@ class _Scanner:
             if k not in _MODULE_INTERNALS and not k.startswith("__"):
                 self.value_in(d, k, x, f"{where}.{k}", depth, name=_dotted(where, k))
         cls = type(m)
+        self.class_methods(cls)
         if _is_user_class(cls):
             cd = cls.__dict__
             for k, x in list(cd.items()):
@@ -513,8 +546,7 @@ class _Scanner:
             if isinstance(fwd, types.FunctionType) and depth < MAX_DEPTH:
                 self.function(fwd, depth + 1)
         for k, child in d.get("_modules", {}).items():
-            if child is not None:
-                self.value_in(d["_modules"], k, child, f"{where}.{k}", depth)
+            self.value_in(d["_modules"], k, child, f"{where}.{k}", depth)
 
 
 
@@ -528,6 +560,30 @@ class _Scanner:
 # call is not cached and such calls run eagerly, as for an attribute it rebinds. (Library
 # objects that are not modules, optimizers and schedulers, are left out: they add private
 # bookkeeping attributes on first use, and their state is handled by `hyper`/`replayed`.)
+
+
+# Note [Module registries]
+# A module keeps its parameters, buffers and submodules in three dicts (`_parameters`,
+# `_buffers`, `_modules`), not in its attribute dict, so `Note [New attributes]` does not
+# see them grow: `layers.append(nn.Linear(...))` on a ModuleList, `heads["b"] = ...` on a
+# ModuleDict, or `register_buffer("extra", t)` under a forward that iterates
+# `self.children()` / `self.buffers()` left a cached path running the old set of layers.
+# So each registry's length is guarded, and its entries are guarded even when they hold
+# None (`Linear(bias=False)` registers `bias` as None: a later `m.bias = Parameter(...)`
+# fills that entry without changing any length).
+
+
+# Note [Methods of user classes]
+# A module's forward, and every method it calls (`self.block(x)`, `self.helper(x)`), is
+# looked up on the class at each eager call: `Net.forward = patched_forward` or
+# `Block.helper = ...` between calls (a monkeypatch, an adapter library rewriting a model's
+# class) changes what eager runs, while a cached path replays the old code. So for each
+# module and plain object the scan walks, the methods of its class and of the user classes
+# it inherits from are guarded by identity, on every one of those classes (absent where
+# it is inherited: `Sub.forward = f` on a subclass that only inherited `forward` before).
+# Not the class dicts' lengths: reading `cls.__annotations__` adds an entry. Library
+# classes (`nn.Linear`) are not guarded: patch an instance or a user subclass instead.
+_METHODS = (types.FunctionType, staticmethod, classmethod, property, functools.partialmethod)
 
 
 # Note [Callables' state]

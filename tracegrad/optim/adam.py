@@ -19,10 +19,15 @@ from .optimizer import Optimizer, _check_unsupported
 
 
 def _lerp_(t, end, weight):
-    """In-place `t + weight * (end - t)`, evaluated the way PyTorch's lerp kernel does."""
+    """In-place `t + weight * (end - t)`, evaluated the way PyTorch's lerp kernel does.
+    The weight meets `end - t`, whose dtype is not `t`'s when the gradient `end` is wider
+    than the state `t` (a model moved to float64 after its optimizer made float32 state):
+    eager casts a Python weight to that operand's dtype, so the runtime weight of a
+    compiled step is cast to it too (Note [Hyper-parameters meet zero-dim tensors])."""
+    diff = O.sub(end, t)
     if abs(weight) < 0.5:
-        return t.add_(O.mul(O.sub(end, t), as_scalar_for(weight, t)))
-    return t.copy_(O.sub(end, O.mul(O.sub(end, t), as_scalar_for(1 - weight, t))))
+        return t.add_(O.mul(diff, as_scalar_for(weight, diff)))
+    return t.copy_(O.sub(end, O.mul(diff, as_scalar_for(1 - weight, diff))))
 
 
 class Adam(Optimizer):
