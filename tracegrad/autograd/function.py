@@ -13,6 +13,7 @@ from ..ops.primitive import Primitive
 from .._errors import TracegradRuntimeError, TracegradTypeError, op_error
 from .._tensor import Tensor, edge_of
 from .graph import FREED_MSG, Node, _version_error
+from ..tracing.forward_memo import MEMO, run_forward
 
 
 _NOT_RUN = object()
@@ -154,7 +155,10 @@ class Function(metaclass=_FunctionMeta):
                           "(several outputs, keyword arguments, mark_dirty or randomness)")
         if out is _NOT_RUN:
             with _mode.no_grad():
-                out = cls.forward(ctx, *args, **kwargs)
+                if kwargs or MEMO.get() is None:
+                    out = cls.forward(ctx, *args, **kwargs)
+                else:                        # Note [Forwards run once per call]
+                    out = run_forward(cls, ctx, args, lambda: cls.forward(ctx, *args))
         single = not isinstance(out, tuple)
         outs = (out,) if single else out
         if record:

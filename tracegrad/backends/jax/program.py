@@ -33,6 +33,7 @@ import numpy as np
 from jax.sharding import SingleDeviceSharding
 
 from ...ir.interpret import GuardFailed
+from ...tracing.forward_memo import next_attempt
 from .adopt import MIN_BYTES as ADOPT_BYTES
 from .adopt import adopt, big, replaceable, static_big, taken, to_host
 from .aligned import move_to_aligned
@@ -223,6 +224,7 @@ class JaxProgram:
         # Note [Errors inside compiled programs] in codegen.py, when this is a forward program)
         self._numpy.rerun_on_error = self.rerun_on_error
         arrays = [np.asarray(a) for a in arrays]
+        next_attempt()                   # Note [Forwards run once per call] in forward_memo.py
         if self.pack_in is not None:                 # saved values arrive packed
             arrays = self.pack_in.host_saved(0, arrays)
         outs = self._numpy(*arrays)

@@ -1,0 +1,35 @@
+"""Adversarial checks of the JAX backend, second round: programs written the PyTorch way
+(training steps, optimizers, schedulers, eager writes between calls, errors), each run
+eagerly, on the numpy backend and on JAX, and compared."""
+import numpy as np
+import pytest
+
+jax = pytest.importorskip("jax")
+
+import tracegrad as tg
+import test_compile_side_effect_counts as counts
+
+
+# -- a custom forward runs once per call (Note [Forwards run once per call]) ---------------
+# The JAX program runs the forward in a host callback; a failing check re-runs the call on
+# numpy and a failing op there re-runs it eagerly: the forward ran up to 3 times.
+
+def test_forward_runs_once_when_a_later_op_fails_and_the_call_reruns():
+    counts.test_forward_runs_once_when_a_later_op_fails_and_the_call_reruns("jax")
+
+
+def test_forward_runs_once_when_a_guard_after_it_fails():
+    counts.test_forward_runs_once_when_a_guard_after_it_fails("jax")
+
+
+def test_forward_that_raises_runs_once():
+    counts.test_forward_that_raises_runs_once("jax")
+
+
+@pytest.mark.filterwarnings("ignore:tracegrad.compile. PerCallScale.forward left other")
+def test_per_call_ctx_attribute_is_never_the_traced_one():
+    counts.test_per_call_ctx_attribute_is_never_the_traced_one("jax")
+
+
+def test_forward_saving_an_intermediate_runs_once_per_call_and_per_compiled_path():
+    counts.test_forward_saving_an_intermediate_runs_once_per_call_and_per_compiled_path("jax")
