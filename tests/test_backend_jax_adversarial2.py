@@ -33,3 +33,10 @@ def test_per_call_ctx_attribute_is_never_the_traced_one():
 
 def test_forward_saving_an_intermediate_runs_once_per_call_and_per_compiled_path():
     counts.test_forward_saving_an_intermediate_runs_once_per_call_and_per_compiled_path("jax")
+
+
+@pytest.mark.parametrize("fn, n, want", [(counts._three, 3, "cba"), (counts._pairs, 3, "acb"),
+                                         (counts._late_leaf, 3, "cab"),
+                                         (counts._cat, 4, "acbd")])
+def test_hooks_on_several_leaves_fire_in_pytorchs_order(fn, n, want):
+    counts.test_hooks_on_several_leaves_fire_in_pytorchs_order(fn, n, want, "jax")

@@ -262,3 +262,59 @@ def test_per_call_ctx_attribute_is_never_the_traced_one(backend):
         assert loss.item() == 1 + 1 / v[1]
         assert x.grad.tolist() == [1 / v[1]] * 2
     assert len(PerCallScale.calls) == 4
+
+
+# -- gradient hooks on several leaves fire in PyTorch's order (Note [Leaf accumulation
+# order] in autograd/engine.py); eager once ordered leaves by id(), and a compiled call's one
+# backward node by its input order
+
+def _three(a, b, c):
+    return (a * 2 + b * 3 + c).sum()         # PyTorch: c, b, a
+
+
+def _pairs(a, b, c):
+    return (c * b).sum() + (a * 2).sum()     # a, c, b
+
+
+def _late_leaf(a, b, c):
+    return (b.exp() * a.sin()).sum() + c.sum()   # c, a, b
+
+
+def _cat(a, b, c, d):
+    return tg.cat([a, b, c, d]).sum()        # a, c, b, d: PyTorch's heap order of equals
+
+
+def _hook_order(fn, n, calls=1, lib=tg):
+    leaves = [lib.ones(2, requires_grad=True) for _ in range(n)]
+    log = []
+    for name, t in zip("abcd", leaves):
+        t.register_hook(lambda g, name=name: log.append(name))
+    for _ in range(calls):
+        log.clear()
+        fn(*leaves).backward()
+    return "".join(log)
+
+
+@pytest.mark.parametrize("fn, n, want", [(_three, 3, "cba"), (_pairs, 3, "acb"),
+                                         (_late_leaf, 3, "cab"), (_cat, 4, "acbd")])
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_hooks_on_several_leaves_fire_in_pytorchs_order(fn, n, want, backend):
+    f = _run(fn, backend)
+    assert _hook_order(f, n, calls=3) == want
+
+
+@pytest.mark.parametrize("fn, n", [(_three, 3), (_pairs, 3), (_late_leaf, 3)])
+def test_hook_orders_are_pytorchs(fn, n):
+    torch = pytest.importorskip("torch")
+    import types
+    lib = types.SimpleNamespace(ones=torch.ones)
+    got = _hook_order(fn, n, lib=lib)
+    assert got == _hook_order(fn, n)
+
+
+def test_leaves_made_ready_together_follow_pytorchs_heap():
+    from tracegrad.autograd.engine import tie_order
+    # torch.cat of k leaves: the order PyTorch 2.x's ready queue runs their hooks
+    assert [tie_order(k) for k in range(1, 9)] == [
+        [0], [0, 1], [0, 1, 2], [0, 2, 1, 3], [0, 2, 4, 1, 3], [0, 2, 5, 4, 1, 3],
+        [0, 2, 5, 6, 4, 1, 3], [0, 2, 6, 5, 7, 4, 1, 3]]

@@ -252,6 +252,7 @@ def _barrier_kernel(x, *grad_outputs):
 # one of them does, and its VJP raises.
 ONCE_DIFFERENTIABLE = Primitive("once_differentiable", _barrier_kernel, vjp=_raise_delayed,
                                 grad_fn_name="DelayedError", shape_rule=SR.same)
+ONCE_DIFFERENTIABLE.node_cls.ready_first = True     # as _DelayedError
 # (its result operand, cut from the graph by a copy that is never differentiated: a
 # `detach` would be dropped from a backward graph by the alias cleanup)
 _CONSTANT = Primitive("once_differentiable_result", _barrier_kernel, shape_rule=SR.same)
@@ -271,6 +272,7 @@ class _DelayedError(Node):
     """Raises when a once_differentiable backward's result is differentiated."""
 
     __slots__ = ()
+    ready_first = True               # as PyTorch's Error node: it stops backward at once
 
     def name(self):
         return "DelayedError"

@@ -42,6 +42,7 @@ from .check import _in_check, checked_call
 from .keys import (alias_eager_reason, alias_groups, describe_difference, entry_key,
                    key_checker)
 from .backward_node import eager_saves
+from ..autograd.engine import leaf_ranks
 from .path import CompiledPath
 from ..passes.vjp import BackwardDecides
 from .pipeline import run_pipeline, stages_for
@@ -335,7 +336,9 @@ class CompiledFunction:
                           data_parallel=self.data_parallel)
         record = record_from_trace(self.name, tracer, outs, build, options, n_args,
                                    state_guards, grad_sets)
-        saves = eager_saves(outs, [t for _, t in tracer.args + tracer.captured])
+        ins = [t for _, t in tracer.args + tracer.captured]
+        saves = eager_saves(outs, ins)
+        ranks = leaf_ranks(outs, ins)        # Note [Leaf accumulation order] in engine.py
         del tracer, outs, grad_sets          # the record keeps what compiling needs
         try:
             path = CompiledPath(run_pipeline(record, stages_for(options)))
@@ -345,6 +348,7 @@ class CompiledFunction:
                           f"these: {e}", UserWarning, stacklevel=3)
             return out
         path.eager_saves = saves             # Note [Second backward] in backward_node.py
+        path.acc_rank = [ranks[i] if i is not None else None for i in path._edge_inputs]
         path.scalar_names = {(id(g.holder), g.key): g.where for g in runtime}
         self._store(entry, path, reason)
         return out
