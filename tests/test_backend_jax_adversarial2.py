@@ -40,3 +40,24 @@ def test_forward_saving_an_intermediate_runs_once_per_call_and_per_compiled_path
                                          (counts._cat, 4, "acbd")])
 def test_hooks_on_several_leaves_fire_in_pytorchs_order(fn, n, want):
     counts.test_hooks_on_several_leaves_fire_in_pytorchs_order(fn, n, want, "jax")
+
+
+# -- scans accumulate as PyTorch's CPU kernels: float16 in float32, float32 in float64 --
+
+@pytest.mark.parametrize("backend", [None, "numpy", "jax"])
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+def test_cumsum_and_cumprod_round_as_torch(backend, dtype):
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(3)
+    x = (rng.standard_normal((3, 3000)) * 3).astype(dtype)
+    p = (1 + rng.standard_normal((300, 2)) * 0.01).astype(dtype)
+
+    def scans(x, p):
+        return x.cumsum(1), p.cumprod(0), x.cumsum(0)
+    f = scans if backend is None else tg.compile(scans, backend=backend)
+    for _ in range(2):                       # the tracing call, then the program
+        got = [t.numpy() for t in f(tg.tensor(x), tg.tensor(p))]
+    want = [t.numpy() for t in scans(torch.tensor(x), torch.tensor(p))]
+    for g, w in zip(got, want):
+        assert g.dtype == w.dtype
+        np.testing.assert_array_equal(g, w)  # float16 cumsum differed in most elements

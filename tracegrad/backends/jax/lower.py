@@ -46,6 +46,7 @@ from . import rules_elementwise, rules_misc, rules_reduction, rules_shape  # noq
 from . import rules_fused, rules_more  # noqa: F401
 from ...tracing.custom_function import OPAQUE
 from .callback import opaque_rule
+from .rules_more import scan_needs_x64
 from .table import DRAWS, RULES, Unsupported
 
 HOST_PRIMS = frozenset([K.RAND, K.RANDN, K.RANDINT, K.RANDPERM, K.SEED, DROPOUT_NOISE])
@@ -99,7 +100,8 @@ class Lowered:
                     raise Unsupported(n.prim, "a random draw reading traced values")
             elif rule_for(n.prim) is None:
                 raise Unsupported(n.prim, "no lowering rule")
-        self.x64 = any(v.type.dtype.name in _WIDE for v in graph.all_values())
+        self.x64 = (any(v.type.dtype.name in _WIDE for v in graph.all_values())
+                    or any(scan_needs_x64(n) for n in graph.nodes))
         self.n_checks = None            # filled by the first trace of `fn`
 
     def host_draws(self):
