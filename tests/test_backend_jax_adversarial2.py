@@ -61,3 +61,48 @@ def test_cumsum_and_cumprod_round_as_torch(backend, dtype):
     for g, w in zip(got, want):
         assert g.dtype == w.dtype
         np.testing.assert_array_equal(g, w)  # float16 cumsum differed in most elements
+
+
+_SHARDED_RERUN = r"""
+import threading
+import tracegrad as tg
+calls = []
+class C(tg.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        calls.append(threading.get_ident())
+        ctx.save_for_backward(x)
+        return x * 2
+    @staticmethod
+    def backward(ctx, g):
+        x, = ctx.saved_tensors
+        return g * 2
+def fn(x, idx):
+    return C.apply(x)[idx].sum()
+f = tg.compile(fn, backend="jax", data_parallel=True)
+x = tg.ones(8, 2, requires_grad=True)
+f(x, tg.tensor([0, 1])).backward()
+f(x, tg.tensor([0, 2])).backward()
+calls.clear()
+try:
+    f(x, tg.tensor([0, 70]))
+    raise SystemExit("no error")
+except IndexError:
+    pass
+assert len(calls) == 1, calls
+print("OK")
+"""
+
+
+def test_sharded_forward_runs_once_when_the_call_reruns():
+    # the callback ran on an XLA thread, which did not see the call's memo: it ran twice
+    import os
+    import subprocess
+    import sys
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4",
+               PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    r = subprocess.run([sys.executable, "-c", _SHARDED_RERUN], env=env, capture_output=True,
+                       text=True, timeout=600, cwd=root)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.startswith("OK")

@@ -27,8 +27,9 @@ and lists, tuples and dicts of them (an object may hold a program's buffer, whic
 program overwrites later), or marks tensors dirty or non-differentiable: it runs again,
 with a warning naming the class. Operands not equal bit for bit (a NaN float argument)
 never match. (Compiling the backward of a forward that saves a tensor it computed runs
-that forward once more, per path: Note [Opaque Functions] in custom_function.py.) The JAX backend's host
-callback logs only when XLA runs it on the calling thread (it does on CPU).
+that forward once more, per path: Note [Opaque Functions] in custom_function.py.) The JAX
+backend's host callback may run on one of XLA's threads: it finds the memo through its
+program (Note [Callbacks behind guards] in backends/jax/callback.py).
 """
 import contextvars
 import warnings
