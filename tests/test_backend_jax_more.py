@@ -174,7 +174,9 @@ def test_custom_function_lowers_as_a_host_callback():
     for (yn, gn), (yj, gj) in zip(rn, rj):
         np.testing.assert_allclose(yj, yn, rtol=1e-6)
         np.testing.assert_allclose(gj, gn, rtol=1e-6)
-    assert counts["jax"] == counts["numpy"] + 1     # the failing call re-ran on numpy
+    # once per call as eagerly, the failing call too, though it re-ran on numpy and then
+    # eagerly (Note [Forwards run once per call] in tracing/forward_memo.py)
+    assert counts["jax"] == counts["numpy"] == 4
 
 
 def _grads_match(f, arrays, rg):

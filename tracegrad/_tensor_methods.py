@@ -320,6 +320,8 @@ def register_hook(self, hook):
         raise op_error(TracegradRuntimeError, "register_hook",
                        "cannot register a hook on a tensor that doesn't require gradient")
     _effects.note("hook", "register_hook()", self)
+    from .autograd.engine import HOOKED
+    HOOKED[0] = True                     # Note [Leaf accumulation order] in engine.py
     if self.is_leaf:
         # The tensor owns its leaf hooks (its AccumulateGrad is only weakly held and may be
         # re-created); `accumulator()` installs this same list on every AccumulateGrad.

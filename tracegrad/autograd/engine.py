@@ -7,6 +7,19 @@ node only after every reachable consumer has contributed to its gradient, with n
 dependency-count pass and no recursion (a 10,000-op chain needs no deep stack). Engine state
 is local to one call, so concurrent calls from threads on separate graphs never interact;
 accumulation into a shared leaf takes that leaf's lock.
+
+Note [Leaf accumulation order]
+PyTorch's engine runs a node once all its inputs arrived (dependency counts), highest
+sequence number first, and gives every `AccumulateGrad` the highest priority: a leaf's
+gradient is accumulated, and its hooks run, right after the last node feeding it; leaves
+made ready by one node run in the order its binary heap pops equal keys (`tie_order`:
+`cat([l0, l1, l2, l3])` runs l0, l2, l1, l3). The order of the other nodes is the same as
+ours (each node comes after all its consumers either way). Accumulating every leaf at the
+end, as this engine once did, ordered leaves by `id()`, which differed from PyTorch and
+between eager and compiled calls (a compiled call's backward is one node). Since the order
+is observable only through hooks, the dependency counts are taken once some gradient hook
+was ever registered (`HOOKED`). A compiled call's node gives its leaves eager's order
+(`acc_rank`, `leaf_ranks`).
 """
 import heapq
 
@@ -15,6 +28,8 @@ from .._dtype import _FROM_NP
 from .._errors import TracegradRuntimeError, op_error
 from .._tensor import Tensor, accumulator, edge_of
 from .graph import AccumulateGrad
+
+HOOKED = [False]        # a gradient hook was registered: Note [Leaf accumulation order]
 
 
 def _root_edge(t, i):
@@ -68,8 +83,13 @@ def run_backward(tensors, grads, retain_graph, create_graph, inputs=None, captur
         need = None
     buffers = {}
     heap = []
+    deps = _acc_dependencies(roots) if HOOKED[0] and targets is None else None
+    pend, ready = {}, []                 # Note [Leaf accumulation order]
     for (node, nr), g in zip(roots, grads):
-        _add(buffers, heap, node, nr, g)
+        if deps is not None and node.ready_first:
+            _deliver(deps, pend, ready, node, g)
+        else:
+            _add(buffers, heap, node, nr, g)
     prev = _mode._grad_enabled.set(bool(create_graph))
     # this loop runs once per graph node: keep lookups in locals, calls off the common path
     # heap entries: (-seq, id(node), node, gradient buffer); `buffers` maps id(node) to the
@@ -77,6 +97,8 @@ def run_backward(tensors, grads, retain_graph, create_graph, inputs=None, captur
     heappop, heappush, find = heapq.heappop, heapq.heappush, buffers.get
     tracer = _effects.active()          # a backward() inside a traced function
     try:
+        if ready:
+            _run_ready(ready, None, create_graph, tracer)
         while heap:
             _, key, node, gs = heappop(heap)
             del buffers[key]
@@ -125,6 +147,9 @@ def run_backward(tensors, grads, retain_graph, create_graph, inputs=None, captur
                 key = id(nxt)
                 if need is not None and not need.get(key, False):
                     continue
+                if deps is not None and key in deps:
+                    _deliver(deps, pend, ready, nxt, g)
+                    continue
                 buf = find(key)
                 if buf is None:                         # _add, inlined
                     if nxt.n_outputs == 1:
@@ -136,6 +161,10 @@ def run_backward(tensors, grads, retain_graph, create_graph, inputs=None, captur
                     heappush(heap, (-nxt.seq, key, nxt, buf))
                 else:
                     buf[nr] = g if buf[nr] is None else buf[nr] + g
+            if ready:
+                _run_ready(ready, node, create_graph, tracer)
+        if pend:         # leaves some skipped node (a None gradient) never counted down
+            _run_ready([(n, gs[0]) for n, gs in pend.values()], None, create_graph, tracer)
     finally:
         _mode._grad_enabled.reset(prev)
     if capture:
@@ -165,6 +194,128 @@ def _output_target_error(node, nr, uses):
                    "Compute that output outside the compiled function, or return only the "
                    "tensor you differentiate with respect to and compute the rest from it "
                    "outside.")
+
+
+def _acc_dependencies(roots):
+    """{id(AccumulateGrad): the edges into it from the roots and the nodes they reach}."""
+    deps, stack, seen = {}, [], set()
+    for n, _ in roots:
+        if n.ready_first:
+            deps[id(n)] = deps.get(id(n), 0) + 1
+        stack.append(n)
+    while stack:
+        n = stack.pop()
+        if id(n) in seen:
+            continue
+        seen.add(id(n))
+        for e in n.edges:
+            if e is not None:
+                m = e[0]
+                if m.ready_first:
+                    deps[id(m)] = deps.get(id(m), 0) + 1
+                if id(m) not in seen:
+                    stack.append(m)
+    return deps
+
+
+def _deliver(deps, pend, ready, node, g):
+    """Gradient `g` reached `node` (a leaf's accumulator or an error node); it is ready once
+    every edge into it delivered (Note [Leaf accumulation order])."""
+    key = id(node)
+    got = pend.get(key)
+    if got is None:
+        pend[key] = got = (node, [g])
+    elif g is not None and got[1][0] is None:
+        got[1][0] = g
+    elif g is not None and isinstance(node, AccumulateGrad):   # (an error node only raises)
+        got[1][0] = got[1][0] + g
+    deps[key] -= 1
+    if deps[key] == 0:
+        del pend[key]
+        ready.append((node, got[1][0]))
+
+
+def _run_ready(ready, by, create_graph, tracer):
+    """Accumulate the leaves `ready` (made ready together, by node `by`) in PyTorch's order:
+    `by.acc_order` for a compiled call's node, else its heap's order of equal keys."""
+    batch = [ready[k] for k in tie_order(len(ready))]
+    ranks = getattr(getattr(by, "path", None), "acc_rank", None)
+    if ranks is not None and len(ready) > 1:     # a compiled call's node: eager's order
+        at = {id(e[0]): r for e, r in zip(by.edges, ranks) if e is not None and r is not None}
+        batch.sort(key=lambda r: at.get(id(r[0]), len(ranks)))
+    ready.clear()
+    for node, g in batch:
+        if tracer is not None:
+            tracer.note_backward_node(node, False)
+        gs = [g]
+        if node.pre_hooks:
+            gs = _pre_hooks(node, gs)
+        if gs[0] is None:
+            continue
+        if isinstance(node, AccumulateGrad):
+            node.accumulate(gs[0], create_graph)
+        else:
+            node.apply(gs)               # an error node (_DelayedError): raises
+
+
+def leaf_ranks(outs, inputs):
+    """For each of `inputs`, the position at which eager backward from all of `outs`
+    accumulates it among those inputs, or None (not a leaf, or not reached): the order a
+    compiled call's node gives the leaves it makes ready together (`acc_rank`, Note [Leaf
+    accumulation order]). The graph walked is the one the tracing call built, from the
+    outputs down to the inputs."""
+    stop = {id(t._grad_fn) for t in inputs if t._grad_fn is not None}
+    todo = [o._grad_fn for o in outs if isinstance(o, Tensor) and o._grad_fn is not None]
+    nodes, deps = {}, {}
+    while todo:
+        n = todo.pop()
+        if id(n) in nodes or id(n) in stop or isinstance(n, AccumulateGrad):
+            continue
+        nodes[id(n)] = n
+        for e in n.edges:
+            if e is not None:
+                if isinstance(e[0], AccumulateGrad):
+                    deps[id(e[0])] = deps.get(id(e[0]), 0) + 1
+                else:
+                    todo.append(e[0])
+    order = []
+    for n in sorted(nodes.values(), key=lambda n: -n.seq):
+        ready = []
+        for e in n.edges:
+            if e is not None and id(e[0]) in deps:
+                deps[id(e[0])] -= 1
+                if deps[id(e[0])] == 0:
+                    ready.append(id(e[0]))
+        order += [ready[k] for k in tie_order(len(ready))]
+    rank = {k: i for i, k in enumerate(order)}
+    return [rank.get(id(t._accum)) if t._grad_fn is None and t._accum is not None else None
+            for t in inputs]
+
+
+_TIES = {}
+
+
+def tie_order(k):
+    """The order a libstdc++ binary heap (PyTorch's ready queue) pops k equal keys pushed
+    in order 0..k-1 into it: 0, 1, 2 for three, 0, 2, 1, 3 for four."""
+    got = _TIES.get(k)
+    if got is not None:
+        return got
+    h, out = list(range(k)), []
+    while h:
+        n = len(h) - 1
+        value, h[-1] = h[-1], h[0]
+        hole = child = 0                 # __adjust_heap: the hole sinks to the right child
+        while child < (n - 1) // 2:
+            child = 2 * (child + 1)
+            h[hole], hole = h[child], child
+        if n % 2 == 0 and n >= 2 and child == (n - 2) // 2:
+            child = 2 * (child + 1)
+            h[hole], hole = h[child - 1], child - 1
+        h[hole] = value                  # __push_heap: an equal key never moves up
+        out.append(h.pop())
+    _TIES[k] = out
+    return out
 
 
 def _add(buffers, heap, node, nr, g):

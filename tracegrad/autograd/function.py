@@ -13,6 +13,7 @@ from ..ops.primitive import Primitive
 from .._errors import TracegradRuntimeError, TracegradTypeError, op_error
 from .._tensor import Tensor, edge_of
 from .graph import FREED_MSG, Node, _version_error
+from ..tracing.forward_memo import MEMO, run_forward
 
 
 _NOT_RUN = object()
@@ -154,7 +155,10 @@ class Function(metaclass=_FunctionMeta):
                           "(several outputs, keyword arguments, mark_dirty or randomness)")
         if out is _NOT_RUN:
             with _mode.no_grad():
-                out = cls.forward(ctx, *args, **kwargs)
+                if kwargs or MEMO.get() is None:
+                    out = cls.forward(ctx, *args, **kwargs)
+                else:                        # Note [Forwards run once per call]
+                    out = run_forward(cls, ctx, args, lambda: cls.forward(ctx, *args))
         single = not isinstance(out, tuple)
         outs = (out,) if single else out
         if record:
@@ -248,6 +252,7 @@ def _barrier_kernel(x, *grad_outputs):
 # one of them does, and its VJP raises.
 ONCE_DIFFERENTIABLE = Primitive("once_differentiable", _barrier_kernel, vjp=_raise_delayed,
                                 grad_fn_name="DelayedError", shape_rule=SR.same)
+ONCE_DIFFERENTIABLE.node_cls.ready_first = True     # as _DelayedError
 # (its result operand, cut from the graph by a copy that is never differentiated: a
 # `detach` would be dropped from a backward graph by the alias cleanup)
 _CONSTANT = Primitive("once_differentiable_result", _barrier_kernel, shape_rule=SR.same)
@@ -267,6 +272,7 @@ class _DelayedError(Node):
     """Raises when a once_differentiable backward's result is differentiated."""
 
     __slots__ = ()
+    ready_first = True               # as PyTorch's Error node: it stops backward at once
 
     def name(self):
         return "DelayedError"

@@ -42,12 +42,21 @@ class RemovableHandle:
             pass
 
 
+def _hooked():
+    from .engine import HOOKED
+    HOOKED[0] = True                     # Note [Leaf accumulation order] in engine.py
+
+
 class Node:
     """A backward function in the recorded graph (what `tensor.grad_fn` returns)."""
 
     __slots__ = ("prim", "attrs", "edges", "saved", "versions", "out_saved", "shapes",
                  "dtypes", "needs", "seq", "pre_hooks", "hooks", "released", "n_outputs",
                  "metadata", "__weakref__")
+
+    # PyTorch's highest sequence number (AccumulateGrad, Error): runs as soon as all its
+    # inputs arrived (Note [Leaf accumulation order] in engine.py)
+    ready_first = False
 
     def __init__(self, prim, attrs, edges, shapes, dtypes, needs, n_outputs=1):
         self.prim = prim
@@ -80,6 +89,7 @@ class Node:
 
     def register_hook(self, fn):
         """`fn(grad_inputs, grad_outputs)` runs after this node computed its gradients."""
+        _hooked()
         if self.hooks is None:
             self.hooks = []
         self.hooks.append(fn)
@@ -90,6 +100,7 @@ class Node:
         return self._add_pre_hook(-1, fn)
 
     def _add_pre_hook(self, nr, fn):
+        _hooked()
         if self.pre_hooks is None:
             self.pre_hooks = {}
         lst = self.pre_hooks.setdefault(nr, [])
@@ -209,6 +220,7 @@ class AccumulateGrad(Node):
     """The sink for a leaf tensor that requires grad: sums incoming gradients into `.grad`."""
 
     __slots__ = ("_var", "lock")
+    ready_first = True
 
     def __init__(self, variable):
         Node.__init__(self, None, None, (), (variable.shape,), (variable._data.dtype,), (True,))

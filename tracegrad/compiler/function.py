@@ -34,13 +34,15 @@ from .._errors import RerunEagerly
 from ..ir.interpret import GuardFailed
 from ..ir.printer import value_names
 from ..tracing import Tracer, flatten
-from ..tracing.custom_function import CLASS_OF
+from ..tracing.custom_function import CLASS_OF, OPAQUE
+from ..tracing.forward_memo import MEMO, ForwardMemo, next_attempt
 from ..passes import DEFAULT_PIPELINE
 from .arguments import check_compile_arguments
 from .check import _in_check, checked_call
 from .keys import (alias_eager_reason, alias_groups, describe_difference, entry_key,
                    key_checker)
 from .backward_node import eager_saves
+from ..autograd.engine import leaf_ranks
 from .path import CompiledPath
 from ..passes.vjp import BackwardDecides
 from .pipeline import run_pipeline, stages_for
@@ -136,6 +138,7 @@ class CompiledFunction:
         self._last_key = None
         self._hit = None                 # Note [Checking the last key] in keys.py
         self._paths_added = 0                # paths in all entries (`_n_paths`)
+        self._opaque = False     # a path runs custom forwards (Note [Forwards run once per call])
         self._trace_lock = threading.RLock()
         self._fresh_reason = "first call"     # why a call finding no entry traces
         self.module = None
@@ -161,63 +164,74 @@ class CompiledFunction:
             # records our ops (a nested program's outputs would otherwise become constants).
             self.stats.eager_calls += 1
             return self.fn(*args, **kwargs)
-        entry = self._hit
-        if entry is not None and not kwargs and entry.eager is None and entry.check(args):
-            # the entry the last call hit, with its key unchanged (Note [Checking the
-            # last key] in keys.py): no keying, no lookup
-            self._last_key = entry.key
-            tensors = [a for a in args if isinstance(a, Tensor)]
-            out = self._serve(entry, tensors, args, kwargs)
-            if out is not _MISS:
-                return out
-        leaves, struct, containers = self.binder.bind(args, kwargs)
-        if leaves is None:                   # arguments that do not fit: Python's error
-            return self.fn(*args, **kwargs)
-        key, tensors, aliased = entry_key(leaves, struct)
-        if self.module is not None:
-            key = key + (tuple(m.training for m in self.module.modules()),)
-        if aliased:                          # Note [Arguments sharing memory]
-            why = alias_eager_reason(tensors)
-            if why is not None:
-                self._warn_alias(why)
-                self.stats.eager_calls += 1
+        # Note [Forwards run once per call] (a try costs nothing until it raises)
+        token = MEMO.set(ForwardMemo()) if self._opaque and MEMO.get() is None else None
+        try:
+            entry = self._hit
+            if entry is not None and not kwargs and entry.eager is None and entry.check(args):
+                # the entry the last call hit, with its key unchanged (Note [Checking the
+                # last key] in keys.py): no keying, no lookup
+                self._last_key = entry.key
+                tensors = [a for a in args if isinstance(a, Tensor)]
+                out = self._serve(entry, tensors, args, kwargs)
+                if out is not _MISS:
+                    return out
+            leaves, struct, containers = self.binder.bind(args, kwargs)
+            if leaves is None:                   # arguments that do not fit: Python's error
+                next_attempt()
                 return self.fn(*args, **kwargs)
-            key = (key[0] + (("aliases", alias_groups(tensors)),),) + key[1:]
-        n_seen = self._n_paths()
-        entry = self.entries.get(key)
-        if entry is not None and entry.eager is not None:
-            self.stats.eager_calls += 1      # see CompiledPath.eager_reason
-            return self.fn(*args, **kwargs)
-        reason = None
-        if entry is None:
-            reason = (self._fresh_reason if not self.entries else
-                      describe_difference(self._last_key, key) if self._last_key else "new entry")
-        else:
-            out, reason = self._run_cached(entry, tensors)
-            if reason is None:
-                self.stats.cache_hits += 1
-                self._last_key = key
-                if entry.check is _UNBUILT:
-                    entry.check = (key_checker(key, args) if self.module is None
-                                   and not kwargs else None)
-                self._hit = entry if entry.check is not None else None
-                return out
-            if type(reason) is RerunEagerly:
-                return self._rerun(reason, args, kwargs)
-        self._last_key = key
-        with self._trace_lock:
-            # Threads that miss together trace one at a time; a path another thread added
-            # while this one waited is tried first, so each path is traced once.
-            if self._n_paths() != n_seen:
-                entry = self.entries.get(key)
-                if entry is not None and entry.eager is not None:
+            key, tensors, aliased = entry_key(leaves, struct)
+            if self.module is not None:
+                key = key + (tuple(m.training for m in self.module.modules()),)
+            if aliased:                          # Note [Arguments sharing memory]
+                why = alias_eager_reason(tensors)
+                if why is not None:
+                    self._warn_alias(why)
                     self.stats.eager_calls += 1
+                    next_attempt()
                     return self.fn(*args, **kwargs)
-                if entry is not None:
-                    out = self._serve(entry, tensors, args, kwargs)
-                    if out is not _MISS:
-                        return out
-            return self._trace(key, entry, args, kwargs, leaves, reason, containers)
+                key = (key[0] + (("aliases", alias_groups(tensors)),),) + key[1:]
+            n_seen = self._n_paths()
+            entry = self.entries.get(key)
+            if entry is not None and entry.eager is not None:
+                self.stats.eager_calls += 1      # see CompiledPath.eager_reason
+                next_attempt()
+                return self.fn(*args, **kwargs)
+            reason = None
+            if entry is None:
+                reason = (self._fresh_reason if not self.entries else
+                          describe_difference(self._last_key, key) if self._last_key
+                          else "new entry")
+            else:
+                out, reason = self._run_cached(entry, tensors)
+                if reason is None:
+                    self.stats.cache_hits += 1
+                    self._last_key = key
+                    if entry.check is _UNBUILT:
+                        entry.check = (key_checker(key, args) if self.module is None
+                                       and not kwargs else None)
+                    self._hit = entry if entry.check is not None else None
+                    return out
+                if type(reason) is RerunEagerly:
+                    return self._rerun(reason, args, kwargs)
+            self._last_key = key
+            with self._trace_lock:
+                # Threads that miss together trace one at a time; a path another thread added
+                # while this one waited is tried first, so each path is traced once.
+                if self._n_paths() != n_seen:
+                    entry = self.entries.get(key)
+                    if entry is not None and entry.eager is not None:
+                        self.stats.eager_calls += 1
+                        next_attempt()
+                        return self.fn(*args, **kwargs)
+                    if entry is not None:
+                        out = self._serve(entry, tensors, args, kwargs)
+                        if out is not _MISS:
+                            return out
+                return self._trace(key, entry, args, kwargs, leaves, reason, containers)
+        finally:
+            if token is not None:
+                MEMO.reset(token)
 
     def _serve(self, entry, tensors, args, kwargs):
         """The call's result from a cached path of `entry` (or from its eager rerun), or
@@ -250,6 +264,7 @@ class CompiledFunction:
         first_bad = None
         while path is not None:
             tried.add(id(path))
+            next_attempt()
             rng = _rng_states(path)
             try:
                 outs, bad = path.call(tensors)
@@ -283,6 +298,7 @@ class CompiledFunction:
         [Errors inside compiled programs] in codegen.py); eager raising the same error
         gets the program's note."""
         self.stats.eager_calls += 1
+        next_attempt()
         try:
             return self.fn(*args, **kwargs)
         except Exception as e:
@@ -307,6 +323,7 @@ class CompiledFunction:
                      self._n_paths() + 1, reason)
             self.stats.retraces.append(reason)
         self.stats.traces += 1
+        next_attempt()
         tracer, scanned, out, outs, build, n_args, read_keys = self._record(
             args, kwargs, leaves, containers)
         grad_sets = _grad_outputs(tracer, outs)
@@ -335,7 +352,9 @@ class CompiledFunction:
                           data_parallel=self.data_parallel)
         record = record_from_trace(self.name, tracer, outs, build, options, n_args,
                                    state_guards, grad_sets)
-        saves = eager_saves(outs, [t for _, t in tracer.args + tracer.captured])
+        ins = [t for _, t in tracer.args + tracer.captured]
+        saves = eager_saves(outs, ins)
+        ranks = leaf_ranks(outs, ins)        # Note [Leaf accumulation order] in engine.py
         del tracer, outs, grad_sets          # the record keeps what compiling needs
         try:
             path = CompiledPath(run_pipeline(record, stages_for(options)))
@@ -345,6 +364,7 @@ class CompiledFunction:
                           f"these: {e}", UserWarning, stacklevel=3)
             return out
         path.eager_saves = saves             # Note [Second backward] in backward_node.py
+        path.acc_rank = [ranks[i] if i is not None else None for i in path._edge_inputs]
         path.scalar_names = {(id(g.holder), g.key): g.where for g in runtime}
         self._store(entry, path, reason)
         return out
@@ -409,6 +429,7 @@ class CompiledFunction:
                           f"eagerly from now on. {hint}", UserWarning, stacklevel=4)
             self._warned = True
         self.stats.eager_calls += 1
+        next_attempt()
         return self.fn(*args, **kwargs)
 
     def _not_cached(self, entry, changed, out, growth=False):
@@ -434,6 +455,8 @@ class CompiledFunction:
     def _store(self, entry, path, reason):
         entry.paths.append(path)
         self._paths_added += 1
+        if not self._opaque:
+            self._opaque = any(n.prim in OPAQUE for n in path.part.forward.nodes)
         entry.last = path
         path.trace_reason = reason
         if path.eager_reason is None and entry.key[0] and entry.key[0][-1][0] == "aliases":

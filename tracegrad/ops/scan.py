@@ -1,6 +1,9 @@
 """Scans along one dim: cumsum and cumprod.
 
-Integer and bool inputs accumulate in int64, as in PyTorch; `dtype=` converts first. The
+Integer and bool inputs accumulate in int64, as in PyTorch; `dtype=` converts first.
+Floating inputs accumulate as PyTorch's CPU kernels do (`acc_type`): float16 in float32,
+float32 and float64 in float64, element by element, each result rounded to the input's
+dtype (a float16 cumsum of 2,000 numbers differed from torch's in most elements). The
 cumsum VJP is a reversed cumsum (flip, cumsum, flip). The cumprod VJP is exact at zeros: the
 gradient of out[i] with respect to x[k] (k <= i) is the product of x[0..i] without x[k],
 built from prefix products with the reduction's zero-safe `prod` rule, so it differentiates
@@ -19,16 +22,26 @@ def _acc_dtype(x):
     return np.int64 if x.dtype.kind in "biu" else x.dtype
 
 
-def _cumsum_kernel(x, dim):
+def acc_float(dt):
+    """The dtype PyTorch's CPU scans accumulate floating `dt` in (its `acc_type`)."""
+    return np.float32 if dt == np.float16 else np.float64
+
+
+def _scan(fn, x, dim):
     if x.ndim == 0:
         return x.astype(_acc_dtype(x))
-    return np.cumsum(x, axis=dim, dtype=_acc_dtype(x))
+    if x.dtype.kind != "f":
+        return fn(x, axis=dim, dtype=_acc_dtype(x))
+    acc = acc_float(x.dtype)
+    return fn(x, axis=dim, dtype=acc).astype(x.dtype, copy=acc != x.dtype)
+
+
+def _cumsum_kernel(x, dim):
+    return _scan(np.cumsum, x, dim)
 
 
 def _cumprod_kernel(x, dim):
-    if x.ndim == 0:
-        return x.astype(_acc_dtype(x))
-    return np.cumprod(x, axis=dim, dtype=_acc_dtype(x))
+    return _scan(np.cumprod, x, dim)
 
 
 def _cumsum_vjp(g, ins, out, n):

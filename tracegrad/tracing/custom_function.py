@@ -13,9 +13,13 @@ So the whole call is recorded as one node of a primitive made for the class:
   ctx's other attributes (the usual case), the node carries a `CtxTemplate` (where each
   saved tensor came from, and those attributes) and the rule fills `ctx` from it: the
   user's forward runs once per call, as eagerly, the tracing call included. Otherwise
-  the rule runs `forward` again on the saved operands, so that saved intermediates are
-  recorded as ops of the backward program (the forward's Python side effects then happen
-  once more whenever the rule runs: on the tracing call, and when compiling its backward).
+  (a saved intermediate, an object on ctx) the rule runs `forward` again on the saved
+  operands, so that saved intermediates are recorded as ops of the backward program: the
+  forward's Python side effects then happen once more per compiled path, when compiling
+  its backward, with a warning once per class. The tracing call's own backward, which
+  runs eagerly, uses that call's `ctx`. A compiled call whose forward leaves another
+  `ctx` than the traced one runs eagerly (Note [Per-call ctx attributes]); one attempted
+  more than once runs forward once (Note [Forwards run once per call], forward_memo.py).
 - The user's `backward` is recorded, not called, by compiled programs: its Python side
   effects happen when a backward program is compiled, not on each compiled call.
 Supported: positional arguments that are tensors or plain Python values, one floating
@@ -27,8 +31,10 @@ import numpy as np
 
 from .. import _mode
 from .._dispatch import trace_hook
+from .._dtype import dtype
 from .._tensor import Tensor
 from ..ops.primitive import Primitive
+from .forward_memo import run_forward
 
 _SIMPLE = (bool, int, float, str, type(None))
 
@@ -59,8 +65,12 @@ def apply_traced(cls, args, ctx):
     saves_out = template is not None and "out" in (template.saved or ())
     if template is not None:
         attrs["ctx"] = template
-    return _effects.active().record_result(_primitive(cls, len(args), saves_out), args,
-                                           attrs, out)
+    out = _effects.active().record_result(_primitive(cls, len(args), saves_out), args,
+                                          attrs, out)
+    node = out._grad_fn
+    if node is not None:                 # this call's eager backward uses this very ctx
+        node.attrs = dict(node.attrs, live_ctx=ctx)     # (not the IR node's attributes)
+    return out
 
 
 class CtxTemplate:
@@ -89,8 +99,8 @@ class CtxTemplate:
                     return None
                 saved.append(k)
         attrs = {k: v for k, v in vars(ctx).items() if k not in _CTX_STATE}
-        if _holds_tensor(list(attrs.values())):
-            return None
+        if not all(is_plain(v) for v in attrs.values()):
+            return None                  # an object may hold this call's tensors
         return cls(None if ctx._saved is None else tuple(saved), attrs)
 
     def fill(self, ctx, ins, out):
@@ -103,8 +113,52 @@ class CtxTemplate:
             ctx._saved = tuple(None if s is None else out if s == "out" else ins[s]
                                for s in self.saved)
 
+    def check(self, cls, ctx, ins, out):
+        """Raise `CtxChanged` unless this call's forward left in `ctx` what the traced one
+        did.
+
+        Note [Per-call ctx attributes]
+        The compiled backward is recorded from the traced call's `ctx`: its attributes are
+        constants there (`ctx.scale = float(x.abs().max())` is the traced call's scale).
+        A compiled call whose forward sets other values, or saves other tensors, would get
+        the traced call's gradients, silently. So the kernel compares; on a difference it
+        raises, and the call runs again eagerly (Note [Errors inside compiled programs] in
+        codegen.py; the forward is not run again: Note [Forwards run once per call] in
+        forward_memo.py), with a warning once per class."""
+        now = CtxTemplate.of(ctx, ins, out)
+        if now is not None and now.saved == self.saved and _same(now.attrs, self.attrs):
+            return
+        if not cls.__dict__.get("_tg_warned_ctx"):
+            setattr(cls, "_tg_warned_ctx", True)
+            import warnings
+            warnings.warn(f"tracegrad.compile: {cls.__name__}.forward left other ctx "
+                          "attributes or saved tensors than when traced; its compiled "
+                          "backward would use the traced ones, so such calls run eagerly. "
+                          "Save per-call values as tensors (ctx.save_for_backward) to "
+                          "compile them", UserWarning, stacklevel=2)
+        raise CtxChanged(f"{cls.__name__}.forward left other ctx attributes or saved tensors "
+                         "than when traced")
+
     def __repr__(self):
         return f"CtxTemplate(saved={self.saved}, {sorted(self.attrs)})"
+
+
+class CtxChanged(RuntimeError):
+    """A compiled call's custom forward left another `ctx` than the traced call's (Note
+    [Per-call ctx attributes]): the call runs eagerly."""
+
+
+def _same(a, b):
+    if type(a) is not type(b):
+        return False
+    if type(a) in (list, tuple):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    if type(a) is dict:
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    try:
+        return bool(a == b)
+    except Exception:                    # noqa: BLE001 -- not comparable: not the same
+        return False
 
 
 # FunctionCtx's own bookkeeping (autograd/function.py), set anew by every call
@@ -112,25 +166,33 @@ _CTX_STATE = {"needs_input_grad", "_saved", "_versions", "_released", "_saved_ou
               "_non_diff", "_node"}
 
 
-def _holds_tensor(x):
-    if isinstance(x, Tensor):
+PLAIN = (bool, int, float, complex, str, bytes, type(None), np.generic, np.dtype, dtype, type,
+         slice, range, type(Ellipsis))
+
+
+def is_plain(v, depth=0):
+    """A value that holds no tensor and no object that might: numbers, strings, dtypes, and
+    lists, tuples, dicts and sets of them."""
+    if isinstance(v, PLAIN):
         return True
-    if isinstance(x, (list, tuple, set, frozenset)):
-        return any(_holds_tensor(i) for i in x)
-    if isinstance(x, dict):
-        return any(_holds_tensor(i) for i in x.values())
+    if depth < 8 and type(v) in (list, tuple, set, frozenset):
+        return all(is_plain(x, depth + 1) for x in v)
+    if depth < 8 and type(v) is dict:
+        return all(is_plain(x, depth + 1) for x in v.values())
     return False
 
 
-def _forward(cls, ctx, args):
-    """`cls.forward(ctx, *args)` with recording off and no grad; raises Unsupported when it
-    draws from tracegrad's generator (backward recomputes forward: draws must not differ)."""
+def _forward(cls, ctx, args, fill_ctx=True):
+    """`cls.forward(ctx, *args)` with recording off and no grad, or what it gave on an
+    earlier attempt at this call (Note [Forwards run once per call] in forward_memo.py);
+    raises Unsupported when it draws from tracegrad's generator (backward recomputes
+    forward: draws must not differ)."""
     from ..ops.creation import default_generator
     rng = default_generator._rng.bit_generator.state
     token = trace_hook.set(None)
     try:
         with _mode.no_grad():
-            out = cls.forward(ctx, *args)
+            out = run_forward(cls, ctx, args, lambda: cls.forward(ctx, *args), fill_ctx)
     finally:
         trace_hook.reset(token)
     if default_generator._rng.bit_generator.state != rng:
@@ -182,13 +244,16 @@ def _unique(name):
 def _kernel(cls):
     def kernel(*operands, needs, ctx=None):
         from ..autograd.function import FunctionCtx
+        template = ctx
         ins = [Tensor._wrap(a) if isinstance(a, np.ndarray) else a for a in operands]
         ctx = FunctionCtx()
         ctx.needs_input_grad = needs
-        out = _forward(cls, ctx, ins)
+        out = _forward(cls, ctx, ins, fill_ctx=template is not None)
         if not _supported(ctx, out):     # the trace saw otherwise: a data-dependent forward
             raise RuntimeError(f"{cls.__name__}.forward returned another kind of result "
                                "than when it was traced (a single floating tensor)")
+        if template is not None:         # Note [Per-call ctx attributes]
+            template.check(cls, ctx, ins, out)
         res = out._data
         if any(isinstance(a, np.ndarray) and np.shares_memory(res, a) for a in operands):
             res = res.copy()         # a fresh result: the program's buffers never alias
@@ -197,15 +262,30 @@ def _kernel(cls):
     return kernel
 
 
+def _warn_forward_again(cls):
+    if trace_hook.get() is not None and not cls.__dict__.get("_tg_warned_again"):
+        setattr(cls, "_tg_warned_again", True)      # once per class
+        import warnings
+        warnings.warn(f"tracegrad.compile: {cls.__name__}.forward saves for backward a tensor "
+                      "it computed (not an input or its result) or keeps tensors on ctx, so "
+                      "compiling its backward runs forward once more (its Python side effects "
+                      "happen once more per compiled path than eagerly); save the inputs and "
+                      "recompute in backward to avoid it", UserWarning, stacklevel=2)
+
+
 def _vjp(cls):
     def vjp(g, ins, out, node):
         from ..autograd.function import FunctionCtx
         ctx = FunctionCtx()
         ctx.needs_input_grad = tuple(bool(n) for n in node.needs)
         template = node.attrs.get("ctx")
-        if template is not None and ctx.needs_input_grad == tuple(node.attrs["needs"]):
+        live = node.attrs.get("live_ctx")
+        if live is not None and trace_hook.get() is None:
+            ctx = live                       # the tracing call's backward, run eagerly
+        elif template is not None and ctx.needs_input_grad == tuple(node.attrs["needs"]):
             template.fill(ctx, ins, out)
         else:
+            _warn_forward_again(cls)
             with _mode.no_grad():
                 cls.forward(ctx, *ins)   # rebuild ctx: this call's saved tensors and attributes
         grads = cls.backward(ctx, g)

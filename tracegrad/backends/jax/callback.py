@@ -18,12 +18,16 @@ eagerly. A callback therefore also receives the values of the guards met before 
 the runtime checks recorded so far; when one guard does not hold, or one check failed, it
 returns zeros without running the forward: the host then raises `GuardFailed` or re-runs the
 call on numpy, and the zeros are never seen. The forward runs on exactly the calls where the
-numpy program reaches it.
+numpy program reaches it. XLA may run a callback on one of its own threads (it does with
+`data_parallel=True`), where the calling call's context is not seen: the program hands the
+call's `ForwardMemo` over in `memo_cell`, one call at a time (Note [Forwards run once per
+call] in tracing/forward_memo.py).
 """
 import jax
 import numpy as np
 
 from ...ir.graph import Value
+from ...tracing.forward_memo import MEMO
 
 
 def opaque_rule(ctx, node, *args):
@@ -34,6 +38,7 @@ def opaque_rule(ctx, node, *args):
     before = list(ctx.guards)                    # Note [Callbacks behind guards]
     checks = [c for _, c in ctx.checks]
     n_ops, n_guards = len(traced), len(before)
+    cell = getattr(ctx, "memo_cell", [None])
 
     def host(*arrays):
         gvals = arrays[n_ops:n_ops + n_guards]
@@ -43,10 +48,15 @@ def opaque_rule(ctx, node, *args):
         ops = list(args)
         for i, a in zip(traced, arrays[:n_ops]):
             ops[i] = np.array(a)
+        memo = cell[0]               # XLA may run this on another thread than the call's
+        token = MEMO.set(memo) if memo is not None and MEMO.get() is not memo else None
         try:
             r = np.asarray(node.prim.kernel(*ops, **node.attrs))
         except Exception:            # noqa: BLE001 -- the numpy re-run raises it again
             return np.zeros(shape, dt), np.True_
+        finally:
+            if token is not None:
+                MEMO.reset(token)
         if r.shape != shape or r.dtype != dt:
             return np.zeros(shape, dt), np.True_
         return r, np.False_

@@ -35,6 +35,8 @@ would have. Nothing the program computed is visible before that walk
 (input mutations are copied back by the caller afterwards, and the caller restores the
 generators), so computing past a failing guard is harmless.
 """
+import threading
+
 import jax.numpy as jnp
 import numpy as np
 
@@ -46,6 +48,7 @@ from . import rules_elementwise, rules_misc, rules_reduction, rules_shape  # noq
 from . import rules_fused, rules_more  # noqa: F401
 from ...tracing.custom_function import OPAQUE
 from .callback import opaque_rule
+from .rules_more import scan_needs_x64
 from .table import DRAWS, RULES, Unsupported
 
 HOST_PRIMS = frozenset([K.RAND, K.RANDN, K.RANDINT, K.RANDPERM, K.SEED, DROPOUT_NOISE])
@@ -99,7 +102,11 @@ class Lowered:
                     raise Unsupported(n.prim, "a random draw reading traced values")
             elif rule_for(n.prim) is None:
                 raise Unsupported(n.prim, "no lowering rule")
-        self.x64 = any(v.type.dtype.name in _WIDE for v in graph.all_values())
+        self.opaque = any(n.prim in OPAQUE for n in graph.nodes)
+        self.memo_cell = [None]          # the calling call's ForwardMemo (callback.py)
+        self.memo_lock = threading.Lock()
+        self.x64 = (any(v.type.dtype.name in _WIDE for v in graph.all_values())
+                    or any(scan_needs_x64(n) for n in graph.nodes))
         self.n_checks = None            # filled by the first trace of `fn`
 
     def host_draws(self):
@@ -134,6 +141,7 @@ class Lowered:
         n_in = len(g.inputs)
         env = dict(zip(g.inputs, arrays[:n_in]))
         ctx = Ctx(self.x64)
+        ctx.memo_cell = self.memo_cell
         for n, a in zip(self.host_nodes, arrays[n_in:]):
             if n.prim in DRAWS:
                 ctx.draws[n] = a

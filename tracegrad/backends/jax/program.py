@@ -33,6 +33,7 @@ import numpy as np
 from jax.sharding import SingleDeviceSharding
 
 from ...ir.interpret import GuardFailed
+from ...tracing.forward_memo import MEMO, next_attempt
 from .adopt import MIN_BYTES as ADOPT_BYTES
 from .adopt import adopt, big, replaceable, static_big, taken, to_host
 from .aligned import move_to_aligned
@@ -192,13 +193,23 @@ class JaxProgram:
         if self.pack_in is not None:
             take = self._in_take
             arrays = [arrays[i] for i in take] + list(arrays[len(self.graph.inputs):])
-        with jax.enable_x64(low.x64):
-            if self.pack_out is not None:
-                rest, bufs, gvals, cvals = self._call(*arrays)
-                outs = [rest[j] if t == 0 else bufs[j] for t, j in self._out_slots]
-            else:
-                outs, gvals, cvals = self._call(*arrays)
-        if cvals is not None and bool(cvals):
+        memo = MEMO.get() if low.opaque else None
+        if memo is not None:             # Note [Forwards run once per call] in forward_memo.py:
+            low.memo_lock.acquire()      # host callbacks may run on XLA's threads, so they
+            low.memo_cell[0] = memo      # find this call's memo here
+        try:
+            with jax.enable_x64(low.x64):
+                if self.pack_out is not None:
+                    rest, bufs, gvals, cvals = self._call(*arrays)
+                    outs = [rest[j] if t == 0 else bufs[j] for t, j in self._out_slots]
+                else:
+                    outs, gvals, cvals = self._call(*arrays)
+            bad = cvals is not None and bool(cvals)  # (waits for every callback's flag)
+        finally:
+            if memo is not None:
+                low.memo_cell[0] = None
+                low.memo_lock.release()
+        if bad:
             return self._on_numpy(given, snap)
         if gvals:
             for k, (gd, val) in enumerate(zip(self.graph.guards, gvals)):
@@ -223,6 +234,7 @@ class JaxProgram:
         # Note [Errors inside compiled programs] in codegen.py, when this is a forward program)
         self._numpy.rerun_on_error = self.rerun_on_error
         arrays = [np.asarray(a) for a in arrays]
+        next_attempt()                   # Note [Forwards run once per call] in forward_memo.py
         if self.pack_in is not None:                 # saved values arrive packed
             arrays = self.pack_in.host_saved(0, arrays)
         outs = self._numpy(*arrays)

@@ -26,7 +26,7 @@ from ...ops.bce import BCE, BCE_LOGITS
 from ...ops.normalization import LAYER_NORM
 from ...ops import pool as P
 from ...ops.sampling import MULTINOMIAL
-from ...ops.scan import CUMPROD, CUMSUM
+from ...ops.scan import CUMPROD, CUMSUM, acc_float
 from ...ops.select import (GATHER, INDEX_SELECT, MASKED_FILL, MASKED_FILL_TENSOR, SCATTER,
                            SCATTER_ADD, SCATTER_VALUE)
 from ...ops.shape import DATA
@@ -180,6 +180,8 @@ def _acc(ctx, x):
 def _cumsum(ctx, node, x):
     if x.ndim == 0:
         return x.astype(_acc(ctx, x))
+    if jnp.issubdtype(x.dtype, jnp.floating):
+        return _sequential_scan(ctx, node, x, jnp.add)
     return jnp.cumsum(x, axis=node.attrs["dim"], dtype=_acc(ctx, x))
 
 
@@ -187,7 +189,32 @@ def _cumsum(ctx, node, x):
 def _cumprod(ctx, node, x):
     if x.ndim == 0:
         return x.astype(_acc(ctx, x))
+    if jnp.issubdtype(x.dtype, jnp.floating):
+        return _sequential_scan(ctx, node, x, jnp.multiply)
     return jnp.cumprod(x, axis=node.attrs["dim"], dtype=_acc(ctx, x))
+
+
+def scan_needs_x64(node):
+    """A float32 scan accumulates in float64 (`acc_float`): its program runs with x64."""
+    return node.prim in (CUMSUM, CUMPROD) and node.output.type.dtype.name == "float32"
+
+
+def _sequential_scan(ctx, node, x, op):
+    """A floating cumsum/cumprod as the numpy kernel computes it (ops/scan.py): element by
+    element along the dim, in PyTorch's accumulation dtype, each result rounded (XLA's own
+    cumsum adds in a tree order, which moved float16 results by an ulp)."""
+    acc = np.dtype(acc_float(np.dtype(x.dtype)))
+    if acc == np.float64 and not ctx.x64:
+        raise Unsupported(node.prim, "a float64 accumulation outside x64 mode")
+    dim = node.attrs["dim"]
+    xs = jnp.moveaxis(x, dim, 0).astype(acc)
+
+    def step(c, v):
+        c = op(c, v)
+        return c, c
+    init = jnp.zeros if op is jnp.add else jnp.ones
+    _, ys = lax.scan(step, init(xs.shape[1:], acc), xs, unroll=8)
+    return jnp.moveaxis(ys, 0, dim).astype(x.dtype)
 
 
 @register(TRIL)
