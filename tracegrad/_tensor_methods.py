@@ -27,7 +27,8 @@ erf pow clamp clip maximum minimum floor ceil round sum mean prod amax amin max 
 norm var std logsumexp softmax log_softmax matmul mm bmm dot outer einsum expand broadcast_to
 view reshape flatten squeeze unsqueeze permute transpose swapaxes t contiguous repeat split
 chunk unbind narrow select add sub mul div floor_divide remainder square any all eq ne lt le gt
-ge logical_and logical_or logical_not bitwise_not isnan nonzero lerp""".split())
+ge logical_and logical_or logical_not bitwise_not isnan nonzero lerp equal isclose allclose isinf
+isfinite isposinf isneginf""".split())
 Tensor.multiply, Tensor.subtract, Tensor.divide, Tensor.true_divide = E.mul, E.sub, E.div, E.div
 Tensor.greater, Tensor.less, Tensor.absolute = E.gt, E.lt, E.abs
 Tensor.sum_to_size = lambda self, *size: S.sum_to(self, S._shape_args(size))
