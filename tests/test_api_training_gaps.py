@@ -66,3 +66,188 @@ def test_cross_entropy_integer_target_of_input_shape_is_probabilities_error():
         return m.nn.functional.cross_entropy(m.ones(2, 2), m.tensor([[0, 1], [1, 0]]))
     err = _raises_like(run, run)
     assert "cross_entropy" in str(err)
+
+
+# ---------------- RNG state: get_rng_state / set_rng_state / fork_rng ----------------
+def test_torch_random_module_names_exist():
+    torch = _torch()
+    for name in torch.random.__all__:
+        if name != "thread_safe_generator":
+            assert callable(getattr(tg.random, name)), name
+    for name in ("get_rng_state", "set_rng_state", "manual_seed", "seed", "initial_seed"):
+        assert callable(getattr(tg, name)), name
+
+
+@pytest.mark.parametrize("lib", ["tracegrad", "torch"])
+def test_rng_state_round_trip_repeats_draws_and_seed(lib):
+    m = tg if lib == "tracegrad" else _torch()
+    m.manual_seed(5)
+    m.rand(3)                                   # odd float32 count: half a 64-bit word cached
+    s = m.get_rng_state()
+    a = (m.rand(5), m.randn(3), m.randint(0, 10, (4,)), m.randperm(6),
+         m.nn.functional.dropout(m.ones(8), 0.5))
+    m.manual_seed(7)
+    m.set_rng_state(s)
+    assert m.initial_seed() == 5                # PyTorch restores the seed too
+    b = (m.rand(5), m.randn(3), m.randint(0, 10, (4,)), m.randperm(6),
+         m.nn.functional.dropout(m.ones(8), 0.5))
+    assert all(m.equal(x, y) for x, y in zip(a, b))
+    assert s.ndim == 1 and not s.requires_grad and not m.is_floating_point(s)
+    s2 = m.get_rng_state()
+    s2.zero_()                                  # a copy: the generator is unaffected
+    assert m.equal(m.get_rng_state(), m.get_rng_state())
+    assert not m.equal(m.get_rng_state(), s2)
+
+
+def test_generator_state_is_a_tensor_and_survives_save_load(tmp_path):
+    g = tg.Generator().manual_seed(3)
+    s = g.get_state()
+    assert isinstance(s, tg.Tensor)
+    a = tg.rand(4, generator=g)
+    tg.save({"gen": s}, tmp_path / "ck.pt")
+    assert g.set_state(tg.load(tmp_path / "ck.pt")["gen"]) is g
+    assert tg.equal(tg.rand(4, generator=g), a)
+    assert g.initial_seed() == 3
+
+
+@pytest.mark.parametrize("bad", ["list", "float", "short"])
+def test_set_rng_state_rejects_non_states_like_torch(bad):
+    def run(m):
+        state = {"list": lambda: [1, 2], "float": lambda: m.get_rng_state().float(),
+                 "short": lambda: m.get_rng_state()[:10]}[bad]()
+        m.set_rng_state(state)
+    before = tg.get_rng_state()
+    _raises_like(run, run) if bad != "short" else None
+    if bad == "short":                          # sizes differ: the type and wording agree
+        with pytest.raises(RuntimeError, match="Expected a CPUGeneratorImplState of size"):
+            run(tg)
+    assert tg.equal(tg.get_rng_state(), before)
+
+
+@pytest.mark.parametrize("lib", ["tracegrad", "torch"])
+def test_fork_rng_restores_on_exit_and_on_error(lib):
+    m = tg if lib == "tracegrad" else _torch()
+    m.manual_seed(0)
+    s = m.get_rng_state()
+    with m.random.fork_rng():
+        m.rand(3)
+    assert m.equal(m.get_rng_state(), s)
+    with pytest.raises(ZeroDivisionError):
+        with m.random.fork_rng():
+            m.rand(3)
+            1 / 0
+    assert m.equal(m.get_rng_state(), s)
+    with m.random.fork_rng(enabled=False):
+        m.rand(3)
+    assert not m.equal(m.get_rng_state(), s)
+
+
+def _noisy_step(x, w):
+    h = TF.dropout(x @ w, 0.3, training=True) + 0.1 * tg.randn(x.shape[0], w.shape[1])
+    return (h * h).mean()
+
+
+def _run_calls(fn, restore_every):
+    tg.manual_seed(11)
+    w = tg.ones(4, 3, requires_grad=True)
+    x = tg.arange(8.).reshape(2, 4)
+    s = tg.get_rng_state()
+    out = []
+    for i in range(5):
+        if i in restore_every:
+            tg.set_rng_state(s)                 # replay the same noise
+        loss = fn(x, w)
+        loss.backward()
+        out.append((loss.item(), w.grad.clone()))
+        w.grad = None
+    return out
+
+
+def test_compiled_draws_follow_set_rng_state_between_calls():
+    eager = _run_calls(_noisy_step, {2, 3})
+    compiled_fn = tg.compile(_noisy_step)
+    compiled = _run_calls(compiled_fn, {2, 3})
+    assert compiled_fn.stats.traces == 1 and compiled_fn.stats.eager_calls == 0
+    for (le, ge), (lc, gc) in zip(eager, compiled):
+        assert le == lc and tg.equal(ge, gc)
+    assert eager[2][0] == eager[0][0] and eager[3][0] == eager[0][0]   # replayed
+    assert eager[1][0] != eager[0][0]
+
+
+def test_rng_state_read_or_set_inside_compiled_runs_eagerly_loudly():
+    def f(x):
+        s = tg.get_rng_state()
+        a = x + tg.randn(3)
+        tg.set_rng_state(s)
+        return a, x + tg.randn(3), s
+
+    def g(x):                                   # a read alone would be frozen at trace time
+        return x + tg.rand(3), tg.get_rng_state()
+
+    for fn in (f, g):
+        cf = tg.compile(fn)
+        tg.manual_seed(1)
+        eager = [fn(tg.zeros(3)) for _ in range(3)]
+        tg.manual_seed(1)
+        with pytest.warns(UserWarning, match="generator state"):
+            compiled = [cf(tg.zeros(3)) for _ in range(3)]
+        for e, c in zip(eager, compiled):
+            assert all(tg.equal(a, b) for a, b in zip(e, c))
+
+
+# ---------------- equal / allclose / isclose / isinf / isfinite ----------------
+CMP_CASES = [
+    ("equal", lambda m: m.equal(m.tensor([1.0, 2.0]), m.tensor([1.0, 2.0]))),
+    ("equal_shape", lambda m: m.equal(m.ones(2, 1), m.ones(2))),
+    ("equal_nan", lambda m: m.equal(m.tensor([float("nan")]), m.tensor([float("nan")]))),
+    ("equal_int_float", lambda m: m.equal(m.tensor([1]), m.tensor([1.0]))),
+    ("equal_method", lambda m: m.ones(3).equal(m.ones(3))),
+    ("allclose", lambda m: m.allclose(m.tensor([1.0, 2.0]), m.tensor([1.0, 2.00001]))),
+    ("allclose_far", lambda m: m.allclose(m.tensor([1.0, 2.0]), m.tensor([1.0, 2.1]))),
+    ("allclose_bcast", lambda m: m.allclose(m.ones(2, 3), m.ones(3))),
+    ("allclose_method", lambda m: m.ones(3).allclose(m.ones(3) + 1e-9, atol=0.0)),
+    ("isclose", lambda m: m.isclose(
+        m.tensor([1.0, float("inf"), float("nan"), float("-inf"), 2.0, 0.0]),
+        m.tensor([1 + 1e-9, float("inf"), float("nan"), float("inf"), 2.1, 1e-9]))),
+    ("isclose_nan", lambda m: m.isclose(m.tensor([float("nan"), 1.0]),
+                                        m.tensor([float("nan"), 1.1]), equal_nan=True,
+                                        rtol=0.2)),
+    ("isclose_int", lambda m: m.isclose(m.tensor([1, 2]), m.tensor([1, 3]))),
+    ("isinf", lambda m: m.isinf(m.tensor([1.0, float("inf"), -float("inf"), float("nan")]))),
+    ("isfinite", lambda m: m.tensor([1.0, float("inf"), float("nan")]).isfinite()),
+    ("isfinite_int", lambda m: m.isfinite(m.tensor([1, 2]))),
+    ("isposinf", lambda m: m.isposinf(m.tensor([1.0, float("inf"), -float("inf")]))),
+    ("isneginf", lambda m: m.isneginf(m.tensor([1.0, float("inf"), -float("inf")]))),
+]
+
+
+@pytest.mark.parametrize("name,fn", CMP_CASES, ids=[c[0] for c in CMP_CASES])
+def test_comparison_helpers_match_torch(name, fn):
+    torch = _torch()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")          # no numpy RuntimeWarning on inf - inf
+        got = fn(tg)
+    want = fn(torch)
+    if isinstance(want, bool):
+        assert type(got) is bool and got == want
+    else:
+        assert got.dtype is tg.bool and got.tolist() == want.tolist()
+
+
+@pytest.mark.parametrize("bad", [
+    lambda m: m.allclose(m.ones(2), m.ones(2, dtype=m.float64)),
+    lambda m: m.isclose(m.ones(2), m.ones(2), rtol=-1),
+    lambda m: m.equal(m.ones(2), [1.0, 1.0]),
+])
+def test_comparison_helpers_raise_like_torch(bad):
+    _raises_like(bad, bad)
+
+
+def test_allclose_in_compiled_function_is_a_guard():
+    def f(x, y):
+        return x * 2 if tg.allclose(x, y) else x - y
+
+    cf = tg.compile(f)
+    for y in (tg.ones(3), tg.zeros(3), tg.ones(3)):
+        assert tg.equal(cf(tg.ones(3), y), f(tg.ones(3), y))
+    assert cf.stats.traces == 2

@@ -21,6 +21,8 @@ from .compiler import compile  # noqa: F401,A004
 from .tracing import trace  # noqa: F401
 from .codegen import build  # noqa: F401
 from . import ir, passes  # noqa: F401
+from . import random  # noqa: F401,A004
+from .random import get_rng_state, set_rng_state  # noqa: F401
 
 
 def _svg(obj):

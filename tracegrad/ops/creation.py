@@ -17,6 +17,7 @@ from .._dispatch import dispatch
 from .._errors import TracegradRuntimeError, TracegradTypeError, op_error
 from .._tensor import Tensor, from_array
 from . import shape_rules as SR
+from . import rng_state
 from .primitive import Primitive
 
 
@@ -253,13 +254,13 @@ class Generator:
         return self._seed
 
     def get_state(self):
-        return self._rng.bit_generator.state
+        """The state as a tensor, for `set_state` (Note [RNG state tensors])."""
+        return rng_state.encode(self)
 
-    def set_state(self, state):
-        # no IR node restores a state: a compiled call would draw on from wherever the
-        # generator is, so calls that do this run eagerly (Note [Effects])
-        _effects.note("random", "Generator.set_state()")
-        self._rng.bit_generator.state = state
+    def set_state(self, new_state):
+        """Restore a state `get_state` returned; returns the generator. Inside a traced
+        function this runs the calls eagerly (Note [RNG state tensors])."""
+        return rng_state.restore(self, new_state)
 
 
 def _seed_kernel(gen, seed):
