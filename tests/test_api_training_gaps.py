@@ -251,3 +251,125 @@ def test_allclose_in_compiled_function_is_a_guard():
     for y in (tg.ones(3), tg.zeros(3), tg.ones(3)):
         assert tg.equal(cf(tg.ones(3), y), f(tg.ones(3), y))
     assert cf.stats.traces == 2
+
+
+# ---------------- Tensor.register_post_accumulate_grad_hook ----------------
+def _post_hook_script(m):
+    """What the hook sees and when, in PyTorch's order, on one library `m`."""
+    w = m.ones(3, requires_grad=True)
+    log = []
+    h = w.register_post_accumulate_grad_hook(lambda t: log.append(("post", t.grad.tolist())))
+    w.register_hook(lambda g: log.append(("pre", g.tolist())) or g * 10)
+    (w * 2).sum().backward()
+    (w * 3).sum().backward()                      # accumulates: the hook sees the sum
+    m.autograd.grad((w * 2).sum(), w)             # accumulates nothing: no post hook
+    (w * 2).sum().backward(inputs=[w])
+    h.remove()
+    (w * 2).sum().backward()
+    w.register_post_accumulate_grad_hook(lambda t: log.append(("mode", m.is_grad_enabled())))
+    w2 = m.ones(2, requires_grad=True)
+    w2.register_post_accumulate_grad_hook(lambda t: log.append(("once", t.grad.tolist())))
+    (w2 * 2 + w2 * 3).sum().backward()            # two uses, one accumulation, one call
+    (w * w).sum().backward()
+    return log
+
+
+def test_post_accumulate_grad_hook_matches_torch():
+    assert _post_hook_script(tg) == _post_hook_script(_torch())
+
+
+@pytest.mark.parametrize("bad", ["non_leaf", "no_grad", "returns"])
+def test_post_accumulate_grad_hook_errors_like_torch(bad):
+    def run(m):
+        w = m.ones(2, requires_grad=bad != "no_grad")
+        if bad == "returns":
+            w.register_post_accumulate_grad_hook(lambda t: 5)
+            (w * 2).sum().backward()
+        else:
+            (w * 2 if bad == "non_leaf" else w).register_post_accumulate_grad_hook(
+                lambda t: None)
+    _raises_like(run, run)
+
+
+def test_post_accumulate_grad_hook_per_parameter_optimizer_matches_torch():
+    """The PyTorch tutorial's optimizer-in-backward: one optimizer per parameter, stepped
+    from the parameter's post-accumulate hook."""
+    torch = _torch()
+
+    def train(m):
+        m.manual_seed(0)
+        model = m.nn.Sequential(m.nn.Linear(4, 8), m.nn.ReLU(), m.nn.Linear(8, 2))
+        with m.no_grad():
+            for k, p in enumerate(model.parameters()):
+                p.copy_(m.tensor(np.random.default_rng(k).standard_normal(tuple(p.shape))
+                                 .astype(np.float32)) * 0.3)
+        opts = {p: m.optim.SGD([p], lr=0.1, momentum=0.9) for p in model.parameters()}
+
+        def hook(p):
+            opts[p].step()
+            opts[p].zero_grad()
+        for p in model.parameters():
+            p.register_post_accumulate_grad_hook(hook)
+        x = m.tensor(np.linspace(-1, 1, 24, dtype=np.float32).reshape(6, 4))
+        y = m.tensor([0, 1, 1, 0, 1, 0])
+        losses = []
+        for _ in range(5):
+            loss = m.nn.functional.cross_entropy(model(x), y)
+            loss.backward()
+            losses.append(loss.item())
+        return losses, [p.detach().numpy().copy() for p in model.parameters()], \
+            [p.grad for p in model.parameters()]
+    (lt, pt, gt), (lg, pg, gg) = train(torch), train(tg)
+    np.testing.assert_allclose(lg, lt, rtol=1e-5)
+    for a, b in zip(pg, pt):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
+    assert all(g is None for g in gg) and all(g is None for g in gt)
+
+
+def _step_with_backward(w, x):
+    loss = (x @ w).tanh().sum()
+    loss.backward()
+    return loss
+
+
+def _calls_with_post_hook(fn, register_at):
+    log = []
+
+    def hook(t):
+        log.append(t.grad.sum().item())
+        t.grad.mul_(0.5)
+    tg.manual_seed(0)
+    w = tg.randn(4, 3, requires_grad=True)
+    out = []
+    for i in range(4):
+        if i == register_at:
+            w.register_post_accumulate_grad_hook(hook)
+        loss = fn(w, tg.ones(2, 4))
+        out.append((loss.item(), w.grad.clone()))
+        w.grad = None
+    return out, log
+
+
+@pytest.mark.parametrize("register_at", [0, 2])
+def test_post_accumulate_grad_hook_with_backward_inside_compiled(register_at):
+    eager, elog = _calls_with_post_hook(_step_with_backward, register_at)
+    cf = tg.compile(_step_with_backward)
+    with pytest.warns(UserWarning, match="post-accumulate-grad hook"):
+        compiled, clog = _calls_with_post_hook(cf, register_at)
+    assert clog == elog and len(elog) == 4 - register_at
+    for (le, ge), (lc, gc) in zip(eager, compiled):
+        assert le == lc and tg.equal(ge, gc)
+
+
+def test_post_accumulate_grad_hook_after_compiled_forward_runs_in_backward():
+    def run(f):
+        seen = []
+        w = tg.ones(4, 3, requires_grad=True)
+        w.register_post_accumulate_grad_hook(lambda t: seen.append(t.grad.sum().item()))
+        for _ in range(3):
+            f(w, tg.ones(2, 4)).backward()
+        return seen
+    fn = lambda w, x: (x @ w).tanh().sum()      # noqa: E731
+    cf = tg.compile(fn)
+    assert run(cf) == run(fn) and len(run(fn)) == 3
+    assert cf.stats.eager_calls == 0
