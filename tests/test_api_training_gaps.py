@@ -373,3 +373,25 @@ def test_post_accumulate_grad_hook_after_compiled_forward_runs_in_backward():
     cf = tg.compile(fn)
     assert run(cf) == run(fn) and len(run(fn)) == 3
     assert cf.stats.eager_calls == 0
+
+
+# ---------------- custom Function returning an input marked non-differentiable ----------
+def _identity_function_flags(m):
+    class Id(m.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, y):
+            ctx.mark_non_differentiable(y)
+            return x, y
+
+        @staticmethod
+        def backward(ctx, ga, gb):
+            return ga, gb
+    x, y = m.ones(2, requires_grad=True), m.ones(2)
+    a, b = Id.apply(x, y)
+    a.sum().backward()
+    return (a is x, b is y, a.requires_grad, a.grad_fn is None, b.requires_grad,
+            b.grad_fn is None, x.grad.tolist())
+
+
+def test_function_returning_non_differentiable_input_matches_torch():
+    assert _identity_function_flags(tg) == _identity_function_flags(_torch())
