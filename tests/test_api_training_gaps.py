@@ -395,3 +395,140 @@ def _identity_function_flags(m):
 
 def test_function_returning_non_differentiable_input_matches_torch():
     assert _identity_function_flags(tg) == _identity_function_flags(_torch())
+
+
+# ---------------- nn.Module hooks: kwargs, prepend, always_call, full backward ----------
+def _r(t):
+    return None if t is None else [round(v, 4) for v in t.flatten().tolist()]
+
+
+def _module_hook_script(m):
+    """Every kind of module hook, in one run; returns what the hooks saw, in order."""
+    nn, log = m.nn, []
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(3, 2)
+            with m.no_grad():
+                self.fc.weight.copy_(m.tensor([[0.1, 0.2, 0.3], [-0.1, 0.5, 0.2]]))
+                self.fc.bias.fill_(0.1)
+
+        def forward(self, x, scale=1.0):
+            return self.fc(x).tanh() * scale
+    net = Net()
+    hs = [
+        net.register_forward_pre_hook(
+            lambda mod, a, k: log.append(("pre_kw", sorted(k))) or ((a[0] * 2,),
+                                                                     dict(k, scale=3.0)),
+            with_kwargs=True),
+        net.register_forward_pre_hook(lambda mod, a: log.append("pre_first"), prepend=True),
+        net.register_forward_hook(lambda mod, a, k, o: log.append(("fwd_kw", sorted(k), _r(o))),
+                                  with_kwargs=True),
+        net.register_forward_hook(lambda mod, a, o: log.append("fwd_first"), prepend=True),
+        net.register_full_backward_hook(
+            lambda mod, gi, go: log.append(("bw", [_r(g) for g in gi], [_r(g) for g in go]))),
+        net.register_full_backward_pre_hook(
+            lambda mod, go: log.append(("bwpre", [_r(g) for g in go])) or (go[0] * 10,)),
+        net.fc.register_full_backward_hook(
+            lambda mod, gi, go: log.append(("fc_bw", [_r(g) for g in gi])) or (gi[0] * 0.5,)),
+    ]
+    x = m.tensor([[1.0, 2.0, 3.0]], requires_grad=True)
+    out = net(x, scale=2.0)
+    log.append(("out", _r(out), type(out.grad_fn).__name__))
+    out.sum().backward()
+    log += [("xgrad", _r(x.grad)), ("wgrad", _r(net.fc.weight.grad))]
+    for h in hs:
+        h.remove()
+    net.zero_grad()
+    net(x).sum().backward()                      # all removed: no hook runs
+    net.register_full_backward_hook(
+        lambda mod, gi, go: log.append(("bw_no_input_grad", gi, [_r(g) for g in go])))
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        net(m.ones(1, 3)).sum().backward()
+    log.append(("warned", [str(x.message)[:40] for x in w]))
+
+    class Bad(nn.Module):
+        def forward(self, x):
+            raise ValueError("boom")
+    bad = Bad()
+    bad.register_forward_hook(lambda mod, a, o: log.append(("always", o)), always_call=True)
+    bad.register_forward_hook(lambda mod, a, o: log.append("never"))
+    with pytest.raises(ValueError, match="boom"):
+        bad(m.ones(2))
+    lin = nn.Linear(2, 2)
+    with lin.register_forward_hook(lambda *a: log.append("in_with")):
+        lin(m.ones(2))
+    lin(m.ones(2))
+    seq = nn.Sequential(nn.Linear(2, 3), nn.ReLU(), nn.Linear(3, 1))
+    for i, mod in enumerate(seq):
+        mod.register_full_backward_hook(lambda mod, gi, go, i=i: log.append(
+            ("seq", i, [None if g is None else list(g.shape) for g in gi],
+             [list(g.shape) for g in go])))
+    seq(m.ones(4, 2)).sum().backward()
+    return log
+
+
+def test_module_hooks_match_torch():
+    assert _module_hook_script(tg) == _module_hook_script(_torch())
+
+
+@pytest.mark.parametrize("bad", ["pre_kw_return", "bw_count", "bw_pre_count"])
+def test_module_hook_errors_like_torch(bad):
+    def run(m):
+        lin = m.nn.Linear(2, 2)
+        if bad == "pre_kw_return":
+            lin.register_forward_pre_hook(lambda mod, a, k: 5, with_kwargs=True)
+        elif bad == "bw_count":
+            lin.register_full_backward_hook(lambda mod, gi, go: (gi[0], gi[0]))
+        else:
+            lin.register_full_backward_pre_hook(lambda mod, go: (go[0], go[0]))
+        lin(m.ones(2, requires_grad=True)).sum().backward()
+    _raises_like(run, run)
+
+
+def _hooked_training(compile_mode, register_at, where):
+    tg.manual_seed(0)
+    model = tnn.Sequential(tnn.Linear(3, 4), tnn.Tanh(), tnn.Linear(4, 2))
+    fwd = tg.compile(model) if compile_mode == "module" else model
+    opt = tg.optim.SGD(model.parameters(), lr=0.1)
+    target = model if where == "top" else model[2]
+
+    def step(x):
+        opt.zero_grad()
+        loss = fwd(x).pow(2).sum()
+        loss.backward()
+        opt.step()
+        return loss
+    if compile_mode == "step":
+        step = tg.compile(step)
+    losses = []
+    for i in range(4):
+        if i == register_at:
+            target.register_full_backward_hook(
+                lambda mod, gi, go: None if gi[0] is None else (gi[0] * 0.5,))
+            target.register_full_backward_pre_hook(lambda mod, go: (go[0] * 3,))
+            target.register_forward_hook(lambda mod, a, k, o: o * k.get("s", 1.0),
+                                         with_kwargs=True)
+        losses.append(step(tg.ones(2, 3) * (i + 1)).item())
+    return losses, [p.detach().clone() for p in model.parameters()], step, fwd
+
+
+@pytest.mark.parametrize("compile_mode", ["module", "step"])
+@pytest.mark.parametrize("register_at", [0, 2])
+def test_backward_hooks_inside_compiled_run_eagerly_loudly(compile_mode, register_at):
+    el, ep, _, _ = _hooked_training(None, register_at, "sub")
+    with pytest.warns(UserWarning, match="full backward hook"):
+        cl, cp, _, _ = _hooked_training(compile_mode, register_at, "sub")
+    assert el == cl and all(tg.equal(a, b) for a, b in zip(ep, cp))
+
+
+@pytest.mark.parametrize("register_at", [0, 2])
+def test_compiled_module_own_backward_hooks_stay_compiled(register_at):
+    el, ep, _, _ = _hooked_training(None, register_at, "top")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")          # PyTorch's "no input requires grad" warning
+        cl, cp, _, fwd = _hooked_training("module", register_at, "top")
+    assert el == cl and all(tg.equal(a, b) for a, b in zip(ep, cp))
+    assert fwd._compiled.stats.eager_calls == 0
