@@ -532,3 +532,118 @@ def test_compiled_module_own_backward_hooks_stay_compiled(register_at):
         cl, cp, _, fwd = _hooked_training("module", register_at, "top")
     assert el == cl and all(tg.equal(a, b) for a, b in zip(ep, cp))
     assert fwd._compiled.stats.eager_calls == 0
+
+
+# ---------------- regression losses, softplus, cosine_similarity, pad ----------------
+def _pair(m, seed=0, shape=(4, 5)):
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal(shape).astype(np.float32) * 2
+    b = rng.standard_normal(shape).astype(np.float32)
+    a.flat[0] = b.flat[0]                        # a zero difference: the kink
+    a.flat[1] = b.flat[1] + 1.0                  # exactly at beta/delta = 1
+    return m.tensor(a, requires_grad=True), m.tensor(b)
+
+
+FUNCS = {
+    "l1": lambda m, x, y: m.nn.functional.l1_loss(x, y),
+    "l1_sum": lambda m, x, y: m.nn.functional.l1_loss(x, y, reduction="sum"),
+    "l1_weight": lambda m, x, y: m.nn.functional.l1_loss(x, y, weight=y.abs() + 0.5),
+    "L1Loss_none": lambda m, x, y: m.nn.L1Loss(reduction="none")(x, y).sum(),
+    "smooth_l1": lambda m, x, y: m.nn.functional.smooth_l1_loss(x, y),
+    "smooth_l1_beta": lambda m, x, y: m.nn.functional.smooth_l1_loss(x, y, beta=0.5),
+    "smooth_l1_beta0": lambda m, x, y: m.nn.functional.smooth_l1_loss(x, y, beta=0.0),
+    "SmoothL1Loss": lambda m, x, y: m.nn.SmoothL1Loss(beta=2.0, reduction="sum")(x, y),
+    "huber": lambda m, x, y: m.nn.functional.huber_loss(x, y),
+    "huber_delta": lambda m, x, y: m.nn.functional.huber_loss(x, y, delta=0.3),
+    "huber_weight": lambda m, x, y: m.nn.functional.huber_loss(x, y, weight=y.abs()),
+    "HuberLoss": lambda m, x, y: m.nn.HuberLoss(delta=1.5)(x, y),
+    "softplus": lambda m, x, y: m.nn.functional.softplus(x * 15).sum(),
+    "softplus_beta": lambda m, x, y: m.nn.functional.softplus(x, beta=3, threshold=2).sum(),
+    "Softplus": lambda m, x, y: m.nn.Softplus(beta=0.5)(x * 100).sum(),
+    "cosine": lambda m, x, y: m.nn.functional.cosine_similarity(x, y).sum(),
+    "cosine_dim0": lambda m, x, y: (m.nn.functional.cosine_similarity(x, y, dim=0) ** 2).sum(),
+    "cosine_bcast": lambda m, x, y: m.nn.functional.cosine_similarity(x, y[:1], dim=-1).sum(),
+    "cosine_zero": lambda m, x, y: m.nn.functional.cosine_similarity(x, y * 0).sum(),
+    "pad": lambda m, x, y: (m.nn.functional.pad(x, (1, 2)) * 3).sum(),
+    "pad_2d_value": lambda m, x, y: m.nn.functional.pad(x, (0, 1, 2, 0), value=-1.5).exp().sum(),
+    "pad_crop": lambda m, x, y: (m.nn.functional.pad(x, (-1, 1, 1, -2)) ** 2).sum(),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FUNCS))
+def test_more_functional_matches_torch_values_and_grads(name):
+    torch = _torch()
+    got, want = [], []
+    for m, out in ((tg, got), (torch, want)):
+        x, y = _pair(m)
+        v = FUNCS[name](m, x, y)
+        v.backward()
+        out += [v.detach().numpy(), x.grad.numpy()]
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(a, b, rtol=2e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["smooth_l1", "huber_delta", "softplus", "cosine", "pad"])
+def test_more_functional_compiled_equals_eager(name):
+    def step(x, y):
+        v = FUNCS[name](tg, x, y)
+        v.backward()
+        return v
+    cf = tg.compile(step)
+    for seed in range(3):
+        x, y = _pair(tg, seed)
+        xe, ye = _pair(tg, seed)
+        assert tg.equal(cf(x, y), step(xe, ye)) and tg.equal(x.grad, xe.grad)
+    assert cf.stats.eager_calls == 0
+
+
+@pytest.mark.parametrize("bad", [
+    lambda m: m.nn.functional.smooth_l1_loss(m.ones(2), m.zeros(2), beta=-1.0),
+    lambda m: m.nn.functional.huber_loss(m.ones(2), m.zeros(2), delta=0.0),
+    lambda m: m.nn.functional.l1_loss(m.ones(2), m.zeros(2), weight=m.ones(3)),
+    lambda m: m.nn.functional.pad(m.ones(2), (1, 1, 1)),
+    lambda m: m.nn.functional.pad(m.ones(2), (1, 1, 1, 1)),
+    lambda m: m.nn.functional.pad(m.ones(2), (-2, -1)),
+    lambda m: m.nn.functional.l1_loss(m.ones(2), m.zeros(2), reduction="avg"),
+])
+def test_more_functional_errors_like_torch(bad):
+    _raises_like(bad, bad)
+
+
+# ---------------- preamble settings and dtype limits ----------------
+def test_finfo_iinfo_match_torch():
+    torch = _torch()
+    for name in ("float16", "float32", "float64"):
+        a, b = tg.finfo(getattr(tg, name)), torch.finfo(getattr(torch, name))
+        assert repr(a) == repr(b)
+        for k in ("bits", "eps", "max", "min", "tiny", "smallest_normal", "resolution"):
+            assert getattr(a, k) == getattr(b, k), (name, k)
+            assert type(getattr(a, k)) is type(getattr(b, k))
+    assert repr(tg.finfo()) == repr(torch.finfo())
+    for name in ("int32", "int64"):
+        a, b = tg.iinfo(getattr(tg, name)), torch.iinfo(getattr(torch, name))
+        assert (repr(a), a.bits, a.min, a.max, a.dtype) == (repr(b), b.bits, b.min, b.max,
+                                                            b.dtype)
+    _raises_like(lambda m: m.finfo(m.int64), lambda m: m.finfo(m.int64))
+    _raises_like(lambda m: m.iinfo(m.float32), lambda m: m.iinfo(m.float32))
+
+
+def test_preamble_settings_are_accepted_and_read_back():
+    torch = _torch()
+    for m in (tg, torch):
+        before = m.get_float32_matmul_precision()
+        m.set_float32_matmul_precision("high")
+        assert m.get_float32_matmul_precision() == "high"
+        with pytest.warns(UserWarning, match="is not one of"):
+            m.set_float32_matmul_precision("fast")
+        assert m.get_float32_matmul_precision() == "high"
+        m.set_float32_matmul_precision(before)
+        m.use_deterministic_algorithms(True, warn_only=True)
+        assert m.are_deterministic_algorithms_enabled()
+        assert m.is_deterministic_algorithms_warn_only_enabled()
+        m.use_deterministic_algorithms(False)
+        assert not m.are_deterministic_algorithms_enabled()
+        n = m.get_num_threads()
+        m.set_num_threads(1)
+        assert m.get_num_threads() == 1
+        m.set_num_threads(n)

@@ -23,6 +23,7 @@ from .codegen import build  # noqa: F401
 from . import ir, passes  # noqa: F401
 from . import random  # noqa: F401,A004
 from .random import get_rng_state, set_rng_state  # noqa: F401
+from ._settings import *  # noqa: F401,F403
 
 
 def _svg(obj):
