@@ -675,3 +675,117 @@ def test_generator_made_inside_compiled_function_repeats_like_eager():
     assert all(tg.equal(e, c) for e, c in zip(eager, compiled))
     assert tg.equal(compiled[0], compiled[2])
     assert cf.stats.eager_calls == 0
+
+
+# ---------------- automatic mixed precision: autocast, GradScaler ----------------
+def _amp_run(m, device, inf_at=(), backoff=0.5, clip=True):
+    w = m.nn.Parameter(m.tensor([1.0, -2.0, 0.5]))
+    opt = m.optim.SGD([w], lr=0.1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")          # CUDA unavailable: disabled, as PyTorch
+        scaler = m.amp.GradScaler(device, init_scale=1024.0, growth_interval=3,
+                                  backoff_factor=backoff)
+    out = []
+    for i in range(8):
+        opt.zero_grad()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            with m.autocast(device_type="cuda", dtype=m.float16):
+                loss = (w * w).sum() * (float("inf") if i in inf_at else 1.0)
+        scaler.scale(loss).backward()
+        scaler.unscale_(opt)
+        if clip:
+            m.nn.utils.clip_grad_norm_([w], 1.0)
+        scaler.step(opt)
+        scaler.update()
+        out.append((scaler.get_scale(), w.grad.tolist(), w.tolist()))
+    return out, scaler.state_dict(), scaler.is_enabled()
+
+
+@pytest.mark.parametrize("device,inf_at,backoff", [
+    ("cpu", (), 0.5), ("cpu", (2, 3), 0.5), ("cpu", (1,), 0.3), ("cuda", (), 0.5)])
+def test_grad_scaler_matches_torch(device, inf_at, backoff):
+    torch = _torch()
+    got, want = _amp_run(tg, device, inf_at, backoff), _amp_run(torch, device, inf_at, backoff)
+    assert got[1:] == want[1:]                   # state_dict, enabled
+    for (gs, gg, gw), (ws, wg, ww) in zip(got[0], want[0]):
+        assert gs == ws                          # the same scale, step for step
+        np.testing.assert_allclose(gg, wg, rtol=1e-6)     # same skipped steps
+        np.testing.assert_allclose(gw, ww, rtol=1e-6)
+
+
+@pytest.mark.parametrize("case", ["unscale_twice", "unscale_after_step", "step_twice",
+                                  "update_without_scale", "load_empty"])
+def test_grad_scaler_errors_like_torch(case):
+    def run(m):
+        w = m.nn.Parameter(m.ones(2))
+        opt = m.optim.SGD([w], lr=0.1)
+        s = m.amp.GradScaler("cpu")
+        if case == "update_without_scale":
+            s.update()
+        if case == "load_empty":
+            s.load_state_dict({})
+        s.scale((w * 2).sum()).backward()
+        if case == "unscale_twice":
+            s.unscale_(opt)
+            s.unscale_(opt)
+        s.step(opt)
+        if case == "unscale_after_step":
+            s.unscale_(opt)
+        s.step(opt)
+    _raises_like(run, run)
+
+
+def test_amp_on_a_cpu_machine_warns_and_disables_like_torch():
+    torch = _torch()
+    for m in (tg, torch):
+        with pytest.warns(UserWarning, match="CUDA is not available"):
+            s = m.amp.GradScaler()
+        assert not s.is_enabled() and s.get_scale() == 1.0 and s.state_dict() == {}
+        with pytest.warns(FutureWarning, match="deprecated"):
+            m.cuda.amp.GradScaler(enabled=False)
+        with pytest.warns(UserWarning, match="Disabling autocast"):
+            with m.autocast(device_type="cuda"):
+                pass
+        with m.amp.autocast("cpu", enabled=False):
+            assert (m.ones(2, 2) @ m.ones(2, 2)).dtype is m.float32
+    with pytest.raises(NotImplementedError, match="autocast"):
+        tg.autocast(device_type="cpu")
+
+
+def _scaled_calls(compiled, enabled):
+    w = tg.nn.Parameter(tg.tensor([1.0, -2.0, 0.5]))
+    opt = tg.optim.SGD([w], lr=0.1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        scaler = tg.amp.GradScaler("cpu" if enabled else "cuda", init_scale=1024.0,
+                                   growth_interval=2)
+
+    def fwd_bwd(x):                              # step and update stay outside
+        opt.zero_grad()
+        loss = (w * w * x).sum()
+        scaler.scale(loss).backward()
+        scaler.unscale_(opt)
+        return loss
+    fn = tg.compile(fwd_bwd) if compiled else fwd_bwd
+    out = []
+    for i in range(5):
+        loss = fn(tg.ones(3) * (float("inf") if i == 1 else 1.0))
+        scaler.step(opt)
+        scaler.update()
+        out.append([loss.item(), scaler.get_scale()] + w.tolist())
+    return np.array(out), fn
+
+
+def test_enabled_grad_scaler_inside_compiled_runs_eagerly_loudly():
+    eager, _ = _scaled_calls(False, True)
+    with pytest.warns(UserWarning, match="GradScaler"):
+        compiled, _ = _scaled_calls(True, True)
+    np.testing.assert_array_equal(compiled, eager)
+
+
+def test_disabled_grad_scaler_inside_compiled_stays_compiled():
+    eager, _ = _scaled_calls(False, False)
+    compiled, fn = _scaled_calls(True, False)
+    np.testing.assert_array_equal(compiled, eager)      # NaN where eager has NaN
+    assert fn.stats.eager_calls == 0

@@ -62,8 +62,10 @@ def result_type(tensor1, tensor2):
 def __getattr__(name):
     # nn / optim / compile / func / viz load lazily so `import tracegrad` stays light.
     import importlib
-    if name in ("nn", "optim", "func", "viz", "utils", "cuda", "backends"):
+    if name in ("nn", "optim", "func", "viz", "utils", "cuda", "backends", "amp"):
         return importlib.import_module(f".{name}", __name__)
+    if name == "autocast":
+        return importlib.import_module(".amp", __name__).autocast
     if name in ("save", "load", "serialization"):
         serialization = importlib.import_module(".serialization", __name__)
         return serialization if name == "serialization" else getattr(serialization, name)
