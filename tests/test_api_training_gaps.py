@@ -789,3 +789,56 @@ def test_disabled_grad_scaler_inside_compiled_stays_compiled():
     compiled, fn = _scaled_calls(True, False)
     np.testing.assert_array_equal(compiled, eager)      # NaN where eager has NaN
     assert fn.stats.eager_calls == 0
+
+
+# ---------------- anomaly detection ----------------
+def _anomaly_script(m):
+    log = []
+    x = m.tensor([0.0, 1.0], requires_grad=True)
+    with pytest.warns(UserWarning, match="Anomaly Detection has been enabled"):
+        ctx = m.autograd.detect_anomaly()
+    with ctx:
+        log.append(m.is_anomaly_enabled())
+        with pytest.raises(RuntimeError) as e:
+            (x / x).sum().backward()
+        log.append(str(e.value).splitlines()[0][-60:])
+    log.append(m.is_anomaly_enabled())
+    with m.autograd.set_detect_anomaly(True):
+        log.append((m.is_anomaly_enabled(), m.is_anomaly_check_nan_enabled()))
+        with pytest.raises(RuntimeError) as e:
+            m.sqrt(x - 1).sum().backward()
+        log.append(str(e.value).splitlines()[0][-60:])
+        w = m.tensor([float("nan")], requires_grad=True)
+        (w * 2).sum().backward()                 # a NaN input, finite gradients: fine
+        log.append(w.grad.tolist())
+    m.autograd.set_detect_anomaly(True, check_nan=False)
+    x.grad = None
+    (x / x).sum().backward()                     # not checked
+    log.append(np.isnan(x.grad.numpy()).tolist())
+    m.autograd.set_detect_anomaly(False)
+    log.append(m.is_anomaly_enabled())
+    return log
+
+
+def test_anomaly_detection_matches_torch():
+    assert _anomaly_script(tg) == _anomaly_script(_torch())
+
+
+def test_anomaly_detection_runs_compiled_functions_eagerly():
+    def f(x):
+        y = tg.where(x > 0, tg.sqrt(x), tg.zeros_like(x))   # NaN gradient dropped by where
+        y.sum().backward()
+        return y
+    cf = tg.compile(f)
+    cf(tg.tensor([1.0, 4.0], requires_grad=True))            # compiled while the mode is off
+    with tg.autograd.set_detect_anomaly(True):
+        with pytest.raises(RuntimeError, match="SqrtBackward0' returned nan"):
+            f(tg.tensor([-1.0, 4.0], requires_grad=True))
+        with pytest.warns(UserWarning, match="anomaly detection"):
+            with pytest.raises(RuntimeError, match="SqrtBackward0' returned nan"):
+                cf(tg.tensor([-1.0, 4.0], requires_grad=True))
+    x, xe = (tg.tensor([-1.0, 4.0], requires_grad=True) for _ in range(2))
+    cf(x)                                        # off again: compiled, no error
+    f(xe)
+    np.testing.assert_array_equal(x.grad.numpy(), xe.grad.numpy())   # 0 * nan, as eager
+    assert cf.stats.eager_calls == 1

@@ -17,6 +17,7 @@ from . import _tensor_storage  # noqa: F401  (stride, is_contiguous, deepcopy, .
 from .ops import *  # noqa: F401,F403
 from .ops import abs, pow, round, sum, max, min, any, all  # noqa: F401,A004
 from . import autograd  # noqa: F401
+from .autograd.anomaly_mode import is_anomaly_enabled, is_anomaly_check_nan_enabled  # noqa
 from .compiler import compile  # noqa: F401,A004
 from .tracing import trace  # noqa: F401
 from .codegen import build  # noqa: F401
