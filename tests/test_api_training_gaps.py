@@ -842,3 +842,51 @@ def test_anomaly_detection_runs_compiled_functions_eagerly():
     f(xe)
     np.testing.assert_array_equal(x.grad.numpy(), xe.grad.numpy())   # 0 * nan, as eager
     assert cf.stats.eager_calls == 1
+
+
+# ---------------- nn.init.trunc_normal_ / orthogonal_ ----------------
+def test_trunc_normal_has_the_truncated_distribution():
+    from statistics import NormalDist
+    tg.manual_seed(0)
+    w = tg.nn.Parameter(tg.empty(200_000))
+    out = tg.nn.init.trunc_normal_(w, mean=0.5, std=2.0, a=-1.0, b=3.0)
+    assert out is w and w.requires_grad and w.grad_fn is None
+    x = w.detach().numpy()
+    assert x.min() >= -1.0 and x.max() <= 3.0
+    nd = NormalDist()
+    al, be = (-1.0 - 0.5) / 2.0, (3.0 - 0.5) / 2.0
+    z = nd.cdf(be) - nd.cdf(al)
+    mean = 0.5 + 2.0 * (nd.pdf(al) - nd.pdf(be)) / z
+    assert abs(x.mean() - mean) < 0.01
+    for q in (0.1, 0.5, 0.9):                   # quantiles of the truncated law
+        want = 0.5 + 2.0 * nd.inv_cdf(nd.cdf(al) + q * z)
+        assert abs(np.quantile(x, q) - want) < 0.02
+    tg.manual_seed(0)
+    again = tg.nn.init.trunc_normal_(tg.empty(200_000), mean=0.5, std=2.0, a=-1.0, b=3.0)
+    assert tg.equal(again, w.detach())
+    with pytest.warns(UserWarning, match="more than 2 std"):
+        tg.nn.init.trunc_normal_(tg.empty(3), mean=5.0)
+
+
+@pytest.mark.parametrize("shape,gain", [((3, 5), 2.0), ((5, 3), 1.0), ((6, 2, 2), 0.5)])
+def test_orthogonal_is_orthogonal(shape, gain):
+    w = tg.nn.init.orthogonal_(tg.empty(*shape), gain=gain)
+    m = w.reshape(shape[0], -1).numpy().astype(np.float64) / gain
+    small = m @ m.T if m.shape[0] <= m.shape[1] else m.T @ m
+    np.testing.assert_allclose(small, np.eye(small.shape[0]), atol=1e-5)
+    _raises_like(lambda m: m.nn.init.orthogonal_(m.empty(3)),
+                 lambda m: m.nn.init.orthogonal_(m.empty(3)))
+
+
+def test_init_inside_compiled_runs_eagerly_loudly():
+    def f(w):
+        with tg.no_grad():
+            tg.nn.init.trunc_normal_(w, std=0.02)
+        return w * 2
+    cf = tg.compile(f)
+    tg.manual_seed(3)
+    eager = [f(tg.empty(4)).clone() for _ in range(3)]
+    tg.manual_seed(3)
+    with pytest.warns(UserWarning, match="trunc_normal_"):
+        compiled = [cf(tg.empty(4)).clone() for _ in range(3)]
+    assert all(tg.equal(a, b) for a, b in zip(eager, compiled))
