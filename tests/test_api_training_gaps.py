@@ -890,3 +890,93 @@ def test_init_inside_compiled_runs_eagerly_loudly():
     with pytest.warns(UserWarning, match="trunc_normal_"):
         compiled = [cf(tg.empty(4)).clone() for _ in range(3)]
     assert all(tg.equal(a, b) for a, b in zip(eager, compiled))
+
+
+# ---------------- utils.checkpoint ----------------
+def _checkpoint_script(m, reentrant):
+    import importlib
+    checkpoint = importlib.import_module(m.__name__ + ".utils.checkpoint").checkpoint
+    bn, lin = m.nn.BatchNorm1d(2), m.nn.Linear(2, 2)
+    with m.no_grad():
+        lin.weight.copy_(m.tensor([[0.5, -0.3], [0.2, 0.8]]))
+        lin.bias.fill_(0.1)
+    x = m.tensor(np.arange(8, dtype=np.float32).reshape(4, 2) / 3, requires_grad=True)
+    calls = []
+
+    def f(a):
+        calls.append(m.is_grad_enabled())
+        return m.nn.functional.dropout(bn(lin(a)).tanh(), 0.3)
+    m.manual_seed(0)
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        y = checkpoint(f, x, use_reentrant=reentrant)
+        y_noin = checkpoint(lin, m.ones(1, 2), use_reentrant=reentrant)
+    after_forward = (list(calls), bn.running_mean.numpy().copy(), y.requires_grad)
+    mask = y.detach().numpy() != 0
+    (y * y).sum().backward()
+    return dict(after_forward=after_forward, calls=calls, mask=mask,
+                running=bn.running_mean.numpy().copy(), tracked=bn.num_batches_tracked.item(),
+                xgrad=x.grad.numpy().copy(), wgrad=lin.weight.grad.numpy().copy(),
+                noin=y_noin.requires_grad,
+                warned=sorted({str(x.message)[:30] for x in w}),
+                consistent=bool(((x.grad.numpy() != 0).any(1) | ~mask.any(1)).all()))
+
+
+@pytest.mark.parametrize("reentrant", [True, False, None])
+def test_checkpoint_matches_torch(reentrant):
+    torch = _torch()
+    got, want = _checkpoint_script(tg, reentrant), _checkpoint_script(torch, reentrant)
+    for k in ("calls", "tracked", "noin", "warned", "consistent"):
+        assert got[k] == want[k], k
+    assert got["after_forward"][0] == want["after_forward"][0]
+    assert got["after_forward"][2] == want["after_forward"][2]
+    np.testing.assert_allclose(got["after_forward"][1], want["after_forward"][1], rtol=1e-6)
+    np.testing.assert_allclose(got["running"], want["running"], rtol=1e-6)   # updated twice
+    plain = _checkpoint_free_grads(got["mask"])
+    np.testing.assert_allclose(got["xgrad"], plain[0], rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(got["wgrad"], plain[1], rtol=1e-5, atol=1e-7)
+
+
+def _checkpoint_free_grads(mask):
+    """The same computation without checkpointing, with the same dropout mask."""
+    bn, lin = tnn.BatchNorm1d(2), tnn.Linear(2, 2)
+    with tg.no_grad():
+        lin.weight.copy_(tg.tensor([[0.5, -0.3], [0.2, 0.8]]))
+        lin.bias.fill_(0.1)
+    x = tg.tensor(np.arange(8, dtype=np.float32).reshape(4, 2) / 3, requires_grad=True)
+    y = bn(lin(x)).tanh() * tg.tensor(mask.astype(np.float32) / 0.7)
+    (y * y).sum().backward()
+    return x.grad.numpy(), lin.weight.grad.numpy()
+
+
+def test_checkpoint_keyword_arguments_like_torch():
+    def run(m):
+        import importlib
+        ck = importlib.import_module(m.__name__ + ".utils.checkpoint").checkpoint
+        x = m.ones(2, requires_grad=True)
+        assert ck(lambda a, b=1: a * b, x, b=3, use_reentrant=False).tolist() == [3.0, 3.0]
+        ck(lambda a, b=1: a * b, x, b=3, use_reentrant=True)
+    _raises_like(run, run)
+
+
+def test_checkpoint_inside_compiled_runs_eagerly_loudly():
+    from tracegrad.utils.checkpoint import checkpoint
+    lin = tnn.Linear(3, 3)
+    counter = {"n": 0}
+
+    def block(a):
+        counter["n"] += 1
+        return lin(a).tanh()
+
+    def step(x):
+        y = checkpoint(block, x, use_reentrant=False)
+        y.sum().backward()
+        return y
+    cf = tg.compile(step)
+    x1, x2 = tg.ones(2, 3, requires_grad=True), tg.ones(2, 3, requires_grad=True)
+    step(x1)
+    n_eager = counter["n"]
+    lin.zero_grad()
+    with pytest.warns(UserWarning, match="checkpoint"):
+        cf(x2)
+    assert counter["n"] == 2 * n_eager == 4 and tg.equal(x1.grad, x2.grad)
