@@ -980,3 +980,62 @@ def test_checkpoint_inside_compiled_runs_eagerly_loudly():
     with pytest.warns(UserWarning, match="checkpoint"):
         cf(x2)
     assert counter["n"] == 2 * n_eager == 4 and tg.equal(x1.grad, x2.grad)
+
+
+# ---------------- optim.RMSprop ----------------
+RMS_OPTIONS = [dict(), dict(lr=0.05, momentum=0.9), dict(centered=True, lr=0.03),
+               dict(centered=True, momentum=0.5, weight_decay=0.1, alpha=0.9, eps=1e-3),
+               dict(maximize=True)]
+
+
+def _rms_run(m, **kw):
+    w = m.nn.Parameter(m.tensor(np.linspace(-1, 1, 6, dtype=np.float32).reshape(2, 3)))
+    opt = m.optim.RMSprop([w], **kw)
+    out = []
+    for i in range(8):
+        w.grad = m.tensor(np.cos(np.arange(6, dtype=np.float32).reshape(2, 3) * (i + 1)))
+        opt.step()
+        out.append(w.detach().numpy().copy())
+    sd = opt.state_dict()
+    st = sd["state"][0]
+    return (np.array(out), list(st), sd["param_groups"][0], st["step"].item(),
+            st["step"].dtype is getattr(m, "float32"))
+
+
+@pytest.mark.parametrize("kw", RMS_OPTIONS, ids=[str(k) for k in RMS_OPTIONS])
+def test_rmsprop_matches_torch(kw):
+    got, want = _rms_run(tg, **kw), _rms_run(_torch(), **kw)
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-5, atol=1e-6)
+    assert got[1:] == want[1:]                   # state layout, groups, step count
+
+
+@pytest.mark.parametrize("bad", ["lr", "eps", "momentum", "weight_decay", "alpha"])
+def test_rmsprop_rejects_bad_options_like_torch(bad):
+    def run(m):
+        m.optim.RMSprop([m.nn.Parameter(m.ones(2))], **{bad: -0.5})
+    _raises_like(run, run)
+
+
+def test_rmsprop_compiled_step_equals_eager_and_follows_the_scheduler():
+    def train(compiled):
+        tg.manual_seed(0)
+        model = tnn.Sequential(tnn.Linear(3, 4), tnn.Tanh(), tnn.Linear(4, 1))
+        opt = tg.optim.RMSprop(model.parameters(), lr=0.01, momentum=0.9, centered=True)
+        sched = tg.optim.lr_scheduler.StepLR(opt, step_size=2, gamma=0.5)
+
+        def step(x, y):
+            opt.zero_grad()
+            loss = ((model(x) - y) ** 2).mean()
+            loss.backward()
+            opt.step()
+            return loss
+        fn = tg.compile(step) if compiled else step
+        losses = []
+        for i in range(6):
+            x = tg.tensor(np.linspace(-1, 1, 15, dtype=np.float32).reshape(5, 3) * (i + 1))
+            losses.append(fn(x, x.sum(1, keepdim=True)).item())
+            sched.step()
+        return losses, [p.detach().clone() for p in model.parameters()], fn
+    (le, pe, _), (lc, pc, fn) = train(False), train(True)
+    assert le == lc and all(tg.equal(a, b) for a, b in zip(pe, pc))
+    assert fn.stats.eager_calls == 0 and fn.stats.traces <= 2
