@@ -1039,3 +1039,59 @@ def test_rmsprop_compiled_step_equals_eager_and_follows_the_scheduler():
     (le, pe, _), (lc, pc, fn) = train(False), train(True)
     assert le == lc and all(tg.equal(a, b) for a, b in zip(pe, pc))
     assert fn.stats.eager_calls == 0 and fn.stats.traces <= 2
+
+
+# ---------------- linalg norms ----------------
+NORMS = {
+    "vector": lambda m, x: m.linalg.vector_norm(x),
+    "vector_0": lambda m, x: m.linalg.vector_norm(x, 0).detach() + x.sum() * 0,
+    "vector_inf_dim": lambda m, x: m.linalg.vector_norm(x, float("inf"), dim=1).sum(),
+    "vector_ninf": lambda m, x: m.linalg.vector_norm(x, -float("inf")),
+    "vector_1_keep": lambda m, x: m.linalg.vector_norm(x, 1, dim=(0, 1), keepdim=True).sum(),
+    "vector_3": lambda m, x: m.linalg.vector_norm(x, 3, dim=0).sum(),
+    "vector_f64": lambda m, x: m.linalg.vector_norm(x, dtype=m.float64),
+    "norm": lambda m, x: m.linalg.norm(x),
+    "norm_fro": lambda m, x: m.linalg.norm(x, "fro"),
+    "norm_dim": lambda m, x: m.linalg.norm(x, dim=1).sum(),
+    "norm_1": lambda m, x: m.linalg.norm(x, 1),
+    "norm_inf": lambda m, x: m.linalg.norm(x, float("inf")),
+    "norm_vec": lambda m, x: m.linalg.norm(x[0], 1),
+    "matrix": lambda m, x: m.linalg.matrix_norm(x),
+    "matrix_m1_keep": lambda m, x: m.linalg.matrix_norm(x, -1, keepdim=True).sum(),
+    "matrix_ninf_batch": lambda m, x: m.linalg.matrix_norm(
+        x.reshape(1, 3, 2).expand(2, 3, 2) * 1.5, -float("inf")).sum(),
+}
+
+
+@pytest.mark.parametrize("name", sorted(NORMS))
+def test_linalg_norms_match_torch(name):
+    torch = _torch()
+    res = []
+    for m in (tg, torch):
+        x = m.tensor([[3.0, -4.0], [0.5, 1.0], [2.0, -0.25]], requires_grad=True)
+        v = NORMS[name](m, x)
+        v.sum().backward()
+        res.append((v.detach().numpy(), x.grad.numpy(), str(v.dtype), type(v.grad_fn).__name__))
+    np.testing.assert_allclose(res[0][0], res[1][0], rtol=1e-6)
+    np.testing.assert_allclose(res[0][1], res[1][1], rtol=1e-6)
+    assert res[0][2:] == res[1][2:]
+
+
+def test_linalg_norm_errors_like_torch():
+    _raises_like(lambda m: m.linalg.vector_norm(m.tensor([1, 2])),
+                 lambda m: m.linalg.vector_norm(m.tensor([1, 2])))
+    _raises_like(lambda m: m.linalg.norm(m.ones(2, 2, 2), 1),
+                 lambda m: m.linalg.norm(m.ones(2, 2, 2), 1))
+
+
+def test_linalg_grad_norm_logging_compiled_equals_eager():
+    def step(w, x):
+        loss = (x @ w).tanh().sum()
+        loss.backward()
+        return tg.linalg.vector_norm(w.grad)
+    cf = tg.compile(step)
+    for i in range(3):
+        w1, w2 = (tg.full((3, 2), 0.1 * (i + 1), requires_grad=True) for _ in range(2))
+        x = tg.ones(4, 3)
+        assert tg.equal(cf(w1, x), step(w2, x)) and tg.equal(w1.grad, w2.grad)
+    assert cf.stats.eager_calls == 0

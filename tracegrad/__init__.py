@@ -23,6 +23,9 @@ from .tracing import trace  # noqa: F401
 from .codegen import build  # noqa: F401
 from . import ir, passes  # noqa: F401
 from . import random  # noqa: F401,A004
+# torch.linalg: `from .ops import *` bound the name `linalg` to ops' matmul module, which
+# `from . import linalg` would return; import the file itself
+linalg = __import__("importlib").import_module(".linalg", __name__)
 from .random import get_rng_state, set_rng_state  # noqa: F401
 from ._settings import *  # noqa: F401,F403
 
