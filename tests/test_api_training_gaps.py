@@ -1095,3 +1095,15 @@ def test_linalg_grad_norm_logging_compiled_equals_eager():
         x = tg.ones(4, 3)
         assert tg.equal(cf(w1, x), step(w2, x)) and tg.equal(w1.grad, w2.grad)
     assert cf.stats.eager_calls == 0
+
+
+def test_module_without_init_call_raises_like_torch():
+    def run(m):
+        class M(m.nn.Module):
+            def __init__(self):
+                pass
+
+            def forward(self, x):
+                return x
+        M()(1)
+    _raises_like(run, run)

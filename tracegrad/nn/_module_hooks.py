@@ -31,8 +31,12 @@ from .._tensor import Tensor
 
 def has_hooks(module):
     d = module.__dict__
-    return bool(d["_forward_pre_hooks"] or d["_forward_hooks"] or d.get("_backward_hooks")
-                or d.get("_backward_pre_hooks"))
+    try:                                # PyTorch's order of reads
+        return bool(d["_backward_hooks"] or d["_backward_pre_hooks"] or d["_forward_hooks"]
+                    or d["_forward_pre_hooks"])
+    except KeyError as e:               # Module.__init__ never ran: PyTorch's error
+        raise AttributeError(f"'{type(module).__name__}' object has no attribute "
+                             f"{e.args[0]!r}") from None
 
 
 def call_with_hooks(module, forward, args, kwargs):
