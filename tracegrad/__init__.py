@@ -17,10 +17,17 @@ from . import _tensor_storage  # noqa: F401  (stride, is_contiguous, deepcopy, .
 from .ops import *  # noqa: F401,F403
 from .ops import abs, pow, round, sum, max, min, any, all  # noqa: F401,A004
 from . import autograd  # noqa: F401
+from .autograd.anomaly_mode import is_anomaly_enabled, is_anomaly_check_nan_enabled  # noqa
 from .compiler import compile  # noqa: F401,A004
 from .tracing import trace  # noqa: F401
 from .codegen import build  # noqa: F401
 from . import ir, passes  # noqa: F401
+from . import random  # noqa: F401,A004
+# torch.linalg: `from .ops import *` bound the name `linalg` to ops' matmul module, which
+# `from . import linalg` would return; import the file itself
+linalg = __import__("importlib").import_module(".linalg", __name__)
+from .random import get_rng_state, set_rng_state  # noqa: F401
+from ._settings import *  # noqa: F401,F403
 
 
 def _svg(obj):
@@ -59,8 +66,10 @@ def result_type(tensor1, tensor2):
 def __getattr__(name):
     # nn / optim / compile / func / viz load lazily so `import tracegrad` stays light.
     import importlib
-    if name in ("nn", "optim", "func", "viz", "utils", "cuda", "backends"):
+    if name in ("nn", "optim", "func", "viz", "utils", "cuda", "backends", "amp"):
         return importlib.import_module(f".{name}", __name__)
+    if name == "autocast":
+        return importlib.import_module(".amp", __name__).autocast
     if name in ("save", "load", "serialization"):
         serialization = importlib.import_module(".serialization", __name__)
         return serialization if name == "serialization" else getattr(serialization, name)

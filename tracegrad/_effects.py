@@ -331,7 +331,8 @@ class watch_python:
             kind = self._kinds.get(code)         # decided once per code object
             if kind is None:
                 kind = self._kinds[code] = (
-                    "random" if code.co_filename.endswith(os.sep + "random.py") else
+                    "random" if code.co_filename.endswith(os.sep + "random.py")
+                    and not code.co_filename.startswith(_PKG) else      # tracegrad.random
                     "user" if _is_user_frame(frame) or self._user_like(frame, code)
                     else "library")
                 if kind == "user":

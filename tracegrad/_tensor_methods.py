@@ -15,6 +15,7 @@ from ._tensor import Tensor, accumulator, from_array
 from .ops import elementwise as E
 from .ops import shape as S
 from .autograd.graph import RemovableHandle
+from .autograd.post_accumulate import PostAccumulateHook
 
 
 def _attach(names, module=O):
@@ -27,7 +28,8 @@ erf pow clamp clip maximum minimum floor ceil round sum mean prod amax amin max 
 norm var std logsumexp softmax log_softmax matmul mm bmm dot outer einsum expand broadcast_to
 view reshape flatten squeeze unsqueeze permute transpose swapaxes t contiguous repeat split
 chunk unbind narrow select add sub mul div floor_divide remainder square any all eq ne lt le gt
-ge logical_and logical_or logical_not bitwise_not isnan nonzero lerp""".split())
+ge logical_and logical_or logical_not bitwise_not isnan nonzero lerp equal isclose allclose isinf
+isfinite isposinf isneginf""".split())
 Tensor.multiply, Tensor.subtract, Tensor.divide, Tensor.true_divide = E.mul, E.sub, E.div, E.div
 Tensor.greater, Tensor.less, Tensor.absolute = E.gt, E.lt, E.abs
 Tensor.sum_to_size = lambda self, *size: S.sum_to(self, S._shape_args(size))
@@ -340,6 +342,26 @@ def register_hook(self, hook):
     return RemovableHandle(lst, hook)
 
 
+def register_post_accumulate_grad_hook(self, hook):
+    """`hook(tensor)` runs after backward has accumulated into this leaf's `.grad` (Note
+    [Post-accumulate-grad hooks] in autograd/post_accumulate.py)."""
+    if not self.requires_grad:
+        raise op_error(TracegradRuntimeError, "register_post_accumulate_grad_hook",
+                       "cannot register a hook on a tensor that doesn't require gradient")
+    if not self.is_leaf:
+        raise op_error(TracegradRuntimeError, "register_post_accumulate_grad_hook",
+                       "post accumulate grad hooks cannot be registered on non-leaf tensors")
+    _effects.note("hook", "register_post_accumulate_grad_hook()", self)
+    lst = self.__dict__.setdefault("_leaf_hooks", [])
+    node = accumulator(self)
+    if node.pre_hooks is None:
+        node.pre_hooks = {}
+    node.pre_hooks[0] = lst
+    post = PostAccumulateHook(hook)
+    lst.append(post)
+    return RemovableHandle(lst, post)
+
+
 _autograd_backward = None                # autograd.api.backward, bound on first use
 
 
@@ -356,6 +378,7 @@ Tensor.detach_ = detach_
 Tensor.requires_grad_ = requires_grad_
 Tensor.retain_grad = retain_grad
 Tensor.register_hook = register_hook
+Tensor.register_post_accumulate_grad_hook = register_post_accumulate_grad_hook
 Tensor.backward = backward
 Tensor.retains_grad = property(lambda self: self._retains_grad)
 Tensor._move_retain_grad = _move_retain_grad

@@ -50,3 +50,31 @@ def manual_seed_all(seed):
 
 def empty_cache():
     """Nothing to free without CUDA (as in PyTorch)."""
+
+
+class _AmpNamespace:
+    """`torch.cuda.amp`: PyTorch's deprecated spellings of `amp.GradScaler("cuda", ...)`
+    and `amp.autocast("cuda", ...)`, with its FutureWarning."""
+
+    @staticmethod
+    def GradScaler(init_scale=2.0 ** 16, growth_factor=2.0, backoff_factor=0.5,
+                   growth_interval=2000, enabled=True):
+        import warnings
+        from .amp import GradScaler
+        warnings.warn("`torch.cuda.amp.GradScaler(args...)` is deprecated. Please use "
+                      "`torch.amp.GradScaler('cuda', args...)` instead.", FutureWarning,
+                      stacklevel=2)
+        return GradScaler("cuda", init_scale, growth_factor, backoff_factor, growth_interval,
+                          enabled)
+
+    @staticmethod
+    def autocast(enabled=True, dtype=None, cache_enabled=True):
+        import warnings
+        from .amp import autocast
+        warnings.warn("`torch.cuda.amp.autocast(args...)` is deprecated. Please use "
+                      "`torch.amp.autocast('cuda', args...)` instead.", FutureWarning,
+                      stacklevel=2)
+        return autocast("cuda", dtype, enabled, cache_enabled)
+
+
+amp = _AmpNamespace()

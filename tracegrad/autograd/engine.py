@@ -27,6 +27,7 @@ from .. import _effects, _mode
 from .._dtype import _FROM_NP
 from .._errors import TracegradRuntimeError, op_error
 from .._tensor import Tensor, accumulator, edge_of
+from .anomaly_mode import STATE as _ANOMALY, check_outputs as _check_anomaly
 from .graph import AccumulateGrad
 
 HOOKED = [False]        # a gradient hook was registered: Note [Leaf accumulation order]
@@ -131,6 +132,8 @@ def run_backward(tensors, grads, retain_graph, create_graph, inputs=None, captur
                 tracer.note_backward_node(node, True)
             consume = None if retain_graph else getattr(node, "apply_and_release", None)
             out = consume(gs) if consume is not None else node.apply(gs)
+            if _ANOMALY["enabled"]:
+                _check_anomaly(node, out)
             if node.hooks:
                 for h in node.hooks:
                     r = h(tuple(out), tuple(gs))

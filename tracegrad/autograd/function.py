@@ -176,12 +176,13 @@ class Function(metaclass=_FunctionMeta):
             new_outs = []
             for i, o in enumerate(outs):
                 if isinstance(o, Tensor):
+                    diff = id(o) not in non_diff       # before an input becomes a view
                     if id(o) in dirty:
                         _check_dirty(o)
                         o._vc.v += 1          # PyTorch bumps the version of dirty outputs
                     elif any(o is t for t in tens) or o._grad_fn is not None:
                         o = o.view_as(o) if o._grad_fn is None else o
-                    if id(o) not in non_diff and o.is_floating_point():
+                    if diff and o.is_floating_point():
                         o._grad_fn = node
                         o._output_nr = i
                         o._rg = True

@@ -18,6 +18,7 @@ from .. import _effects
 from .._effects import _get_hook
 from .. import _tensor
 from .._tensor import Tensor     # _tensor imports this module lazily, so no cycle
+from .post_accumulate import run_post_hooks
 
 _seq = itertools.count()
 
@@ -238,7 +239,14 @@ class AccumulateGrad(Node):
         if var is None:
             return
         if _get_hook() is not None and _effects.active() is not None:
-            return _effects.accumulate_traced(var, g, create_graph)
+            _effects.accumulate_traced(var, g, create_graph)
+        else:
+            self._accumulate(var, g, create_graph)
+        hooks = var.__dict__.get("_leaf_hooks")
+        if hooks:                   # Note [Post-accumulate-grad hooks] in post_accumulate.py
+            run_post_hooks(var, hooks)
+
+    def _accumulate(self, var, g, create_graph):
         with self.lock:
             old = var._grad
             if old is None:

@@ -39,6 +39,7 @@ from ..tracing.forward_memo import MEMO, ForwardMemo, next_attempt
 from ..passes import DEFAULT_PIPELINE
 from .arguments import check_compile_arguments
 from .check import _in_check, checked_call
+from ..autograd.anomaly_mode import STATE as _ANOMALY
 from .keys import (alias_eager_reason, alias_groups, describe_difference, entry_key,
                    key_checker)
 from .backward_node import eager_saves
@@ -159,6 +160,8 @@ class CompiledFunction:
         if self.check and not _in_check():
             return checked_call(self, args, kwargs)
         self.stats.calls += 1
+        if _ANOMALY["enabled"]:              # Note [Anomaly mode and compile]
+            return self._anomaly_call(args, kwargs)
         if _dispatch.trace_hook.get() is not None:
             # Called while another function is being traced: run inline so the outer trace
             # records our ops (a nested program's outputs would otherwise become constants).
@@ -430,6 +433,16 @@ class CompiledFunction:
             self._warned = True
         self.stats.eager_calls += 1
         next_attempt()
+        return self.fn(*args, **kwargs)
+
+    def _anomaly_call(self, args, kwargs):
+        """Anomaly detection is on: run eagerly, so every node's gradients are checked."""
+        if not getattr(self, "_warned_anomaly", False):
+            self._warned_anomaly = True
+            warnings.warn(f"tracegrad.compile: '{self.name}' runs eagerly while anomaly "
+                          "detection is enabled (each backward node's gradients are "
+                          "checked)", UserWarning, stacklevel=3)
+        self.stats.eager_calls += 1
         return self.fn(*args, **kwargs)
 
     def _not_cached(self, entry, changed, out, growth=False):

@@ -49,9 +49,14 @@ _WALKED_LIBRARY = ("tracegrad.optim", "tracegrad.utils")   # their objects hold 
 _MISSING = object()
 # nn.Module's own registries: walked above (parameters, buffers, submodules, hooks) or not
 # state a forward reads (a compiled module's compiled function)
-_MODULE_INTERNALS = frozenset(("_parameters", "_buffers", "_modules", "_forward_hooks",
-                               "_forward_pre_hooks", "_non_persistent_buffers_set",
-                               "_orig_mod", "_compiled"))
+# (the with_kwargs / always_call flag dicts follow the hook dicts: Note [Module hook
+# registries] in nn/_module_hooks.py)
+_HOOK_REGISTRIES = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks",
+                    "_backward_pre_hooks")
+_MODULE_INTERNALS = frozenset(_HOOK_REGISTRIES + (
+    "_parameters", "_buffers", "_modules", "_non_persistent_buffers_set", "_orig_mod",
+    "_compiled", "_forward_pre_hooks_with_kwargs", "_forward_hooks_with_kwargs",
+    "_forward_hooks_always_called"))
 _LEN = object()         # key of a length guard
 # Note [Container kinds]
 # Containers are recognised by kind, not by exact type: a list subclass, an OrderedDict or
@@ -526,7 +531,7 @@ class _Scanner:
         orig = d.get("_orig_mod")            # a compiled module inside: its original's state
         if orig is not None:
             self.value_in(None, None, orig, where, depth)
-        for reg in ("_forward_hooks", "_forward_pre_hooks") if hooks else ():
+        for reg in _HOOK_REGISTRIES if hooks else ():
             hooks = d.get(reg)
             if isinstance(hooks, dict):
                 self.container(hooks, f"{where}.{reg}", depth, 1)

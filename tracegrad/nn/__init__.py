@@ -10,10 +10,11 @@ from .layers import (GELU, Conv2d, Dropout, Embedding, Flatten, Identity,  # noq
 from .loss import CrossEntropyLoss, MSELoss, NLLLoss  # noqa: F401
 from .module import Module  # noqa: F401
 from .parameter import Parameter  # noqa: F401
-from ._activation import SiLU  # noqa: F401
+from ._activation import SiLU, Softplus  # noqa: F401
 from ._attention import MultiheadAttention  # noqa: F401
 from ._containers_extra import ModuleDict, ParameterDict, ParameterList  # noqa: F401
-from ._loss_extra import BCELoss, BCEWithLogitsLoss  # noqa: F401
+from ._loss_extra import (BCELoss, BCEWithLogitsLoss, HuberLoss, L1Loss,  # noqa: F401
+                          SmoothL1Loss)
 from ._norm import LayerNorm  # noqa: F401
 from ._pooling import AdaptiveAvgPool2d, AvgPool2d, MaxPool2d  # noqa: F401
 from . import utils  # noqa: F401,E402

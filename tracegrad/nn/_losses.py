@@ -13,6 +13,7 @@ import warnings
 
 from .. import ops as O
 from ..ops import loss as _loss
+from .._dtype import int64 as _int64
 from .._errors import TracegradRuntimeError, TracegradValueError, op_error
 
 
@@ -54,12 +55,19 @@ def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", we
 
 
 # ---------------- class-index losses ----------------
+def _scalar_type(t):
+    """PyTorch's name of a tensor's element type in messages: Long, Int, Float, Bool."""
+    return t.type()[6:-6]
+
+
 def _check_layout(input, target):
-    """PyTorch's checks of an nll_loss input/target pair."""
-    if target.is_floating_point():
+    """PyTorch's checks of an nll_loss input/target pair. Class indexes must be int64
+    (PyTorch also takes uint8, which tracegrad has no dtype for): an int32 or bool target
+    raises as in PyTorch rather than being silently accepted."""
+    if target.dtype is not _int64:
         raise op_error(TracegradRuntimeError, "nll_loss",
                        f"expected target dtype to be Long or Byte, but got "
-                       f"{target.type()[6:-6]}")
+                       f"{_scalar_type(target)}")
     if input.ndim == 1:
         if target.ndim != 0:
             raise op_error(TracegradRuntimeError, "nll_loss",
@@ -170,7 +178,12 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
                        f"label_smoothing must be between 0.0 and 1.0. Got: {label_smoothing}")
     class_dim = 0 if input.ndim == 1 else 1
     logp = O.log_softmax(input, class_dim)
-    if target.is_floating_point() and tuple(target.shape) == tuple(input.shape):
+    if tuple(target.shape) == tuple(input.shape):
+        # PyTorch decides by shape alone: same shape means class probabilities
+        if not target.is_floating_point():
+            raise op_error(TracegradRuntimeError, "cross_entropy",
+                           "Expected floating point type for target with class "
+                           f"probabilities, got {_scalar_type(target)}")
         return _soft_targets(logp, target, weight, class_dim, reduction, label_smoothing)
     nll = _nll(logp, target, weight, ignore_index, reduction)
     if label_smoothing == 0.0:

@@ -87,18 +87,34 @@ def _zero_grad(p, set_to_none):
 
 
 class _Handle:
-    """Removable handle for module hooks (`handle.remove()`)."""
+    """Removable handle for module hooks (`handle.remove()`); removing also drops the id
+    from the flag dicts (`with_kwargs`, `always_call`) it was added to."""
 
     _next = 0
 
-    def __init__(self, registry, key):
-        self._registry, self._key = registry, key
+    def __init__(self, registry, key, extra=()):
+        self._registry, self._key, self._extra = registry, key, extra
+        self.id = key
 
     @classmethod
-    def add(cls, registry, hook):
+    def add(cls, registry, hook, prepend=False, *flags):
         cls._next += 1
-        registry[cls._next] = hook
-        return cls(registry, cls._next)
+        key = cls._next
+        registry[key] = hook
+        if prepend:
+            registry.move_to_end(key, last=False)
+        extra = tuple(f for f in flags if f is not None)
+        for f in extra:
+            f[key] = True
+        return cls(registry, key, extra)
 
     def remove(self):
         self._registry.pop(self._key, None)
+        for f in self._extra:
+            f.pop(self._key, None)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.remove()

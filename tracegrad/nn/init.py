@@ -140,3 +140,4 @@ def kaiming_normal_(tensor, a=0, mode="fan_in", nonlinearity="leaky_relu", gener
     if _empty(tensor):
         return tensor
     return normal_(tensor, 0.0, _kaiming_std(tensor, a, mode, nonlinearity), generator)
+from ._init_more import orthogonal_, trunc_normal_  # noqa: E402,F401

@@ -15,22 +15,8 @@ from .._errors import TracegradRuntimeError, TracegradTypeError, TracegradValueE
 from .._tensor import Tensor
 from ._module_helpers import (_Handle, _IncompatibleKeys, _check_name, _copy_entry,  # noqa
                               _indent, _typename, _zero_grad)
+from ._module_hooks import call_with_hooks, has_hooks  # noqa: F401
 from .parameter import Parameter
-
-
-def call_with_hooks(module, forward, args, kwargs):
-    """`forward(*args, **kwargs)` between `module`'s forward pre-hooks and forward hooks (what
-    `module(...)` does; a compiled module runs its compiled forward this way)."""
-    for hook in tuple(module._forward_pre_hooks.values()):
-        res = hook(module, args)
-        if res is not None:
-            args = res if isinstance(res, tuple) else (res,)
-    out = forward(*args, **kwargs)
-    for hook in tuple(module._forward_hooks.values()):
-        res = hook(module, args, out)
-        if res is not None:
-            out = res
-    return out
 
 
 class Module:
@@ -56,25 +42,51 @@ class Module:
         d["_buffers"] = {}
         d["_non_persistent_buffers_set"] = set()
         d["_modules"] = {}
+        # Note [Module hook registries] in _module_hooks.py
         d["_forward_pre_hooks"] = OrderedDict()
         d["_forward_hooks"] = OrderedDict()
+        d["_backward_pre_hooks"] = OrderedDict()
+        d["_backward_hooks"] = OrderedDict()
+        d["_forward_pre_hooks_with_kwargs"] = {}
+        d["_forward_hooks_with_kwargs"] = {}
+        d["_forward_hooks_always_called"] = {}
 
     def forward(self, *input):
         raise NotImplementedError(
             f'Module [{type(self).__name__}] is missing the required "forward" function')
 
     def __call__(self, *args, **kwargs):
-        if not self._forward_pre_hooks and not self._forward_hooks:
+        if not has_hooks(self):
             return self.forward(*args, **kwargs)     # the common case: no hooks to run
         return call_with_hooks(self, self.forward, args, kwargs)
 
-    def register_forward_pre_hook(self, hook):
-        """`hook(module, args)` runs before forward; may return replacement args."""
-        return _Handle.add(self._forward_pre_hooks, hook)
+    def register_forward_pre_hook(self, hook, *, prepend=False, with_kwargs=False):
+        """`hook(module, args)` runs before forward; may return replacement args. With
+        `with_kwargs=True`, `hook(module, args, kwargs)` may return `(args, kwargs)`."""
+        d = self.__dict__
+        return _Handle.add(d["_forward_pre_hooks"], hook, prepend,
+                           d["_forward_pre_hooks_with_kwargs"] if with_kwargs else None)
 
-    def register_forward_hook(self, hook):
-        """`hook(module, args, output)` runs after forward; may return a new output."""
-        return _Handle.add(self._forward_hooks, hook)
+    def register_forward_hook(self, hook, *, prepend=False, with_kwargs=False,
+                              always_call=False):
+        """`hook(module, args, output)` runs after forward; may return a new output. With
+        `with_kwargs=True`, `hook(module, args, kwargs, output)`; with `always_call=True` it
+        also runs when forward raises."""
+        d = self.__dict__
+        return _Handle.add(d["_forward_hooks"], hook, prepend,
+                           d["_forward_hooks_with_kwargs"] if with_kwargs else None,
+                           d["_forward_hooks_always_called"] if always_call else None)
+
+    def register_full_backward_pre_hook(self, hook, prepend=False):
+        """`hook(module, grad_output)` runs when the gradients w.r.t. the module's outputs
+        are computed; may return a new grad_output (Note [Full backward hooks])."""
+        return _Handle.add(self.__dict__["_backward_pre_hooks"], hook, prepend)
+
+    def register_full_backward_hook(self, hook, prepend=False):
+        """`hook(module, grad_input, grad_output)` runs when the gradients w.r.t. the
+        module's inputs are computed; may return a new grad_input (Note [Full backward
+        hooks])."""
+        return _Handle.add(self.__dict__["_backward_hooks"], hook, prepend)
 
     # ---------------- registration ----------------
     def register_parameter(self, name, param):

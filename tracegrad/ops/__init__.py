@@ -21,3 +21,5 @@ from .structure import tril, triu, tril_, triu_, flip, repeat_interleave  # noqa
 from .baddbmm import baddbmm  # noqa: F401
 from .sampling import multinomial  # noqa: F401
 from .linear import addmm  # noqa: F401
+from .compare import (equal, isclose, allclose, isinf, isfinite, isposinf,  # noqa: F401
+                      isneginf)

@@ -17,6 +17,7 @@ from .._dispatch import dispatch
 from .._errors import TracegradRuntimeError, TracegradTypeError, op_error
 from .._tensor import Tensor, from_array
 from . import shape_rules as SR
+from . import rng_state
 from .primitive import Primitive
 
 
@@ -225,41 +226,68 @@ def logspace(start, end, steps, base=10.0, *, dtype=None, requires_grad=False):
 
 
 # ---------------- randomness ----------------
+_DEFAULT_SEED = 67280421310721        # PyTorch's: a fresh torch.Generator() starts here
+
+
+def _seed_value(seed):
+    """PyTorch's seed range: any int64 or uint64, negative ones wrapped to uint64."""
+    seed = int(seed)
+    if not -2 ** 63 <= seed < 2 ** 64:
+        raise TracegradValueError("Overflow when unpacking long long")
+    return seed % 2 ** 64
+
+
 class Generator:
-    """Random state (numpy PCG64). `manual_seed` resets the default generator."""
+    """Random state (numpy PCG64). `manual_seed` resets the default generator. A fresh
+    `Generator()` starts from PyTorch's default seed, so its draws repeat run to run."""
 
     def __init__(self, seed=None, device=None):
         if isinstance(seed, str) or type(seed).__name__ == "device":   # Generator("cpu")
             seed, device = None, seed
         check_device(device)
+        seed = _DEFAULT_SEED if seed is None else _seed_value(seed)
         self._rng = np.random.default_rng(seed)
         self._seed = seed
         from .._dispatch import trace_hook
-        if seed is not None and trace_hook.get() is not None:
+        if trace_hook.get() is not None:
             # made inside a traced function: a compiled call reuses this very object, so
             # it is seeded again on every call, as eager makes a fresh one (a recorded seed)
             self.manual_seed(seed)
 
+    @property
+    def device(self):
+        from .._device import device
+        return device("cpu")
+
     def manual_seed(self, seed):
+        seed = _seed_value(seed)
         from .._dispatch import trace_hook
         if trace_hook.get() is not None:     # inside a traced function: a recorded effect,
-            dispatch(SEED, (self, int(seed)))  # replayed by every compiled call
+            dispatch(SEED, (self, seed))       # replayed by every compiled call
             return self
-        self._rng = np.random.default_rng(int(seed))
-        self._seed = int(seed)
+        self._rng = np.random.default_rng(seed)
+        self._seed = seed
         return self
+
+    def seed(self):
+        """Reseed from fresh OS entropy; returns the new seed (a new one on every call,
+        so inside a traced function such calls run eagerly)."""
+        _effects.note("random", "Generator.seed() (a fresh seed on every call)")
+        s = _fresh_entropy()
+        self.manual_seed(s)
+        return s
 
     def initial_seed(self):
         return self._seed
 
     def get_state(self):
-        return self._rng.bit_generator.state
+        """The state as a tensor, for `set_state` (Note [RNG state tensors])."""
+        return rng_state.encode(self)
 
-    def set_state(self, state):
-        # no IR node restores a state: a compiled call would draw on from wherever the
-        # generator is, so calls that do this run eagerly (Note [Effects])
-        _effects.note("random", "Generator.set_state()")
-        self._rng.bit_generator.state = state
+    def set_state(self, new_state):
+        """Restore a state `get_state` returned; returns the generator. Inside a traced
+        function this runs the calls eagerly (Note [RNG state tensors])."""
+        return rng_state.restore(self, new_state)
 
 
 def _seed_kernel(gen, seed):

@@ -1,5 +1,6 @@
 """`tracegrad.optim`: optimizers with PyTorch's names, options, state layout and update math."""
 from .adam import Adam, AdamW  # noqa: F401
 from .optimizer import Optimizer  # noqa: F401
+from .rmsprop import RMSprop  # noqa: F401
 from .sgd import SGD  # noqa: F401
 from . import lr_scheduler  # noqa: F401,E402

@@ -1,2 +1,3 @@
-"""`tracegrad.utils`: helpers outside the tensor core (`data`: datasets and loaders)."""
-from . import data  # noqa: F401
+"""`tracegrad.utils`: helpers outside the tensor core (`data`: datasets and loaders;
+`checkpoint`: activation checkpointing)."""
+from . import checkpoint, data  # noqa: F401

@@ -1,0 +1,65 @@
+"""`tracegrad.linalg`: the norms of `torch.linalg` that training code uses (gradient-norm
+logging, weight-norm penalties): `vector_norm`, `matrix_norm`, `norm`.
+
+Composed of tracegrad's `norm` primitive (LinalgVectorNormBackward0, as PyTorch records)
+and `sum`/`amax`, so they trace and differentiate as those do. Matrix norms that need a
+singular value decomposition ('nuc', 2, -2) are not implemented and say so.
+"""
+from . import ops as O
+from ._errors import TracegradRuntimeError
+
+__all__ = ["vector_norm", "matrix_norm", "norm"]
+
+_INF = float("inf")
+
+
+def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None, out=None):
+    """The `ord`-norm of `x` flattened (or along `dim`): `ord` a number, inf or -inf."""
+    if dtype is not None:
+        x = x.to(dtype)
+    res = O.norm(x, ord, dim, keepdim)
+    return res if out is None else out.copy_(res)
+
+
+def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None, out=None):
+    """'fro', 1, -1, inf or -inf norm of the matrices in the last two (or `dim`) dims."""
+    if dtype is not None:
+        A = A.to(dtype)
+    if A.ndim < 2:
+        raise TracegradRuntimeError(f"linalg.matrix_norm: The input tensor A must have at "
+                                    f"least 2 dimensions.")
+    d0, d1 = (d % A.ndim for d in dim)
+    if ord == "fro":
+        res = O.norm(A, 2, (d0, d1), keepdim)
+    elif ord in (1, -1, _INF, -_INF):
+        rows, cols = (d0, d1) if abs(ord) == 1 else (d1, d0)
+        reduce = O.amax if ord > 0 else O.amin
+        if not keepdim and cols > rows:       # the summed dimension is gone
+            cols -= 1
+        res = reduce(O.sum(O.abs(A), rows, keepdim=keepdim), cols, keepdim=keepdim)
+    elif ord in ("nuc", 2, -2):
+        raise NotImplementedError(f"tracegrad: linalg.matrix_norm(ord={ord!r}) needs a "
+                                  "singular value decomposition, not supported yet")
+    else:
+        raise TracegradRuntimeError(f"linalg.matrix_norm: Order {ord} not supported.")
+    return res if out is None else out.copy_(res)
+
+
+def norm(input, ord=None, dim=None, keepdim=False, *, out=None, dtype=None):
+    """A vector norm (1-D input, an int `dim`, or no `ord`) or a matrix norm (2-D input or
+    a pair `dim`), as PyTorch decides."""
+    if dim is not None:
+        dims = (dim,) if isinstance(dim, int) else tuple(dim)
+        if len(dims) == 1:
+            return vector_norm(input, 2 if ord is None else ord, dims, keepdim, dtype=dtype,
+                               out=out)
+        return matrix_norm(input, "fro" if ord is None else ord, dims, keepdim, dtype=dtype,
+                           out=out)
+    if ord is None:
+        return vector_norm(input, 2, None, keepdim, dtype=dtype, out=out)
+    if input.ndim == 1:
+        return vector_norm(input, ord, None, keepdim, dtype=dtype, out=out)
+    if input.ndim == 2:
+        return matrix_norm(input, ord, (-2, -1), keepdim, dtype=dtype, out=out)
+    raise TracegradRuntimeError("linalg.norm: If dim is not specified but ord is, the input "
+                                f"must be 1D or 2D. Got {input.ndim}D.")
