@@ -592,6 +592,7 @@ COMPARE = [
 
 MATH = [
     _unop("exp"), _unop("log", "pos"), _unop("log1p", "pos"), _unop("sqrt", "pos"),
+    _unop("log2", "pos"), _unop("expm1"),
     _unop("rsqrt", "pos", ref=_np_float(lambda x: 1 / np.sqrt(x))),
     _unop("sin"), _unop("cos"), _unop("tanh"),
     _unop("sigmoid", ref=_np_sigmoid),

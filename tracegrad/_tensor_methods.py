@@ -23,7 +23,7 @@ def _attach(names, module=O):
         setattr(Tensor, n, getattr(module, n))
 
 
-_attach("""exp log log1p sqrt rsqrt sin cos tanh sigmoid relu abs sign neg negative reciprocal
+_attach("""exp log log1p log2 expm1 sqrt rsqrt sin cos tanh sigmoid relu abs sign neg negative reciprocal
 erf pow clamp clip maximum minimum floor ceil round sum mean prod amax amin max min argmax argmin
 norm var std logsumexp softmax log_softmax matmul mm bmm dot outer einsum expand broadcast_to
 view reshape flatten squeeze unsqueeze permute transpose swapaxes t contiguous repeat split

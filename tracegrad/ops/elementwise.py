@@ -449,6 +449,12 @@ EXP = _unary("exp", _quiet(np.exp), lambda g, i, o, n: (mul(g, o),), saves_out=T
 LOG = _unary("log", _quiet(np.log), lambda g, i, o, n: (div(g, i[0]),), saves=(0,))
 LOG1P = _unary("log1p", _quiet(np.log1p), lambda g, i, o, n: (div(g, add(i[0], 1.0)),),
                saves=(0,), grad_fn_name="Log1PBackward0")      # PyTorch's spelling
+# PyTorch's derivatives: grad / (x * ln 2) and grad * (expm1(x) + 1)
+LOG2 = _unary("log2", _quiet(np.log2),
+              lambda g, i, o, n: (div(g, mul(i[0], 0.6931471805599453)),), saves=(0,),
+              grad_fn_name="Log2Backward0")
+EXPM1 = _unary("expm1", _quiet(np.expm1), lambda g, i, o, n: (mul(g, add(o, 1.0)),),
+               saves_out=True, grad_fn_name="Expm1Backward0")
 SQRT = _unary("sqrt", _quiet(np.sqrt), lambda g, i, o, n: (div(g, mul(o, 2.0)),), saves_out=True)
 RSQRT = _unary("rsqrt", _rsqrt, lambda g, i, o, n: (mul(g, mul(pow(o, 3), -0.5)),),
                saves_out=True)
@@ -649,6 +655,8 @@ def _mk_unary(prim):
 exp = _mk_unary(EXP)
 log = _mk_unary(LOG)
 log1p = _mk_unary(LOG1P)
+log2 = _mk_unary(LOG2)
+expm1 = _mk_unary(EXPM1)
 sqrt = _mk_unary(SQRT)
 rsqrt = _mk_unary(RSQRT)
 sin = _mk_unary(SIN)
