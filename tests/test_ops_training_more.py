@@ -131,3 +131,132 @@ def test_log2_expm1_integer_inputs_and_grad_fn(name):
     tx = torch.tensor([1.0, 2.0], requires_grad=True)
     assert type(getattr(tg, name)(x).grad_fn).__name__ == \
         type(getattr(torch, name)(tx).grad_fn).__name__
+
+
+# ---------------- hstack, vstack ----------------
+
+@pytest.mark.parametrize("shapes", [[(3,), (2,)], [(2, 3), (2, 1)], [(), (2,)],
+                                    [(2, 2, 1), (2, 3, 1)]])
+def test_hstack_like_torch(shapes):
+    check_like_torch(lambda m, *xs: m.hstack(list(xs)), shapes)
+
+
+@pytest.mark.parametrize("shapes", [[(3,), (3,)], [(2, 3), (3,)], [(), ()],
+                                    [(1, 2, 2), (3, 2, 2)]])
+def test_vstack_like_torch(shapes):
+    check_like_torch(lambda m, *xs: m.vstack(tuple(xs)), shapes)
+
+
+def test_stack_dtype_promotion_and_errors():
+    torch = _torch()
+    for fn in ("hstack", "vstack"):
+        t = getattr(torch, fn)([torch.ones(2, 2), torch.zeros(2, 2, dtype=torch.int64)])
+        g = getattr(tg, fn)([tg.ones(2, 2), tg.zeros(2, 2, dtype=tg.int64)])
+        assert str(g.dtype) == str(t.dtype) and tuple(g.shape) == tuple(t.shape)
+        _, e = raises_like(lambda m: getattr(m, fn)([]))
+        assert "expects a non-empty TensorList" in str(e)
+        raises_like(lambda m: getattr(m, fn)(m.ones(2, 2)))
+    raises_like(lambda m: m.vstack([m.ones(2, 2), m.ones(3)]))
+    raises_like(lambda m: m.hstack([m.ones(2, 2), m.ones(3, 2)]))
+
+
+# ---------------- roll ----------------
+
+@pytest.mark.parametrize("args", [(1,), (-7,), (2, 0), ((1, -2), (0, 1)), ((3, 1), (1, 1)),
+                                  (5, -1), ((1,), ()), (0, 1)])
+def test_roll_like_torch(args):
+    check_like_torch(lambda m, x: m.roll(x, *args), [(3, 4)])
+    check_like_torch(lambda m, x: x.roll(*args) * 1.5, [(2, 5)], dtypes=("float64",),
+                     gradcheck=False, compiled=False, jax=False)
+
+
+def test_roll_ints_empty_and_errors():
+    torch = _torch()
+    for x in (lambda m: m.arange(12).reshape(3, 4), lambda m: m.ones(0, 3)):
+        np.testing.assert_array_equal(_np(tg.roll(x(tg), 2, 0)), _np(torch.roll(x(torch), 2, 0)))
+    assert tg.roll(tg.tensor(3.0), 1).shape == torch.roll(torch.tensor(3.0), 1).shape
+    for bad in (lambda m: m.roll(m.ones(2, 3), (1, 2)),
+                lambda m: m.roll(m.ones(2, 3), (1, 2), (0,)),
+                lambda m: m.roll(m.ones(2, 3), 1, 2),
+                lambda m: m.roll(m.ones(2, 3), ()),
+                lambda m: m.roll(m.ones(2, 3), 1.5),
+                lambda m: m.roll(m.tensor(3.0), 1, 0)):
+        t, g = raises_like(bad)
+        assert str(t).splitlines()[0] in str(g)
+
+
+def test_roll_result_is_a_copy():
+    x = tg.arange(4.0)
+    y = tg.roll(x, 0)
+    y.add_(1)
+    assert x.tolist() == [0.0, 1.0, 2.0, 3.0]
+
+
+# ---------------- diag ----------------
+
+@pytest.mark.parametrize("k", [0, 1, 2, -1, -3])
+def test_diag_vector_to_matrix_like_torch(k):
+    check_like_torch(lambda m, v: m.diag(v, k), [(3,)])
+    check_like_torch(lambda m, v: v.diag(diagonal=k), [(2,)], dtypes=("float64",),
+                     gradcheck=False, compiled=False, jax=False)
+
+
+@pytest.mark.parametrize("shape", [(3, 3), (2, 4), (4, 2)])
+@pytest.mark.parametrize("k", [0, 1, -1, 3, -5])
+def test_diag_matrix_to_vector_like_torch(shape, k):
+    check_like_torch(lambda m, x: m.diag(x, k), [shape], gradcheck=k in (0, 1))
+
+
+def test_diag_ints_inf_empty_and_errors():
+    torch = _torch()
+    for x in (lambda m: m.tensor([1, 2]), lambda m: m.tensor([float("inf"), 1.0]),
+              lambda m: m.ones(0), lambda m: m.arange(6).reshape(2, 3)):
+        for k in (0, 1, -1):
+            t, g = torch.diag(x(torch), k), tg.diag(x(tg), k)
+            assert str(g.dtype) == str(t.dtype)
+            np.testing.assert_array_equal(_np(g), _np(t))
+    for bad in (lambda m: m.diag(m.ones(2, 2, 2)), lambda m: m.diag(m.tensor(1.0)),
+                lambda m: m.diag(m.ones(2), 1.0)):
+        t, g = raises_like(bad)
+        assert str(t).splitlines()[0] in str(g)
+
+
+def test_diag_of_matrix_is_a_copy():
+    x = tg.ones(2, 2)
+    tg.diag(x).mul_(3)
+    assert x.tolist() == [[1.0, 1.0], [1.0, 1.0]]
+
+
+# ---------------- nan_to_num ----------------
+
+def _special(dtype):
+    a = np.array([[np.nan, np.inf, -np.inf, 1.5], [-2.0, 0.25, np.nan, 3.0]], dtype=dtype)
+    return [a]
+
+
+@pytest.mark.parametrize("kw", [{}, {"nan": 1.0}, {"posinf": 5.0, "neginf": -7},
+                                {"nan": -1, "posinf": 2.0, "neginf": 3.0}])
+def test_nan_to_num_like_torch(kw):
+    check_like_torch(lambda m, x: m.nan_to_num(x, **kw), None, arrays=_special,
+                     gradcheck=False)
+    check_like_torch(lambda m, x: x.nan_to_num(**kw), None, arrays=_special,
+                     gradcheck=False, compiled=False, jax=False)
+    check_like_torch(lambda m, x: m.nan_to_num(x, **kw), [(3, 4)])  # finite: fd check
+
+
+def test_nan_to_num_dtypes_inplace_and_errors():
+    torch = _torch()
+    vals = [float("nan"), float("inf"), -float("inf"), 1.0]
+    for dt in ("float16", "float32", "float64"):
+        t = torch.nan_to_num(torch.tensor(vals, dtype=getattr(torch, dt)))
+        g = tg.nan_to_num(tg.tensor(vals, dtype=getattr(tg, dt)))
+        assert str(g.dtype) == str(t.dtype)
+        np.testing.assert_array_equal(_np(g), _np(t))
+    for x in (lambda m: m.tensor([1, 2]), lambda m: m.tensor([True, False])):
+        t, g = torch.nan_to_num(x(torch), nan=1.0), tg.nan_to_num(x(tg), nan=1.0)
+        assert str(g.dtype) == str(t.dtype) and g.tolist() == t.tolist()
+    y = tg.tensor(vals)
+    assert y.nan_to_num_(posinf=2.0) is y
+    assert y.tolist() == torch.tensor(vals).nan_to_num_(posinf=2.0).tolist()
+    raises_like(lambda m: m.nan_to_num(m.ones(2), nan="a"))
+    raises_like(lambda m: m.ones(2, requires_grad=True).nan_to_num_())

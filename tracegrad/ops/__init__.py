@@ -23,3 +23,4 @@ from .sampling import multinomial  # noqa: F401
 from .linear import addmm  # noqa: F401
 from .compare import (equal, isclose, allclose, isinf, isfinite, isposinf,  # noqa: F401
                       isneginf)
+from .composite_more import hstack, vstack, roll, diag, nan_to_num  # noqa: F401
