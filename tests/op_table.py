@@ -415,6 +415,11 @@ def _np_float(f):
     return lambda x: f(np.asarray(x, dtype=np.float64))
 
 
+def _np_xlogy(a, b):
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    return np.where(a == 0, 0.0, a * np.log(b))
+
+
 def _np_reduce(f):
     def ref(x, dim=None, keepdim=False):
         return f(x, axis=_ax(x, dim if dim != () else None), keepdims=keepdim)
@@ -570,6 +575,8 @@ ARITH = [
                          (A((2, 1), dtype=B), A((1, 3)), A(())),
                          (A((3,), dtype=B), A((2, 3)), 0.5),
                          (A((2, 3), dtype=B), 2, A((2, 3))))),
+    _binop("xlogy", lambda m, a, b: m.xlogy(a, b), _v(_meth("xlogy")), NUMERIC, db="pos",
+           out="float", raw=False, ref=_np_xlogy),
     OpInfo("neg", lambda m, x: -x, samples=unary_samples(), dtypes=NUMERIC, out="same",
            variants=_v(_fn("neg"), _meth("neg"), _fn("negative"))),
     OpInfo("abs", lambda m, x: abs(x), samples=unary_samples("nokink"), dtypes=NUMERIC,

@@ -260,3 +260,174 @@ def test_nan_to_num_dtypes_inplace_and_errors():
     assert y.tolist() == torch.tensor(vals).nan_to_num_(posinf=2.0).tolist()
     raises_like(lambda m: m.nan_to_num(m.ones(2), nan="a"))
     raises_like(lambda m: m.ones(2, requires_grad=True).nan_to_num_())
+
+
+# ---------------- xlogy (the primitive kl_div is built on) ----------------
+
+def test_xlogy_like_torch():
+    def arrays(dtype):
+        x = np.array([[0.0, 1.5, -2.0], [0.5, 0.0, 3.0]], dtype=dtype)
+        return [x, np.array([0.7, 2.0, 1.3], dtype=dtype)]
+    check_like_torch(lambda m, x, y: m.xlogy(x, y), None, arrays=arrays)
+    check_like_torch(lambda m, x, y: x.xlogy(y), None, arrays=arrays, compiled=False,
+                     jax=False)
+    torch = _torch()
+    for a, b in ((lambda m: m.tensor([0, 1, 2]), lambda m: m.tensor([0.0, 3.0, float("nan")])),
+                 (lambda m: 2.0, lambda m: m.tensor([3, 4])),
+                 (lambda m: m.tensor([0.0, 2.0]), lambda m: 0)):
+        t, g = torch.xlogy(a(torch), b(torch)), tg.xlogy(a(tg), b(tg))
+        assert str(g.dtype) == str(t.dtype)
+        np.testing.assert_array_equal(_np(g), _np(t))
+
+
+# ---------------- kl_div, KLDivLoss ----------------
+
+def _kl_arrays(dtype, log_target=False):
+    rng = np.random.default_rng(1)
+    x = np.log(rng.dirichlet(np.ones(5), size=4)).astype(dtype)
+    t = rng.dirichlet(np.ones(5), size=4).astype(dtype)
+    t[0, 1] = 0.0                       # a zero target: xlogy's 0, never 0 * log 0 = nan
+    return [x, np.log(t + 0.1).astype(dtype) if log_target else t]
+
+
+@pytest.mark.parametrize("reduction", ["none", "sum", "batchmean", "mean"])
+@pytest.mark.parametrize("log_target", [False, True])
+def test_kl_div_like_torch(reduction, log_target):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)      # 'mean' warns, as PyTorch's
+
+        def fn(m, x, t):
+            return m.nn.functional.kl_div(x, t.detach() if not log_target else t,
+                                          reduction=reduction, log_target=log_target)
+        check_like_torch(fn, None, arrays=lambda d: _kl_arrays(d, log_target),
+                         gradcheck=log_target)
+
+        def mod(m, x, t):
+            return m.nn.KLDivLoss(reduction=reduction, log_target=log_target)(x, t)
+        check_like_torch(mod, None, arrays=lambda d: _kl_arrays(d, log_target),
+                         gradcheck=False, jax=False)
+
+
+def test_kl_div_gradient_wrt_target_is_torchs_even_at_zero():
+    torch = _torch()
+    grads = []
+    for m in (torch, tg):
+        x = m.tensor([-1.0, -2.0, -0.5], requires_grad=True)
+        t = m.tensor([0.0, 0.5, 0.3], requires_grad=True)
+        m.nn.functional.kl_div(x, t, reduction="sum").backward()
+        grads.append((_np(x.grad), _np(t.grad)))
+    np.testing.assert_allclose(grads[1][0], grads[0][0], rtol=1e-6)
+    np.testing.assert_allclose(grads[1][1], grads[0][1], rtol=1e-6)   # nan at 0, as torch
+    xs = [tg.tensor(a, requires_grad=True) for a in _arrays([(3, 4), (3, 4)], "float64",
+                                                             domain="pos")]
+    assert tg.autograd.gradcheck(lambda x, t: TF.kl_div(x, t, reduction="sum"), xs)
+
+
+def test_kl_div_warnings_legacy_args_and_errors():
+    torch = _torch()
+    x, t = [-1.0, -2.0], [0.0, 0.5]
+    for m in (torch, tg):
+        with pytest.warns(UserWarning, match="'batchmean' divides only by the batch size"):
+            m.nn.functional.kl_div(m.tensor(x), m.tensor(t))
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")           # no numpy warning for 0 * log(0)
+            m.nn.functional.kl_div(m.tensor(x), m.tensor(t), reduction="batchmean")
+        with pytest.warns(UserWarning, match="size_average and reduce args"):
+            r = m.nn.functional.kl_div(m.tensor(x), m.tensor(t), size_average=False)
+        assert r.item() == pytest.approx(0.5 * np.log(0.5) + 1.0, rel=1e-6)
+    with pytest.warns(UserWarning, match="size_average and reduce args"):
+        reductions = [m.nn.KLDivLoss(reduce=False).reduction for m in (tg, torch)]
+    assert reductions == ["none", "none"]
+    assert repr(tg.nn.KLDivLoss(reduction="batchmean")) == "KLDivLoss()"
+    # batchmean of a 0-d input: no division (as PyTorch)
+    assert TF.kl_div(tg.tensor(-1.0), tg.tensor(0.5), reduction="batchmean").item() == \
+        pytest.approx(torch.nn.functional.kl_div(torch.tensor(-1.0), torch.tensor(0.5),
+                                                 reduction="batchmean").item())
+    for bad in (lambda m: m.nn.functional.kl_div(m.ones(2), m.ones(2), reduction="foo"),
+                lambda m: m.nn.KLDivLoss(reduction="foo")(m.ones(2), m.ones(2)),
+                lambda m: m.nn.functional.kl_div(m.ones(2), m.tensor([0, 1]),
+                                                 reduction="none"),
+                lambda m: m.nn.functional.kl_div(m.tensor([0, 1]), m.ones(2),
+                                                 reduction="sum")):
+        te, ge = raises_like(bad)
+        assert str(te).splitlines()[0] in str(ge)
+
+
+# ---------------- group_norm, GroupNorm ----------------
+
+@pytest.mark.parametrize("shape,groups", [((2, 4, 3), 2), ((3, 6, 2, 2), 3), ((2, 8), 2),
+                                          ((2, 4, 5), 1)])
+@pytest.mark.parametrize("affine", [False, True])
+def test_group_norm_like_torch(shape, groups, affine):
+    c = shape[1]
+    if affine:
+        def fn(m, x, w, b):
+            return m.nn.functional.group_norm(x, groups, w, b, eps=1e-3)
+        shapes = [shape, (c,), (c,)]
+    else:
+        def fn(m, x):
+            return m.nn.functional.group_norm(x, groups)
+        shapes = [shape]
+    check_like_torch(fn, shapes)
+
+
+def test_group_norm_weight_only_and_module():
+    torch = _torch()
+    check_like_torch(lambda m, x, w: m.nn.functional.group_norm(x, 2, w), [(2, 4, 3), (4,)])
+    for m in (tg, torch):
+        m.manual_seed(0)
+    for kw in ({}, {"affine": False}, {"bias": False}, {"eps": 1e-3}):
+        t, g = torch.nn.GroupNorm(2, 4, **kw), tg.nn.GroupNorm(2, 4, **kw)
+        assert repr(g) == repr(t)
+        assert list(g.state_dict()) == list(t.state_dict())
+        for k, v in t.state_dict().items():
+            np.testing.assert_array_equal(_np(g.state_dict()[k]), _np(v))
+    x = np.random.default_rng(0).standard_normal((3, 4, 5)).astype(np.float32)
+    t, g = torch.nn.GroupNorm(2, 4), tg.nn.GroupNorm(2, 4)
+    yt, yg = t(torch.tensor(x)), g(tg.tensor(x))
+    np.testing.assert_allclose(_np(yg), _np(yt), rtol=1e-5, atol=1e-5)
+    (yt * yt).sum().backward()
+    (yg * yg).sum().backward()
+    for (n, pt), (_, pg) in zip(t.named_parameters(), g.named_parameters()):
+        np.testing.assert_allclose(_np(pg.grad), _np(pt.grad), rtol=1e-4, atol=1e-5)
+    assert tg.nn.GroupNorm(2, 4, dtype=tg.float64).weight.dtype == tg.float64
+
+
+def test_group_norm_errors_like_torch():
+    x = lambda m: m.ones(2, 4, 3)       # noqa: E731
+    for bad in (lambda m: m.nn.functional.group_norm(x(m), 3),
+                lambda m: m.nn.functional.group_norm(x(m), 2, m.ones(3)),
+                lambda m: m.nn.functional.group_norm(x(m), 2, m.ones(4), m.ones(3)),
+                lambda m: m.nn.functional.group_norm(m.ones(4), 2),
+                lambda m: m.nn.functional.group_norm(m.ones(1, 2), 2),
+                lambda m: m.nn.functional.group_norm(m.ones(1, 2, 1), 2),
+                lambda m: m.nn.functional.group_norm(m.ones(2, 4, dtype=m.int64), 2),
+                lambda m: m.nn.functional.group_norm(x(m), 2, m.ones(4, dtype=m.float64)),
+                lambda m: m.nn.GroupNorm(3, 4)):
+        raises_like(bad)
+
+
+def test_group_norm_in_a_compiled_training_step():
+    def make():
+        tg.manual_seed(0)
+        model = tnn.Sequential(tnn.Conv2d(2, 4, 3, padding=1), tnn.GroupNorm(2, 4),
+                               tnn.ReLU(), tnn.Flatten(), tnn.Linear(4 * 5 * 5, 3))
+        return model, tg.optim.SGD(model.parameters(), lr=0.1)
+    x = tg.randn(2, 2, 5, 5)
+    target = tg.tensor([[-1.0, 0.5, -2.0], [-0.3, -1.2, -0.7]]).log_softmax(1)
+
+    def step(model, opt, x):
+        opt.zero_grad()
+        loss = TF.kl_div(model(x).log_softmax(1), target, reduction="batchmean",
+                         log_target=True)
+        loss.backward()
+        opt.step()
+        return loss
+    me, oe = make()
+    mc, oc = make()
+    cstep = tg.compile(lambda x: step(mc, oc, x))
+    for _ in range(3):
+        le, lc = step(me, oe, x), cstep(x)
+        assert lc.item() == pytest.approx(le.item(), rel=1e-6)
+    for pe, pc in zip(me.parameters(), mc.parameters()):
+        np.testing.assert_allclose(_np(pc), _np(pe), rtol=1e-6, atol=1e-7)

@@ -16,5 +16,6 @@ from ._containers_extra import ModuleDict, ParameterDict, ParameterList  # noqa:
 from ._loss_extra import (BCELoss, BCEWithLogitsLoss, HuberLoss, L1Loss,  # noqa: F401
                           SmoothL1Loss)
 from ._norm import LayerNorm  # noqa: F401
+from ._modules_training_more import GroupNorm, KLDivLoss  # noqa: F401
 from ._pooling import AdaptiveAvgPool2d, AvgPool2d, MaxPool2d  # noqa: F401
 from . import utils  # noqa: F401,E402

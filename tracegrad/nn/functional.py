@@ -314,9 +314,11 @@ from ._functional_extra import (adaptive_avg_pool2d, avg_pool2d, binary_cross_en
                                 max_pool2d_with_indices, silu)
 from ._losses_regression import l1_loss, smooth_l1_loss, huber_loss  # noqa: E402,F401
 from ._functional_more import softplus, cosine_similarity, pad  # noqa: E402,F401
+from ._functional_training_more import kl_div, group_norm  # noqa: E402,F401
 from ._attention_functional import (multi_head_attention_forward,  # noqa: F401
                                     scaled_dot_product_attention)
 __all__ += ["normalize", "layer_norm", "silu", "max_pool2d", "max_pool2d_with_indices",
             "avg_pool2d", "adaptive_avg_pool2d", "binary_cross_entropy",
             "binary_cross_entropy_with_logits", "scaled_dot_product_attention",
-            "multi_head_attention_forward"]
+            "multi_head_attention_forward", "l1_loss", "smooth_l1_loss", "huber_loss",
+            "softplus", "cosine_similarity", "pad", "kl_div", "group_norm"]

@@ -75,8 +75,8 @@ def _roll_dim(x, s, d):
 
 
 def roll(input, shifts, dims=None):
-    """Shift elements cyclically by `shifts` along `dims` (all flattened when dims is
-    None, then the shape restored).
+    """Shift elements cyclically by `shifts` along `dims` (None: over the flattened tensor).
+
 
     >>> roll(tensor([1, 2, 3, 4]), 1)
     tensor([4, 1, 2, 3])
@@ -160,9 +160,8 @@ def _finite_value(v, name):
 
 
 def nan_to_num(input, nan=0.0, posinf=None, neginf=None):
-    """Replace NaN by `nan`, +inf by `posinf` and -inf by `neginf` (by default the
-    largest and the lowest finite values of the dtype). Integer and bool tensors come back
-    unchanged (a copy). The gradient flows where the input is finite.
+    """Replace NaN by `nan`, +inf by `posinf` and -inf by `neginf` (defaults: 0 and the dtype's
+    largest and lowest finite values). Integer and bool tensors come back unchanged (a copy). The gradient flows where the input is finite.
 
     >>> nan_to_num(tensor([float('nan'), 1.0]))
     tensor([0., 1.])

@@ -831,3 +831,38 @@ for _p in (ADD, SUB, MUL, DIV, POW, REMAINDER, MAXIMUM, MINIMUM, RSUB):
 
 # gelu's fused gradient (imported last: that module builds on this one)
 from . import fused_backward as _fused_backward  # noqa: E402
+
+
+# xlogy: PyTorch's kernel (0 where x == 0 unless y is nan, else x * log(y)) and derivatives
+# (self: xlogy(grad, other), 0 where self == 0 and other <= 0; other: grad * self / other), so kl_div built on it
+# has PyTorch's values and gradients, with no warning for 0 * log(0).
+def _xlogy_kernel(x, y):
+    ly = np.log(y)
+    if not isinstance(y, np.ndarray):       # a Python number: its log stays weakly typed
+        ly = float(ly)
+    r = np.multiply(x, ly)
+    zero = np.logical_and(np.equal(x, 0), np.logical_not(np.isnan(y)))
+    return np.where(zero, np.zeros((), r.dtype), r)
+
+
+def _xlogy_vjp(g, ins, out, n):
+    x, y = ins
+    a, b = n.needs
+    gx = gy = None
+    if a:
+        gx = xlogy(g, y)
+        gx = _st(where(logical_and(eq(x, 0), le(y, 0)), 0.0, gx), n.shapes[0])
+    if b:
+        gy = _st(div(mul(g, x), y), n.shapes[1])
+    return gx, gy
+
+
+XLOGY = Primitive("xlogy", _quiet(_xlogy_kernel), vjp=_xlogy_vjp, saves=(0, 1),
+                  dtype_rule=promote_float, shape_rule=SR.broadcast,
+                  grad_fn_name="XlogyBackward0")
+
+
+def xlogy(input, other):
+    """`input * log(other)`, and 0 where `input` is 0 (unless `other` is nan), as
+    torch.xlogy; differentiable in both."""
+    return dispatch(XLOGY, (input, other))

@@ -108,3 +108,10 @@ def _gelu(ctx, node, x):
         inner = (x + x * x * x * 0.044715) * _SQRT_2_PI
         return x * 0.5 * (jnp.tanh(inner) + 1.0)
     return x * 0.5 * (lax.erf(x * _SQRT_HALF) + 1.0)
+
+
+@register(E.XLOGY)
+def _xlogy(ctx, node, x, y):
+    x, y = jnp.asarray(x), jnp.asarray(y)
+    return jnp.where((x == 0) & ~jnp.isnan(y), jnp.zeros((), node.output.type.dtype.np),
+                     x * jnp.log(y)).astype(node.output.type.dtype.np)
