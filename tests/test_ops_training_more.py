@@ -431,3 +431,102 @@ def test_group_norm_in_a_compiled_training_step():
         assert lc.item() == pytest.approx(le.item(), rel=1e-6)
     for pe, pc in zip(me.parameters(), mc.parameters()):
         np.testing.assert_allclose(_np(pc), _np(pe), rtol=1e-6, atol=1e-7)
+
+
+# ---------------- optim.Adagrad ----------------
+ADAGRAD_OPTIONS = [dict(), dict(lr=0.1, lr_decay=0.05), dict(weight_decay=0.1, lr=0.05),
+                   dict(initial_accumulator_value=0.5, eps=1e-3, lr=0.2),
+                   dict(lr=0.1, lr_decay=0.01, weight_decay=0.01,
+                        initial_accumulator_value=0.1, eps=1e-6),
+                   dict(maximize=True)]
+
+
+def _adagrad_run(m, dtype="float32", **kw):
+    w = m.nn.Parameter(m.tensor(np.linspace(-1, 1, 6, dtype=dtype).reshape(2, 3)))
+    opt = m.optim.Adagrad([w], **kw)
+    sd0 = opt.state_dict()
+    first = (sorted(sd0["state"]), sorted(sd0["state"][0]), sd0["state"][0]["sum"].tolist())
+    out = []
+    for i in range(10):
+        w.grad = m.tensor(np.cos(np.arange(6, dtype=dtype).reshape(2, 3) * (i + 1)))
+        opt.step()
+        out.append(w.detach().numpy().copy())
+    sd = opt.state_dict()
+    st = sd["state"][0]
+    return (np.array(out), np.array(st["sum"].tolist()), first, list(st), sd["param_groups"][0],
+            st["step"].item(), str(st["step"].dtype))
+
+
+@pytest.mark.parametrize("kw", ADAGRAD_OPTIONS, ids=[str(k) for k in ADAGRAD_OPTIONS])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_adagrad_matches_torch(kw, dtype):
+    got, want = _adagrad_run(tg, dtype, **kw), _adagrad_run(_torch(), dtype, **kw)
+    # float32: PyTorch's addcmul_ fuses a multiply-add (one ulp per step at most)
+    tol = dict(rtol=1e-6, atol=1e-7) if dtype == "float32" else dict(rtol=1e-13, atol=1e-15)
+    np.testing.assert_allclose(got[0], want[0], **tol)
+    np.testing.assert_allclose(got[1], want[1], **tol)
+    assert got[2:] == want[2:]      # state made at construction, layout, groups, step count
+
+
+@pytest.mark.parametrize("bad", ["lr", "lr_decay", "weight_decay", "initial_accumulator_value",
+                                 "eps"])
+def test_adagrad_rejects_bad_options_like_torch(bad):
+    te, ge = raises_like(lambda m: m.optim.Adagrad([m.nn.Parameter(m.ones(2))], **{bad: -0.5}))
+    assert str(te) == str(ge)
+
+
+def test_adagrad_state_dict_round_trip_and_skips_params_without_grad():
+    torch = _torch()
+    res = []
+    for m in (tg, torch):
+        a, b = m.nn.Parameter(m.ones(3)), m.nn.Parameter(m.ones(2))
+        opt = m.optim.Adagrad([a, b], lr=0.5)
+        a.grad = m.tensor([1.0, -2.0, 0.5])
+        opt.step()
+        opt2 = m.optim.Adagrad([a, b], lr=0.5)
+        opt2.load_state_dict(opt.state_dict())
+        a.grad = m.tensor([0.5, 0.5, 0.5])
+        opt2.step()
+        res.append((a.tolist(), b.tolist(), opt2.state_dict()["state"][1]["step"].item(),
+                    opt2.state_dict()["state"][0]["step"].item()))
+    assert res[0][1:] == res[1][1:]
+    np.testing.assert_allclose(res[0][0], res[1][0], rtol=1e-6)
+
+
+@pytest.mark.parametrize("backend", ["numpy", "jax"])
+def test_adagrad_compiled_step_equals_eager_and_never_retraces_for_lr(backend):
+    if backend == "jax":
+        pytest.importorskip("jax")
+
+    def train(compiled):
+        tg.manual_seed(0)
+        model = tnn.Sequential(tnn.Linear(3, 4), tnn.Tanh(), tnn.Linear(4, 1))
+        opt = tg.optim.Adagrad(model.parameters(), lr=0.1, lr_decay=0.01, weight_decay=0.01,
+                               initial_accumulator_value=0.1)
+        sched = tg.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.7)
+
+        def step(x, y):
+            opt.zero_grad()
+            loss = ((model(x) - y) ** 2).mean()
+            loss.backward()
+            opt.step()
+            return loss
+        fn = tg.compile(step, backend=backend) if compiled else step
+        losses = []
+        for i in range(6):
+            x = tg.tensor(np.linspace(-1, 1, 15, dtype=np.float32).reshape(5, 3) * (i + 1))
+            losses.append(fn(x, x.sum(1, keepdim=True)).item())
+            sched.step()
+            opt.param_groups[0]["lr_decay"] = 0.01 * (i + 2)      # a runtime value too
+        return losses, [p.detach().clone() for p in model.parameters()], opt, fn
+    (le, pe, oe, _), (lc, pc, oc, fn) = train(False), train(True)
+    if backend == "numpy":
+        assert le == lc and all(tg.equal(a, b) for a, b in zip(pe, pc))
+    else:
+        np.testing.assert_allclose(lc, le, rtol=1e-5)
+        for a, b in zip(pc, pe):
+            np.testing.assert_allclose(_np(a), _np(b), rtol=1e-5, atol=1e-6)
+    # one retrace only, when the first call's None gradients exist; never for lr/lr_decay
+    assert fn.stats.eager_calls == 0 and fn.stats.traces == 2, fn.stats
+    assert fn.stats.retraces == ["a .grad that was None when traced is set now"], fn.stats
+    assert oe.state_dict()["state"][0]["step"].item() == oc.state_dict()["state"][0]["step"].item()

@@ -1,4 +1,5 @@
 """`tracegrad.optim`: optimizers with PyTorch's names, options, state layout and update math."""
+from .adagrad import Adagrad  # noqa: F401
 from .adam import Adam, AdamW  # noqa: F401
 from .optimizer import Optimizer  # noqa: F401
 from .rmsprop import RMSprop  # noqa: F401
