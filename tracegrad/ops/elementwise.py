@@ -860,9 +860,13 @@ def _xlogy_vjp(g, ins, out, n):
 XLOGY = Primitive("xlogy", _quiet(_xlogy_kernel), vjp=_xlogy_vjp, saves=(0, 1),
                   dtype_rule=promote_float, shape_rule=SR.broadcast,
                   grad_fn_name="XlogyBackward0")
+XLOGY_SCALAR_SELF = overload_of(XLOGY, "xlogy_scalar_self", "XlogyBackward1")    # number, t
+XLOGY_SCALAR_OTHER = overload_of(XLOGY, "xlogy_scalar_other", "XlogyBackward2")  # t, number
 
 
 def xlogy(input, other):
     """`input * log(other)`, and 0 where `input` is 0 (unless `other` is nan), as
     torch.xlogy; differentiable in both."""
-    return dispatch(XLOGY, (input, other))
+    prim = (XLOGY if isinstance(input, Tensor) and isinstance(other, Tensor) else
+            XLOGY_SCALAR_OTHER if isinstance(input, Tensor) else XLOGY_SCALAR_SELF)
+    return dispatch(prim, (input, other))

@@ -110,7 +110,7 @@ def _gelu(ctx, node, x):
     return x * 0.5 * (lax.erf(x * _SQRT_HALF) + 1.0)
 
 
-@register(E.XLOGY)
+@register(E.XLOGY, E.XLOGY_SCALAR_SELF, E.XLOGY_SCALAR_OTHER)
 def _xlogy(ctx, node, x, y):
     x, y = jnp.asarray(x), jnp.asarray(y)
     return jnp.where((x == 0) & ~jnp.isnan(y), jnp.zeros((), node.output.type.dtype.np),
