@@ -530,3 +530,15 @@ def test_adagrad_compiled_step_equals_eager_and_never_retraces_for_lr(backend):
     assert fn.stats.eager_calls == 0 and fn.stats.traces == 2, fn.stats
     assert fn.stats.retraces == ["a .grad that was None when traced is set now"], fn.stats
     assert oe.state_dict()["state"][0]["step"].item() == oc.state_dict()["state"][0]["step"].item()
+
+
+@pytest.mark.parametrize("name", ["log1p_", "log2_", "expm1_"])
+def test_inplace_log_variants_like_torch(name):
+    def fn(m, x):
+        y = x.exp() * 1.0
+        out = getattr(y, name)()
+        assert out is y
+        return y
+    check_like_torch(fn, [(3, 4)])
+    raises_like(lambda m: getattr(m.ones(2, requires_grad=True), name)())
+    raises_like(lambda m: getattr(m.tensor([1, 2]), name)())

@@ -224,6 +224,13 @@ def _nn_new(x4, x3, p):
     return outs
 
 
+def _inplace_math(x):
+    y = x.exp() + 1.0
+    z = x * 1.0
+    return [y.log1p_(), (x.exp() * 1.0).log2_(), z.expm1_()]
+
+
+EXTRA["inplace_math"] = (_inplace_math, lambda: [_t(2, 3)])
 EXTRA["nn_new"] = (_nn_new, lambda: [_t(1, 2, 5, 6), _t(2, 2, 3, seed=1), _t(2, 3, seed=2)])
 
 

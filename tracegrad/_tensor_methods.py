@@ -56,6 +56,9 @@ Tensor.relu_ = _inplace(E.RELU_)
 Tensor.sigmoid_ = _inplace(E.SIGMOID_)
 Tensor.tanh_ = _inplace(E.TANH_)
 Tensor.neg_ = _inplace(E.NEG_)
+Tensor.log1p_ = _inplace(E.LOG1P_)
+Tensor.log2_ = _inplace(E.LOG2_)
+Tensor.expm1_ = _inplace(E.EXPM1_)
 
 
 def clamp_(self, min=None, max=None):

@@ -642,6 +642,9 @@ SIGMOID_ = inplace_of(SIGMOID)
 TANH_ = inplace_of(TANH)
 CLAMP_ = inplace_of(CLAMP)
 NEG_ = inplace_of(NEG)
+LOG1P_ = inplace_of(LOG1P)
+LOG2_ = inplace_of(LOG2)
+EXPM1_ = inplace_of(EXPM1)
 
 
 def _mk_unary(prim):
