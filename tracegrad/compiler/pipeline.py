@@ -126,8 +126,8 @@ def vjp(rec):
 
 
 def check_inplace(rec):
-    """Errors eager raises at backward (saved values overwritten under no_grad) are kept
-    for the backward node; the others raise now (passes/check_inplace.py)."""
+    """Errors eager raises at backward (saved values overwritten in place) are kept for the
+    backward node, never raised by the call (Note [Inplace errors wait for backward])."""
     if rec.vjp is None:
         return rec, {}
     ins = rec.functional.inputs
