@@ -78,6 +78,10 @@ def _eager_error(fn, m):
     return ei.value
 
 
+# eager's engine fills w.grad before it meets the error: these run eagerly, with a warning
+RUN_EAGERLY = {tanh_then_setitem, two_writes}
+
+
 def _compiled_error(fn):
     """The error a backward through a compiled call's result raises (the call itself must
     not raise: eager's forward does not); the second call runs the compiled program."""
@@ -86,11 +90,18 @@ def _compiled_error(fn):
         x, w = _inputs(tg)
         out = cf(x, w)
         ex, ew = _inputs(tg)
-        np.testing.assert_allclose(out.item(), fn(tg, ex, ew).item(), rtol=1e-6)
+        eout = fn(tg, ex, ew)
+        np.testing.assert_allclose(out.item(), eout.item(), rtol=1e-6)
         with pytest.raises(RuntimeError) as ei:
             out.backward()
-        assert x.grad is None and w.grad is None
-    assert cf.stats.cache_hits == 1
+        with pytest.raises(RuntimeError):
+            eout.backward()
+        for t, e in ((x, ex), (w, ew)):          # what eager filled before raising
+            assert (t.grad is None) == (e.grad is None)
+            if e.grad is not None:
+                np.testing.assert_array_equal(t.grad.numpy(), e.grad.numpy())
+    # compiled, or run eagerly with a warning where eager fills a .grad before raising
+    assert cf.stats.cache_hits + cf.stats.eager_calls == 1
     return ei.value
 
 
@@ -102,6 +113,8 @@ def test_backward_error_matches_eager_backward_error(fn):
     assert str(err) == str(eager)
     saved, written = SITES[fn]
     note = "\n".join(getattr(err, "__notes__", ()))
+    if fn in RUN_EAGERLY:                    # eager's error, raised by eager code
+        return
     assert "saved for" in note and _line(fn, saved) in note
     assert f"overwritten in place at {_line(fn, written)}" in note
 

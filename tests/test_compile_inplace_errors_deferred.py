@@ -194,3 +194,31 @@ def test_second_backward_after_the_error_fails_as_eager():
         tg.manual_seed(0)
         got = _two_backwards(cm(_x(tg)).sum())
     assert got == want and "second time" in want[1][1]
+
+
+def tanh_scaled_by_w(m, x, w):
+    y = x.tanh()
+    y.mul_(2)                                # TanhBackward0's saved result is now stale
+    return (y * w).sum()                     # MulBackward0 runs first: w.grad is filled
+
+
+def test_leaf_gradient_eager_fills_before_the_error_runs_eagerly():
+    """PyTorch (and eager tracegrad, with its PyTorch leaf order) accumulates w.grad before
+    TanhBackward0 raises; a compiled backward cannot stop half way, so the call runs
+    eagerly, with a warning, and leaves the same .grad."""
+    torch = pytest.importorskip("torch")
+    tg.ones(1, requires_grad=True).register_hook(lambda g: g)   # PyTorch's leaf order
+    def state(m, f):
+        x, w = m.ones(3, requires_grad=True), m.full((3,), 2.0, requires_grad=True)
+        out = f(x, w)
+        with pytest.raises(RuntimeError) as ei:
+            out.backward()
+        return (str(ei.value).split(" Hint")[0], x.grad,
+                None if w.grad is None else w.grad.detach().numpy().tolist())
+    theirs = state(torch, lambda x, w: tanh_scaled_by_w(torch, x, w))
+    eager = state(tg, lambda x, w: tanh_scaled_by_w(tg, x, w))
+    assert eager[1:] == theirs[1:] and eager[0].startswith(theirs[0])
+    cf = tg.compile(lambda x, w: tanh_scaled_by_w(tg, x, w))
+    with pytest.warns(UserWarning, match="accumulate the gradient of 'w'"):
+        for _ in range(3):
+            assert state(tg, cf) == eager

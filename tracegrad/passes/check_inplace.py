@@ -14,7 +14,10 @@ node fails. Whether the overwrite ran under grad mode or under `no_grad` makes n
 So a compiled call never raises these errors: each is returned, with the graph outputs whose
 gradient reaches the saving node (`InplaceCheck.reaches`), and the compiled backward node
 raises it only when a gradient arrives for one of those outputs
-(compiler/backward_node.py). The message is eager's, word for word; the two source sites
+(compiler/backward_node.py), before any gradient of the call is accumulated. Eager's engine
+may accumulate into a leaf before it meets the error (`w` in `(x.tanh().mul_(2) * w).sum()`:
+PyTorch fills `w.grad`, then raises at TanhBackward0); a compiled node cannot stop half way,
+so such paths run eagerly, with a warning (`early_input`). The message is eager's, word for word; the two source sites
 (where the value was saved, where it was overwritten) go in a note (`add_note`), shown in
 tracebacks but not part of `str(err)`. A backward inside the compiled function raises
 during the trace itself, which runs the function eagerly.
@@ -126,5 +129,39 @@ def check_inplace(g, differentiated, requires_grad=()):
     found.sort(key=lambda f: f[0])
     deferred, reaches = [f[1] for f in found], [f[2] for f in found]
     stale = g.stale
-    return InplaceCheck(deferred, {"overwritten_saves": len(stale), "read_by_backward": read,
-                                   "deferred_to_backward": len(deferred)}, reaches)
+    res = InplaceCheck(deferred, {"overwritten_saves": len(stale), "read_by_backward": read,
+                                  "deferred_to_backward": len(deferred)}, reaches)
+    res.early_input = _early_input(g, differentiated, found, requires_grad)
+    return res
+
+
+def _early_input(g, differentiated, found, requires_grad):
+    """An input that requires grad whose gradient eager's engine may accumulate before it
+    meets the error (every node it feeds ran later in the forward than the saving node),
+    or None (Note [Inplace errors wait for backward]). Conservative: for each output, the
+    first error eager meets on its way back is the latest saving node that output reaches."""
+    if not found:
+        return None
+    first = {}
+    for key, _, reach in found:
+        for k in reach:
+            first[k] = max(first.get(k, -1), -key[0])
+    if not first:
+        return None
+    prod = {n.output: j for j, n in enumerate(g.nodes)}
+    for k, f in first.items():
+        # the differentiated nodes output k's gradient runs through
+        on_path, todo = set(), [g.outputs[k]]
+        while todo:
+            j = prod.get(todo.pop())
+            if j is None or j in on_path or j not in differentiated:
+                continue
+            on_path.add(j)
+            todo.extend(a for a in g.nodes[j].inputs if _isval(a))
+        for v in g.inputs:
+            if v not in requires_grad:
+                continue
+            users = [j for j in on_path if any(a is v for a in g.nodes[j].inputs)]
+            if users and min(users) > f:
+                return v
+    return None
