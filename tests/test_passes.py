@@ -260,16 +260,25 @@ def test_partition_appends_input_mutations():
 
 # ---- check_inplace ----
 
-def test_check_inplace_raises_for_stale_saved_value():
+def test_check_inplace_returns_eager_error_for_stale_saved_value():
+    """Eager raises it only when backward runs: the pass returns it, never raises
+    (Note [Inplace errors wait for backward]), with the outputs whose gradient reaches it."""
     def f(x):
         y = x.sigmoid()
         y.mul_(2)
-        return y.sum()
+        return y.sum(), x.exp()
     fg = _functional(f, _arr(3), requires_grad=True)
     vr = passes.vjp(fg, list(fg.inputs))
-    with pytest.raises(RuntimeError, match="modified by an inplace operation") as ei:
-        passes.check_inplace(fg, vr.differentiated)
-    assert isinstance(ei.value, tg.InplaceError)
+    errors = passes.check_inplace(fg, vr.differentiated, set(fg.inputs))
+    assert len(errors) == 1 and isinstance(errors[0], tg.InplaceError)
+    assert "modified by an inplace operation" in str(errors[0])
+    assert str(errors[0]).endswith("(e.g. `x = x + 1` instead of `x += 1`).")
+    assert errors.reaches == [frozenset({0})]
+    x = tg.tensor(_arr(3), requires_grad=True)
+    loss, _ = f(x)
+    with pytest.raises(tg.InplaceError) as ei:
+        loss.backward()
+    assert str(ei.value) == str(errors[0])
 
 
 def test_check_inplace_accepts_when_stale_value_not_needed():

@@ -12,7 +12,8 @@ backward; Note [Differentiable backward] in replay.py).
 import numpy as np
 
 from .. import _mode
-from .._errors import TracegradRuntimeError
+from ..passes.check_inplace import fresh
+from .._errors import TracegradRuntimeError, op_error
 from .._tensor import Tensor, edge_of
 from ..autograd.graph import FREED_MSG, Node, _version_error
 
@@ -73,10 +74,10 @@ class CompiledFunctionBackward(Node):
         releases this node afterwards: no retain_graph) the saved values are handed to the
         program, which frees each at its last use (Note [Owned inputs] in codegen.py)."""
         if self.released:
-            raise TracegradRuntimeError(FREED_MSG)
-        if self.path.deferred_errors:          # see passes/check_inplace.py: a fresh copy,
-            err = self.path.deferred_errors[0]  # tracebacks must not pile up across calls
-            raise type(err)(str(err))
+            raise op_error(TracegradRuntimeError, None, FREED_MSG)  # as eager, with the site
+        err = self.deferred_error(grads)
+        if err is not None:
+            raise err
         for vc, v, data in self.checks:
             if vc.v != v:
                 t = Tensor._wrap(data)
@@ -104,8 +105,26 @@ class CompiledFunctionBackward(Node):
             res = prog(*cts, *self.saved_arrays)
         return _fresh_gradients(res)
 
+    def deferred_error(self, grads):
+        """The in-place error eager backward would raise for output gradients `grads` (a
+        fresh copy), or None (Note [Inplace errors wait for backward], check_inplace.py)."""
+        errors = self.path.deferred_errors
+        for err, reach in zip(errors, getattr(errors, "reaches", ())):
+            if reach is None or any(k < len(grads) and grads[k] is not None for k in reach):
+                return fresh(err)
+        return None
+
     def apply_and_release(self, grads):
-        """`apply`, then `release`: the engine's call when the graph is not retained."""
+        """`apply`, then `release`: the engine's call when the graph is not retained.
+        A deferred in-place error frees the saved values only when eager's backward frees
+        some on its way to that error (`frees_graph`): otherwise a second backward raises
+        the same error again, as in eager."""
+        if self.path.deferred_errors and not self.released:
+            err = self.deferred_error(grads)
+            if err is not None:
+                if err.frees_graph:
+                    self.release()
+                raise err
         if not self.path.eager_saves:          # nothing eager would free: keep what it has
             return self.apply(grads)
         try:

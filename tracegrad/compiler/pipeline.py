@@ -126,12 +126,19 @@ def vjp(rec):
 
 
 def check_inplace(rec):
-    """Errors eager raises at backward (saved values overwritten under no_grad) are kept
-    for the backward node; the others raise now (passes/check_inplace.py)."""
+    """Errors eager raises at backward (saved values overwritten in place) are kept for the
+    backward node, never raised by the call (Note [Inplace errors wait for backward])."""
     if rec.vjp is None:
         return rec, {}
     ins = rec.functional.inputs
     errors = _check_inplace(rec.functional, rec.vjp.differentiated, {ins[i] for i in rec.wrt})
+    v = errors.early_input
+    if v is not None and rec.trace_eager_reason is None:
+        why = (f"a value saved for backward is modified in place, and eager backward would "
+               f"accumulate the gradient of '{v.name or 'an input'}' before it raises the "
+               "in-place error, which a compiled backward cannot do")
+        return (replace(rec, deferred_errors=errors, trace_eager_reason=why),
+                dict(errors.stats, eager=why))
     return replace(rec, deferred_errors=errors), dict(errors.stats)
 
 

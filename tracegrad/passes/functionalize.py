@@ -12,8 +12,9 @@ It also records, for `vjp`, saved operands overwritten only through `.data`
 (`graph.saved_reads`, Note [Writes through .data]), and, for `check_inplace`, which saved
 operands would be stale in eager mode
 (`graph.stale`: {(node index, operand index or "out"): (site of the overwriting op, saved
-version, final version, deferred, grad_fn name of the last overwrite)}; `deferred` when every
-overwrite ran under no_grad). `functionalize_with_facts` also returns the `OutputFacts` the
+version, final version, deferred, grad_fn name of the last overwrite under grad mode, or None)};
+`deferred` when every overwrite ran under no_grad, which `check_inplace` no longer needs:
+every such error waits for backward). `functionalize_with_facts` also returns the `OutputFacts` the
 compiler needs: which outputs are inputs or views of them or of each other, and how each
 mutated input's version counter moves.
 
@@ -236,8 +237,10 @@ def functionalize_with_facts(g, values=None):
             # every overwrite under no_grad (an optimizer-style update): eager only fails if
             # backward later runs through the saving node, so the error waits until then
             deferred = all(w[1] for w in later)
+            # eager names the tensor's grad_fn, which a write under no_grad leaves alone
+            grad_writes = [w for w in st.writes if not w[1]]
             out.stale[(idx, which)] = (later[0][0], ver, st.version, deferred,
-                                       st.writes[-1][2])
+                                       grad_writes[-1][2] if grad_writes else None)
     out.pass_log.append(("functionalize", stats))
     return out, facts
 
