@@ -21,7 +21,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 hypothesis = pytest.importorskip("hypothesis")
-from hypothesis import HealthCheck, event, given, settings  # noqa: E402
+from hypothesis import HealthCheck, assume, event, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 import tracegrad as tg  # noqa: E402
@@ -141,6 +141,18 @@ def _outcome(m, fn, arrays):
     return "ok", [arr(o) for o in outs] + [arr(t) for t in ts] + [arr(t.grad) for t in ts]
 
 
+def _overflowed_differently(a, b):
+    """Results whose inf/nan places differ where float32 overflowed: numpy's and PyTorch's
+    `exp` differ by an ulp, so an argument near log(float32 max) is inf in one library and
+    finite in the other, and the difference spreads (inf * 0 is nan). A nan against finite
+    values with no inf and nothing near overflow is still a failure."""
+    fa, fb = np.isfinite(a), np.isfinite(b)
+    if np.array_equal(fa, fb) and np.array_equal(np.isnan(a), np.isnan(b)):
+        return False
+    big = max(np.max(np.abs(a), initial=0.0, where=fa), np.max(np.abs(b), initial=0.0, where=fb))
+    return bool(np.isinf(a).any() or np.isinf(b).any() or big > 1e30)
+
+
 programs = st.fixed_dictionaries({
     "steps": st.lists(st.tuples(st.sampled_from(KINDS), st.integers(0, 19),
                                 st.integers(0, 19), st.integers(0, 19)),
@@ -175,6 +187,9 @@ def test_compiled_in_place_errors_and_results_match_pytorch(prog, n, memory):
                 assert (a is None) == (b is None)
                 if a is not None:
                     assert a.shape == b.shape and a.dtype == b.dtype
+                    if _overflowed_differently(a, b):
+                        event("float32 overflow rounds differently from PyTorch's exp")
+                        assume(False)
                     # float32 sums of products: PyTorch and numpy round differently, by
                     # up to ~1e-5 of the largest magnitude involved
                     scale = float(np.max(np.abs(b), initial=1.0, where=np.isfinite(b)))
