@@ -1,12 +1,10 @@
 """`nn.KLDivLoss` and `nn.GroupNorm` (PyTorch's constructors, checks, parameters,
 state_dict keys and reprs) over `_functional_training_more`."""
-from .. import _dtype as D
 from .._errors import TracegradValueError
-from ..ops import creation as C
 from . import _functional_training_more as FT
 from ._losses import _reduction
+from ._norm import affine_parameters, reset_affine
 from .module import Module
-from .parameter import Parameter
 
 
 class KLDivLoss(Module):
@@ -38,24 +36,10 @@ class GroupNorm(Module):
         self.num_channels = num_channels
         self.eps = eps
         self.affine = affine
-        dtype = dtype if dtype is not None else D.get_default_dtype()
-        if affine:
-            self.weight = Parameter(C.empty((num_channels,), dtype=dtype))
-            if bias:
-                self.bias = Parameter(C.empty((num_channels,), dtype=dtype))
-            else:
-                self.register_parameter("bias", None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
-        self.reset_parameters()
+        affine_parameters(self, (num_channels,), affine, bias, dtype)
 
     def reset_parameters(self):
-        from . import init
-        if self.affine:
-            init.ones_(self.weight)
-            if self.bias is not None:
-                init.zeros_(self.bias)
+        reset_affine(self)
 
     def forward(self, input):
         return FT.group_norm(input, self.num_groups, self.weight, self.bias, self.eps)

@@ -1,5 +1,6 @@
 """`nn.LayerNorm`: normalization over the trailing `normalized_shape` dims (PyTorch's
-constructor, init -- weight ones, bias zeros -- state_dict keys and repr)."""
+constructor, init -- weight ones, bias zeros -- state_dict keys and repr), and the affine
+parameters every normalization layer registers that way."""
 import numbers
 
 from .. import _dtype as D
@@ -24,24 +25,10 @@ class LayerNorm(Module):
         self.normalized_shape = tuple(int(s) for s in normalized_shape)
         self.eps = eps
         self.elementwise_affine = elementwise_affine
-        dtype = dtype if dtype is not None else D.get_default_dtype()
-        if elementwise_affine:
-            self.weight = Parameter(C.empty(self.normalized_shape, dtype=dtype))
-            if bias:
-                self.bias = Parameter(C.empty(self.normalized_shape, dtype=dtype))
-            else:
-                self.register_parameter("bias", None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
-        self.reset_parameters()
+        affine_parameters(self, self.normalized_shape, elementwise_affine, bias, dtype)
 
     def reset_parameters(self):
-        from . import init
-        if self.elementwise_affine:
-            init.ones_(self.weight)
-            if self.bias is not None:
-                init.zeros_(self.bias)
+        reset_affine(self)
 
     def forward(self, input):
         return FX.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
@@ -49,3 +36,28 @@ class LayerNorm(Module):
     def extra_repr(self):
         return (f"{self.normalized_shape}, eps={self.eps}, "
                 f"elementwise_affine={self.elementwise_affine}, bias={self.bias is not None}")
+
+
+def affine_parameters(module, shape, affine, bias, dtype):
+    """Register a normalization's `weight` and `bias` of `shape` (None where `affine` or
+    `bias` is off), as PyTorch's LayerNorm and GroupNorm do, and initialize them."""
+    dtype = dtype if dtype is not None else D.get_default_dtype()
+    if affine:
+        module.weight = Parameter(C.empty(shape, dtype=dtype))
+        if bias:
+            module.bias = Parameter(C.empty(shape, dtype=dtype))
+        else:
+            module.register_parameter("bias", None)
+    else:
+        module.register_parameter("weight", None)
+        module.register_parameter("bias", None)
+    reset_affine(module)
+
+
+def reset_affine(module):
+    """PyTorch's init of a normalization's affine: weight ones, bias zeros."""
+    from . import init
+    if module.weight is not None:
+        init.ones_(module.weight)
+    if module.bias is not None:
+        init.zeros_(module.bias)

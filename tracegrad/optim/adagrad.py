@@ -18,7 +18,7 @@ from .. import ops as O
 from .._effects import as_scalar_for, hyper
 from .._errors import TracegradValueError
 from .._tensor import Tensor
-from .optimizer import Optimizer, _check_unsupported
+from .optimizer import Optimizer, _check_unsupported, step_counter
 
 
 class Adagrad(Optimizer):
@@ -47,8 +47,7 @@ class Adagrad(Optimizer):
     def _state_of(self, p, group):
         state = self.state[p]
         if not state:
-            sd = D.float64 if D.get_default_dtype() is D.float64 else D.float32
-            state["step"] = O.tensor(0.0, dtype=sd)
+            state["step"] = step_counter()
             with _mode.no_grad():
                 state["sum"] = O.full_like(p, group["initial_accumulator_value"])
         return state
@@ -56,12 +55,7 @@ class Adagrad(Optimizer):
     @_mode.no_grad()
     def step(self, closure=None):
         """One Adagrad update of every parameter that has a gradient."""
-        loss = self._closure_loss(closure)
-        for group in self.param_groups:
-            for p in group["params"]:
-                if p.grad is not None:
-                    self._update(p, group, self._state_of(p, group))
-        return loss
+        return self._update_each(closure)
 
     def _update(self, p, group, state):
         lr, lr_decay = hyper(group, "lr"), hyper(group, "lr_decay")

@@ -15,7 +15,7 @@ from .._errors import TracegradValueError
 from . import _fast
 from .._effects import as_scalar_for, hyper
 from .._tensor import Tensor
-from .optimizer import Optimizer, _check_unsupported
+from .optimizer import Optimizer, _check_unsupported, step_counter
 
 
 def _lerp_(t, end, weight):
@@ -81,9 +81,7 @@ class Adam(Optimizer):
     def _state_of(self, p, group):
         state = self.state[p]
         if not state:
-            # step is a float tensor: float64 under a float64 default dtype, else float32.
-            sd = D.float64 if D.get_default_dtype() is D.float64 else D.float32
-            state["step"] = O.tensor(0.0, dtype=sd)
+            state["step"] = step_counter()
             state["exp_avg"] = O.zeros_like(p)
             state["exp_avg_sq"] = O.zeros_like(p)
             if group["amsgrad"]:

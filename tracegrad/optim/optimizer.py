@@ -113,6 +113,17 @@ class Optimizer:
     def step(self, closure=None):
         raise NotImplementedError
 
+    def _update_each(self, closure):
+        """`step` of an optimizer updating each parameter on its own: the closure's loss,
+        then `self._update(p, group, self._state_of(p, group))` for every parameter that
+        has a gradient (under no_grad: the caller's `step` is decorated)."""
+        loss = self._closure_loss(closure)
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is not None:
+                    self._update(p, group, self._state_of(p, group))
+        return loss
+
     def _closure_loss(self, closure):
         """Evaluate `closure` (which recomputes the loss) with grad enabled."""
         if closure is None:
@@ -210,3 +221,11 @@ def add_scaled_(p, g, alpha):
         from .._effects import as_scalar_for     # (Note [Hyper-parameters meet zero-dim tensors])
         return p.add_(g * as_scalar_for(alpha, g))
     return p.add_(g, alpha=alpha)
+
+
+def step_counter():
+    """A fresh `state["step"]`: a float tensor, float64 under a float64 default dtype and
+    float32 otherwise, as PyTorch's optimizers keep it."""
+    from .. import _dtype as D
+    from .. import ops as O
+    return O.tensor(0.0, dtype=D.float64 if D.get_default_dtype() is D.float64 else D.float32)

@@ -11,13 +11,12 @@ Per parameter, with the step count a 0-d float tensor in the state, as in PyTorc
     p += (-lr * g) / d                             (otherwise)
 Every option a scheduler may rewrite is a runtime value in a compiled step (`hyper`).
 """
-from .. import _dtype as D
 from .. import _mode
 from .. import ops as O
 from .._effects import as_scalar_for, hyper
 from .._errors import TracegradValueError
 from .adam import _lerp_
-from .optimizer import Optimizer, _check_unsupported, add_scaled_
+from .optimizer import Optimizer, _check_unsupported, step_counter, add_scaled_
 
 
 class RMSprop(Optimizer):
@@ -44,18 +43,12 @@ class RMSprop(Optimizer):
     @_mode.no_grad()
     def step(self, closure=None):
         """One RMSprop update of every parameter that has a gradient."""
-        loss = self._closure_loss(closure)
-        for group in self.param_groups:
-            for p in group["params"]:
-                if p.grad is not None:
-                    self._update(p, group, self._state_of(p, group))
-        return loss
+        return self._update_each(closure)
 
     def _state_of(self, p, group):
         state = self.state[p]
         if not state:
-            sd = D.float64 if D.get_default_dtype() is D.float64 else D.float32
-            state["step"] = O.tensor(0.0, dtype=sd)
+            state["step"] = step_counter()
             state["square_avg"] = O.zeros_like(p)
             if group["momentum"] > 0:
                 state["momentum_buffer"] = O.zeros_like(p)
