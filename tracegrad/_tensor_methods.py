@@ -14,7 +14,7 @@ from ._errors import TracegradRuntimeError, TracegradTypeError, TracegradValueEr
 from ._tensor import Tensor, accumulator, from_array
 from .ops import elementwise as E
 from .ops import shape as S
-from .autograd.graph import RemovableHandle
+from .autograd.graph import RemovableHandle, hooked
 from .autograd.post_accumulate import PostAccumulateHook
 
 
@@ -327,8 +327,7 @@ def register_hook(self, hook):
         raise op_error(TracegradRuntimeError, "register_hook",
                        "cannot register a hook on a tensor that doesn't require gradient")
     _effects.note("hook", "register_hook()", self)
-    from .autograd.engine import HOOKED
-    HOOKED[0] = True                     # Note [Leaf accumulation order] in engine.py
+    hooked()                             # Note [Leaf accumulation order] in engine.py
     if self.is_leaf:
         # The tensor owns its leaf hooks (its AccumulateGrad is only weakly held and may be
         # re-created); `accumulator()` installs this same list on every AccumulateGrad.

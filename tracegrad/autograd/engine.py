@@ -28,9 +28,7 @@ from .._dtype import _FROM_NP
 from .._errors import TracegradRuntimeError, op_error
 from .._tensor import Tensor, accumulator, edge_of
 from .anomaly_mode import STATE as _ANOMALY, check_outputs as _check_anomaly
-from .graph import AccumulateGrad
-
-HOOKED = [False]        # a gradient hook was registered: Note [Leaf accumulation order]
+from .graph import HOOKED, AccumulateGrad
 
 
 def _root_edge(t, i):
@@ -97,6 +95,7 @@ def run_backward(tensors, grads, retain_graph, create_graph, inputs=None, captur
     # buffer of a node still waiting in the heap, where further gradients accumulate
     heappop, heappush, find = heapq.heappop, heapq.heappush, buffers.get
     tracer = _effects.active()          # a backward() inside a traced function
+    anomaly = _ANOMALY["enabled"]
     try:
         if ready:
             _run_ready(ready, None, create_graph, tracer)
@@ -132,7 +131,7 @@ def run_backward(tensors, grads, retain_graph, create_graph, inputs=None, captur
                 tracer.note_backward_node(node, True)
             consume = None if retain_graph else getattr(node, "apply_and_release", None)
             out = consume(gs) if consume is not None else node.apply(gs)
-            if _ANOMALY["enabled"]:
+            if anomaly:
                 _check_anomaly(node, out)
             if node.hooks:
                 for h in node.hooks:

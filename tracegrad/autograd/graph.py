@@ -43,9 +43,13 @@ class RemovableHandle:
             pass
 
 
-def _hooked():
-    from .engine import HOOKED
-    HOOKED[0] = True                     # Note [Leaf accumulation order] in engine.py
+HOOKED = [False]        # a gradient hook was registered: Note [Leaf accumulation order]
+
+
+def hooked():
+    """Note that a gradient hook was registered (Note [Leaf accumulation order] in
+    engine.py: from now on backward orders leaves as PyTorch does)."""
+    HOOKED[0] = True
 
 
 class Node:
@@ -90,7 +94,7 @@ class Node:
 
     def register_hook(self, fn):
         """`fn(grad_inputs, grad_outputs)` runs after this node computed its gradients."""
-        _hooked()
+        hooked()
         if self.hooks is None:
             self.hooks = []
         self.hooks.append(fn)
@@ -101,7 +105,7 @@ class Node:
         return self._add_pre_hook(-1, fn)
 
     def _add_pre_hook(self, nr, fn):
-        _hooked()
+        hooked()
         if self.pre_hooks is None:
             self.pre_hooks = {}
         lst = self.pre_hooks.setdefault(nr, [])

@@ -75,9 +75,10 @@ class CompiledFunctionBackward(Node):
         program, which frees each at its last use (Note [Owned inputs] in codegen.py)."""
         if self.released:
             raise op_error(TracegradRuntimeError, None, FREED_MSG)  # as eager, with the site
-        err = self.deferred_error(grads)
-        if err is not None:
-            raise err
+        if self.path.deferred_errors:
+            err = self.deferred_error(grads)
+            if err is not None:
+                raise err
         for vc, v, data in self.checks:
             if vc.v != v:
                 t = Tensor._wrap(data)
