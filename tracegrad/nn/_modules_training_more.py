@@ -37,6 +37,7 @@ class GroupNorm(Module):
         self.eps = eps
         self.affine = affine
         affine_parameters(self, (num_channels,), affine, bias, dtype)
+        self.reset_parameters()
 
     def reset_parameters(self):
         reset_affine(self)

@@ -26,6 +26,7 @@ class LayerNorm(Module):
         self.eps = eps
         self.elementwise_affine = elementwise_affine
         affine_parameters(self, self.normalized_shape, elementwise_affine, bias, dtype)
+        self.reset_parameters()
 
     def reset_parameters(self):
         reset_affine(self)
@@ -40,7 +41,8 @@ class LayerNorm(Module):
 
 def affine_parameters(module, shape, affine, bias, dtype):
     """Register a normalization's `weight` and `bias` of `shape` (None where `affine` or
-    `bias` is off), as PyTorch's LayerNorm and GroupNorm do, and initialize them."""
+    `bias` is off), as PyTorch's LayerNorm, GroupNorm and BatchNorm do; `reset_affine`
+    initializes them."""
     dtype = dtype if dtype is not None else D.get_default_dtype()
     if affine:
         module.weight = Parameter(C.empty(shape, dtype=dtype))
@@ -51,7 +53,6 @@ def affine_parameters(module, shape, affine, bias, dtype):
     else:
         module.register_parameter("weight", None)
         module.register_parameter("bias", None)
-    reset_affine(module)
 
 
 def reset_affine(module):

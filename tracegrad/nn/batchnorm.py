@@ -12,9 +12,8 @@ from .._effects import active
 from .._errors import TracegradValueError
 from ..ops import creation as C
 from . import functional as F
-from . import init
+from ._norm import affine_parameters, reset_affine
 from .module import Module
-from .parameter import Parameter
 
 
 class _BatchNorm(Module):
@@ -31,15 +30,7 @@ class _BatchNorm(Module):
         self.momentum = momentum
         self.affine = affine
         self.track_running_stats = track_running_stats
-        if affine:
-            self.weight = Parameter(C.empty(num_features, dtype=dtype))
-            if bias:
-                self.bias = Parameter(C.empty(num_features, dtype=dtype))
-            else:
-                self.register_parameter("bias", None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        affine_parameters(self, (num_features,), affine, bias, dtype)
         if track_running_stats:
             self.register_buffer("running_mean", C.zeros(num_features, dtype=dtype))
             self.register_buffer("running_var", C.ones(num_features, dtype=dtype))
@@ -58,10 +49,7 @@ class _BatchNorm(Module):
 
     def reset_parameters(self):
         self.reset_running_stats()
-        if self.weight is not None:
-            init.ones_(self.weight)
-        if self.bias is not None:
-            init.zeros_(self.bias)
+        reset_affine(self)
 
     def _check_input_dim(self, input):
         raise NotImplementedError
