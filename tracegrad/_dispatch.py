@@ -45,6 +45,8 @@ def _cast(a, want):
     elif not isinstance(a, np.ndarray):
         if isinstance(a, np.generic):     # a numpy scalar is a Python number (weak dtype),
             return a.item()               # never a float64/int64 operand numpy would widen to
+        if type(a) is not float and isinstance(a, float):
+            return float(a)               # a traced Number met outside the trace's recording
         return a                          # Python numbers and attributes go in as they are
     dt = a.dtype
     return a if want is None or dt is want or dt == want else a.astype(want)

@@ -188,6 +188,9 @@ def replayed(method):
         tracer = active()
         if tracer is None:
             return method(self, *args, **kwargs)
+        if tracer.numbers is not None:   # it runs and replays outside the trace: plain floats
+            from .tracing.numbers import plain as plain_numbers
+            args, kwargs = plain_numbers(args), plain_numbers(kwargs)
         plain = all(isinstance(a, (bool, int, float, str, type(None)))
                     for a in args + tuple(kwargs.values()))
         if not plain:

@@ -136,6 +136,9 @@ class Function(metaclass=_FunctionMeta):
 
     @classmethod
     def apply(cls, *args, **kwargs):
+        if _effects.active() is not None:    # its forward runs outside the trace: the
+            from ..tracing.numbers import plain   # floats it gets are plain (Note [Numbers
+            args, kwargs = plain(args), plain(kwargs)   # read per call])
         ctx = FunctionCtx()
         tens = [a if isinstance(a, Tensor) else None for a in args]
         needs = tuple(t is not None and t.requires_grad for t in tens)

@@ -51,8 +51,10 @@ from .record import Options
 from .trace_plan import record_from_trace
 from .._effects import replay_reads, watch_python
 from .binding import Binder, changed_argument
+from .dynamic_numbers import DynamicFloats
+from ..tracing.numbers import concrete_outputs
 from .state import advanced, changed_by_trace, optimizer_state_growth, owned_holders, scan
-from .state_unread import (hooks_of, keys_user_code_may_read, unread_attribute_guards,
+from .state_unread import (all_names, hooks_of, keys_user_code_may_read, unread_attribute_guards,
                            unread_hyper_guards, unused_hook_guards)
 
 log = logging.getLogger("tracegrad")
@@ -144,6 +146,7 @@ class CompiledFunction:
         self._fresh_reason = "first call"     # why a call finding no entry traces
         self.module = None
         self.binder = Binder(fn)
+        self._floats = DynamicFloats()       # Note [Float arguments that change]
         functools.update_wrapper(self, fn, updated=())
         _register(self)
 
@@ -184,6 +187,8 @@ class CompiledFunction:
                 next_attempt()
                 return self.fn(*args, **kwargs)
             key, tensors, aliased = entry_key(leaves, struct)
+            if self._floats.dynamic:         # Note [Float arguments that change]
+                key = self._floats.key(key, leaves, struct)
             if self.module is not None:
                 key = key + (tuple(m.training for m in self.module.modules()),)
             if aliased:                          # Note [Arguments sharing memory]
@@ -196,6 +201,13 @@ class CompiledFunction:
                 key = (key[0] + (("aliases", alias_groups(tensors)),),) + key[1:]
             n_seen = self._n_paths()
             entry = self.entries.get(key)
+            wider = None
+            if entry is None and self._last_key is not None:
+                wider = self._floats.widen(self._last_key, key, leaves, struct,
+                                           _arg_names(self.fn, len(leaves)))
+                if wider is not None:
+                    key = wider[0]
+                    entry = self.entries.get(key)
             if entry is not None and entry.eager is not None:
                 self.stats.eager_calls += 1      # see CompiledPath.eager_reason
                 next_attempt()
@@ -203,6 +215,7 @@ class CompiledFunction:
             reason = None
             if entry is None:
                 reason = (self._fresh_reason if not self.entries else
+                          wider[1] if wider is not None else
                           describe_difference(self._last_key, key) if self._last_key
                           else "new entry")
             else:
@@ -251,7 +264,7 @@ class CompiledFunction:
         """Compile `fn` from now on instead of `self.fn`, dropping every cached path (Note
         [Forward replaced] in compiler/module.py); the next call re-traces for `reason`."""
         with self._trace_lock:
-            self.fn, self.binder = fn, Binder(fn)
+            self.fn, self.binder, self._floats = fn, Binder(fn), DynamicFloats()
             self.entries, self._hit, self._last_key = {}, None, None
             self._fresh_reason = reason
 
@@ -327,8 +340,15 @@ class CompiledFunction:
             self.stats.retraces.append(reason)
         self.stats.traces += 1
         next_attempt()
+        positions = self._floats.positions(key) if self._floats.dynamic else ()
         tracer, scanned, out, outs, build, n_args, read_keys = self._record(
-            args, kwargs, leaves, containers)
+            args, kwargs, leaves, containers, positions)
+        if tracer.numbers is not None:       # Note [Float arguments that change]
+            if not self._floats.settle(tracer.numbers, positions):
+                return out
+            if self._floats.static.intersection(positions):
+                key = self._floats.valued(key, leaves)
+                entry = self.entries.get(key)
         grad_sets = _grad_outputs(tracer, outs)
         reached = [o for o, _ in grad_sets] + tracer.leaves_reached
         # Note [Gradient hooks' state] in state_unread.py
@@ -369,12 +389,17 @@ class CompiledFunction:
         path.eager_saves = saves             # Note [Second backward] in backward_node.py
         path.acc_rank = [ranks[i] if i is not None else None for i in path._edge_inputs]
         path.scalar_names = {(id(g.holder), g.key): g.where for g in runtime}
+        if positions:
+            names = _arg_names(self.fn, len(leaves))
+            path.scalar_names.update({(id(self._floats.holder), i): f"argument '{names[i]}'"
+                                      for i in positions})
         self._store(entry, path, reason)
         return out
 
-    def _record(self, args, kwargs, leaves, containers):
+    def _record(self, args, kwargs, leaves, containers, positions=()):
         """Trace one call: the tracer, what the state scan found, the outputs, and the
-        string constants of the user code the trace ran (`_settle_state`)."""
+        string constants of the user code the trace ran (`_settle_state`). The floats at
+        `positions` are passed as Numbers (Note [Float arguments that change])."""
         tracer = Tracer(self.name)
         names = _arg_names(self.fn, len(leaves))
         objects = [(names[i] if i < len(names) else f"a{i}", x) for i, x in enumerate(leaves)
@@ -391,8 +416,22 @@ class CompiledFunction:
         external = set(containers) | scanned.containers
         before = self.binder.snapshot(args, kwargs) if containers else []
         grad_mode = _mode.grad_enabled()
+        numbers, call_args, call_kwargs = None, args, kwargs
+        if positions:
+            numbers, call_args, call_kwargs = self._floats.substitute(
+                tracer, self.binder, args, kwargs, leaves, positions, names)
         with tracer, watch_python(tracer, external, _codes_of(self.fn)) as watch:
-            out = self.fn(*args, **kwargs)
+            if numbers is None:
+                out = self.fn(*args, **kwargs)
+            else:
+                try:
+                    out = concrete_outputs(self.fn(*call_args, **call_kwargs))
+                except BaseException:
+                    self._floats.failed(numbers, positions)
+                    raise
+                del call_args, call_kwargs
+        if "type" in all_names(list(watch.user_codes)):   # Note [Float arguments that
+            self._floats.asks_type(numbers)                # change]
         if _mode.grad_enabled() != grad_mode:   # Note [Grad mode left changed]
             tracer.replays.append((_mode.grad_enabled(), _set_grad_mode, (), {}, frozenset()))
         code = getattr(self.fn, "__code__", None)

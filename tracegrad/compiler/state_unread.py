@@ -41,7 +41,7 @@ _DYNAMIC = frozenset(("__dict__", "vars", "getattr", "dir", "setattr", "delattr"
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
-def _all_names(codes):
+def all_names(codes):
     """The names of `codes` and their nested code, and every identifier inside their string
     constants (`"{0.lr}".format(self)` and `"%(lr)s" % ...` read `lr` too)."""
     out, stack = set(), list(codes)
@@ -79,7 +79,7 @@ def unread_attribute_guards(scanned, watch, classes=()):
     Functions the trace applied (their code runs later too)."""
     if not scanned.plain_attrs or watch.foreign_calls:
         return []
-    names = _all_names(list(watch.user_codes) + _method_codes(classes))
+    names = all_names(list(watch.user_codes) + _method_codes(classes))
     if names & _DYNAMIC:
         return []
     called = {key for key, *_ in watch.method_calls}
@@ -134,7 +134,7 @@ def keys_user_code_may_read(scanned, watch):
     attributes by computed names, or called another library's code."""
     opts = {id(o) for o in scanned.optimizers}
     groups = {id(g) for o in scanned.optimizers for g in o.param_groups}
-    if watch.foreign_calls or _all_names(list(watch.user_codes)) & _DYNAMIC or any(
+    if watch.foreign_calls or all_names(list(watch.user_codes)) & _DYNAMIC or any(
             key in opts and code.co_name not in _STEP_METHODS
             for key, _, code, *_ in watch.method_calls) or groups & watch.dict_reads:
         return _Every()

@@ -56,6 +56,7 @@ from ..ops.primitive import Primitive
 from ..ops.shape import CLONE, DETACH, INDEX, INDEX_PUT, NONZERO
 from ..ir.graph import Graph, Guard, Node
 from ..ir.types import TensorType
+from .numbers import has_number, replace
 
 
 def _constant_kernel(value):
@@ -120,6 +121,7 @@ class Tracer:
         self.grad_read_ids = set()  # owners whose `.grad` was read other than by zero_grad
         self.scalar_sources = {}  # Value of a captured 0-d input -> (holder, key, index, len)
         self.scalar_tensors = {}  # (id(holder), key, index) -> that input's tensor
+        self.numbers = None      # numbers.Numbers: float arguments read per call, if any
         self.replays = []        # [(obj, method, args, kwargs, attributes it rewrote)]
         self.replaying = 0       # inside a replayed call (`_effects.replayed`)
         self.mode_replays = []   # [(module, Module.train, (mode,), {})]: train()/eval() calls
@@ -176,14 +178,14 @@ class Tracer:
                 self.note_effect("numpy", "a write through the array x.numpy() returned", t,
                                  site=None)
 
-    def scalar_source(self, holder, key, value, index=None):
+    def scalar_source(self, holder, key, value, index=None, name=None):
         """A Python number read per call from `holder[key]` (or item `index` of the tuple
         there, whose length is then checked too), as a captured 0-d tensor."""
         t = self.scalar_tensors.get((id(holder), key, index))
         if t is None:
             t = self.scalar_tensors[(id(holder), key, index)] = Tensor._wrap(
                 np.array(value, dtype=np.float64))
-            name = str(key) if index is None else f"{key}{index}"
+            name = name or (str(key) if index is None else f"{key}{index}")
             v = self.add_arg(t, name, role="captured")
             n = None if index is None else len(holder[key])
             self.scalar_sources[v] = (holder, key, index, n)
@@ -323,6 +325,8 @@ class Tracer:
 
     # -- the dispatch hook --
     def record(self, prim, args, attrs):
+        if self.numbers is not None and has_number(args, attrs):
+            args, attrs = replace(prim, args, attrs)   # Note [Numbers read per call]
         func = prim.functional or prim
         rule = func.dtype_rule
         want = rule(args) if rule is not None else None
@@ -375,6 +379,8 @@ class Tracer:
     def record_result(self, prim, args, attrs, out):
         """Record a node of `prim` whose result `out` was computed outside dispatch (a custom
         Function's forward, Note [Opaque Functions]), and give `out` its eager grad_fn."""
+        if self.numbers is not None and has_number(args, attrs):
+            args, attrs = replace(prim, args, attrs)
         ins = [self.value_of(a) if isinstance(a, Tensor) else a for a in args]
         needs = tuple(isinstance(a, Tensor) and a.requires_grad for a in args)
         if _mode.is_grad_enabled() and any(needs):

@@ -1,0 +1,338 @@
+"""`Number`: a Python float argument traced as a runtime value instead of a constant.
+
+Note [Numbers read per call]
+A learning rate, a temperature or a loss weight passed as a Python float changes from call
+to call. Traced as a constant, each new value would be a new entry key and a re-trace
+(torch.compile users know the recompiles). Once a float argument has changed between two
+calls whose keys differ in nothing else (compiler/dynamic_numbers.py), the trace passes the
+function a `Number` in its place: it holds the call's value, and the compiled program reads
+the value per call as a captured 0-d float64 input (the tracer's scalar sources, the same
+machinery optimizers' hyper-parameters use).
+
+A `Number` must behave exactly as the float would, or make the path depend on the float's
+value; never silently bake the trace's value in:
+- arithmetic with numbers (+ - * /, unary - + abs) gives a `Number` computed by a traced
+  float64 op, which rounds exactly as Python's float arithmetic (IEEE double); division by a
+  zero raises ZeroDivisionError as Python does, and dividing by a `Number` guards that it
+  is not zero;
+- meeting a tensor in an elementwise arithmetic primitive (`x * lr`, `p.add_(g, alpha=-lr)`)
+  it becomes a 0-d tensor cast to the dtype eager casts the Python number to (the tensor's
+  floating dtype, else the default dtype: `_dispatch._scalar`), so the op computes what
+  eager computes;
+- a comparison or `bool()` becomes a guard on its outcome (two paths for `if lr > 0.5`,
+  not one per value);
+- everything else takes the concrete value (`float()`, `int()`, `round()`, formatting,
+  hashing, numpy's `__array__`, attributes such as `is_integer`, any other primitive, any
+  attribute of a primitive): a guard on the exact value, after which the argument is keyed
+  by value again (`exact` below);
+- `isinstance(lr, float)` holds (`__class__`), so user code checking it takes the branch
+  the float would.
+What cannot be checked from here is checked by the compiler after the trace: a `Number`
+still referenced when the trace ends (stored in an object, a list, a closure, returned
+inside a custom object) escaped, and a `Number` used while the trace was not recording
+(`unsafe`); either keeps the path from being cached. Then every `Number` is frozen: it
+behaves as the plain float of its value from then on, which is what eager stored.
+"""
+import operator
+import sys
+
+import numpy as np
+
+from .. import _dispatch
+
+_EXACT_INT = 2 ** 53                 # ints beyond this do not convert to float64 exactly
+
+
+class Numbers:
+    """The `Number`s one trace made, and what happened to them."""
+
+    def __init__(self, tracer):
+        self.tracer = tracer
+        self.made = []               # every Number, in creation order
+        self.exact = set()           # root positions whose exact value the trace took
+        self.unsafe = False          # a Number was used while the trace did not record
+
+    def root(self, tensor, value, position):
+        return self._new(tensor, value, frozenset((position,)))
+
+    def _new(self, tensor, value, roots):
+        n = Number(self, tensor, value, roots)
+        self.made.append(n)
+        return n
+
+    def recording(self):
+        hook = _dispatch.trace_hook.get()
+        return hook is not None and getattr(hook, "__self__", None) is self.tracer
+
+    def freeze(self):
+        for n in self.made:
+            n._t = None
+
+    def escaped(self):
+        """Whether a Number is still referenced from outside the trace (stored in an object,
+        a list, a dict, a closure, a global). Each such reference found in a dict, a list,
+        an object's attributes or a closure cell is replaced by the plain float, the very
+        value eager stored (Note [Numbers read per call]). Call with the trace finished."""
+        import gc
+        import types
+        out = False
+        mine = id(self.made)
+        for n in self.made:
+            if sys.getrefcount(n) <= 3:      # self.made, n, the argument
+                continue
+            out = True
+            v = n._v
+            for r in gc.get_referrers(n):
+                if id(r) == mine or isinstance(r, types.FrameType):
+                    continue
+                if isinstance(r, dict):
+                    for k, x in list(r.items()):
+                        if x is n:
+                            r[k] = v
+                elif isinstance(r, list):
+                    for i, x in enumerate(r):
+                        if x is n:
+                            r[i] = v
+                elif isinstance(r, types.CellType):
+                    r.cell_contents = v
+                elif isinstance(getattr(r, "__dict__", None), dict):
+                    d = vars(r)
+                    for k, x in list(d.items()):
+                        if x is n:
+                            d[k] = v
+        return out
+
+
+class Number:
+    """A float argument of a traced call (Note [Numbers read per call])."""
+
+    __slots__ = ("_owner", "_t", "_v", "_roots", "__weakref__")
+
+    def __init__(self, owner, tensor, value, roots):
+        self._owner, self._t, self._v, self._roots = owner, tensor, value, roots
+
+    @property
+    def __class__(self):                 # isinstance(lr, float) as for the float
+        return float
+
+    # -- the concrete value, guarded --
+    def __float__(self):
+        if self._t is None:
+            return self._v
+        owner = self._owner
+        if owner.recording():
+            float(self._t)               # a guard on the exact value
+        else:
+            owner.unsafe = True
+        owner.exact |= self._roots
+        return self._v
+
+    def _outcome(self, test, fn):
+        """A Python bool from a comparison: a guard on its outcome only."""
+        if self._t is None or not self._owner.recording():
+            return fn(float(self))
+        return bool(test)
+
+    # -- arithmetic --
+    def _binary(self, other, op, reflected):
+        if self._t is None:
+            o = float(other) if type(other) is Number else other
+            return op(o, self._v) if reflected else op(self._v, o)
+        o = _operand(other)
+        if o is None:
+            return NotImplemented
+        if not self._owner.recording():
+            f = float(self)
+            o = float(other) if type(other) is Number else other
+            return op(o, f) if reflected else op(f, o)
+        a, b = (o, self._t) if reflected else (self._t, o)
+        res = op(a, b)
+        roots = self._roots | (other._roots if type(other) is Number else frozenset())
+        return self._owner._new(res, res._data.item(), roots)
+
+    def __add__(self, o): return self._binary(o, operator.add, False)
+    def __radd__(self, o): return self._binary(o, operator.add, True)
+    def __sub__(self, o): return self._binary(o, operator.sub, False)
+    def __rsub__(self, o): return self._binary(o, operator.sub, True)
+    def __mul__(self, o): return self._binary(o, operator.mul, False)
+    def __rmul__(self, o): return self._binary(o, operator.mul, True)
+
+    def __truediv__(self, o):
+        if _operand(o) is not None:
+            _nonzero(o)
+        return self._binary(o, operator.truediv, False)
+
+    def __rtruediv__(self, o):
+        if _operand(o) is not None:
+            _nonzero(self)
+        return self._binary(o, operator.truediv, True)
+
+    def __neg__(self):
+        return self._binary(-1.0, operator.mul, False) if self._t is not None else -self._v
+
+    def __pos__(self):
+        return self
+
+    def __abs__(self):
+        if self._t is None or not self._owner.recording():
+            return abs(float(self))
+        res = abs(self._t)
+        return self._owner._new(res, res._data.item(), self._roots)
+
+    # everything else of float's arithmetic takes the value (`//`, `%`, `**`, divmod: their
+    # Python rules for signs, zeros and overflow are not numpy's)
+    def __floordiv__(self, o): return float(self) // _value(o)
+    def __rfloordiv__(self, o): return _value(o) // float(self)
+    def __mod__(self, o): return float(self) % _value(o)
+    def __rmod__(self, o): return _value(o) % float(self)
+    def __divmod__(self, o): return divmod(float(self), _value(o))
+    def __rdivmod__(self, o): return divmod(_value(o), float(self))
+    def __pow__(self, o, mod=None): return pow(float(self), _value(o), mod)
+    def __rpow__(self, o, mod=None): return pow(_value(o), float(self), mod)
+
+    # -- comparisons: guards on the outcome --
+    def _compare(self, other, op):
+        o = _operand(other)
+        if o is None:
+            return NotImplemented
+        if self._t is None or not self._owner.recording():
+            return op(float(self), _value(other))
+        return self._outcome(op(self._t, o), lambda f: op(f, _value(other)))
+
+    def __eq__(self, o): return self._compare(o, operator.eq)
+    def __ne__(self, o): return self._compare(o, operator.ne)
+    def __lt__(self, o): return self._compare(o, operator.lt)
+    def __le__(self, o): return self._compare(o, operator.le)
+    def __gt__(self, o): return self._compare(o, operator.gt)
+    def __ge__(self, o): return self._compare(o, operator.ge)
+
+    def __bool__(self):
+        if self._t is None or not self._owner.recording():
+            return bool(float(self))
+        return bool(self._t != 0)
+
+    # -- conversions: the exact value --
+    def __int__(self): return int(float(self))
+    def __trunc__(self): return int(float(self))
+    def __floor__(self): return float(self).__floor__()
+    def __ceil__(self): return float(self).__ceil__()
+    def __round__(self, n=None): return round(float(self), n)
+    def __hash__(self): return hash(float(self))
+    def __repr__(self): return repr(float(self))
+    def __str__(self): return str(float(self))
+    def __format__(self, spec): return format(float(self), spec)
+    def __reduce__(self): return (float, (float(self),))
+    def __copy__(self): return self
+    def __deepcopy__(self, memo): return self
+
+    def __array__(self, dtype=None, copy=None):
+        return np.asarray(float(self), dtype=dtype)
+
+    def __getattr__(self, name):         # is_integer(), hex(), real, conjugate(), ...
+        return getattr(float(self), name)
+
+
+def _operand(x):
+    """`x` as an operand of a Number's traced arithmetic, or None: not a number it takes."""
+    t = type(x)
+    if t is Number:
+        return x._t if x._t is not None else x._v
+    if t is float or t is bool:
+        return x
+    if t is int:
+        return x if -_EXACT_INT <= x <= _EXACT_INT else None
+    return None
+
+
+def _value(x):
+    return float(x) if type(x) is Number else x
+
+
+def _nonzero(divisor):
+    """Python raises ZeroDivisionError where numpy gives inf: a zero divisor raises now, and
+    a Number divisor is guarded nonzero (a call where it is zero re-traces, and raises)."""
+    if type(divisor) is Number and divisor._t is not None and divisor._owner.recording():
+        if divisor._v == 0:
+            raise ZeroDivisionError("float division by zero")
+        bool(divisor._t != 0)
+    elif _value(divisor) == 0:
+        raise ZeroDivisionError("float division by zero")
+
+
+# -- Numbers meeting primitives (tracer.record) --
+def _arithmetic():
+    from ..ops import elementwise as E
+    return frozenset((E.ADD, E.SUB, E.MUL, E.DIV, E.RSUB))
+
+
+_ARITHMETIC = None
+
+
+def has_number(args, attrs):
+    for a in args:
+        if type(a) is Number:
+            return True
+    if attrs:
+        for v in attrs.values():
+            if type(v) is Number or (type(v) in (tuple, list)
+                                     and any(type(i) is Number for i in v)):
+                return True
+    return False
+
+
+def replace(prim, args, attrs):
+    """(args, attrs) of a primitive about to be recorded, with every live `Number` replaced:
+    by a 0-d tensor of the dtype eager would cast the float to, where it is an operand of
+    an elementwise arithmetic primitive meeting one tensor; by its exact value elsewhere.
+    Called only when `has_number`."""
+    global _ARITHMETIC
+    if _ARITHMETIC is None:
+        _ARITHMETIC = _arithmetic()
+    from .._dtype import get_default_dtype
+    from .._tensor import Tensor
+    func = prim.functional or prim
+    tensors = [a for a in args if isinstance(a, Tensor)]
+    out = []
+    for a in args:
+        if type(a) is not Number:
+            out.append(a)
+        elif a._t is not None and func in _ARITHMETIC and len(args) == 2 and len(tensors) == 1:
+            like = tensors[0]
+            dt = like.dtype if like.is_floating_point() else get_default_dtype()
+            out.append(a._t.to(dt))
+        else:
+            out.append(float(a))
+    if attrs:
+        attrs = {k: (float(v) if type(v) is Number else
+                     type(v)(float(i) if type(i) is Number else i for i in v)
+                     if type(v) in (tuple, list) else v)
+                 for k, v in attrs.items()}
+    return tuple(out), attrs
+
+
+def plain(x):
+    """`x` (a tuple, list or dict of arguments) with each `Number` in it, at any depth of
+    tuples, lists and dicts, replaced by its exact value: for code that runs outside the
+    trace (a custom Function's forward)."""
+    t = type(x)
+    if t is Number:
+        return float(x)
+    if t is tuple or t is list:
+        items = [plain(i) for i in x]
+        return x if all(a is b for a, b in zip(items, x)) else t(items)
+    if t is dict:
+        items = {k: plain(v) for k, v in x.items()}
+        return x if all(items[k] is v for k, v in x.items()) else items
+    return x
+
+
+def concrete_outputs(out):
+    """`out` with every `Number` among its leaves replaced by its exact value (guarded): a
+    call returns the float eager returns."""
+    if type(out) is Number:
+        return float(out)
+    from .tracer import flatten
+    leaves, build = flatten(out)
+    if not any(type(x) is Number for x in leaves):
+        return out
+    return build([float(x) if type(x) is Number else x for x in leaves])
