@@ -139,8 +139,17 @@ def describe_difference(old, new):
                         return f"argument {i}: {name} changed ({x} -> {y})"
             if a[0] == "A" and b[0] == "A":
                 return f"argument {i}: numpy array changed (its values were traced as constants)"
+            if a[0] == "S" and b[0] == "S":
+                return f"argument {i} changed ({_scalar_text(a[1])} -> {_scalar_text(b[1])})"
             return f"argument {i} changed ({a[1:]} -> {b[1:]})"
     return "new entry"
+
+
+def _scalar_text(k):
+    """A scalar's key (binding.scalar_key) as the user wrote the value."""
+    if k[0] == "f":
+        return (k[1] if k[1] in ("nan", "read per call") else repr(float.fromhex(k[1])))
+    return f"{k[1]!r}"
 
 
 def alias_groups(tensors):
