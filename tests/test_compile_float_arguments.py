@@ -370,3 +370,13 @@ def test_a_scheduler_stepped_with_a_float_argument():
             return loss, opt.param_groups[0]["lr"]
         return f, {"x": tg.randn(4, 3), "w": m.weight, "opt": opt}
     check(make, values=[1.0, 0.9, 0.95, 0.97, 0.5, 0.6, 0.7])
+
+
+def test_python_errors_name_the_float():
+    def make():
+        def f(x, lr):
+            if lr > 0.5:
+                return x[[1, 2][lr]]        # TypeError: list indices ... not float
+            return x * lr
+        return f, {"x": tg.randn(3)}
+    check(make, values=[0.1, 0.2, 0.7, 0.3, 0.8])

@@ -232,6 +232,11 @@ class Number:
         return getattr(float(self), name)
 
 
+# Python's own errors name an operand's type ("'float' object cannot be interpreted as an
+# integer"): a Number's must read as the float's
+Number.__name__ = Number.__qualname__ = "float"
+
+
 def _operand(x):
     """`x` as an operand of a Number's traced arithmetic, or None: not a number it takes."""
     t = type(x)
