@@ -380,3 +380,89 @@ def test_python_errors_name_the_float():
             return x * lr
         return f, {"x": tg.randn(3)}
     check(make, values=[0.1, 0.2, 0.7, 0.3, 0.8])
+
+
+# -- Note [Float attributes that change] (compiler/dynamic_numbers.py) --
+KL_SCHEDULE = 0.5                       # a global the step reads, changed between steps
+
+
+class Annealed(tg.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.enc = tg.nn.Linear(4, 4)
+        self.drop = tg.nn.Dropout(0.1)
+        self.kl_weight, self.tau = 0.0, 1.0
+        self.seen = []
+
+    def forward(self, x):
+        h = self.drop(self.enc(x))
+        return tg.softmax(h / self.tau, -1), (h ** 2).mean() * self.kl_weight
+
+
+def _annealing_run(compiled, body, schedule):
+    tg.manual_seed(0)
+    m = Annealed()
+    opt = tg.optim.Adam(m.parameters(), lr=1e-2)
+    cfg = {"w": 0.5, "ws": [0.1, 0.2]}
+
+    def step(x):
+        opt.zero_grad()
+        p, kl = m(x)
+        loss = body(m, cfg, p, kl)
+        loss.backward()
+        opt.step()
+        return loss
+    fn = tg.compile(step) if compiled else step
+    x = tg.randn(3, 4)
+    out = []
+    global KL_SCHEDULE
+    for i in range(16):
+        schedule(m, cfg, i)
+        KL_SCHEDULE = 0.5 - i / 64
+        out.append(fn(x).detach().numpy())
+    state = [p.detach().numpy() for p in m.parameters()] + [
+        dict(vars(m)).get("kl_weight"), m.tau, list(m.seen), cfg, m.drop.p]
+    return out, state, getattr(fn, "stats", None)
+
+
+def _anneal(m, cfg, i):
+    m.kl_weight = min(1.0, i / 8)
+    m.tau = max(0.5, math.exp(-i / 8))
+    cfg["w"] = 0.5 + i * 0.01
+    cfg["ws"][1] = 0.2 + i / 100
+
+
+def _check_annealing(body, schedule=_anneal):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        eager = _annealing_run(False, body, schedule)
+        compiled = _annealing_run(True, body, schedule)
+    for k, (a, b) in enumerate(zip(eager[0], compiled[0])):
+        assert np.array_equal(a, b), f"step {k}: eager {a}, compiled {b}"
+    assert _same(eager[1], compiled[1])
+    return compiled[2]
+
+
+def test_annealed_attributes_dict_entries_and_globals_are_read_per_call():
+    stats = _check_annealing(lambda m, cfg, p, kl: (p * p).sum() + kl * KL_SCHEDULE
+                             + cfg["w"] * p.mean() + cfg["ws"][1] * p.std())
+    # the first call, Adam creating its state (not cached), the change: no more
+    assert stats.traces == 3, stats
+    assert "m.kl_weight changed: 0.125 -> 0.25" in stats.retraces[0]
+    assert "read per call" in stats.retraces[0]
+
+
+def test_an_attribute_needing_its_value_keeps_a_path_per_value():
+    def schedule(m, cfg, i):
+        _anneal(m, cfg, i)
+        m.drop.p = 0.1 + (i % 3) / 10   # dropout's probability: an attribute of a primitive
+    stats = _check_annealing(lambda m, cfg, p, kl: (p * p).sum() + kl, schedule)
+    assert stats.traces <= 8
+
+
+def test_a_step_storing_or_rewriting_an_annealed_attribute():
+    def body(m, cfg, p, kl):
+        m.seen.append(m.tau * 2)        # stores a value computed from the place
+        cfg["w"] = cfg["w"] * 0.9       # rewrites a place it reads
+        return (p * p).sum() + kl + cfg["w"] * p.sum()
+    _check_annealing(body)

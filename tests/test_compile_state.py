@@ -92,7 +92,9 @@ def test_python_scalars_in_globals_containers_and_objects_retrace_when_changed(c
                 _check(c, f, x)
                 _check(c, f, x)                    # the new path is cached
                 assert c.stats.traces == 2
-        assert cs[_by_global_scalar].stats.retraces == ["global 'scale' changed: 2.0 -> 5.0"]
+        assert cs[_by_global_scalar].stats.retraces == [
+            "global 'scale' changed: 2.0 -> 5.0 (float: read per call from now on, no "
+            "re-trace for new values)"]
         assert "global 'cfg'['s'] changed: 2.0 -> 3.0" in caplog.text
         assert "holder'.k changed: 1 -> 4" in caplog.text
         holder.k = 4.0                             # equal value, other type: eager differs
@@ -142,7 +144,9 @@ def test_module_attributes_and_rebound_submodules_retrace():
     c(x)
     m.alpha = 3.0
     _check(c, m.forward, x)
-    assert c.stats.retraces == ["_Scaled.alpha changed: 2.0 -> 3.0"]
+    assert c.stats.retraces == [
+        "_Scaled.alpha changed: 2.0 -> 3.0 (float: read per call from now on, no re-trace "
+        "for new values)"]
     m.fc = tg.nn.Linear(2, 2)
     _check(c, m.forward, x)
     assert c.stats.retraces[-1].startswith("_Scaled.fc was rebound to another object")

@@ -19,6 +19,21 @@ code is known by then), and a trace with Numbers that ran such code is not cache
 
 Only flat calls take part (every argument a direct parameter: no containers), so a
 position is the binder's leaf index, the same in the key and in the call.
+
+Note [Float attributes that change]
+The same holds for a float the function reads from Python state, guarded by value (Note
+[Captured state] in state.py): a module's `self.temperature`, a loss weight annealed
+between steps (`model.kl_weight = min(1, step / 1000)`), a config dict's entry, a global.
+When every cached path of the call's entry fails only because such floats changed (an
+"eq" guard on a dict or list place whose old and new values are both floats), the places
+become dynamic: the next trace puts a `Number` there for its duration (the value read per
+call through a scalar source, the place's guard becoming a runtime read as an optimizer's
+learning rate is), and puts the very float object back afterwards. The trace sees the
+Number wherever it reads the place, so nothing it computed is a stale constant; what
+would be (an exact use, an escape, a write to the place by the function itself, which the
+state scan reports as a change) keys the place by value again, for good. So does a path
+with a custom Function: its backward is traced when the backward program is built, after
+the float is back in its place, and would bake it in.
 """
 import threading
 
@@ -49,6 +64,8 @@ class DynamicFloats:
         self.static = set()          # positions found to need their value: never dynamic
         self.typed = False           # user code the traces ran names `type`
         self.holder = CallNumbers()
+        self.places = {}             # (id(holder), key) -> (holder, key): dynamic places
+        self.static_places = {}      # the same, of places found to need their value
 
     def key(self, key, leaves, struct):
         """`key` with the dynamic float positions of this call typed, not valued; the
@@ -92,13 +109,68 @@ class DynamicFloats:
         return self.key(key, leaves, struct), (
             f"{said}: read per call from now on (no re-trace for new values)")
 
+    def widen_places(self, entry):
+        """The reason to trace with Numbers at the float places whose guards failed, when
+        each path of `entry` fails only at such places (Note [Float attributes that
+        change]); None otherwise."""
+        if entry is None or not entry.paths or self.typed:
+            return None
+        found = {}
+        for path in entry.paths:
+            bad = [g for g in path.state_guards if not _holds(g)]
+            if not bad or not all(_float_place(g) for g in bad):
+                return None
+            for g in bad:
+                k = (id(g.holder), g.key)
+                if k in self.static_places:
+                    return None
+                found[k] = g
+        if not found:
+            return None
+        for k, g in found.items():
+            self.places[k] = (g.holder, g.key)
+        said = " and ".join(g.reason() for g in found.values())
+        return f"{said} (float: read per call from now on, no re-trace for new values)"
+
     def positions(self, key):
         """The leaf positions `key` has typed as dynamic floats."""
         return [i for i, p in enumerate(key[0]) if p == DYNAMIC]
 
+    def place_numbers(self, tracer):
+        """Put a Number into each dynamic place holding a float now: [(holder, key, the
+        float, the Number)], to `restore` after the trace."""
+        out = []
+        numbers = tracer.numbers
+        for k, (holder, key) in list(self.places.items()):
+            try:
+                value = holder[key]
+            except (KeyError, IndexError, TypeError):
+                continue
+            if type(value) is not float:
+                continue
+            if numbers is None:
+                numbers = tracer.numbers = Numbers(tracer)
+            t = tracer.scalar_source(holder, key, value)
+            n = numbers.root(t, value, ("place",) + k)
+            holder[key] = n
+            out.append((holder, key, value, n))
+        return out
+
+    @staticmethod
+    def restore(placed):
+        """The floats back where `place_numbers` put Numbers (a place the function itself
+        rewrote keeps what it wrote), and `placed` without its Numbers: [(holder, key)]."""
+        for holder, key, value, n in placed:
+            try:
+                if holder[key] is n:
+                    holder[key] = value
+            except (KeyError, IndexError, TypeError):
+                pass
+        return [(holder, key) for holder, key, *_ in placed]
+
     def substitute(self, tracer, binder, args, kwargs, leaves, positions, names):
         """(numbers, args, kwargs) with a `Number` in place of each float at `positions`."""
-        numbers = tracer.numbers = Numbers(tracer)
+        numbers = tracer.numbers = tracer.numbers or Numbers(tracer)
         made = {}
         for i in positions:
             name = names[i] if i < len(names) else f"a{i}"
@@ -113,15 +185,17 @@ class DynamicFloats:
                 ba.arguments[name] = made[i]
         return numbers, ba.args, ba.kwargs
 
-    def settle(self, numbers, positions):
-        """After the trace: whether its path may be cached; positions whose value it took
-        become static. Every Number is frozen to its value."""
+    def settle(self, numbers, positions, placed=(), late=False):
+        """After the trace (places restored): whether its path may be cached; positions
+        and places whose value it took become static. Every Number is frozen. `late`: the
+        path runs user code after the trace (a custom Function's backward, traced when the
+        backward program is built), which would read the places' plain floats."""
         escaped = numbers.escaped()
         numbers.freeze()
-        if escaped or numbers.unsafe:
-            self._make_static(positions)
+        if escaped or numbers.unsafe or (late and placed):
+            self._make_static(positions, placed)
             return False
-        self._make_static(numbers.exact)
+        self._make_static(numbers.exact, placed, exact=True)
         return True
 
     def asks_type(self, numbers):
@@ -131,14 +205,22 @@ class DynamicFloats:
         if numbers is not None:
             numbers.unsafe = True
 
-    def failed(self, numbers, positions):
-        """The trace raised: its Numbers are frozen and its positions static."""
+    def failed(self, numbers, positions, placed=()):
+        """The trace raised: its Numbers are frozen, its positions and places static."""
         numbers.freeze()
-        self._make_static(positions)
+        self._make_static(positions, placed)
 
-    def _make_static(self, positions):
-        self.static.update(positions)
-        self.dynamic.difference_update(positions)
+    def _make_static(self, positions, placed=(), exact=False):
+        """Positions (and places: all of `placed`, or with `exact` those among the roots
+        in `positions`) keyed by value from now on."""
+        ints = {i for i in positions if type(i) is int}
+        self.static.update(ints)
+        self.dynamic.difference_update(ints)
+        for holder, key, *_ in placed:
+            k = (id(holder), key)
+            if not exact or ("place",) + k in positions:
+                self.static_places[k] = (holder, key)
+                self.places.pop(k, None)
 
     def valued(self, key, leaves):
         """`key` with the static positions among its dynamic parts keyed by value again."""
@@ -148,3 +230,20 @@ class DynamicFloats:
             if p == DYNAMIC and i in self.static:
                 parts[i] = ("S", scalar_key(leaves[i]))
         return (tuple(parts),) + key[1:]
+
+
+def _holds(g):
+    try:
+        return g.holds()
+    except (ValueError, IndexError, KeyError, TypeError):
+        return False
+
+
+def _float_place(g):
+    """A guard on a float in a dict or a list that holds a float now."""
+    if g.mode != "eq" or type(g.expected) is not float or not isinstance(g.holder, (dict, list)):
+        return False
+    try:
+        return type(g.current()) is float
+    except (ValueError, IndexError, KeyError, TypeError):
+        return False

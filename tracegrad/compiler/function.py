@@ -334,6 +334,8 @@ class CompiledFunction:
         """Run the call eagerly while recording it, and cache the path (Note [Paths])."""
         if self._n_paths() >= self.cache_limit:
             return self._over_limit(args, kwargs, reason)
+        if entry is not None and entry.paths:    # Note [Float attributes that change]
+            reason = self._floats.widen_places(entry) or reason
         if self._n_paths():              # a re-trace: some path exists (a failed trace adds none)
             log.info("tracegrad: re-tracing '%s' (path %d): %s", self.name,
                      self._n_paths() + 1, reason)
@@ -344,7 +346,8 @@ class CompiledFunction:
         tracer, scanned, out, outs, build, n_args, read_keys = self._record(
             args, kwargs, leaves, containers, positions)
         if tracer.numbers is not None:       # Note [Float arguments that change]
-            if not self._floats.settle(tracer.numbers, positions):
+            late = any(CLASS_OF.get(n.prim) is not None for n in tracer.graph.nodes)
+            if not self._floats.settle(tracer.numbers, positions, tracer.placed, late):
                 return out
             if self._floats.static.intersection(positions):
                 key = self._floats.valued(key, leaves)
@@ -360,7 +363,8 @@ class CompiledFunction:
             tracer.note_effect("hook", "gradient hooks of a tensor reached only through "
                                "state the scan does not walk", unseen,
                                site=f"{self.name}")
-        state_guards, runtime, changed = _settle_state(tracer, scanned, read_keys)
+        state_guards, runtime, changed = _settle_state(
+            tracer, scanned, read_keys, tracer.placed)
         if entry is None:
             entry = self.entries[key] = _Entry(key)
             # objects keyed by id() must outlive the entry, or a new object could reuse the id
@@ -416,10 +420,13 @@ class CompiledFunction:
         external = set(containers) | scanned.containers
         before = self.binder.snapshot(args, kwargs) if containers else []
         grad_mode = _mode.grad_enabled()
-        numbers, call_args, call_kwargs = None, args, kwargs
+        call_args, call_kwargs = args, kwargs
+        placed = tracer.placed = self._floats.place_numbers(tracer) if self._floats.places \
+            else ()
         if positions:
-            numbers, call_args, call_kwargs = self._floats.substitute(
+            _, call_args, call_kwargs = self._floats.substitute(
                 tracer, self.binder, args, kwargs, leaves, positions, names)
+        numbers = tracer.numbers
         with tracer, watch_python(tracer, external, _codes_of(self.fn)) as watch:
             if numbers is None:
                 out = self.fn(*args, **kwargs)
@@ -427,8 +434,10 @@ class CompiledFunction:
                 try:
                     out = concrete_outputs(self.fn(*call_args, **call_kwargs))
                 except BaseException:
-                    self._floats.failed(numbers, positions)
+                    self._floats.failed(numbers, positions, self._floats.restore(placed))
                     raise
+                finally:
+                    placed = tracer.placed = self._floats.restore(placed)
                 del call_args, call_kwargs
         if "type" in all_names(list(watch.user_codes)):   # Note [Float arguments that
             self._floats.asks_type(numbers)                # change]
@@ -614,14 +623,16 @@ def _grad_outputs(tracer, outs):
     return grad_sets
 
 
-def _settle_state(tracer, scanned, read_keys=frozenset()):
+def _settle_state(tracer, scanned, read_keys=frozenset(), placed=()):
     """(state guards of the path, guards of places read as runtime numbers, guards the trace
     itself broke). Captured tensors' bindings come first, then every container and scalar
     guard (Note [Captured state]); places replayed calls rewrite are theirs, not guards;
     places read through `hyper` are program inputs, not guards, unless user code the trace
     ran may also read them directly (`loss * opt.param_groups[0]["lr"]`: a constant of the
     trace, which only the guard keeps from going stale). `read_keys`: the keys that user
-    code may have read (`state.keys_user_code_may_read`, Note [Hyper-parameters unread])."""
+    code may have read (`state.keys_user_code_may_read`, Note [Hyper-parameters unread]).
+    `placed`: places that held a Number during the trace, read only through it (Note
+    [Float attributes that change] in dynamic_numbers.py)."""
     bindings = scanned.bindings
     unread = getattr(scanned, "unread", ())   # Note [Unread attributes] in state_unread.py
     guards = [g for _, t in tracer.captured for g in bindings.get(id(t), ())] + [
@@ -629,7 +640,8 @@ def _settle_state(tracer, scanned, read_keys=frozenset()):
     owned = owned_holders([o for o, *_ in tracer.replays])
     places = tracer.scalar_places()
     runtime = [g for g in guards if any(g.holder is h and g.key == k for h, k in places)
-               and g.key not in read_keys]
+               and (g.key not in read_keys or any(g.holder is h and g.key == k
+                                                  for h, k in placed))]
     guards = [g for g in guards if all(g is not r for r in runtime)]
     # and those of a path that never read them (Note [Hyper-parameters unread] in state_unread.py)
     unread_hyper = getattr(scanned, "unread_hyper", ())

@@ -122,6 +122,7 @@ class Tracer:
         self.scalar_sources = {}  # Value of a captured 0-d input -> (holder, key, index, len)
         self.scalar_tensors = {}  # (id(holder), key, index) -> that input's tensor
         self.numbers = None      # numbers.Numbers: float arguments read per call, if any
+        self.placed = ()         # [(holder, key, float, Number)]: Numbers put into places
         self.replays = []        # [(obj, method, args, kwargs, attributes it rewrote)]
         self.replaying = 0       # inside a replayed call (`_effects.replayed`)
         self.mode_replays = []   # [(module, Module.train, (mode,), {})]: train()/eval() calls
