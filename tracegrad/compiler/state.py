@@ -40,6 +40,7 @@ import numpy as np
 
 from .._effects import is_library_module
 from .._tensor import Tensor
+from .foreign_rng import GENERATORS, fingerprint
 
 MAX_ITEMS = 4096        # larger containers are not walked
 MAX_DEPTH = 3           # user functions reached through user functions
@@ -317,6 +318,8 @@ class _Scanner:
         self.containers = set()
         self.code_names = set()          # attribute names the scanned code reads
         self.iterators = []              # [(iterator, where, progress)] (Note [Iterators])
+        self.generators = []             # [(generator, where, state)] (Note [Foreign
+        #                                  generators] in foreign_rng.py)
         self.plain_attrs = []            # [(object, attribute, its guards)]: plain data
         self.optimizers = []             # optimizers walked (Note [Hyper-parameters unread])
         self.hook_guards = {}            # {id(leaf): (leaf, [its hooks' guards])}
@@ -370,6 +373,9 @@ class _Scanner:
             return
         if isinstance(v, abc.Iterator):
             self.iterators.append((v, where, progress(v)))
+        if isinstance(v, GENERATORS):
+            self.seen.add(id(v))
+            self.generators.append((v, where, fingerprint(v)))
         if isinstance(v, types.ModuleType):
             self.guard(holder, key, v, "is", where)
             if not _is_library_name(v.__name__):
