@@ -41,6 +41,7 @@ import numpy as np
 from .._effects import is_library_module
 from .._tensor import Tensor
 from .foreign_rng import GENERATORS, fingerprint
+from .state_slots import SlotView, slot_names
 
 MAX_ITEMS = 4096        # larger containers are not walked
 MAX_DEPTH = 3           # user functions reached through user functions
@@ -59,6 +60,7 @@ _MODULE_INTERNALS = frozenset(_HOOK_REGISTRIES + (
     "_compiled", "_forward_pre_hooks_with_kwargs", "_forward_hooks_with_kwargs",
     "_forward_hooks_always_called"))
 _LEN = object()         # key of a length guard
+_MAPPINGS = (dict, types.MappingProxyType, SlotView)   # places read by .get(key, _MISSING)
 # Note [Container kinds]
 # Containers are recognised by kind, not by exact type: a list subclass, an OrderedDict or
 # defaultdict, a deque (walked like lists and dicts: their items by place, their length)
@@ -131,7 +133,7 @@ def checker(guards):
             get = f"len(h{i})"
         elif g.key is None:
             get = f"h{i}.cell_contents"
-        elif isinstance(g.holder, (dict, types.MappingProxyType)):
+        elif isinstance(g.holder, _MAPPINGS):
             get = f"h{i}.get(k{i}, _M)"
         else:
             get = f"h{i}[k{i}]"
@@ -166,7 +168,7 @@ def _getter(holder, key):
             except ValueError:
                 return _MISSING
         return cell
-    if isinstance(holder, (dict, types.MappingProxyType)):
+    if isinstance(holder, _MAPPINGS):
         return lambda: holder.get(key, _MISSING)
     return lambda: holder[key] if -len(holder) <= key < len(holder) else _MISSING
 
@@ -470,15 +472,19 @@ class _Scanner:
         self.seen.add(id(v))
         if getattr(type(v), "_runtime_keys", None) is not None:   # an optimizer
             self.optimizers.append(v)
-        d = vars(v)
-        if len(d) > MAX_ITEMS:
+        d = getattr(v, "__dict__", None)
+        if d is not None and len(d) > MAX_ITEMS:
             return
-        if _is_user_class(type(v)):          # Note [New attributes]
+        if d is not None and _is_user_class(type(v)):          # Note [New attributes]
             self.guards.append(StateGuard(d, _LEN, len(d), "len", where))
-        for k, x in list(d.items()):
+        places = [(d, k, x) for k, x in list((d or {}).items())]
+        if _is_user_class(type(v)):          # Note [Slots] in state_slots.py
+            view = SlotView(v)
+            places += [(view, k, view.get(k, _MISSING)) for k in slot_names(type(v))]
+        for holder, k, x in places:
             if not k.startswith("__"):
                 n = len(self.guards)
-                self.value_in(d, k, x, f"{where}.{k}", depth, nest=nest - 1)
+                self.value_in(holder, k, x, f"{where}.{k}", depth, nest=nest - 1)
                 if _pure(x, nest - 1):       # Note [Unread attributes]
                     self.plain_attrs.append((v, k, self.guards[n:]))
         cls = type(v)
@@ -685,5 +691,5 @@ def _is_user_class(cls):
 
 def _is_plain_object(v, callable_ok=False):
     t = type(v)
-    return (hasattr(v, "__dict__") and (callable_ok or not callable(v))
-            and not _is_library_name(t.__module__))
+    return ((hasattr(v, "__dict__") or (_is_user_class(t) and bool(slot_names(t))))
+            and (callable_ok or not callable(v)) and not _is_library_name(t.__module__))

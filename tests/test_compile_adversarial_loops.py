@@ -1,0 +1,179 @@
+"""Adversarial review of whole training loops as PyTorch users write them, compiled with
+`tg.compile` and run side by side with the same loop eager: every test is a defect found
+that way. Compiled must equal eager (bitwise on numpy), or run eagerly with a warning."""
+import random
+import warnings
+
+import numpy as np
+import pytest
+
+import tracegrad as tg
+
+nn, F = tg.nn, tg.nn.functional
+
+
+def _batches(n=6):
+    tg.manual_seed(1)
+    return [(tg.randn(4, 3), tg.randint(0, 2, (4,))) for _ in range(n)]
+
+
+def _loop(compiled, body, make_env=dict, between=None, n=6, backend="numpy"):
+    """Train a small classifier for `n` steps whose loss is `body(env, model, x, y)`,
+    eagerly or compiled; `between(env, i)` runs after step i. Returns the losses, the
+    parameters and the momentum buffers, as bytes, and the warnings the calls raised."""
+    tg.manual_seed(0)
+    model = nn.Sequential(nn.Linear(3, 5), nn.ReLU(), nn.Linear(5, 2))
+    opt = tg.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    env = make_env()
+
+    def step(x, y):
+        opt.zero_grad()
+        loss = body(env, model, x, y)
+        loss.backward()
+        opt.step()
+        return loss
+    f = tg.compile(step, backend=backend) if compiled else step
+    losses = []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for i, (x, y) in enumerate(_batches(n)):
+            losses.append(f(x, y).detach().numpy().tobytes())
+            if between is not None:
+                between(env, i)
+    state = [p.detach().numpy().tobytes() for p in model.parameters()] + [
+        s["momentum_buffer"].numpy().tobytes() for s in opt.state.values()]
+    return losses, state, [str(w.message) for w in caught]
+
+
+def _assert_compiled_is_eager(body, make_env=dict, between=None, backend="numpy"):
+    eager = _loop(False, body, make_env, between)
+    compiled = _loop(True, body, make_env, between, backend=backend)
+    if backend == "numpy":
+        assert compiled[:2] == eager[:2]
+    else:
+        for a, b in zip(eager[0] + eager[1], compiled[0] + compiled[1]):
+            np.testing.assert_allclose(np.frombuffer(b, np.float32),
+                                       np.frombuffer(a, np.float32), rtol=1e-4, atol=1e-5)
+    return compiled[2]
+
+
+# --- numpy generator objects held by the step (Note [Foreign generators]) ---
+
+def _numpy_generator(kind):
+    return {"RandomState": lambda: np.random.RandomState(1),
+            "Generator": lambda: np.random.default_rng(1)}[kind]()
+
+
+@pytest.mark.parametrize("backend", ["numpy", "jax"])
+@pytest.mark.parametrize("kind", ["RandomState", "Generator"])
+def test_augmentation_drawn_from_a_numpy_generator_object_is_never_frozen(kind, backend):
+    """`rng = np.random.default_rng(seed)` made once and drawn from inside the step (random
+    scaling or noise as augmentation): eager draws anew on every call, and a cached path
+    replayed the first call's draw. Such calls run eagerly, with a warning."""
+    if backend == "jax":
+        pytest.importorskip("jax")
+
+    def body(env, model, x, y):
+        scale = float(env["rng"].uniform(0.5, 1.5))
+        noise = tg.from_numpy(env["rng"].normal(size=(4, 3)).astype(np.float32))
+        return F.cross_entropy(model(x * scale + 0.1 * noise), y)
+    caught = _assert_compiled_is_eager(body, lambda: {"rng": _numpy_generator(kind)},
+                                       backend=backend)
+    assert any("random" in w and "runs eagerly" in w for w in caught)
+
+
+def test_a_numpy_generator_passed_as_an_argument_is_never_frozen():
+    def run(compiled):
+        tg.manual_seed(0)
+        w = tg.randn(3, requires_grad=True)
+
+        def step(x, rng):
+            return (x * w).sum() * float(rng.random())
+        f = tg.compile(step) if compiled else step
+        rng = np.random.default_rng(3)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return [f(tg.ones(3), rng).item() for _ in range(4)]
+    assert run(True) == run(False)
+
+
+def test_a_numpy_generator_the_step_never_draws_from_keeps_it_compiled():
+    """Holding a generator (used outside the step, to shuffle) is no reason to run eagerly."""
+    rng = np.random.default_rng(0)
+
+    def body(env, model, x, y):
+        return F.cross_entropy(model(x), y)
+    caught = _assert_compiled_is_eager(body, lambda: {"rng": rng},
+                                       between=lambda env, i: env["rng"].permutation(4))
+    assert not any("runs eagerly" in w for w in caught)
+
+
+# --- objects with __slots__ (Note [Slots]) ---
+
+class _SlotsConfig:
+    __slots__ = ("scale", "smoothing")
+
+    def __init__(self):
+        self.scale = 1.0
+        self.smoothing = 0.0
+
+
+@pytest.mark.parametrize("backend", ["numpy", "jax"])
+def test_a_setting_on_a_slots_object_changed_between_calls_is_never_stale(backend):
+    """A config object with `__slots__` (or `@dataclass(slots=True)`) read by the step: its
+    attributes live in slots, not in a `__dict__`, and the scan guarded none of them, so a
+    changed `cfg.scale` left a cached path computing with the first value."""
+    if backend == "jax":
+        pytest.importorskip("jax")
+
+    def body(env, model, x, y):
+        cfg = env["cfg"]
+        return F.cross_entropy(model(x * cfg.scale), y, label_smoothing=cfg.smoothing)
+
+    def between(env, i):
+        env["cfg"].scale = 1.0 + i
+        env["cfg"].smoothing = 0.05 * i
+    _assert_compiled_is_eager(body, lambda: {"cfg": _SlotsConfig()}, between,
+                              backend=backend)
+
+
+def test_a_tensor_held_in_a_slot_and_rebound_between_calls_is_never_stale():
+    class Holder:
+        __slots__ = ("w",)
+
+    def body(env, model, x, y):
+        return F.cross_entropy(model(x) * env["h"].w, y)
+
+    def make():
+        h = Holder()
+        h.w = tg.ones(2)
+        return {"h": h}
+
+    def between(env, i):
+        env["h"].w = tg.full((2,), 1.0 + i)
+    _assert_compiled_is_eager(body, make, between)
+
+
+def test_a_step_counting_its_calls_on_a_slots_object_runs_eagerly_and_counts():
+    class Counter:
+        __slots__ = ("n", "last")
+
+        def __init__(self):
+            self.n = 0
+
+    def run(compiled):
+        tg.manual_seed(0)
+        w = tg.randn(3, requires_grad=True)
+        c = Counter()
+
+        def step(x):
+            c.n += 1
+            loss = (x * w).sum()
+            c.last = loss.detach()
+            return loss
+        f = tg.compile(step) if compiled else step
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            out = [f(tg.full((3,), float(i))).item() for i in range(5)]
+        return out, c.n, c.last.item()
+    assert run(True) == run(False)
