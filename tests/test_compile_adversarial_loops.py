@@ -177,3 +177,70 @@ def test_a_step_counting_its_calls_on_a_slots_object_runs_eagerly_and_counts():
             out = [f(tg.full((3,), float(i))).item() for i in range(5)]
         return out, c.n, c.last.item()
     assert run(True) == run(False)
+
+
+# --- class-level data read through self (Note [Class attributes] in compiler/state.py) ---
+
+class _Augment:
+    """A callable augmentation whose settings are class-level, shared by its instances."""
+    settings = {"scale": 1.0}
+    shifts = [0.0]
+
+    def __call__(self, x):
+        return x * self.settings["scale"] + self.shifts[0]
+
+
+class _BaseHead(nn.Module):
+    temperature = 1.0
+
+
+class _Head(_BaseHead):
+    CLASS_WEIGHTS = [1.0, 1.0]
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(3, 2)
+
+    def forward(self, x):
+        return self.fc(x) * tg.tensor(self.CLASS_WEIGHTS) / self.temperature
+
+
+@pytest.mark.parametrize("what", ["dict", "list", "module list", "base class scalar"])
+def test_class_level_settings_changed_between_calls_are_never_stale(what):
+    """`Augment.settings["scale"] = 2.0`, `Head.CLASS_WEIGHTS[0] = 3.0` or a base class's
+    `temperature` changed between steps: eager reads them through `self` on every call; a
+    cached path kept the first values (only scalars of the object's own class were
+    guarded)."""
+    def run(compiled):
+        _Augment.settings["scale"], _Augment.shifts[0] = 1.0, 0.0
+        _Head.CLASS_WEIGHTS[:] = [1.0, 1.0]
+        _BaseHead.temperature = 1.0
+        tg.manual_seed(0)
+        head, aug = _Head(), _Augment()
+        opt = tg.optim.SGD(head.parameters(), lr=0.1)
+
+        def step(x, y):
+            opt.zero_grad()
+            loss = F.cross_entropy(head(aug(x)), y)
+            loss.backward()
+            opt.step()
+            return loss
+        f = tg.compile(step) if compiled else step
+        out = []
+        for i, (x, y) in enumerate(_batches(5)):
+            out.append(f(x, y).item())
+            if what == "dict":
+                _Augment.settings["scale"] = 2.0 + i
+            elif what == "list":
+                _Augment.shifts[0] = 0.5 * i
+            elif what == "module list":
+                _Head.CLASS_WEIGHTS[0] = 2.0 + i
+            else:
+                _BaseHead.temperature = 2.0 + i
+        return out, [p.detach().numpy().tobytes() for p in head.parameters()]
+    try:
+        assert run(True) == run(False)
+    finally:
+        _Augment.settings["scale"], _Augment.shifts[0] = 1.0, 0.0
+        _Head.CLASS_WEIGHTS[:] = [1.0, 1.0]
+        _BaseHead.temperature = 1.0

@@ -489,11 +489,7 @@ class _Scanner:
                     self.plain_attrs.append((v, k, self.guards[n:]))
         cls = type(v)
         self.class_methods(cls)
-        if _is_user_class(cls):             # class attributes read through the instance
-            cd = cls.__dict__
-            for k, x in list(cd.items()):
-                if not k.startswith("__") and isinstance(x, (Tensor, np.ndarray) + _SCALARS):
-                    self.value_in(cd, k, x, f"{cls.__name__}.{k}", depth, nest=0)
+        self.instance_class_attrs(cls, depth)
         call = getattr(cls, "__call__", None)
         if callable(v) and isinstance(call, types.FunctionType) and _is_user(call) \
                 and depth < MAX_DEPTH:
@@ -512,6 +508,18 @@ class _Scanner:
             for name in sorted(names):
                 self.guards.append(StateGuard(cd, name, cd.get(name, _MISSING), "is",
                                               f"{k.__name__}.{name}"))
+
+    def instance_class_attrs(self, cls, depth):
+        """The data attributes of `cls` and of the user classes it inherits from, read
+        through an instance (`self.k`, `self.WEIGHTS[0]`): Note [Class attributes]."""
+        for k in cls.__mro__:
+            if not _is_user_class(k) or ("attrs", id(k)) in self.seen:
+                continue
+            self.seen.add(("attrs", id(k)))
+            cd = k.__dict__
+            for nm, x in list(cd.items()):
+                if not nm.startswith("__") and isinstance(x, _CLASS_DATA):
+                    self.value_in(cd, nm, x, f"{k.__name__}.{nm}", depth, nest=2)
 
     def class_attrs(self, cls, where, depth):
         """The attributes of a user class (`Model.k`) that the scanned code names."""
@@ -554,12 +562,9 @@ class _Scanner:
                 self.value_in(d, k, x, f"{where}.{k}", depth, name=_dotted(where, k))
         cls = type(m)
         self.class_methods(cls)
+        self.instance_class_attrs(cls, depth)
         if _is_user_class(cls):
-            cd = cls.__dict__
-            for k, x in list(cd.items()):
-                if not k.startswith("__") and isinstance(x, (Tensor, np.ndarray) + _SCALARS):
-                    self.value_in(cd, k, x, f"{cls.__name__}.{k}", depth, nest=0)
-            fwd = cd.get("forward")
+            fwd = cls.__dict__.get("forward")
             if isinstance(fwd, types.FunctionType) and depth < MAX_DEPTH:
                 self.function(fwd, depth + 1)
         for k, child in d.get("_modules", {}).items():
@@ -601,6 +606,17 @@ class _Scanner:
 # Not the class dicts' lengths: reading `cls.__annotations__` adds an entry. Library
 # classes (`nn.Linear`) are not guarded: patch an instance or a user subclass instead.
 _METHODS = (types.FunctionType, staticmethod, classmethod, property, functools.partialmethod)
+
+
+# Note [Class attributes]
+# A module or plain object reads its class's data through `self` as it reads its own:
+# `self.scale`, `self.CLASS_WEIGHTS[1]`, `self.cfg["p"]`, also when a user base class
+# defines them. Eager reads them on every call, so they are guarded like instance
+# attributes: scalars, tensors and arrays, and lists, tuples and dicts up to two levels
+# deep (a class-level table changed in place between calls, `Aug.cfg["scale"] = 2.0`, must
+# re-trace). Only scalars and tensors of the object's own class used to be, so a changed
+# class-level list or dict, or anything set on a base class, left a cached path stale.
+_CLASS_DATA = (Tensor, np.ndarray, list, tuple, dict) + _SCALARS
 
 
 # Note [Callables' state]
