@@ -244,3 +244,84 @@ def test_class_level_settings_changed_between_calls_are_never_stale(what):
         _Augment.settings["scale"], _Augment.shifts[0] = 1.0, 0.0
         _Head.CLASS_WEIGHTS[:] = [1.0, 1.0]
         _BaseHead.temperature = 1.0
+
+
+# --- numpy float32 learning rates (Note [Narrow numpy hyper-parameters] in _effects.py) ---
+
+def _cosine(i, base, kind):
+    lr = base * (0.5 + 0.5 * np.cos(np.pi * i / 8))
+    return {"float32": np.float32(lr), "float64": np.float64(lr), "float": float(lr)}[kind]
+
+
+@pytest.mark.parametrize("backend", ["numpy", "jax"])
+@pytest.mark.parametrize("make_opt", [
+    lambda ps: tg.optim.Adam(ps, lr=0.01, weight_decay=0.01),
+    lambda ps: tg.optim.AdamW(ps, lr=0.01),
+    lambda ps: tg.optim.SGD(ps, lr=0.1, momentum=0.9),
+], ids=["Adam", "AdamW", "SGD"])
+@pytest.mark.parametrize("when", ["first", "later", "inside"])
+def test_a_float32_numpy_learning_rate_schedule_gives_eagers_update(make_opt, when, backend):
+    """A cosine schedule computed in numpy float32 and written to `g["lr"]`: eager Adam
+    divides the float32 rate by a Python float in float32, and a trace reading the rate
+    as a float64 0-d tensor (or meeting betas read so) rounded the step size otherwise:
+    parameters off by an ulp after a step. Compiled must give eager's bits, or run eagerly
+    saying why. `later`: traced with Python floats, float32 set afterwards."""
+    if backend == "jax":
+        pytest.importorskip("jax")
+
+    def run(compiled):
+        tg.manual_seed(0)
+        model = nn.Sequential(nn.Linear(3, 5), nn.Tanh(), nn.Linear(5, 2))
+        opt = make_opt(list(model.parameters()))
+        base = opt.param_groups[0]["lr"]
+
+        def lr_at(i):
+            return _cosine(i, base, "float" if when == "later" and i < 3 else "float32")
+
+        def step(i, x, y):
+            if when == "inside":
+                for g in opt.param_groups:
+                    g["lr"] = lr_at(i)
+            opt.zero_grad()
+            loss = F.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+            return loss
+        f = tg.compile(step, backend=backend) if compiled else step
+        out = []
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            for i, (x, y) in enumerate(_batches(6)):
+                if when != "inside":
+                    for g in opt.param_groups:
+                        g["lr"] = lr_at(i)
+                out.append(f(i, x, y).item())
+        state = [p.detach().numpy().tobytes() for p in model.parameters()]
+        return out, state, [str(w.message) for w in caught]
+    eager, compiled = run(False), run(True)
+    assert compiled[:2] == eager[:2]
+    assert any("float32" in w and "runs eagerly" in w for w in compiled[2])
+
+
+def test_a_float64_numpy_learning_rate_stays_a_runtime_value():
+    """np.float64 computes as a Python float: read per call, never a reason to re-trace."""
+    def run(compiled):
+        tg.manual_seed(0)
+        model = nn.Sequential(nn.Linear(3, 5), nn.Tanh(), nn.Linear(5, 2))
+        opt = tg.optim.Adam(model.parameters(), lr=0.01)
+
+        def step(x, y):
+            opt.zero_grad()
+            loss = F.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+            return loss
+        f = tg.compile(step) if compiled else step
+        out = []
+        for i, (x, y) in enumerate(_batches(6)):
+            opt.param_groups[0]["lr"] = _cosine(i, 0.01, "float64")
+            out.append(f(x, y).item())
+        return out, [p.detach().numpy().tobytes() for p in model.parameters()], f
+    eager, compiled = run(False), run(True)
+    assert compiled[:2] == eager[:2]
+    assert compiled[2].stats.retraces == [] and compiled[2].stats.eager_calls == 0

@@ -136,7 +136,15 @@ def hyper(holder, key, index=None):
     scheduler changing it never re-traces (Note [Effects])."""
     value = holder[key] if index is None else holder[key][index]
     tracer = active()
-    if tracer is None or not is_number(value):
+    if tracer is None:
+        return value
+    narrow = _narrow_in(holder)                # Note [Narrow numpy hyper-parameters]
+    if narrow is not None:
+        tracer.note_effect("hyper", f"the hyper-parameter {narrow[0]!r} = {narrow[1]!r}, "
+                           f"a numpy {type(narrow[1]).__name__} (eager computes with it in "
+                           "its precision; pass a Python float: float(value))")
+        return value
+    if not is_number(value):
         return value
     return tracer.scalar_source(holder, key, value, index)
 
@@ -160,19 +168,44 @@ def as_scalar_for(value, like):
 
 def is_number(value):
     """A real number a hyper-parameter may be read per call as: a Python int or float, or
-    a numpy one (a learning rate computed with numpy), never a bool."""
+    a numpy one (a learning rate computed with numpy), never a bool, and never a numpy
+    float narrower than float64 (Note [Narrow numpy hyper-parameters])."""
     t = type(value)
     return t is float or t is int or (t in _NUMPY_NUMBERS)
 
 
-def _numpy_numbers():
+# Note [Narrow numpy hyper-parameters]
+# A hyper-parameter read per call is a float64 0-d tensor in the trace, which computes as a
+# Python float or a numpy float64 does. A `np.float32` learning rate (a schedule computed
+# in float32 numpy) does not: eager Adam's `lr / (1 - beta1 ** step)` is a float32
+# division (numpy keeps the float32 against a Python float), while in a trace it met
+# `beta1`, a float64 0-d tensor, which won: the compiled step size differed from eager's
+# in the last bit, and so did every parameter after it. So while a param group holds such
+# a value (float32, float16, also inside a tuple such as betas), every hyper-parameter of
+# that group is read as eager reads it, the plain number, and the trace notes an effect:
+# the traced call computes eager's update, and calls like these run eagerly after it, with
+# a warning naming the key. A path traced with Python floats misses when such a value is
+# set later (`is_number` is False for it), so that call re-traces under the same rule.
+def _narrow_in(holder):
+    """(key, value) of the first narrow numpy float among the values of `holder` (a param
+    group) and the items of its tuples, or None."""
+    for k, v in holder.items() if isinstance(holder, dict) else ():
+        for x in (v if type(v) is tuple else (v,)):
+            if type(x) in _NARROW_FLOATS:
+                return k, x
+    return None
+
+
+def _numpy_numbers(narrow=False):
     import numpy as np
     return frozenset(t for t in set(np.sctypeDict.values())
                      if issubclass(t, (np.floating, np.integer))
-                     and not issubclass(t, np.timedelta64))
+                     and not issubclass(t, np.timedelta64)
+                     and narrow == (issubclass(t, np.floating) and np.finfo(t).bits < 64))
 
 
 _NUMPY_NUMBERS = _numpy_numbers()
+_NARROW_FLOATS = _numpy_numbers(narrow=True)
 
 
 def replayed(method):
