@@ -253,21 +253,28 @@ def _cosine(i, base, kind):
     return {"float32": np.float32(lr), "float64": np.float64(lr), "float": float(lr)}[kind]
 
 
-@pytest.mark.parametrize("backend", ["numpy", "jax"])
-@pytest.mark.parametrize("make_opt", [
-    lambda ps: tg.optim.Adam(ps, lr=0.01, weight_decay=0.01),
-    lambda ps: tg.optim.AdamW(ps, lr=0.01),
-    lambda ps: tg.optim.SGD(ps, lr=0.1, momentum=0.9),
-], ids=["Adam", "AdamW", "SGD"])
-@pytest.mark.parametrize("when", ["first", "later", "inside"])
-def test_a_float32_numpy_learning_rate_schedule_gives_eagers_update(make_opt, when, backend):
+_OPTIMIZERS = {   # (make, whether float32 hyper-parameters stay runtime values)
+    "Adam": (lambda ps: tg.optim.Adam(ps, lr=0.01, weight_decay=0.01), False),
+    "AdamW": (lambda ps: tg.optim.AdamW(ps, lr=0.01), False),
+    "Adagrad": (lambda ps: tg.optim.Adagrad(ps, lr=0.1, lr_decay=0.01), False),
+    "SGD": (lambda ps: tg.optim.SGD(ps, lr=0.1, momentum=0.9, dampening=0.1), True),
+    "RMSprop": (lambda ps: tg.optim.RMSprop(ps, lr=0.01, momentum=0.5, centered=True), True),
+}
+
+
+@pytest.mark.parametrize("name, when, backend", [
+    (name, when, "numpy") for name in _OPTIMIZERS for when in ("first", "later", "inside")
+] + [("Adam", "later", "jax"), ("SGD", "later", "jax")])
+def test_a_float32_numpy_learning_rate_schedule_gives_eagers_update(name, when, backend):
     """A cosine schedule computed in numpy float32 and written to `g["lr"]`: eager Adam
     divides the float32 rate by a Python float in float32, and a trace reading the rate
     as a float64 0-d tensor (or meeting betas read so) rounded the step size otherwise:
     parameters off by an ulp after a step. Compiled must give eager's bits, or run eagerly
-    saying why. `later`: traced with Python floats, float32 set afterwards."""
+    saying why; SGD and RMSprop, whose math gives eager's bits, stay compiled. `later`:
+    traced with Python floats, float32 set afterwards."""
     if backend == "jax":
         pytest.importorskip("jax")
+    make_opt, exact = _OPTIMIZERS[name]
 
     def run(compiled):
         tg.manual_seed(0)
@@ -299,8 +306,11 @@ def test_a_float32_numpy_learning_rate_schedule_gives_eagers_update(make_opt, wh
         state = [p.detach().numpy().tobytes() for p in model.parameters()]
         return out, state, [str(w.message) for w in caught]
     eager, compiled = run(False), run(True)
-    assert compiled[:2] == eager[:2]
-    assert any("float32" in w and "runs eagerly" in w for w in compiled[2])
+    if backend == "numpy":
+        assert compiled[:2] == eager[:2]
+    else:
+        np.testing.assert_allclose(compiled[0], eager[0], rtol=1e-5)
+    assert any("float32" in w and "runs eagerly" in w for w in compiled[2]) != exact
 
 
 def test_a_float64_numpy_learning_rate_stays_a_runtime_value():
@@ -325,3 +335,154 @@ def test_a_float64_numpy_learning_rate_stays_a_runtime_value():
     eager, compiled = run(False), run(True)
     assert compiled[:2] == eager[:2]
     assert compiled[2].stats.retraces == [] and compiled[2].stats.eager_calls == 0
+
+
+# --- numpy float32 learning rates (Note [Narrow numpy hyper-parameters] in _effects.py) ---
+
+def _cosine(i, base, kind):
+    lr = base * (0.5 + 0.5 * np.cos(np.pi * i / 8))
+    return {"float32": np.float32(lr), "float64": np.float64(lr), "float": float(lr)}[kind]
+
+
+_OPTIMIZERS = {   # (make, whether float32 hyper-parameters stay runtime values)
+    "Adam": (lambda ps: tg.optim.Adam(ps, lr=0.01, weight_decay=0.01), False),
+    "AdamW": (lambda ps: tg.optim.AdamW(ps, lr=0.01), False),
+    "Adagrad": (lambda ps: tg.optim.Adagrad(ps, lr=0.1, lr_decay=0.01), False),
+    "SGD": (lambda ps: tg.optim.SGD(ps, lr=0.1, momentum=0.9, dampening=0.1), True),
+    "RMSprop": (lambda ps: tg.optim.RMSprop(ps, lr=0.01, momentum=0.5, centered=True), True),
+}
+
+
+@pytest.mark.parametrize("name, when, backend", [
+    (name, when, "numpy") for name in _OPTIMIZERS for when in ("first", "later", "inside")
+] + [("Adam", "later", "jax"), ("SGD", "later", "jax")])
+def test_a_float32_numpy_learning_rate_schedule_gives_eagers_update(name, when, backend):
+    """A cosine schedule computed in numpy float32 and written to `g["lr"]`: eager Adam
+    divides the float32 rate by a Python float in float32, and a trace reading the rate
+    as a float64 0-d tensor (or meeting betas read so) rounded the step size otherwise:
+    parameters off by an ulp after a step. Compiled must give eager's bits, or run eagerly
+    saying why; SGD and RMSprop, whose math gives eager's bits, stay compiled. `later`:
+    traced with Python floats, float32 set afterwards."""
+    if backend == "jax":
+        pytest.importorskip("jax")
+    make_opt, exact = _OPTIMIZERS[name]
+
+    def run(compiled):
+        tg.manual_seed(0)
+        model = nn.Sequential(nn.Linear(3, 5), nn.Tanh(), nn.Linear(5, 2))
+        opt = make_opt(list(model.parameters()))
+        base = opt.param_groups[0]["lr"]
+
+        def lr_at(i):
+            return _cosine(i, base, "float" if when == "later" and i < 3 else "float32")
+
+        def step(i, x, y):
+            if when == "inside":
+                for g in opt.param_groups:
+                    g["lr"] = lr_at(i)
+            opt.zero_grad()
+            loss = F.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+            return loss
+        f = tg.compile(step, backend=backend) if compiled else step
+        out = []
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            for i, (x, y) in enumerate(_batches(6)):
+                if when != "inside":
+                    for g in opt.param_groups:
+                        g["lr"] = lr_at(i)
+                out.append(f(i, x, y).item())
+        state = [p.detach().numpy().tobytes() for p in model.parameters()]
+        return out, state, [str(w.message) for w in caught]
+    eager, compiled = run(False), run(True)
+    if backend == "numpy":
+        assert compiled[:2] == eager[:2]
+    else:
+        np.testing.assert_allclose(compiled[0], eager[0], rtol=1e-5)
+    assert any("float32" in w and "runs eagerly" in w for w in compiled[2]) != exact
+
+
+def test_a_float64_numpy_learning_rate_stays_a_runtime_value():
+    """np.float64 computes as a Python float: read per call, never a reason to re-trace."""
+    def run(compiled):
+        tg.manual_seed(0)
+        model = nn.Sequential(nn.Linear(3, 5), nn.Tanh(), nn.Linear(5, 2))
+        opt = tg.optim.Adam(model.parameters(), lr=0.01)
+
+        def step(x, y):
+            opt.zero_grad()
+            loss = F.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+            return loss
+        f = tg.compile(step) if compiled else step
+        out = []
+        for i, (x, y) in enumerate(_batches(6)):
+            opt.param_groups[0]["lr"] = _cosine(i, 0.01, "float64")
+            out.append(f(x, y).item())
+        return out, [p.detach().numpy().tobytes() for p in model.parameters()], f
+    eager, compiled = run(False), run(True)
+    assert compiled[:2] == eager[:2]
+    assert compiled[2].stats.retraces == [] and compiled[2].stats.eager_calls == 0
+
+
+# --- plain data deeper or larger than the scan walks (Note [Data beyond the walk]) ---
+
+def test_a_setting_deep_in_a_nested_config_changed_between_calls_is_never_stale():
+    """`cfg["train"]["aug"]["noise"]["scale"]`, a config nested past the scan's depth,
+    edited between steps (a sweep, a curriculum): only the outer containers were
+    guarded, so a cached path kept the first value."""
+    def make():
+        return {"cfg": {"train": {"aug": {"noise": {"scale": 1.0}}}}}
+
+    def body(env, model, x, y):
+        return F.cross_entropy(model(x * env["cfg"]["train"]["aug"]["noise"]["scale"]), y)
+
+    def between(env, i):
+        env["cfg"]["train"]["aug"]["noise"]["scale"] = 2.0 + i
+    _assert_compiled_is_eager(body, make, between)
+
+
+class _DeepTrainer:
+    def __init__(self):
+        tg.manual_seed(0)
+        self.model = nn.Linear(3, 2)
+        self.opt = tg.optim.SGD(self.model.parameters(), lr=0.1)
+        self.cfg = {"loss": {"ce": {"smoothing": {"value": 0.0}}}}
+
+    def step(self, x, y):
+        self.opt.zero_grad()
+        ls = self.cfg["loss"]["ce"]["smoothing"]["value"]
+        loss = F.cross_entropy(self.model(x), y, label_smoothing=ls)
+        loss.backward()
+        self.opt.step()
+        return loss
+
+
+def test_a_trainers_deep_config_read_through_self_is_never_stale():
+    def run(compiled):
+        t = _DeepTrainer()
+        f = tg.compile(t.step) if compiled else t.step
+        out = []
+        for i, (x, y) in enumerate(_batches(5)):
+            out.append(f(x, y).item())
+            t.cfg["loss"]["ce"]["smoothing"]["value"] = 0.05 * (i + 1)
+        return out, t.model.weight.detach().numpy().tobytes()
+    assert run(True) == run(False)
+
+
+def test_an_item_of_a_long_list_changed_between_calls_is_never_stale():
+    """A per-class weight table longer than the scan walks item by item (MAX_ITEMS)."""
+    from tracegrad.compiler.state import MAX_ITEMS
+
+    def make():
+        return {"weights": [1.0] * (MAX_ITEMS + 10)}
+
+    def body(env, model, x, y):
+        return F.cross_entropy(model(x), y, weight=tg.tensor(env["weights"][:2]))
+
+    def between(env, i):
+        env["weights"][1] = 2.0 + i
+    _assert_compiled_is_eager(body, make, between)

@@ -129,24 +129,25 @@ def accumulate_traced(var, g, create_graph):
     tracer.note_grad_set(var)
 
 
-def hyper(holder, key, index=None):
+def hyper(holder, key, index=None, narrow=False):
     """`holder[key]` (or `holder[key][index]`, an item of a tuple such as Adam's betas), a
     hyper-parameter such as a learning rate. Eagerly the Python number; inside a trace a 0-d
     float64 tensor the compiled program reads from the same place on every call, so a
-    scheduler changing it never re-traces (Note [Effects])."""
+    scheduler changing it never re-traces (Note [Effects]). `narrow`: the caller's math
+    gives eager's bits for numpy float32 values too (Note [Narrow numpy hyper-parameters])."""
     value = holder[key] if index is None else holder[key][index]
     tracer = active()
     if tracer is None:
         return value
-    narrow = _narrow_in(holder)                # Note [Narrow numpy hyper-parameters]
-    if narrow is not None:
-        tracer.note_effect("hyper", f"the hyper-parameter {narrow[0]!r} = {narrow[1]!r}, "
-                           f"a numpy {type(narrow[1]).__name__} (eager computes with it in "
+    found = None if narrow else _narrow_in(holder)   # Note [Narrow numpy hyper-parameters]
+    if found is not None:
+        tracer.note_effect("hyper", f"the hyper-parameter {found[0]!r} = {found[1]!r}, "
+                           f"a numpy {type(found[1]).__name__} (eager computes with it in "
                            "its precision; pass a Python float: float(value))")
         return value
-    if not is_number(value):
+    if not is_number(value, narrow):
         return value
-    return tracer.scalar_source(holder, key, value, index)
+    return tracer.scalar_source(holder, key, value, index, narrow)
 
 
 def as_scalar_for(value, like):
@@ -166,12 +167,12 @@ def as_scalar_for(value, like):
     return value
 
 
-def is_number(value):
+def is_number(value, narrow=False):
     """A real number a hyper-parameter may be read per call as: a Python int or float, or
-    a numpy one (a learning rate computed with numpy), never a bool, and never a numpy
-    float narrower than float64 (Note [Narrow numpy hyper-parameters])."""
+    a numpy one (a learning rate computed with numpy), never a bool; a numpy float
+    narrower than float64 only when `narrow` (Note [Narrow numpy hyper-parameters])."""
     t = type(value)
-    return t is float or t is int or (t in _NUMPY_NUMBERS)
+    return t is float or t is int or t in _NUMPY_NUMBERS or (narrow and t in _NARROW_FLOATS)
 
 
 # Note [Narrow numpy hyper-parameters]
@@ -186,6 +187,10 @@ def is_number(value):
 # the traced call computes eager's update, and calls like these run eagerly after it, with
 # a warning naming the key. A path traced with Python floats misses when such a value is
 # set later (`is_number` is False for it), so that call re-traces under the same rule.
+# An optimizer whose update uses each hyper-parameter in at most one operation before it
+# meets a tensor (SGD, RMSprop: `-lr`, `1 - dampening`) reads them with `narrow=True`:
+# one operation in float64 rounded to float32 is the float32 operation's result (float64
+# has more than twice float32's precision), so float32 values stay runtime values there.
 def _narrow_in(holder):
     """(key, value) of the first narrow numpy float among the values of `holder` (a param
     group) and the items of its tuples, or None."""
