@@ -25,14 +25,17 @@ compiled callable object) are walked the same way, as are class attributes of us
 the attributes a function names in a user module it reads (`cfg.LR`), library callables
 bound to a name (`act = tg.relu`, guarded by identity), numpy arrays (by value), and the
 forward-hook dicts of modules. Containers are guarded by identity *and* length, so an
-appended item or an added hook re-traces. Reads beyond this reach (values behind calls,
-nesting deeper than MAX_NEST) are not guarded: pass such values as arguments. A function
+appended item or an added hook re-traces. Plain data nested deeper than MAX_NEST or in
+containers longer than MAX_ITEMS is guarded by a deep copy (Note [Data beyond the walk]);
+other reads beyond this reach (values behind calls, objects or tensors nested deeper) are
+not guarded: pass such values as arguments. A function
 that changes scalar state it reads (a call counter) re-traces on each call until
 `cache_limit`, then runs eagerly, which is what eager gives. After the trace, guards on what
 user code cannot have read are dropped (compiler/state_unread.py).
 """
 import collections
 import collections.abc as abc
+import copy
 import functools
 import types
 
@@ -74,8 +77,9 @@ MUTABLE_COLLECTIONS = (set, bytearray, abc.MutableSet, abc.MutableSequence, abc.
 class StateGuard:
     """`holder[key]` (a dict, list, tuple or closure cell with key None; the container's
     length with key _LEN) must still hold `expected`, by `mode`: "is" (the same object),
-    "eq" (an equal value of the same type), "len", or "array" (the same numpy array with
-    the same values: `expected` is (array, snapshot))."""
+    "eq" (an equal value of the same type), "len", "array" (the same numpy array with
+    the same values: `expected` is (array, snapshot)) or "data" (the same container of
+    plain data with equal contents: (container, deep copy), Note [Data beyond the walk])."""
 
     __slots__ = ("holder", "key", "expected", "mode", "where", "current")
 
@@ -94,6 +98,8 @@ class StateGuard:
             return cur is exp
         if self.mode == "array":
             return cur is exp[0] and _array_eq(cur, exp[1])
+        if self.mode == "data":
+            return cur is exp[0] and cur == exp[1]
         return cur is exp or (type(cur) is type(exp) and cur == exp)
 
     def reason(self):
@@ -105,12 +111,14 @@ class StateGuard:
             return f"{self.where} changed length: {self.expected} -> {now}"
         if self.mode == "array":
             return f"{self.where} (a numpy array) changed"
+        if self.mode == "data":
+            return f"{self.where} changed in place"
         return f"{self.where} changed: {_short(self.expected)} -> {now}"
 
     def describe(self):
         if self.mode == "len":
             return f"len({self.where}) == {self.expected}"
-        exp = self.expected[1] if self.mode == "array" else self.expected
+        exp = self.expected[1] if self.mode in ("array", "data") else self.expected
         return f"{self.where} {'is' if self.mode == 'is' else '=='} {_short(exp)}"
 
 
@@ -138,7 +146,8 @@ def checker(guards):
         else:
             get = f"h{i}[k{i}]"
         test = {"is": f"v is not e{i}",
-                "array": f"v is not e{i}[0] or not _aeq(v, e{i}[1])"}.get(
+                "array": f"v is not e{i}[0] or not _aeq(v, e{i}[1])",
+                "data": f"v is not e{i}[0] or v != e{i}[1]"}.get(
             g.mode, f"v is not e{i} and (type(v) is not type(e{i}) or v != e{i})")
         lines += [f"        v = {get}", f"        if {test}: return False"]
     lines += ["    except (ValueError, IndexError, KeyError, TypeError):", "        return False",
@@ -417,8 +426,8 @@ class _Scanner:
         elif isinstance(v, (types.MethodType, types.BuiltinFunctionType)) or (
                 callable(v) and not force and not _is_plain_object(v, callable_ok=True)):
             return                           # library callables: identity is enough
-        elif nest <= 0:
-            return
+        elif nest <= 0 or (isinstance(v, (list, tuple, dict)) and len(v) > MAX_ITEMS):
+            self.data_beyond(holder, key, v, where)      # Note [Data beyond the walk]
         elif isinstance(v, (list, tuple, dict, collections.deque)):
             self.container(v, where, depth, nest)   # subclasses too (Note [Container kinds])
         elif isinstance(v, MUTABLE_COLLECTIONS):
@@ -427,6 +436,14 @@ class _Scanner:
             self.guards.append(StateGuard(v, _LEN, len(v), "len", where))
         elif force or _is_plain_object(v, callable_ok=True):
             self.plain_object(v, where, depth, nest)
+
+    def data_beyond(self, holder, key, v, where):
+        """Guard `v`, plain data nested deeper or larger than the walk goes, by a deep
+        copy of its contents (Note [Data beyond the walk])."""
+        if type(v) in (list, tuple, dict) and _plain_data(v):
+            if holder is None:               # an item of a tuple: its own place
+                holder, key = [v], 0
+            self.guards.append(StateGuard(holder, key, (v, copy.deepcopy(v)), "data", where))
 
     def leaf_hooks(self, t, where, depth):
         """The gradient hooks registered on leaf `t` (Note [Gradient hooks' state] in
@@ -699,6 +716,38 @@ def _pure(x, nest):
         items = list(x.items()) if type(x) is dict else [(None, i) for i in x]
         return all(isinstance(k, _SCALARS) and _pure(i, nest - 1) for k, i in items)
     return False
+
+
+# Note [Data beyond the walk]
+# The walk stops MAX_NEST containers deep and at containers of more than MAX_ITEMS items,
+# where it used to guard nothing more than the container's identity: a setting four dicts
+# down a config (`cfg["train"]["aug"]["noise"]["std"]`, read through `self.cfg` or a
+# closure) or an item of a long list of class weights, changed in place between calls,
+# left a cached path on the first call's value. Such a container, when it holds only plain
+# data (scalars in lists, tuples and dicts, up to DATA_ITEMS values in all), is guarded by
+# a deep copy: the place must hold the same container with equal contents. (Containers
+# holding tensors or objects beyond the walk stay unguarded: pass them as arguments.)
+DATA_ITEMS = 100_000
+
+
+def _plain_data(v):
+    """Whether `v` is scalars in lists, tuples and dicts, DATA_ITEMS values at most."""
+    stack, n = [v], 0
+    while stack:
+        x = stack.pop()
+        n += 1
+        if n > DATA_ITEMS:
+            return False
+        if type(x) in (list, tuple):
+            stack.extend(x)
+        elif type(x) is dict:
+            for k, i in x.items():
+                if not isinstance(k, _SCALARS):
+                    return False
+                stack.append(i)
+        elif not isinstance(x, _SCALARS):
+            return False
+    return True
 
 
 def _is_user_class(cls):
