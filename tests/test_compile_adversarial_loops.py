@@ -108,6 +108,21 @@ def test_a_numpy_generator_the_step_never_draws_from_keeps_it_compiled():
     assert not any("runs eagerly" in w for w in caught)
 
 
+class _Rng(random.Random):
+    """A user's generator class (seeded per worker, say): its `random()` is the C method
+    of _random.Random, called on an object of a user class."""
+
+
+def test_draws_from_a_subclass_of_random_random_are_never_frozen():
+    """The profile hook recognised Python's generators by their class's module, so a draw
+    from a subclass's instance was not an effect, and a cached path replayed the first
+    call's random scale."""
+    def body(env, model, x, y):
+        return F.cross_entropy(model(x * (0.5 + env["rng"].random())), y)
+    caught = _assert_compiled_is_eager(body, lambda: {"rng": _Rng(3)})
+    assert any("random" in w and "runs eagerly" in w for w in caught)
+
+
 # --- objects with __slots__ (Note [Slots]) ---
 
 class _SlotsConfig:

@@ -303,6 +303,9 @@ _DICT_READS = frozenset(("items", "values", "keys", "get", "copy", "pop", "popit
 # like `print` (they run only while tracing). A file written by another library's code
 # (`np.save`, `json.dump`) is not seen: save outside the compiled function.
 _OPEN = open
+# Python's generators, the user's subclasses of random.Random included (`class Rng(random.
+# Random)`: its `random()` is the C method of _random.Random, which only this check sees)
+_PY_RANDOM = __import__("_random").Random
 _WRITES = frozenset(("write", "writelines"))
 _LOGGING = os.path.join("logging", "__init__.py")
 _CLOCKS = frozenset(("time", "perf_counter", "monotonic", "process_time", "time_ns",
@@ -459,7 +462,7 @@ class watch_python:
                          f"{type(owner).__name__}.{name}() (a file)")
         elif name in _CLOCKS and getattr(fn, "__module__", None) == "time":
             self._report(frame, "clock", f"time.{name}()")
-        elif owner is not None and type(owner).__module__ in ("random", "_random"):
+        elif owner is not None and isinstance(owner, _PY_RANDOM):   # subclasses too
             self._report(frame, "random", f"Python's random.{name}()")
         elif owner is not None and type(owner).__module__.startswith("numpy.random"):
             self._report(frame, "random", f"numpy.random {name}()")
