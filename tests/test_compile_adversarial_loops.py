@@ -410,3 +410,28 @@ def test_an_item_of_a_long_list_changed_between_calls_is_never_stale():
     def between(env, i):
         env["weights"][1] = 2.0 + i
     _assert_compiled_is_eager(body, make, between)
+
+
+# --- environment variables (Note [Environment variables] in compiler/state.py) ---
+
+@pytest.mark.parametrize("how", ["environ", "getenv", "from os import environ"])
+def test_an_environment_variable_changed_between_calls_is_never_stale(how, monkeypatch):
+    """`float(os.environ.get("AUG_SCALE", 1))` read inside the step: eager reads the
+    environment on every call; a cached path kept the value it had when traced."""
+    import os
+    environ = os.environ
+    read = {"environ": lambda: os.environ.get("TG_TEST_SCALE", "1"),
+            "getenv": lambda: os.getenv("TG_TEST_SCALE", "1"),
+            "from os import environ": lambda: environ.get("TG_TEST_SCALE", "1")}[how]
+    monkeypatch.setenv("TG_TEST_SCALE", "1")
+
+    def body(env, model, x, y):
+        return F.cross_entropy(model(x * float(read())), y)
+
+    def make():
+        os.environ["TG_TEST_SCALE"] = "1"
+        return {}
+
+    def between(env, i):
+        os.environ["TG_TEST_SCALE"] = str(2.0 + i)
+    _assert_compiled_is_eager(body, make, between)

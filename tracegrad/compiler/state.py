@@ -37,6 +37,7 @@ import collections
 import collections.abc as abc
 import copy
 import functools
+import os
 import types
 
 import numpy as np
@@ -392,6 +393,8 @@ class _Scanner:
             if not _is_library_name(v.__name__):
                 self.seen.add(id(v))
                 self.user_module(v, where, depth)
+            elif v is os and self.code_names & _ENVIRON_READS:
+                self.environ()
             return
         if isinstance(v, type):
             self.guard(holder, key, v, "is", where)
@@ -431,11 +434,20 @@ class _Scanner:
         elif isinstance(v, (list, tuple, dict, collections.deque)):
             self.container(v, where, depth, nest)   # subclasses too (Note [Container kinds])
         elif isinstance(v, MUTABLE_COLLECTIONS):
+            if v is os.environ:
+                self.environ()
             self.seen.add(id(v))                  # a set: its mutators are effects and its
             self.containers.add(id(v))            # length is guarded; items not walked
             self.guards.append(StateGuard(v, _LEN, len(v), "len", where))
         elif force or _is_plain_object(v, callable_ok=True):
             self.plain_object(v, where, depth, nest)
+
+    def environ(self):
+        """Guard the environment's contents (Note [Environment variables])."""
+        if ("environ",) not in self.seen:
+            self.seen.add(("environ",))
+            self.guards.append(StateGuard(vars(os), "environ",
+                                          (os.environ, dict(os.environ)), "data", "os.environ"))
 
     def data_beyond(self, holder, key, v, where):
         """Guard `v`, plain data nested deeper or larger than the walk goes, by a deep
@@ -716,6 +728,17 @@ def _pure(x, nest):
         items = list(x.items()) if type(x) is dict else [(None, i) for i in x]
         return all(isinstance(k, _SCALARS) and _pure(i, nest - 1) for k, i in items)
     return False
+
+
+# Note [Environment variables]
+# `float(os.environ.get("AUG_SCALE", 1))` or `os.getenv("DEBUG")` inside a step is read on
+# every eager call; `os` is a library module, whose attributes the scan does not walk, and
+# `os.environ` (reached as `from os import environ` too) a mapping whose length alone was
+# guarded, so a variable changed between calls left a cached path on the first value. When
+# the scanned code names `environ` or `getenv` on `os`, or holds `os.environ` itself, the
+# environment's contents are guarded by a copy ("data"). (Only then: the check costs a
+# copy of the environment per call.)
+_ENVIRON_READS = frozenset(("environ", "getenv"))
 
 
 # Note [Data beyond the walk]
