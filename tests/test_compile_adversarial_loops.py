@@ -205,8 +205,14 @@ class _Augment:
         return x * self.settings["scale"] + self.shifts[0]
 
 
+class _SharedConfig:
+    def __init__(self):
+        self.bias = 0.0
+
+
 class _BaseHead(nn.Module):
     temperature = 1.0
+    shared = _SharedConfig()
 
 
 class _Head(_BaseHead):
@@ -217,10 +223,11 @@ class _Head(_BaseHead):
         self.fc = nn.Linear(3, 2)
 
     def forward(self, x):
-        return self.fc(x) * tg.tensor(self.CLASS_WEIGHTS) / self.temperature
+        return self.fc(x) * tg.tensor(self.CLASS_WEIGHTS) / self.temperature + self.shared.bias
 
 
-@pytest.mark.parametrize("what", ["dict", "list", "module list", "base class scalar"])
+@pytest.mark.parametrize("what", ["dict", "list", "module list", "base class scalar",
+                                  "base class object"])
 def test_class_level_settings_changed_between_calls_are_never_stale(what):
     """`Augment.settings["scale"] = 2.0`, `Head.CLASS_WEIGHTS[0] = 3.0` or a base class's
     `temperature` changed between steps: eager reads them through `self` on every call; a
@@ -229,7 +236,7 @@ def test_class_level_settings_changed_between_calls_are_never_stale(what):
     def run(compiled):
         _Augment.settings["scale"], _Augment.shifts[0] = 1.0, 0.0
         _Head.CLASS_WEIGHTS[:] = [1.0, 1.0]
-        _BaseHead.temperature = 1.0
+        _BaseHead.temperature, _BaseHead.shared.bias = 1.0, 0.0
         tg.manual_seed(0)
         head, aug = _Head(), _Augment()
         opt = tg.optim.SGD(head.parameters(), lr=0.1)
@@ -250,6 +257,8 @@ def test_class_level_settings_changed_between_calls_are_never_stale(what):
                 _Augment.shifts[0] = 0.5 * i
             elif what == "module list":
                 _Head.CLASS_WEIGHTS[0] = 2.0 + i
+            elif what == "base class object":
+                _BaseHead.shared.bias = 0.5 * (i + 1)
             else:
                 _BaseHead.temperature = 2.0 + i
         return out, [p.detach().numpy().tobytes() for p in head.parameters()]
@@ -258,7 +267,7 @@ def test_class_level_settings_changed_between_calls_are_never_stale(what):
     finally:
         _Augment.settings["scale"], _Augment.shifts[0] = 1.0, 0.0
         _Head.CLASS_WEIGHTS[:] = [1.0, 1.0]
-        _BaseHead.temperature = 1.0
+        _BaseHead.temperature, _BaseHead.shared.bias = 1.0, 0.0
 
 
 # --- numpy float32 learning rates (Note [Narrow numpy hyper-parameters] in _effects.py) ---

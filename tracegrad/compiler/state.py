@@ -547,7 +547,8 @@ class _Scanner:
             self.seen.add(("attrs", id(k)))
             cd = k.__dict__
             for nm, x in list(cd.items()):
-                if not nm.startswith("__") and isinstance(x, _CLASS_DATA):
+                if not nm.startswith("__") and (isinstance(x, _CLASS_DATA)
+                                                or _is_plain_object(x)):
                     self.value_in(cd, nm, x, f"{k.__name__}.{nm}", depth, nest=2)
 
     def class_attrs(self, cls, where, depth):
@@ -641,10 +642,11 @@ _METHODS = (types.FunctionType, staticmethod, classmethod, property, functools.p
 # A module or plain object reads its class's data through `self` as it reads its own:
 # `self.scale`, `self.CLASS_WEIGHTS[1]`, `self.cfg["p"]`, also when a user base class
 # defines them. Eager reads them on every call, so they are guarded like instance
-# attributes: scalars, tensors and arrays, and lists, tuples and dicts up to two levels
-# deep (a class-level table changed in place between calls, `Aug.cfg["scale"] = 2.0`, must
-# re-trace). Only scalars and tensors of the object's own class used to be, so a changed
-# class-level list or dict, or anything set on a base class, left a cached path stale.
+# attributes: scalars, tensors and arrays, lists, tuples and dicts, and plain objects of
+# user classes (a shared `cfg = Config()`), up to two levels deep (a class-level table
+# changed in place between calls, `Aug.cfg["scale"] = 2.0`, must re-trace). Only scalars
+# and tensors of the object's own class used to be, so a changed class-level list, dict or
+# config object, or anything set on a base class, left a cached path stale.
 _CLASS_DATA = (Tensor, np.ndarray, list, tuple, dict) + _SCALARS
 
 
