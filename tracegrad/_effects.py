@@ -129,16 +129,25 @@ def accumulate_traced(var, g, create_graph):
     tracer.note_grad_set(var)
 
 
-def hyper(holder, key, index=None):
+def hyper(holder, key, index=None, narrow=False):
     """`holder[key]` (or `holder[key][index]`, an item of a tuple such as Adam's betas), a
     hyper-parameter such as a learning rate. Eagerly the Python number; inside a trace a 0-d
     float64 tensor the compiled program reads from the same place on every call, so a
-    scheduler changing it never re-traces (Note [Effects])."""
+    scheduler changing it never re-traces (Note [Effects]). `narrow`: the caller's math
+    gives eager's bits for numpy float32 values too (Note [Narrow numpy hyper-parameters])."""
     value = holder[key] if index is None else holder[key][index]
     tracer = active()
-    if tracer is None or not is_number(value):
+    if tracer is None:
         return value
-    return tracer.scalar_source(holder, key, value, index)
+    found = None if narrow else _narrow_in(holder)   # Note [Narrow numpy hyper-parameters]
+    if found is not None:
+        tracer.note_effect("hyper", f"the hyper-parameter {found[0]!r} = {found[1]!r}, "
+                           f"a numpy {type(found[1]).__name__} (eager computes with it in "
+                           "its precision; pass a Python float: float(value))")
+        return value
+    if not is_number(value, narrow):
+        return value
+    return tracer.scalar_source(holder, key, value, index, narrow)
 
 
 def as_scalar_for(value, like):
@@ -158,21 +167,50 @@ def as_scalar_for(value, like):
     return value
 
 
-def is_number(value):
+def is_number(value, narrow=False):
     """A real number a hyper-parameter may be read per call as: a Python int or float, or
-    a numpy one (a learning rate computed with numpy), never a bool."""
+    a numpy one (a learning rate computed with numpy), never a bool; a numpy float
+    narrower than float64 only when `narrow` (Note [Narrow numpy hyper-parameters])."""
     t = type(value)
-    return t is float or t is int or (t in _NUMPY_NUMBERS)
+    return t is float or t is int or t in _NUMPY_NUMBERS or (narrow and t in _NARROW_FLOATS)
 
 
-def _numpy_numbers():
+# Note [Narrow numpy hyper-parameters]
+# A hyper-parameter read per call is a float64 0-d tensor in the trace, which computes as a
+# Python float or a numpy float64 does. A `np.float32` learning rate (a schedule computed
+# in float32 numpy) does not: eager Adam's `lr / (1 - beta1 ** step)` is a float32
+# division (numpy keeps the float32 against a Python float), while in a trace it met
+# `beta1`, a float64 0-d tensor, which won: the compiled step size differed from eager's
+# in the last bit, and so did every parameter after it. So while a param group holds such
+# a value (float32, float16, also inside a tuple such as betas), every hyper-parameter of
+# that group is read as eager reads it, the plain number, and the trace notes an effect:
+# the traced call computes eager's update, and calls like these run eagerly after it, with
+# a warning naming the key. A path traced with Python floats misses when such a value is
+# set later (`is_number` is False for it), so that call re-traces under the same rule.
+# An optimizer whose update uses each hyper-parameter in at most one operation before it
+# meets a tensor (SGD, RMSprop: `-lr`, `1 - dampening`) reads them with `narrow=True`:
+# one operation in float64 rounded to float32 is the float32 operation's result (float64
+# has more than twice float32's precision), so float32 values stay runtime values there.
+def _narrow_in(holder):
+    """(key, value) of the first narrow numpy float among the values of `holder` (a param
+    group) and the items of its tuples, or None."""
+    for k, v in holder.items() if isinstance(holder, dict) else ():
+        for x in (v if type(v) is tuple else (v,)):
+            if type(x) in _NARROW_FLOATS:
+                return k, x
+    return None
+
+
+def _numpy_numbers(narrow=False):
     import numpy as np
     return frozenset(t for t in set(np.sctypeDict.values())
                      if issubclass(t, (np.floating, np.integer))
-                     and not issubclass(t, np.timedelta64))
+                     and not issubclass(t, np.timedelta64)
+                     and narrow == (issubclass(t, np.floating) and np.finfo(t).bits < 64))
 
 
 _NUMPY_NUMBERS = _numpy_numbers()
+_NARROW_FLOATS = _numpy_numbers(narrow=True)
 
 
 def replayed(method):
@@ -268,6 +306,9 @@ _DICT_READS = frozenset(("items", "values", "keys", "get", "copy", "pop", "popit
 # like `print` (they run only while tracing). A file written by another library's code
 # (`np.save`, `json.dump`) is not seen: save outside the compiled function.
 _OPEN = open
+# Python's generators, the user's subclasses of random.Random included (`class Rng(random.
+# Random)`: its `random()` is the C method of _random.Random, which only this check sees)
+_PY_RANDOM = __import__("_random").Random
 _WRITES = frozenset(("write", "writelines"))
 _LOGGING = os.path.join("logging", "__init__.py")
 _CLOCKS = frozenset(("time", "perf_counter", "monotonic", "process_time", "time_ns",
@@ -424,7 +465,7 @@ class watch_python:
                          f"{type(owner).__name__}.{name}() (a file)")
         elif name in _CLOCKS and getattr(fn, "__module__", None) == "time":
             self._report(frame, "clock", f"time.{name}()")
-        elif owner is not None and type(owner).__module__ in ("random", "_random"):
+        elif owner is not None and isinstance(owner, _PY_RANDOM):   # subclasses too
             self._report(frame, "random", f"Python's random.{name}()")
         elif owner is not None and type(owner).__module__.startswith("numpy.random"):
             self._report(frame, "random", f"numpy.random {name}()")

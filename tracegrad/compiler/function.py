@@ -50,6 +50,7 @@ from .pipeline import run_pipeline, stages_for
 from .record import Options
 from .trace_plan import record_from_trace
 from .._effects import replay_reads, watch_python
+from .foreign_rng import drawn
 from .binding import Binder, changed_argument
 from .dynamic_numbers import DynamicFloats
 from ..tracing.numbers import concrete_outputs
@@ -449,6 +450,10 @@ class CompiledFunction:
         if moved:
             tracer.note_effect("iterator", f"advancing {moved}, a Python iterator from "
                                "outside the function", None, site=site)
+        rng = drawn(scanned.generators)      # Note [Foreign generators] in foreign_rng.py
+        if rng:
+            tracer.note_effect("random", f"drawing from {rng}, a numpy random generator "
+                               "from outside the function", None, site=site)
         changed = before and changed_argument(before, self.binder.snapshot(args, kwargs))
         if changed:
             tracer.note_effect("mutation", f"an assignment into argument '{changed}' (a "

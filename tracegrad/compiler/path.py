@@ -171,13 +171,13 @@ class CompiledPath:
             if g is None:
                 return None, "a .grad read by the function is None now"
             captured[j] = g
-        for j, holder, key, index, n in self.scalar_sources:
+        for j, holder, key, index, n, narrow in self.scalar_sources:
             value = holder.get(key) if isinstance(holder, dict) else holder[key]
             if index is not None:
                 if type(value) is not tuple or len(value) != n:
                     return None, f"{key!r} is no longer a tuple of {n} ({value!r})"
                 value = value[index]
-            if not is_number(value):
+            if not is_number(value, narrow):
                 return None, f"{key!r} is no longer a number ({value!r})"
             captured[j] = Tensor._wrap(np.array(value, dtype=np.float64))
         return captured, None

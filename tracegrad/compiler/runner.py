@@ -71,7 +71,7 @@ def build_runner(path):
     for j, r in path.sources:
         lines += [f"    c{j} = {owner(r)}._grad", f"    if c{j} is None: {miss}"]
     scalar = {j for j, *_ in path.scalar_sources}
-    for j, holder, key, index, n in path.scalar_sources:
+    for j, holder, key, index, n, narrow in path.scalar_sources:
         # (one tuple swapped whole, so threads calling at once never mix two values)
         env[f"h{j}"], env[f"k{j}"], env[f"p{j}"] = holder, key, [(_UNSET, None)]
         get = f"h{j}.get(k{j})" if isinstance(holder, dict) else f"h{j}[k{j}]"
@@ -80,7 +80,7 @@ def build_runner(path):
             lines += [f"    if type(v) is not tuple or len(v) != {n}: {miss}",
                       f"    v = v[{index}]"]
         lines += [f"    last = p{j}[0]", "    if v is not last[0]:",
-                  f"        if not _number(v): {miss}",
+                  f"        if not _number(v, {narrow}): {miss}",
                   f"        last = p{j}[0] = (v, _f64(v))", f"    c{j} = last[1]"]
     data = {}
     # Note [Checked arrays]: on the numpy backend the arrays found valid on the last call

@@ -25,21 +25,27 @@ compiled callable object) are walked the same way, as are class attributes of us
 the attributes a function names in a user module it reads (`cfg.LR`), library callables
 bound to a name (`act = tg.relu`, guarded by identity), numpy arrays (by value), and the
 forward-hook dicts of modules. Containers are guarded by identity *and* length, so an
-appended item or an added hook re-traces. Reads beyond this reach (values behind calls,
-nesting deeper than MAX_NEST) are not guarded: pass such values as arguments. A function
+appended item or an added hook re-traces. Plain data nested deeper than MAX_NEST or in
+containers longer than MAX_ITEMS is guarded by a deep copy (Note [Data beyond the walk]);
+other reads beyond this reach (values behind calls, objects or tensors nested deeper) are
+not guarded: pass such values as arguments. A function
 that changes scalar state it reads (a call counter) re-traces on each call until
 `cache_limit`, then runs eagerly, which is what eager gives. After the trace, guards on what
 user code cannot have read are dropped (compiler/state_unread.py).
 """
 import collections
 import collections.abc as abc
+import copy
 import functools
+import os
 import types
 
 import numpy as np
 
 from .._effects import is_library_module
 from .._tensor import Tensor
+from .foreign_rng import GENERATORS, fingerprint
+from .state_slots import SlotView, slot_names
 
 MAX_ITEMS = 4096        # larger containers are not walked
 MAX_DEPTH = 3           # user functions reached through user functions
@@ -58,6 +64,7 @@ _MODULE_INTERNALS = frozenset(_HOOK_REGISTRIES + (
     "_compiled", "_forward_pre_hooks_with_kwargs", "_forward_hooks_with_kwargs",
     "_forward_hooks_always_called"))
 _LEN = object()         # key of a length guard
+_MAPPINGS = (dict, types.MappingProxyType, SlotView)   # places read by .get(key, _MISSING)
 # Note [Container kinds]
 # Containers are recognised by kind, not by exact type: a list subclass, an OrderedDict or
 # defaultdict, a deque (walked like lists and dicts: their items by place, their length)
@@ -71,8 +78,9 @@ MUTABLE_COLLECTIONS = (set, bytearray, abc.MutableSet, abc.MutableSequence, abc.
 class StateGuard:
     """`holder[key]` (a dict, list, tuple or closure cell with key None; the container's
     length with key _LEN) must still hold `expected`, by `mode`: "is" (the same object),
-    "eq" (an equal value of the same type), "len", or "array" (the same numpy array with
-    the same values: `expected` is (array, snapshot))."""
+    "eq" (an equal value of the same type), "len", "array" (the same numpy array with
+    the same values: `expected` is (array, snapshot)) or "data" (the same container of
+    plain data with equal contents: (container, deep copy), Note [Data beyond the walk])."""
 
     __slots__ = ("holder", "key", "expected", "mode", "where", "current")
 
@@ -91,6 +99,8 @@ class StateGuard:
             return cur is exp
         if self.mode == "array":
             return cur is exp[0] and _array_eq(cur, exp[1])
+        if self.mode == "data":
+            return cur is exp[0] and cur == exp[1]
         return cur is exp or (type(cur) is type(exp) and cur == exp)
 
     def reason(self):
@@ -102,12 +112,14 @@ class StateGuard:
             return f"{self.where} changed length: {self.expected} -> {now}"
         if self.mode == "array":
             return f"{self.where} (a numpy array) changed"
+        if self.mode == "data":
+            return f"{self.where} changed in place"
         return f"{self.where} changed: {_short(self.expected)} -> {now}"
 
     def describe(self):
         if self.mode == "len":
             return f"len({self.where}) == {self.expected}"
-        exp = self.expected[1] if self.mode == "array" else self.expected
+        exp = self.expected[1] if self.mode in ("array", "data") else self.expected
         return f"{self.where} {'is' if self.mode == 'is' else '=='} {_short(exp)}"
 
 
@@ -130,12 +142,13 @@ def checker(guards):
             get = f"len(h{i})"
         elif g.key is None:
             get = f"h{i}.cell_contents"
-        elif isinstance(g.holder, (dict, types.MappingProxyType)):
+        elif isinstance(g.holder, _MAPPINGS):
             get = f"h{i}.get(k{i}, _M)"
         else:
             get = f"h{i}[k{i}]"
         test = {"is": f"v is not e{i}",
-                "array": f"v is not e{i}[0] or not _aeq(v, e{i}[1])"}.get(
+                "array": f"v is not e{i}[0] or not _aeq(v, e{i}[1])",
+                "data": f"v is not e{i}[0] or v != e{i}[1]"}.get(
             g.mode, f"v is not e{i} and (type(v) is not type(e{i}) or v != e{i})")
         lines += [f"        v = {get}", f"        if {test}: return False"]
     lines += ["    except (ValueError, IndexError, KeyError, TypeError):", "        return False",
@@ -165,7 +178,7 @@ def _getter(holder, key):
             except ValueError:
                 return _MISSING
         return cell
-    if isinstance(holder, (dict, types.MappingProxyType)):
+    if isinstance(holder, _MAPPINGS):
         return lambda: holder.get(key, _MISSING)
     return lambda: holder[key] if -len(holder) <= key < len(holder) else _MISSING
 
@@ -317,6 +330,8 @@ class _Scanner:
         self.containers = set()
         self.code_names = set()          # attribute names the scanned code reads
         self.iterators = []              # [(iterator, where, progress)] (Note [Iterators])
+        self.generators = []             # [(generator, where, state)] (Note [Foreign
+        #                                  generators] in foreign_rng.py)
         self.plain_attrs = []            # [(object, attribute, its guards)]: plain data
         self.optimizers = []             # optimizers walked (Note [Hyper-parameters unread])
         self.hook_guards = {}            # {id(leaf): (leaf, [its hooks' guards])}
@@ -370,11 +385,16 @@ class _Scanner:
             return
         if isinstance(v, abc.Iterator):
             self.iterators.append((v, where, progress(v)))
+        if isinstance(v, GENERATORS):
+            self.seen.add(id(v))
+            self.generators.append((v, where, fingerprint(v)))
         if isinstance(v, types.ModuleType):
             self.guard(holder, key, v, "is", where)
             if not _is_library_name(v.__name__):
                 self.seen.add(id(v))
                 self.user_module(v, where, depth)
+            elif v is os and self.code_names & _ENVIRON_READS:
+                self.environ()
             return
         if isinstance(v, type):
             self.guard(holder, key, v, "is", where)
@@ -409,16 +429,33 @@ class _Scanner:
         elif isinstance(v, (types.MethodType, types.BuiltinFunctionType)) or (
                 callable(v) and not force and not _is_plain_object(v, callable_ok=True)):
             return                           # library callables: identity is enough
-        elif nest <= 0:
-            return
+        elif nest <= 0 or (isinstance(v, (list, tuple, dict)) and len(v) > MAX_ITEMS):
+            self.data_beyond(holder, key, v, where)      # Note [Data beyond the walk]
         elif isinstance(v, (list, tuple, dict, collections.deque)):
             self.container(v, where, depth, nest)   # subclasses too (Note [Container kinds])
         elif isinstance(v, MUTABLE_COLLECTIONS):
+            if v is os.environ:
+                self.environ()
             self.seen.add(id(v))                  # a set: its mutators are effects and its
             self.containers.add(id(v))            # length is guarded; items not walked
             self.guards.append(StateGuard(v, _LEN, len(v), "len", where))
         elif force or _is_plain_object(v, callable_ok=True):
             self.plain_object(v, where, depth, nest)
+
+    def environ(self):
+        """Guard the environment's contents (Note [Environment variables])."""
+        if ("environ",) not in self.seen:
+            self.seen.add(("environ",))
+            self.guards.append(StateGuard(vars(os), "environ",
+                                          (os.environ, dict(os.environ)), "data", "os.environ"))
+
+    def data_beyond(self, holder, key, v, where):
+        """Guard `v`, plain data nested deeper or larger than the walk goes, by a deep
+        copy of its contents (Note [Data beyond the walk])."""
+        if type(v) in (list, tuple, dict) and _plain_data(v):
+            if holder is None:               # an item of a tuple: its own place
+                holder, key = [v], 0
+            self.guards.append(StateGuard(holder, key, (v, copy.deepcopy(v)), "data", where))
 
     def leaf_hooks(self, t, where, depth):
         """The gradient hooks registered on leaf `t` (Note [Gradient hooks' state] in
@@ -464,24 +501,24 @@ class _Scanner:
         self.seen.add(id(v))
         if getattr(type(v), "_runtime_keys", None) is not None:   # an optimizer
             self.optimizers.append(v)
-        d = vars(v)
-        if len(d) > MAX_ITEMS:
+        d = getattr(v, "__dict__", None)
+        if d is not None and len(d) > MAX_ITEMS:
             return
-        if _is_user_class(type(v)):          # Note [New attributes]
+        if d is not None and _is_user_class(type(v)):          # Note [New attributes]
             self.guards.append(StateGuard(d, _LEN, len(d), "len", where))
-        for k, x in list(d.items()):
+        places = [(d, k, x) for k, x in list((d or {}).items())]
+        if _is_user_class(type(v)):          # Note [Slots] in state_slots.py
+            view = SlotView(v)
+            places += [(view, k, view.get(k, _MISSING)) for k in slot_names(type(v))]
+        for holder, k, x in places:
             if not k.startswith("__"):
                 n = len(self.guards)
-                self.value_in(d, k, x, f"{where}.{k}", depth, nest=nest - 1)
+                self.value_in(holder, k, x, f"{where}.{k}", depth, nest=nest - 1)
                 if _pure(x, nest - 1):       # Note [Unread attributes]
                     self.plain_attrs.append((v, k, self.guards[n:]))
         cls = type(v)
         self.class_methods(cls)
-        if _is_user_class(cls):             # class attributes read through the instance
-            cd = cls.__dict__
-            for k, x in list(cd.items()):
-                if not k.startswith("__") and isinstance(x, (Tensor, np.ndarray) + _SCALARS):
-                    self.value_in(cd, k, x, f"{cls.__name__}.{k}", depth, nest=0)
+        self.instance_class_attrs(cls, depth)
         call = getattr(cls, "__call__", None)
         if callable(v) and isinstance(call, types.FunctionType) and _is_user(call) \
                 and depth < MAX_DEPTH:
@@ -500,6 +537,19 @@ class _Scanner:
             for name in sorted(names):
                 self.guards.append(StateGuard(cd, name, cd.get(name, _MISSING), "is",
                                               f"{k.__name__}.{name}"))
+
+    def instance_class_attrs(self, cls, depth):
+        """The data attributes of `cls` and of the user classes it inherits from, read
+        through an instance (`self.k`, `self.WEIGHTS[0]`): Note [Class attributes]."""
+        for k in cls.__mro__:
+            if not _is_user_class(k) or ("attrs", id(k)) in self.seen:
+                continue
+            self.seen.add(("attrs", id(k)))
+            cd = k.__dict__
+            for nm, x in list(cd.items()):
+                if not nm.startswith("__") and (isinstance(x, _CLASS_DATA)
+                                                or _is_plain_object(x)):
+                    self.value_in(cd, nm, x, f"{k.__name__}.{nm}", depth, nest=2)
 
     def class_attrs(self, cls, where, depth):
         """The attributes of a user class (`Model.k`) that the scanned code names."""
@@ -542,12 +592,9 @@ class _Scanner:
                 self.value_in(d, k, x, f"{where}.{k}", depth, name=_dotted(where, k))
         cls = type(m)
         self.class_methods(cls)
+        self.instance_class_attrs(cls, depth)
         if _is_user_class(cls):
-            cd = cls.__dict__
-            for k, x in list(cd.items()):
-                if not k.startswith("__") and isinstance(x, (Tensor, np.ndarray) + _SCALARS):
-                    self.value_in(cd, k, x, f"{cls.__name__}.{k}", depth, nest=0)
-            fwd = cd.get("forward")
+            fwd = cls.__dict__.get("forward")
             if isinstance(fwd, types.FunctionType) and depth < MAX_DEPTH:
                 self.function(fwd, depth + 1)
         for k, child in d.get("_modules", {}).items():
@@ -589,6 +636,18 @@ class _Scanner:
 # Not the class dicts' lengths: reading `cls.__annotations__` adds an entry. Library
 # classes (`nn.Linear`) are not guarded: patch an instance or a user subclass instead.
 _METHODS = (types.FunctionType, staticmethod, classmethod, property, functools.partialmethod)
+
+
+# Note [Class attributes]
+# A module or plain object reads its class's data through `self` as it reads its own:
+# `self.scale`, `self.CLASS_WEIGHTS[1]`, `self.cfg["p"]`, also when a user base class
+# defines them. Eager reads them on every call, so they are guarded like instance
+# attributes: scalars, tensors and arrays, lists, tuples and dicts, and plain objects of
+# user classes (a shared `cfg = Config()`), up to two levels deep (a class-level table
+# changed in place between calls, `Aug.cfg["scale"] = 2.0`, must re-trace). Only scalars
+# and tensors of the object's own class used to be, so a changed class-level list, dict or
+# config object, or anything set on a base class, left a cached path stale.
+_CLASS_DATA = (Tensor, np.ndarray, list, tuple, dict) + _SCALARS
 
 
 # Note [Callables' state]
@@ -673,11 +732,54 @@ def _pure(x, nest):
     return False
 
 
+# Note [Environment variables]
+# `float(os.environ.get("AUG_SCALE", 1))` or `os.getenv("DEBUG")` inside a step is read on
+# every eager call; `os` is a library module, whose attributes the scan does not walk, and
+# `os.environ` (reached as `from os import environ` too) a mapping whose length alone was
+# guarded, so a variable changed between calls left a cached path on the first value. When
+# the scanned code names `environ` or `getenv` on `os`, or holds `os.environ` itself, the
+# environment's contents are guarded by a copy ("data"). (Only then: the check costs a
+# copy of the environment per call.)
+_ENVIRON_READS = frozenset(("environ", "getenv"))
+
+
+# Note [Data beyond the walk]
+# The walk stops MAX_NEST containers deep and at containers of more than MAX_ITEMS items,
+# where it used to guard nothing more than the container's identity: a setting four dicts
+# down a config (`cfg["train"]["aug"]["noise"]["std"]`, read through `self.cfg` or a
+# closure) or an item of a long list of class weights, changed in place between calls,
+# left a cached path on the first call's value. Such a container, when it holds only plain
+# data (scalars in lists, tuples and dicts, up to DATA_ITEMS values in all), is guarded by
+# a deep copy: the place must hold the same container with equal contents. (Containers
+# holding tensors or objects beyond the walk stay unguarded: pass them as arguments.)
+DATA_ITEMS = 100_000
+
+
+def _plain_data(v):
+    """Whether `v` is scalars in lists, tuples and dicts, DATA_ITEMS values at most."""
+    stack, n = [v], 0
+    while stack:
+        x = stack.pop()
+        n += 1
+        if n > DATA_ITEMS:
+            return False
+        if type(x) in (list, tuple):
+            stack.extend(x)
+        elif type(x) is dict:
+            for k, i in x.items():
+                if not isinstance(k, _SCALARS):
+                    return False
+                stack.append(i)
+        elif not isinstance(x, _SCALARS):
+            return False
+    return True
+
+
 def _is_user_class(cls):
     return not is_library_module(cls.__module__)
 
 
 def _is_plain_object(v, callable_ok=False):
     t = type(v)
-    return (hasattr(v, "__dict__") and (callable_ok or not callable(v))
-            and not _is_library_name(t.__module__))
+    return ((hasattr(v, "__dict__") or (_is_user_class(t) and bool(slot_names(t))))
+            and (callable_ok or not callable(v)) and not _is_library_name(t.__module__))

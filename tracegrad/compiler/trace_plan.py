@@ -22,8 +22,9 @@ class TracePlan:
     """Per-path facts taken from the trace (owner refs are ("arg", i) or a bound tensor)."""
     sources: list          # [(captured index, owner)]: captured input j is owner.grad
     attr_guards: list      # [(owner, attr, value)]: Python read owner.<attr>
-    scalar_sources: list   # [(captured index, holder, key, index, len)]: a number read per
-    #                        call from holder[key] (or item `index` of a tuple of `len` there)
+    scalar_sources: list   # [(captured index, holder, key, index, len, narrow)]: a number
+    #                        read per call from holder[key] (or item `index` of a tuple of
+    #                        `len` there; numpy float32 allowed when narrow, _effects.hyper)
     grad_none: list        # owners whose .grad was None when traced
     grad_some: list        # owners whose .grad was set when traced
     pre_effects: list      # [(input position, flag)]: requires_grad_ before the program

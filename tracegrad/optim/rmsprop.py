@@ -57,8 +57,10 @@ class RMSprop(Optimizer):
         return state
 
     def _update(self, p, group, state):
-        lr, alpha, eps = hyper(group, "lr"), hyper(group, "alpha"), hyper(group, "eps")
-        wd, momentum = hyper(group, "weight_decay"), hyper(group, "momentum")
+        # (each used in one operation at most: numpy float32 values stay runtime values,
+        # Note [Narrow numpy hyper-parameters] in _effects.py)
+        lr, alpha, eps = (hyper(group, k, narrow=True) for k in ("lr", "alpha", "eps"))
+        wd, momentum = (hyper(group, k, narrow=True) for k in ("weight_decay", "momentum"))
         g = -p.grad if group["maximize"] else p.grad
         # (decisions on runtime values before the first in-place write, as in sgd.py)
         if wd != 0:

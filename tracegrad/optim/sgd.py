@@ -65,7 +65,10 @@ class SGD(Optimizer):
     def _update(self, p, group):
         # momentum, weight decay and dampening: runtime values when compiled, as lr
         # (OneCycleLR cycles momentum; a weight-decay schedule rewrites weight_decay)
-        momentum, wd = hyper(group, "momentum"), hyper(group, "weight_decay")
+        # (each used in one operation at most: numpy float32 values stay runtime values,
+        # Note [Narrow numpy hyper-parameters] in _effects.py)
+        momentum = hyper(group, "momentum", narrow=True)
+        wd = hyper(group, "weight_decay", narrow=True)
         g = -p.grad if group["maximize"] else p.grad
         if wd != 0:
             g = g.add(p, alpha=as_scalar_for(wd, p))
@@ -81,11 +84,11 @@ class SGD(Optimizer):
                 buf = g.detach().clone()
                 state["momentum_buffer"] = buf
             else:
-                a = 1 - hyper(group, "dampening")
+                a = 1 - hyper(group, "dampening", narrow=True)
                 damped = g if a == 1 else O.mul(g, as_scalar_for(a, g))
                 buf.mul_(as_scalar_for(momentum, buf)).add_(damped)
             if group["nesterov"]:
                 g = g.add(buf) if unit else g.add(O.mul(buf, as_scalar_for(momentum, buf)))
             else:
                 g = buf
-        add_scaled_(p, g, -hyper(group, "lr"))   # lr: a runtime value when compiled
+        add_scaled_(p, g, -hyper(group, "lr", narrow=True))   # lr: a runtime value when compiled

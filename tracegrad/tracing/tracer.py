@@ -119,7 +119,8 @@ class Tracer:
         self.grad_cleared_first = []  # owners whose `.grad` the trace first set to None
         self.grad_cleared_at = {}  # id(owner) -> (nodes, guards) recorded before that
         self.grad_read_ids = set()  # owners whose `.grad` was read other than by zero_grad
-        self.scalar_sources = {}  # Value of a captured 0-d input -> (holder, key, index, len)
+        self.scalar_sources = {}  # Value of a captured 0-d input -> (holder, key, index, len,
+        #                           narrow: numpy float32 values allowed, _effects.hyper)
         self.scalar_tensors = {}  # (id(holder), key, index) -> that input's tensor
         self.numbers = None      # numbers.Numbers: float arguments read per call, if any
         self.placed = ()         # [(holder, key, float, Number)]: Numbers put into places
@@ -179,7 +180,7 @@ class Tracer:
                 self.note_effect("numpy", "a write through the array x.numpy() returned", t,
                                  site=None)
 
-    def scalar_source(self, holder, key, value, index=None, name=None):
+    def scalar_source(self, holder, key, value, index=None, narrow=False, name=None):
         """A Python number read per call from `holder[key]` (or item `index` of the tuple
         there, whose length is then checked too), as a captured 0-d tensor."""
         t = self.scalar_tensors.get((id(holder), key, index))
@@ -189,11 +190,11 @@ class Tracer:
             name = name or (str(key) if index is None else f"{key}{index}")
             v = self.add_arg(t, name, role="captured")
             n = None if index is None else len(holder[key])
-            self.scalar_sources[v] = (holder, key, index, n)
+            self.scalar_sources[v] = (holder, key, index, n, narrow)
         return t
 
     def scalar_places(self):
-        return [(h, k) for h, k, _, _ in self.scalar_sources.values()]
+        return [(h, k) for h, k, *_ in self.scalar_sources.values()]
 
     def note_replay(self, obj, method, args, kwargs, changed=()):
         """A Python-only call replayed after each compiled call (`_effects.replayed`) and
