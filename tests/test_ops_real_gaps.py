@@ -72,3 +72,157 @@ def test_bincount_compiles_with_a_guard_on_its_length():
 # ---------------- Tensor.where ----------------
 def test_tensor_where_method_like_torch():
     check_like_torch(lambda m, x, y: x.where(x > 0, y) + x.where(x < 0.5, 2.0), [(3, 4), (4,)])
+
+
+# ---------------- RNN / LSTM / GRU and their cells ----------------
+def _same_module(m, make, dtype):
+    """`make(m.nn)` with PyTorch's initial weights, in library `m`."""
+    torch = _torch()
+    torch.manual_seed(0)
+    tmod = make(torch.nn).to(getattr(torch, dtype))
+    if m is torch:
+        return tmod
+    mod = make(m.nn).to(getattr(m, dtype))
+    mod.load_state_dict({k: tg.tensor(v.detach().numpy().copy())
+                         for k, v in tmod.state_dict().items()})
+    return mod
+
+
+def _rnn_fn(make, lstm, dtype_of=lambda x: str(x.dtype).split(".")[-1]):
+    mods = {}
+
+    def fn(m, x, *state):
+        key = (m.__name__, dtype_of(x))
+        if key not in mods:
+            mods[key] = _same_module(m, make, key[1])
+        hx = None if not state else (tuple(state) if lstm else state[0])
+        out, st = mods[key](x, hx)
+        flat = [out] + (list(st) if isinstance(st, tuple) else [st])
+        return m.cat([f.reshape(-1) for f in flat])
+    return fn
+
+
+RNN_CASES = [     # kind, constructor keywords, input shape, pass a state, check on JAX
+    ("LSTM", dict(num_layers=2, batch_first=True), (2, 3, 3), True, True),
+    ("LSTM", dict(bidirectional=True), (3, 2, 3), False, False),
+    ("LSTM", dict(num_layers=2, bidirectional=True, bias=False), (3, 3), True, False),
+    ("GRU", dict(num_layers=2, bidirectional=True, batch_first=True), (2, 3, 3), True, True),
+    ("GRU", dict(), (4, 3), False, False),
+    ("RNN", dict(nonlinearity="relu", num_layers=2), (3, 2, 3), True, False),
+    ("RNN", dict(bidirectional=True, batch_first=True), (2, 3, 3), False, False),
+]
+
+
+@pytest.mark.parametrize("kind,kw,shape,with_state,jax", RNN_CASES)
+def test_rnn_modules_like_torch(kind, kw, shape, with_state, jax):
+    make = lambda nn: getattr(nn, kind)(3, 4, **kw)      # noqa: E731
+    lstm = kind == "LSTM"
+    dirs = 2 if kw.get("bidirectional") else 1
+    shapes = [shape]
+    if with_state:
+        h = (kw.get("num_layers", 1) * dirs,) + ((shape[0 if kw.get("batch_first") else 1],)
+                                                 if len(shape) == 3 else ()) + (4,)
+        shapes += [h, h] if lstm else [h]
+    check_like_torch(_rnn_fn(make, lstm), shapes, jax=False)
+    if jax:         # JAX compiles the unrolled loop slowly: the full check is opt-in (slow)
+        pytest.importorskip("jax")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind,kw,shape,with_state,jax", [c for c in RNN_CASES if c[-1]])
+def test_rnn_modules_on_jax(kind, kw, shape, with_state, jax):
+    from test_ops_training_more import _arrays, check_compiled
+    make = lambda nn: getattr(nn, kind)(3, 4, **kw)      # noqa: E731
+    check_compiled(_rnn_fn(make, kind == "LSTM"), _arrays([shape], "float64"), backend="jax")
+
+
+@pytest.mark.parametrize("kind", ["RNNCell", "LSTMCell", "GRUCell"])
+@pytest.mark.parametrize("batched", [True, False])
+def test_rnn_cells_like_torch(kind, batched):
+    lstm = kind == "LSTMCell"
+    mods = {}
+
+    def fn(m, x, h, c=None):
+        key = (m.__name__, str(x.dtype))
+        if key not in mods:
+            mods[key] = _same_module(m, lambda nn: getattr(nn, kind)(3, 4),
+                                     str(x.dtype).split(".")[-1])
+        cell = mods[key]
+        out = cell(x, (h, c) if lstm else h)
+        out2 = cell(x)                                    # default zero state
+        flat = (list(out) + list(out2)) if lstm else [out, out2]
+        return m.cat([f.reshape(-1) for f in flat])
+    hs = [(2, 4), (2, 4)] if lstm else [(2, 4)]
+    shapes = [(2, 3)] + hs
+    if not batched:
+        shapes = [s[1:] for s in shapes]
+    check_like_torch(fn, shapes, jax=batched and lstm)
+
+
+def test_lstm_weight_gradients_names_repr_and_errors():
+    torch = _torch()
+    make = lambda nn: nn.LSTM(3, 4, num_layers=2, bidirectional=True, batch_first=True)  # noqa
+    x = np.random.default_rng(1).standard_normal((2, 5, 3))
+    got = {}
+    for m in (torch, tg):
+        mod = _same_module(m, make, "float64")
+        out, (h, c) = mod(m.tensor(x))
+        (out.pow(2).sum() + h.sum() + c.tanh().sum()).backward()
+        got[m.__name__] = {n: _np(p.grad) for n, p in mod.named_parameters()}
+        assert repr(mod) == "LSTM(3, 4, num_layers=2, batch_first=True, bidirectional=True)"
+        assert len(mod.all_weights) == 4 and len(mod.all_weights[0]) == 4
+        mod.flatten_parameters()
+    assert list(got["torch"]) == list(got["tracegrad"])
+    for n in got["torch"]:
+        np.testing.assert_allclose(got["tracegrad"][n], got["torch"][n], rtol=1e-10, atol=1e-12)
+    raises_like(lambda m: m.nn.LSTM(3, 4)(m.zeros(2, 5, 4)))
+    raises_like(lambda m: m.nn.LSTM(3, 4)(m.zeros(2, 5, 4, 3)))
+    raises_like(lambda m: m.nn.GRU(3, 4)(m.zeros(5, 2, 3), m.zeros(2, 2, 4)))
+    raises_like(lambda m: m.nn.LSTM(3, 4)(m.zeros(5, 2, 3), (m.zeros(1, 2, 4), m.zeros(1, 3, 4))))
+    raises_like(lambda m: m.nn.RNN(3, 4, nonlinearity="gelu"))
+    raises_like(lambda m: m.nn.LSTM(3, 4, dropout=1.5))
+    raises_like(lambda m: m.nn.LSTMCell(3, 4)(m.zeros(2, 5)))
+    assert repr(tg.nn.GRU(3, 4, bias=False)) == repr(torch.nn.GRU(3, 4, bias=False))
+    assert repr(tg.nn.RNN(3, 4, nonlinearity="relu")) == repr(torch.nn.RNN(3, 4, nonlinearity="relu"))
+    assert repr(tg.nn.GRUCell(3, 4)) == repr(torch.nn.GRUCell(3, 4))
+
+
+def test_lstm_init_range_and_dropout_between_layers():
+    tg.manual_seed(0)
+    mod = tg.nn.LSTM(3, 16, num_layers=2, dropout=0.5)
+    for p in mod.parameters():
+        assert float(p.abs().max()) <= 0.25 and float(p.std()) > 0.1
+    x = tg.randn(6, 2, 3)
+    mod.eval()
+    a, _ = mod(x)
+    b, _ = mod(x)
+    assert (a == b).all()                                # no dropout in eval
+    mod.train()
+    tg.manual_seed(1)
+    c, _ = mod(x)
+    tg.manual_seed(2)
+    d, _ = mod(x)
+    assert not (c == d).all()                            # dropout between the layers
+    with pytest.warns(UserWarning, match="non-zero dropout expects num_layers greater"):
+        tg.nn.GRU(3, 4, dropout=0.2)
+
+
+def test_lstm_language_model_step_compiles_to_one_path():
+    tg.manual_seed(0)
+    emb, lstm, head = tg.nn.Embedding(7, 4), tg.nn.LSTM(4, 6, batch_first=True), tg.nn.Linear(6, 7)
+    params = list(emb.parameters()) + list(lstm.parameters()) + list(head.parameters())
+    opt = tg.optim.SGD(params, lr=0.1)
+
+    def step(x, y, h, c):
+        opt.zero_grad()
+        out, (h, c) = lstm(emb(x), (h, c))
+        loss = tg.nn.functional.cross_entropy(head(out).flatten(0, 1), y.flatten())
+        loss.backward()
+        opt.step()
+        return loss, h.detach(), c.detach()
+    f = tg.compile(step)
+    x = tg.randint(0, 7, (2, 5))
+    h, c = tg.zeros(1, 2, 6), tg.zeros(1, 2, 6)
+    for _ in range(3):
+        loss, h, c = f(x, x.roll(1, 1), h, c)
+    assert f.stats.traces <= 2 and f.stats.eager_calls == 0    # .grad None, then set

@@ -19,3 +19,5 @@ from ._norm import LayerNorm  # noqa: F401
 from ._modules_training_more import GroupNorm, KLDivLoss  # noqa: F401
 from ._pooling import AdaptiveAvgPool2d, AvgPool2d, MaxPool2d  # noqa: F401
 from . import utils  # noqa: F401,E402
+from ._rnn import GRU, LSTM, RNN, RNNBase  # noqa: F401,E402
+from ._rnn_cells import GRUCell, LSTMCell, RNNCell  # noqa: F401,E402
