@@ -226,3 +226,105 @@ def test_lstm_language_model_step_compiles_to_one_path():
     for _ in range(3):
         loss, h, c = f(x, x.roll(1, 1), h, c)
     assert f.stats.traces <= 2 and f.stats.eager_calls == 0    # .grad None, then set
+
+
+# ---------------- F.pad modes, conv1d, 1-D pooling, interpolate ----------------
+@pytest.mark.parametrize("mode", ["reflect", "replicate", "circular"])
+@pytest.mark.parametrize("shape,pad", [((2, 3, 5), (2, 1)), ((3, 5), (0, 3)),
+                                       ((1, 2, 4, 5), (1, 2, 3, 0)), ((2, 4, 5), (-1, 2))])
+def test_pad_modes_like_torch(mode, shape, pad):
+    check_like_torch(lambda m, x: m.nn.functional.pad(x, pad, mode=mode), [shape],
+                     jax=mode == "reflect" and len(pad) == 4)
+
+
+def test_pad_mode_errors_like_torch():
+    raises_like(lambda m: m.nn.functional.pad(m.zeros(1, 2, 3), (3, 1), mode="reflect"))
+    raises_like(lambda m: m.nn.functional.pad(m.zeros(1, 2, 3), (4, 1), mode="circular"))
+    raises_like(lambda m: m.nn.functional.pad(m.zeros(2, 3), (1, 1, 1, 1), mode="reflect"))
+    raises_like(lambda m: m.nn.functional.pad(m.zeros(2, 3), (1, 1), mode="wrap"))
+
+
+@pytest.mark.parametrize("kw", [dict(), dict(stride=2, padding=1), dict(padding="same",
+                                dilation=2), dict(groups=2, padding="valid")])
+def test_conv1d_like_torch(kw):
+    check_like_torch(lambda m, x, w, b: m.nn.functional.conv1d(x, w, b, **kw),
+                     [(2, 4, 7), (6, 4 // kw.get("groups", 1), 3), (6,)],
+                     jax="stride" in kw)
+
+
+@pytest.mark.parametrize("mode", ["zeros", "reflect", "replicate", "circular"])
+def test_conv1d_module_padding_modes_like_torch(mode):
+    mods = {}
+
+    def fn(m, x):
+        key = (m.__name__, str(x.dtype))
+        if key not in mods:
+            mods[key] = _same_module(m, lambda nn: nn.Conv1d(3, 4, 3, padding="same",
+                                                             padding_mode=mode, dilation=2),
+                                     str(x.dtype).split(".")[-1])
+        return mods[key](x)
+    check_like_torch(fn, [(2, 3, 6)], jax=False)
+    torch = _torch()
+    for kw in (dict(padding=2, padding_mode=mode), dict(stride=2, bias=False, groups=3)):
+        assert repr(tg.nn.Conv1d(3, 6, 5, **kw)) == repr(torch.nn.Conv1d(3, 6, 5, **kw))
+    raises_like(lambda m: m.nn.Conv1d(3, 6, 5, padding_mode="wrap"))
+    raises_like(lambda m: m.nn.Conv1d(3, 6, 5, stride=2, padding="same"))
+
+
+@pytest.mark.parametrize("kw", [dict(kernel_size=2), dict(kernel_size=3, stride=2, padding=1),
+                                dict(kernel_size=2, ceil_mode=True),
+                                dict(kernel_size=2, dilation=2)])
+def test_max_pool1d_like_torch(kw):
+    check_like_torch(lambda m, x: m.nn.functional.max_pool1d(x, **kw), [(2, 3, 7)],
+                     jax="stride" in kw)
+    torch = _torch()
+    x = np.random.default_rng(0).standard_normal((3, 7)).astype("float32")
+    tv, ti = torch.nn.functional.max_pool1d(torch.tensor(x), return_indices=True, **kw)
+    gv, gi = tg.nn.MaxPool1d(return_indices=True, **kw)(tg.tensor(x))
+    assert gi.tolist() == ti.tolist() and gv.tolist() == tv.tolist()
+    assert repr(tg.nn.MaxPool1d(**kw)) == repr(torch.nn.MaxPool1d(**kw))
+
+
+@pytest.mark.parametrize("kw", [dict(kernel_size=2), dict(kernel_size=3, stride=2, padding=1),
+                                dict(kernel_size=3, padding=1, count_include_pad=False)])
+def test_avg_pool1d_like_torch(kw):
+    check_like_torch(lambda m, x: m.nn.functional.avg_pool1d(x, **kw), [(2, 3, 7)],
+                     jax="stride" in kw)
+    assert repr(tg.nn.AvgPool1d(**kw)) == repr(_torch().nn.AvgPool1d(**kw))
+
+
+INTERP = [((2, 3, 5), dict(scale_factor=2, mode="nearest")),
+          ((2, 3, 5), dict(size=8, mode="nearest")),
+          ((2, 3, 5), dict(size=3, mode="nearest")),
+          ((2, 3, 5), dict(scale_factor=2.5, mode="linear")),
+          ((2, 3, 5), dict(size=9, mode="linear", align_corners=True)),
+          ((2, 3, 5), dict(size=2, mode="linear", align_corners=False)),
+          ((1, 2, 3, 4), dict(scale_factor=(2, 1.5), mode="bilinear")),
+          ((1, 2, 3, 4), dict(size=(5, 7), mode="bilinear", align_corners=True)),
+          ((1, 2, 3, 4), dict(scale_factor=3, mode="nearest")),
+          ((1, 1, 2, 3, 2), dict(scale_factor=2, mode="trilinear"))]
+
+
+@pytest.mark.parametrize("shape,kw", INTERP)
+def test_interpolate_like_torch(shape, kw):
+    check_like_torch(lambda m, x: m.nn.functional.interpolate(x, **kw), [shape],
+                     jax=kw.get("mode") == "bilinear")
+
+
+def test_interpolate_upsample_module_and_errors():
+    torch = _torch()
+    for kw in (dict(scale_factor=2, mode="linear"), dict(size=(3, 4)),
+               dict(scale_factor=(2, 3), mode="bilinear", align_corners=True)):
+        assert repr(tg.nn.Upsample(**kw)) == repr(torch.nn.Upsample(**kw))
+    x = np.random.default_rng(0).standard_normal((1, 2, 3, 3)).astype("float32")
+    np.testing.assert_allclose(_np(tg.nn.Upsample(scale_factor=2, mode="bilinear")(
+        tg.tensor(x))), _np(torch.nn.Upsample(scale_factor=2, mode="bilinear")(
+            torch.tensor(x))), rtol=1e-6, atol=1e-6)
+    F = "nn.functional"
+    raises_like(lambda m: m.nn.functional.interpolate(m.zeros(1, 2, 3)))
+    raises_like(lambda m: m.nn.functional.interpolate(m.zeros(1, 2, 3), size=4,
+                                                      scale_factor=2))
+    raises_like(lambda m: m.nn.functional.interpolate(m.zeros(1, 2, 3), size=4,
+                                                      align_corners=True))
+    raises_like(lambda m: m.nn.functional.interpolate(m.zeros(1, 2, 3), size=(4, 4)))
+    del F

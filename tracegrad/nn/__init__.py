@@ -21,3 +21,4 @@ from ._pooling import AdaptiveAvgPool2d, AvgPool2d, MaxPool2d  # noqa: F401
 from . import utils  # noqa: F401,E402
 from ._rnn import GRU, LSTM, RNN, RNNBase  # noqa: F401,E402
 from ._rnn_cells import GRUCell, LSTMCell, RNNCell  # noqa: F401,E402
+from ._layers_1d import AvgPool1d, Conv1d, MaxPool1d, Upsample  # noqa: F401,E402
