@@ -328,3 +328,59 @@ def test_interpolate_upsample_module_and_errors():
                                                       align_corners=True))
     raises_like(lambda m: m.nn.functional.interpolate(m.zeros(1, 2, 3), size=(4, 4)))
     del F
+
+
+# ---------------- TransformerEncoderLayer / TransformerEncoder ----------------
+ENC_CASES = [dict(), dict(norm_first=True, activation="gelu", batch_first=True),
+             dict(batch_first=True, activation="gelu", bias=False)]
+
+
+@pytest.mark.parametrize("kw", ENC_CASES)
+@pytest.mark.parametrize("masks", ["none", "causal", "padding"])
+def test_transformer_encoder_layer_like_torch(kw, masks):
+    mods = {}
+    bf = kw.get("batch_first", False)
+
+    def fn(m, x):
+        key = (m.__name__, str(x.dtype))
+        if key not in mods:
+            mods[key] = _same_module(m, lambda nn: nn.TransformerEncoderLayer(
+                8, 2, dim_feedforward=12, dropout=0.0, **kw), str(x.dtype).split(".")[-1])
+        layer = mods[key]
+        if masks == "causal":
+            mask = m.nn.Transformer.generate_square_subsequent_mask(4, dtype=x.dtype)
+            return layer(x, src_mask=mask, is_causal=True)
+        if masks == "padding":
+            pad = m.tensor([[False, False, False, True], [False, False, True, True]])
+            return layer(x, src_key_padding_mask=pad)
+        return layer(x)
+    check_like_torch(fn, [(2, 4, 8) if bf else (4, 2, 8)], gradcheck=masks == "none",
+                     jax=masks == "causal" and bf)
+
+
+def test_transformer_encoder_stack_eval_and_mask_detection():
+    torch = _torch()
+    x = np.random.default_rng(0).standard_normal((2, 5, 8))
+    outs = {}
+    for m in (torch, tg):
+        def make(nn):
+            layer = nn.TransformerEncoderLayer(8, 2, 16, dropout=0.1, batch_first=True)
+            return nn.TransformerEncoder(layer, num_layers=2, norm=nn.LayerNorm(8),
+                                         enable_nested_tensor=False)
+        enc = _same_module(m, make, "float64")
+        assert [n for n, _ in enc.named_parameters()][:3] == [
+            "layers.0.self_attn.in_proj_weight", "layers.0.self_attn.in_proj_bias",
+            "layers.0.self_attn.out_proj.weight"]
+        enc.eval()
+        mask = m.nn.Transformer.generate_square_subsequent_mask(5, dtype=m.float64)
+        with m.no_grad():                    # PyTorch takes its fused fast path here
+            outs[m.__name__] = [_np(enc(m.tensor(x))), _np(enc(m.tensor(x), mask=mask))]
+    for a, b in zip(outs["tracegrad"], outs["torch"]):
+        np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-10)
+    assert tg.nn.Transformer.generate_square_subsequent_mask(3).tolist() == \
+        torch.nn.Transformer.generate_square_subsequent_mask(3).tolist()
+    raises_like(lambda m: m.nn.TransformerEncoderLayer(8, 2, activation="tanh"))
+    layer = tg.nn.TransformerEncoderLayer(8, 2, dropout=0.5)
+    enc = tg.nn.TransformerEncoder(layer, 2)
+    assert enc.layers[0] is not layer and enc.layers[0].linear1.weight is not \
+        enc.layers[1].linear1.weight

@@ -22,3 +22,5 @@ from . import utils  # noqa: F401,E402
 from ._rnn import GRU, LSTM, RNN, RNNBase  # noqa: F401,E402
 from ._rnn_cells import GRUCell, LSTMCell, RNNCell  # noqa: F401,E402
 from ._layers_1d import AvgPool1d, Conv1d, MaxPool1d, Upsample  # noqa: F401,E402
+from ._transformer import (Transformer, TransformerEncoder,  # noqa: F401,E402
+                           TransformerEncoderLayer)
