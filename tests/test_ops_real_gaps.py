@@ -384,3 +384,143 @@ def test_transformer_encoder_stack_eval_and_mask_detection():
     enc = tg.nn.TransformerEncoder(layer, 2)
     assert enc.layers[0] is not layer and enc.layers[0].linear1.weight is not \
         enc.layers[1].linear1.weight
+
+
+# ---------------- torch.distributions ----------------
+def _pos(dtype):
+    rng = np.random.default_rng(3)
+    return [rng.standard_normal((3, 4)).astype(dtype),
+            (np.abs(rng.standard_normal((3, 4))) + 0.5).astype(dtype),
+            rng.standard_normal((3, 4)).astype(dtype)]
+
+
+def test_normal_log_prob_entropy_cdf_kl_like_torch():
+    def fn(m, loc, scale, x):
+        D = m.distributions
+        n = D.Normal(loc, scale)
+        q = D.Normal(x, scale * 2)
+        return m.stack([n.log_prob(x), n.entropy(), n.cdf(x), D.kl_divergence(n, q),
+                        n.variance, n.stddev, n.mean])
+    check_like_torch(fn, None, arrays=_pos)
+
+
+def test_bernoulli_log_prob_entropy_kl_like_torch():
+    def arrays(dtype):
+        rng = np.random.default_rng(4)
+        return [(rng.standard_normal((2, 5)) * 3).astype(dtype),
+                rng.uniform(0.05, 0.95, (2, 5)).astype(dtype)]
+
+    def fn(m, logits, probs):
+        D = m.distributions
+        v = m.tensor([[1, 0, 0, 1, 1], [0, 1, 1, 1, 0]], dtype=logits.dtype)
+        a, b = D.Bernoulli(logits=logits), D.Bernoulli(probs=probs)
+        return m.stack([a.log_prob(v), b.log_prob(v), a.entropy(), b.entropy(),
+                        D.kl_divergence(a, b), D.kl_divergence(b, a), a.probs, b.logits,
+                        a.variance])
+    check_like_torch(fn, None, arrays=arrays)
+
+
+def test_categorical_log_prob_entropy_kl_like_torch():
+    def arrays(dtype):
+        rng = np.random.default_rng(5)
+        return [rng.standard_normal((3, 4)).astype(dtype),
+                rng.uniform(0.1, 1.0, (3, 4)).astype(dtype)]
+
+    def fn(m, logits, w):
+        D = m.distributions
+        a, b = D.Categorical(logits=logits), D.Categorical(probs=w)
+        v = m.tensor([[0, 3, 1], [2, 2, 0]])             # sample shape (2,) x batch (3,)
+        return m.cat([a.log_prob(v).reshape(-1), b.log_prob(v).reshape(-1), a.entropy(),
+                      b.entropy(), D.kl_divergence(a, b), a.probs.reshape(-1),
+                      b.logits.reshape(-1)])
+    check_like_torch(fn, None, arrays=arrays)
+
+
+def test_uniform_like_torch():
+    def arrays(dtype):
+        return [np.array([0.0, -1.0], dtype), np.array([2.0, 3.0], dtype)]
+
+    def fn(m, lo, hi):
+        D = m.distributions
+        u = D.Uniform(lo, hi)
+        x = m.tensor([1.0, 0.5], dtype=lo.dtype)
+        return m.stack([u.log_prob(x), u.entropy(), u.cdf(x), u.mean, u.variance,
+                        D.kl_divergence(u, D.Uniform(lo - 1, hi + 1))])
+    check_like_torch(fn, None, arrays=arrays)
+
+
+def test_distribution_errors_shapes_and_reprs_like_torch():
+    torch = _torch()
+    raises_like(lambda m: m.distributions.Normal(m.zeros(2), m.tensor([1.0, -1.0])))
+    raises_like(lambda m: m.distributions.Bernoulli(probs=m.tensor([1.5])))
+    raises_like(lambda m: m.distributions.Bernoulli())
+    raises_like(lambda m: m.distributions.Categorical(probs=m.tensor([0.2, 0.8]),
+                                                      logits=m.tensor([0.0, 1.0])))
+    raises_like(lambda m: m.distributions.Bernoulli(probs=m.tensor([0.5])).log_prob(
+        m.tensor([0.3])))
+    raises_like(lambda m: m.distributions.Categorical(logits=m.zeros(3)).log_prob(
+        m.tensor([3])))
+    raises_like(lambda m: m.distributions.kl_divergence(
+        m.distributions.Normal(0.0, 1.0), m.distributions.Bernoulli(probs=m.tensor(0.5))))
+    for m in (torch, tg):
+        D = m.distributions
+        c = D.Categorical(logits=m.zeros(2, 3))
+        assert repr(c) == "Categorical(logits: torch.Size([2, 3]))"
+        assert tuple(c.batch_shape) == (2,) and tuple(c.sample((4,)).shape) == (4, 2)
+        assert tuple(c.param_shape) == (2, 3)
+        n = D.Normal(0.0, 1.0)
+        assert tuple(n.batch_shape) == () and n.sample().dtype == m.float32
+        assert n.log_prob(m.tensor(0.5)).dtype == m.float32
+        assert D.Normal(m.zeros(2, dtype=m.float64), 1.0).sample().dtype == m.float64
+        assert repr(D.Bernoulli(probs=m.tensor([0.3]))) == "Bernoulli(probs: tensor([0.3000]))"
+        assert not D.Normal(m.zeros(2), m.ones(2), validate_args=False).has_rsample is False
+
+
+def test_sampling_statistics_and_rsample_gradient():
+    D = tg.distributions
+    tg.manual_seed(0)
+    loc = tg.tensor([1.0, -2.0], requires_grad=True)
+    scale = tg.tensor([0.5, 2.0], requires_grad=True)
+    s = D.Normal(loc, scale).rsample((4000,))
+    np.testing.assert_allclose(_np(s.mean(0)), [1.0, -2.0], atol=0.1)
+    np.testing.assert_allclose(_np(s.std(0)), [0.5, 2.0], rtol=0.06)
+    s.mean().backward()
+    np.testing.assert_allclose(_np(loc.grad), [0.5, 0.5], rtol=1e-4)
+    b = D.Bernoulli(probs=tg.tensor([0.2, 0.9])).sample((4000,))
+    np.testing.assert_allclose(_np(b.mean(0)), [0.2, 0.9], atol=0.03)
+    c = D.Categorical(probs=tg.tensor([0.1, 0.6, 0.3])).sample((4000,))
+    np.testing.assert_allclose(_np(tg.bincount(c, minlength=3)) / 4000, [0.1, 0.6, 0.3],
+                               atol=0.03)
+    u = D.Uniform(tg.tensor(2.0), tg.tensor(4.0)).sample((1000,))
+    assert float(u.min()) >= 2.0 and float(u.max()) < 4.0
+
+
+def test_policy_gradient_step_compiles_and_samples_anew_each_call():
+    D = tg.distributions
+    tg.manual_seed(0)
+    w = tg.zeros(3, 4, requires_grad=True)
+    x = tg.randn(8, 3)
+
+    def step(x):
+        pol = D.Categorical(logits=x @ w)
+        a = pol.sample()
+        loss = -(pol.log_prob(a) * (a == 2).float()).mean()
+        loss.backward()
+        return a
+    f = tg.compile(step)
+    draws = [f(x).tolist() for _ in range(4)]
+    assert len({tuple(d) for d in draws}) > 1             # a fresh draw per call
+    assert f.stats.eager_calls == 0 and f.stats.traces <= 2
+
+
+def test_bernoulli_and_normal_functions_like_torch():
+    torch = _torch()
+    for m in (torch, tg):
+        assert m.bernoulli(m.tensor([0.0, 1.0])).tolist() == [0.0, 1.0]
+        assert m.tensor([1.0, 0.0], dtype=m.float64).bernoulli().dtype == m.float64
+        assert tuple(m.normal(m.zeros(3), m.ones(2, 1)).shape) == (2, 3)
+        assert m.normal(m.zeros(3, dtype=m.float64), 1.0).dtype == m.float64
+        assert tuple(m.normal(0.0, m.ones(2)).shape) == (2,)
+    raises_like(lambda m: m.bernoulli(m.tensor([2.0])))
+    tg.manual_seed(0)
+    assert abs(float(tg.bernoulli(tg.full((4000,), 0.25)).mean()) - 0.25) < 0.03
