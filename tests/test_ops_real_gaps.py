@@ -524,3 +524,72 @@ def test_bernoulli_and_normal_functions_like_torch():
     raises_like(lambda m: m.bernoulli(m.tensor([2.0])))
     tg.manual_seed(0)
     assert abs(float(tg.bernoulli(tg.full((4000,), 0.25)).mean()) - 0.25) < 0.03
+
+
+# ---------------- conv_transpose2d / ConvTranspose2d ----------------
+@pytest.mark.parametrize("kw", [dict(), dict(stride=2, padding=1, output_padding=1),
+                                dict(groups=2, stride=(2, 1), dilation=2)])
+def test_conv_transpose2d_like_torch(kw):
+    g = kw.get("groups", 1)
+    check_like_torch(lambda m, x, w, b: m.nn.functional.conv_transpose2d(x, w, b, **kw),
+                     [(2, 4, 3, 4), (4, 3, 3, 2), (3 * g,)], jax="stride" in kw and g == 1)
+
+
+def test_conv_transpose2d_unbatched_module_output_size_repr_and_errors():
+    torch = _torch()
+    x = np.random.default_rng(0).standard_normal((2, 3, 3)).astype("float32")
+    outs = []
+    for m in (torch, tg):
+        mod = _same_module(m, lambda nn: nn.ConvTranspose2d(2, 4, 3, stride=2, padding=1),
+                           "float32")
+        outs.append([_np(mod(m.tensor(x))), _np(mod(m.tensor(x)[None], output_size=(6, 6)))])
+        assert repr(mod) == "ConvTranspose2d(2, 4, kernel_size=(3, 3), stride=(2, 2), " \
+            "padding=(1, 1))"
+    for a, b in zip(*outs):
+        np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-6)
+    kw = dict(stride=2, padding=1, output_padding=1, groups=2, bias=False, dilation=2)
+    assert repr(tg.nn.ConvTranspose2d(4, 6, 3, **kw)) == repr(torch.nn.ConvTranspose2d(4, 6, 3,
+                                                                                        **kw))
+    raises_like(lambda m: m.nn.functional.conv_transpose2d(m.zeros(1, 3, 4, 4),
+                                                           m.zeros(2, 3, 3, 3)))
+    raises_like(lambda m: m.nn.functional.conv_transpose2d(m.zeros(1, 2, 4, 4),
+                                                           m.zeros(2, 3, 3, 3),
+                                                           output_padding=1))
+    raises_like(lambda m: m.nn.ConvTranspose2d(2, 4, 3, padding_mode="reflect"))
+    raises_like(lambda m: m.nn.ConvTranspose2d(2, 4, 3, stride=2)(m.zeros(1, 2, 3, 3),
+                                                                  output_size=(9, 9)))
+
+
+# ---------------- Unflatten, trunc, normal_ / uniform_ ----------------
+def test_unflatten_like_torch():
+    check_like_torch(lambda m, x: m.nn.Unflatten(1, (2, -1))(x).unflatten(2, (3, 1)),
+                     [(2, 6, 2)])
+    assert repr(tg.nn.Unflatten(1, (2, 3))) == repr(_torch().nn.Unflatten(1, (2, 3)))
+    raises_like(lambda m: m.zeros(2, 6).unflatten(1, (4, 2)))
+    raises_like(lambda m: m.zeros(2, 6).unflatten(2, (3, 2)))
+
+
+def test_trunc_like_torch():
+    check_like_torch(lambda m, x: m.trunc(x * 3) + x.trunc() * x, [(3, 4)], gradcheck=False)
+    torch = _torch()
+    for m in (torch, tg):
+        assert m.trunc(m.tensor([-7, 7])).tolist() == [-7, 7]
+        assert m.tensor([-1.5, 2.5]).trunc().tolist() == [-1.0, 2.0]
+
+
+def test_normal_and_uniform_fill_in_place_like_torch():
+    torch = _torch()
+    for m in (torch, tg):
+        w = m.zeros(2000, requires_grad=True)
+        with pytest.raises(RuntimeError):
+            w.normal_()
+        w.data.normal_(1.0, 0.02)
+        assert abs(float(w.detach().mean()) - 1.0) < 0.01
+        assert 0.018 < float(w.detach().std()) < 0.022
+        u = m.empty(2000, dtype=m.float64).uniform_(-2, 3)
+        assert u.dtype == m.float64 and float(u.min()) >= -2 and float(u.max()) < 3
+        u2 = m.empty(100).uniform_(**{"from": 5, "to": 6})
+        assert float(u2.min()) >= 5 and float(u2.max()) < 6
+        with m.no_grad():
+            w.uniform_()
+        assert float(w.detach().max()) < 1

@@ -24,3 +24,5 @@ from ._rnn_cells import GRUCell, LSTMCell, RNNCell  # noqa: F401,E402
 from ._layers_1d import AvgPool1d, Conv1d, MaxPool1d, Upsample  # noqa: F401,E402
 from ._transformer import (Transformer, TransformerEncoder,  # noqa: F401,E402
                            TransformerEncoderLayer)
+from ._conv_transpose import ConvTranspose2d  # noqa: F401,E402
+from ._layers_reshape import Unflatten  # noqa: F401,E402
