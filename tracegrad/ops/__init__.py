@@ -24,5 +24,5 @@ from .linear import addmm  # noqa: F401
 from .compare import (equal, isclose, allclose, isinf, isfinite, isposinf,  # noqa: F401
                       isneginf)
 from .composite_more import hstack, vstack, roll, diag, nan_to_num  # noqa: F401
-from .fmod_prim import fmod  # noqa: F401
+from .fmod_prim import fmod, trunc  # noqa: F401
 from .counting import bincount  # noqa: F401

@@ -1,4 +1,5 @@
-"""`fmod`: C's remainder (the sign of the dividend), PyTorch's `torch.fmod` / `Tensor.fmod`.
+"""C's truncating arithmetic: `fmod`, the remainder with the sign of the dividend (PyTorch's
+`torch.fmod` / `Tensor.fmod`), and `trunc`, rounding toward zero.
 
 One primitive on numpy's `np.fmod` (exact, unlike `x - trunc(x / y) * y`); its VJP is
 PyTorch's: `grad_x = g`, `grad_y = -g * trunc(x / y)`. Integer division by zero raises
@@ -13,7 +14,7 @@ from . import elementwise as E
 from . import shape_rules as SR
 from .primitive import Primitive, inplace_of, overload_of, promote
 
-__all__ = ["fmod"]
+__all__ = ["fmod", "trunc"]
 
 
 def _fmod_vjp(g, ins, out, n):
@@ -43,3 +44,15 @@ def fmod(input, other):
 
 def fmod_(input, other):
     return dispatch(FMOD_, (input, other))
+
+
+def trunc(input):
+    """Round toward zero (`floor` of positives, `ceil` of negatives); integers unchanged.
+    A composite: its gradient is zero, as PyTorch's.
+
+    >>> trunc(tensor([-1.7, 1.7]))
+    tensor([-1.,  1.])
+    """
+    if not input.dtype.is_floating_point:
+        return input.clone()
+    return E.where(E.lt(input, 0), E.ceil(input), E.floor(input))
