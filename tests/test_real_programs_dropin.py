@@ -597,3 +597,68 @@ def wrangling_program(torch, dtype, compiled):
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_tensor_wrangling(dtype):
     three_ways(wrangling_program, dtype)
+
+
+# ------------------------------------------------------------------------------------------
+# 9. a DCGAN-style step: ConvTranspose2d generator from a latent via Unflatten, BatchNorm,
+#    strided-conv discriminator, DCGAN's weights_init with `.data.normal_`
+# ------------------------------------------------------------------------------------------
+def make_dcgan(torch):
+    nn = torch.nn
+
+    def weights_init(m):
+        if isinstance(m, (nn.Conv2d, nn.ConvTranspose2d)):
+            m.weight.data.normal_(0.0, 0.02)
+        elif isinstance(m, nn.BatchNorm2d):
+            m.weight.data.normal_(1.0, 0.02)
+            m.bias.data.uniform_(-0.01, 0.01)
+
+    G = nn.Sequential(nn.Linear(3, 8 * 2 * 2), nn.Unflatten(1, (8, 2, 2)),
+                      nn.ConvTranspose2d(8, 4, 4, stride=2, padding=1, bias=False),
+                      nn.BatchNorm2d(4), nn.ReLU(True),
+                      nn.ConvTranspose2d(4, 1, 4, stride=2, padding=1, bias=False), nn.Tanh())
+    D = nn.Sequential(nn.Conv2d(1, 4, 4, stride=2, padding=1, bias=False),
+                      nn.LeakyReLU(0.2, inplace=True), nn.Conv2d(4, 1, 4, stride=2, padding=1),
+                      nn.Flatten(), nn.Linear(4, 1))
+    nets = nn.ModuleDict({"G": G, "D": D})
+    nets.apply(weights_init)
+    return nets
+
+
+def dcgan_program(torch, dtype, compiled, steps=2):
+    F = torch.nn.functional
+    nets = _build(torch, make_dcgan, dtype)
+    G, D = nets["G"], nets["D"]
+    opt_g = torch.optim.Adam(G.parameters(), lr=2e-3, betas=(0.5, 0.999))
+    opt_d = torch.optim.Adam(D.parameters(), lr=2e-3, betas=(0.5, 0.999))
+    rng = np.random.default_rng(9)
+
+    def step(real, z):
+        fake = G(z)
+        opt_d.zero_grad()
+        d_real, d_fake = D(real), D(fake.detach())
+        loss_d = F.binary_cross_entropy_with_logits(d_real, torch.ones_like(d_real)) + \
+            F.binary_cross_entropy_with_logits(d_fake, torch.zeros_like(d_fake))
+        loss_d.backward()
+        opt_d.step()
+        opt_g.zero_grad()
+        out = D(fake)
+        loss_g = F.binary_cross_entropy_with_logits(out, torch.ones_like(out))
+        loss_g.backward()
+        opt_g.step()
+        return loss_d, loss_g
+
+    if compiled:
+        step = tg.compile(step)
+    losses = []
+    for _ in range(steps):
+        real = torch.tensor(np.tanh(rng.standard_normal((4, 1, 8, 8))), dtype=_dt(torch, dtype))
+        z = torch.tensor(rng.standard_normal((4, 3)), dtype=_dt(torch, dtype))
+        ld, lg = step(real, z)
+        losses += [ld.item(), lg.item()]
+    return snapshot(nets, losses)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_dcgan(dtype):
+    three_ways(dcgan_program, dtype)
