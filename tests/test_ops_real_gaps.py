@@ -451,14 +451,17 @@ def test_uniform_like_torch():
 
 def test_distribution_errors_shapes_and_reprs_like_torch():
     torch = _torch()
-    raises_like(lambda m: m.distributions.Normal(m.zeros(2), m.tensor([1.0, -1.0])))
-    raises_like(lambda m: m.distributions.Bernoulli(probs=m.tensor([1.5])))
+    # validate_args=True: importing torch._dynamo (any earlier torch.compile / torch.func
+    # use) turns PyTorch's default validation off for the whole process
+    on = dict(validate_args=True)
+    raises_like(lambda m: m.distributions.Normal(m.zeros(2), m.tensor([1.0, -1.0]), **on))
+    raises_like(lambda m: m.distributions.Bernoulli(probs=m.tensor([1.5]), **on))
     raises_like(lambda m: m.distributions.Bernoulli())
     raises_like(lambda m: m.distributions.Categorical(probs=m.tensor([0.2, 0.8]),
                                                       logits=m.tensor([0.0, 1.0])))
-    raises_like(lambda m: m.distributions.Bernoulli(probs=m.tensor([0.5])).log_prob(
+    raises_like(lambda m: m.distributions.Bernoulli(probs=m.tensor([0.5]), **on).log_prob(
         m.tensor([0.3])))
-    raises_like(lambda m: m.distributions.Categorical(logits=m.zeros(3)).log_prob(
+    raises_like(lambda m: m.distributions.Categorical(logits=m.zeros(3), **on).log_prob(
         m.tensor([3])))
     raises_like(lambda m: m.distributions.kl_divergence(
         m.distributions.Normal(0.0, 1.0), m.distributions.Bernoulli(probs=m.tensor(0.5))))
