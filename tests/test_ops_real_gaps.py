@@ -183,7 +183,8 @@ def test_lstm_weight_gradients_names_repr_and_errors():
     raises_like(lambda m: m.nn.LSTM(3, 4, dropout=1.5))
     raises_like(lambda m: m.nn.LSTMCell(3, 4)(m.zeros(2, 5)))
     assert repr(tg.nn.GRU(3, 4, bias=False)) == repr(torch.nn.GRU(3, 4, bias=False))
-    assert repr(tg.nn.RNN(3, 4, nonlinearity="relu")) == repr(torch.nn.RNN(3, 4, nonlinearity="relu"))
+    relu = dict(nonlinearity="relu")
+    assert repr(tg.nn.RNN(3, 4, **relu)) == repr(torch.nn.RNN(3, 4, **relu))
     assert repr(tg.nn.GRUCell(3, 4)) == repr(torch.nn.GRUCell(3, 4))
 
 

@@ -49,8 +49,8 @@ def pad_mode(input, pad, mode):
         lo, hi, n = int(pad[2 * j]), int(pad[2 * j + 1]), input.shape[d]
         if mode == "reflect" and (lo >= n or hi >= n) or \
                 mode == "circular" and (lo > n or hi > n):
-            raise op_error(TracegradRuntimeError, "pad", "Argument #4: Padding size should be less than "
-                           "the corresponding input dimension, but got: padding "
+            raise op_error(TracegradRuntimeError, "pad", "Argument #4: Padding size should be "
+                           "less than the corresponding input dimension, but got: padding "
                            f"({lo}, {hi}) at dimension {d} of input {list(input.shape)}")
         if mode == "replicate" and n == 0:
             raise op_error(TracegradRuntimeError, "pad", "padding of an empty dimension")
