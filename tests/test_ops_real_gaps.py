@@ -597,3 +597,20 @@ def test_normal_and_uniform_fill_in_place_like_torch():
         with m.no_grad():
             w.uniform_()
         assert float(w.detach().max()) < 1
+
+
+@pytest.mark.parametrize("mode", ["reflect", "replicate", "circular"])
+@pytest.mark.parametrize("kw", [dict(padding=1), dict(padding=(2, 1), stride=2),
+                                dict(padding="same", dilation=(1, 2))])
+def test_conv2d_module_padding_modes_like_torch(mode, kw):
+    mods = {}
+
+    def fn(m, x):
+        key = (m.__name__, str(x.dtype))
+        if key not in mods:
+            mods[key] = _same_module(m, lambda nn: nn.Conv2d(2, 3, 3, padding_mode=mode, **kw),
+                                     str(x.dtype).split(".")[-1])
+        return mods[key](x)
+    check_like_torch(fn, [(2, 2, 5, 6)], jax=False, gradcheck=kw.get("stride") == 2)
+    assert repr(tg.nn.Conv2d(2, 3, 3, padding_mode=mode, **kw)) == \
+        repr(_torch().nn.Conv2d(2, 3, 3, padding_mode=mode, **kw))
