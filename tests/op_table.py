@@ -564,6 +564,8 @@ ARITH = [
            da="nokink", db="nokink", **_NONDIFF),
     _binop("remainder", lambda m, a, b: a % b, _v(_fn("remainder")), NUMERIC, da="nokink",
            db="nokink"),
+    _binop("fmod", lambda m, a, b: m.fmod(a, b), _v(_fn("fmod"), _meth("fmod")), NUMERIC,
+           da="nokink", db="nokink", reflected=False),
     _binop("pow", lambda m, a, b: a ** b, _v(_fn("pow"), _meth("pow")), NUMERIC, da="pos",
            db="small", scalars=_pow_scalars),
     _binop("maximum", lambda m, a, b: m.maximum(a, b), _v(_meth("maximum")), NUMERIC,

@@ -212,15 +212,15 @@ def test_conv2d_module_init_bounds_and_seed():
 
 
 @pytest.mark.parametrize("kwargs", [dict(groups=0), dict(groups=4), dict(padding="same", stride=2),
-                                    dict(padding="full"), dict(padding_mode="reflect")])
+                                    dict(padding="full"), dict(padding_mode="wrap")])
 def test_conv2d_module_rejects_bad_arguments(kwargs):
     with pytest.raises(ValueError):
         nn.Conv2d(6, 4, 3, **kwargs)
 
 
-def test_padding_mode_message_says_only_zeros():
-    with pytest.raises(ValueError, match="only supports padding_mode='zeros'"):
-        nn.Conv2d(2, 2, 3, padding_mode="circular")
+def test_padding_mode_message_lists_the_modes():
+    with pytest.raises(ValueError, match="padding_mode must be one of .'zeros', 'reflect'"):
+        nn.Conv2d(2, 2, 3, padding_mode="wrap")
 
 
 # ---------------- errors ----------------

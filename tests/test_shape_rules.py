@@ -227,7 +227,7 @@ def _nn_new(x4, x3, p):
 def _inplace_math(x):
     y = x.exp() + 1.0
     z = x * 1.0
-    return [y.log1p_(), (x.exp() * 1.0).log2_(), z.expm1_()]
+    return [y.log1p_(), (x.exp() * 1.0).log2_(), z.expm1_(), (x * 1.0).fmod_(0.7)]
 
 
 EXTRA["inplace_math"] = (_inplace_math, lambda: [_t(2, 3)])

@@ -66,7 +66,8 @@ def result_type(tensor1, tensor2):
 def __getattr__(name):
     # nn / optim / compile / func / viz load lazily so `import tracegrad` stays light.
     import importlib
-    if name in ("nn", "optim", "func", "viz", "utils", "cuda", "backends", "amp"):
+    if name in ("nn", "optim", "func", "viz", "utils", "cuda", "backends", "amp",
+                "distributions"):
         return importlib.import_module(f".{name}", __name__)
     if name == "autocast":
         return importlib.import_module(".amp", __name__).autocast

@@ -29,9 +29,14 @@ norm var std logsumexp softmax log_softmax matmul mm bmm dot outer einsum expand
 view reshape flatten squeeze unsqueeze permute transpose swapaxes t contiguous repeat split
 chunk unbind narrow select add sub mul div floor_divide remainder square any all eq ne lt le gt
 ge logical_and logical_or logical_not bitwise_not isnan nonzero lerp equal isclose allclose isinf
-isfinite isposinf isneginf roll diag nan_to_num xlogy""".split())
+isfinite isposinf isneginf roll diag nan_to_num xlogy fmod bincount bernoulli trunc""".split())
 from .ops.composite_more import nan_to_num_ as _nan_to_num_  # noqa: E402
 Tensor.nan_to_num_ = _nan_to_num_
+from .ops.fmod_prim import fmod_ as _fmod_  # noqa: E402
+Tensor.fmod_ = _fmod_
+from .ops.random_fill import normal_ as _normal_, uniform_ as _uniform_  # noqa: E402
+Tensor.normal_, Tensor.uniform_ = _normal_, _uniform_
+Tensor.where = lambda self, condition, other: E.where(condition, self, other)
 Tensor.multiply, Tensor.subtract, Tensor.divide, Tensor.true_divide = E.mul, E.sub, E.div, E.div
 Tensor.greater, Tensor.less, Tensor.absolute = E.gt, E.lt, E.abs
 Tensor.sum_to_size = lambda self, *size: S.sum_to(self, S._shape_args(size))

@@ -19,3 +19,10 @@ from ._norm import LayerNorm  # noqa: F401
 from ._modules_training_more import GroupNorm, KLDivLoss  # noqa: F401
 from ._pooling import AdaptiveAvgPool2d, AvgPool2d, MaxPool2d  # noqa: F401
 from . import utils  # noqa: F401,E402
+from ._rnn import GRU, LSTM, RNN, RNNBase  # noqa: F401,E402
+from ._rnn_cells import GRUCell, LSTMCell, RNNCell  # noqa: F401,E402
+from ._layers_1d import AvgPool1d, Conv1d, MaxPool1d, Upsample  # noqa: F401,E402
+from ._transformer import (Transformer, TransformerEncoder,  # noqa: F401,E402
+                           TransformerEncoderLayer)
+from ._conv_transpose import ConvTranspose2d  # noqa: F401,E402
+from ._layers_reshape import Unflatten  # noqa: F401,E402

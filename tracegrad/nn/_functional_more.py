@@ -1,5 +1,5 @@
 """More of `nn.functional` that training code reaches for: `softplus`, `cosine_similarity`,
-`pad` (constant mode), each composed of tracegrad ops with PyTorch's values and gradients.
+`pad`, each composed of tracegrad ops with PyTorch's values and gradients.
 """
 from .. import ops as O
 from .._errors import TracegradRuntimeError, op_error
@@ -34,10 +34,13 @@ def cosine_similarity(x1, x2, dim=1, eps=1e-8):
 
 def pad(input, pad, mode="constant", value=None):
     """Pads (or, with negative amounts, crops) the last `len(pad) // 2` dimensions:
-    `pad = (left_last, right_last, left_second_last, ...)`. Only mode 'constant'."""
+    `pad = (left_last, right_last, left_second_last, ...)`; mode 'constant', 'reflect',
+    'replicate' or 'circular' (the last three in `_functional_pad_modes.py`)."""
     if mode != "constant":
-        raise NotImplementedError(f"tracegrad: F.pad mode={mode!r} is not supported yet "
-                                  "(only 'constant')")
+        from ._functional_pad_modes import MODES, pad_mode
+        if mode not in MODES:
+            raise NotImplementedError(f"Unrecognised padding mode {mode}")
+        return pad_mode(input, pad, mode)
     if len(pad) % 2:
         raise op_error(TracegradRuntimeError, "pad", "Padding length must be divisible by 2")
     if len(pad) // 2 > input.ndim:

@@ -317,6 +317,12 @@ from ._functional_more import softplus, cosine_similarity, pad  # noqa: E402,F40
 from ._functional_training_more import kl_div, group_norm  # noqa: E402,F401
 from ._attention_functional import (multi_head_attention_forward,  # noqa: F401
                                     scaled_dot_product_attention)
+from ._functional_1d import (conv1d, max_pool1d, max_pool1d_with_indices,  # noqa: E402,F401
+                             avg_pool1d)
+from ._functional_interpolate import interpolate  # noqa: E402,F401
+from ._conv_transpose import conv_transpose2d  # noqa: E402,F401
+__all__ += ["conv_transpose2d", "conv1d", "max_pool1d", "max_pool1d_with_indices",
+            "avg_pool1d", "interpolate"]
 __all__ += ["normalize", "layer_norm", "silu", "max_pool2d", "max_pool2d_with_indices",
             "avg_pool2d", "adaptive_avg_pool2d", "binary_cross_entropy",
             "binary_cross_entropy_with_logits", "scaled_dot_product_attention",

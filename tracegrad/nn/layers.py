@@ -87,7 +87,8 @@ class Conv2d(Module):
     """2-D convolution over (N, C, H, W) or (C, H, W) input: weight
     (out_channels, in_channels / groups, kh, kw), optional bias (out_channels,).
 
-    Init, `repr` and argument checks as PyTorch; only `padding_mode="zeros"` is supported.
+    Init, `repr` and argument checks as PyTorch; `padding_mode` 'zeros', 'reflect',
+    'replicate' or 'circular' (the last three pad with `F.pad` first).
 
     >>> Conv2d(3, 8, 3)
     Conv2d(3, 8, kernel_size=(3, 3), stride=(1, 1))
@@ -113,12 +114,15 @@ class Conv2d(Module):
                                           "convolutions")
         else:
             padding = _pair(padding)
-        if padding_mode != "zeros":
-            raise TracegradValueError(f"padding_mode={padding_mode!r} is not supported: "
-                                      "tracegrad's Conv2d only supports padding_mode='zeros'")
+        if padding_mode not in ("zeros", "reflect", "replicate", "circular"):
+            raise TracegradValueError("padding_mode must be one of ['zeros', 'reflect', "
+                                      f"'replicate', 'circular'], but got padding_mode="
+                                      f"'{padding_mode}'")
         self.in_channels, self.out_channels = in_channels, out_channels
         self.kernel_size, self.padding = _pair(kernel_size), padding
         self.groups, self.padding_mode = groups, padding_mode
+        self._reversed_padding_repeated_twice = _reversed_padding(
+            padding, self.kernel_size, self.dilation)
         _add_weight_and_bias(self, (out_channels, in_channels // groups, *self.kernel_size),
                              bias, dtype)
 
@@ -126,6 +130,10 @@ class Conv2d(Module):
         _reset_weight_and_bias(self.weight, self.bias)
 
     def forward(self, input):
+        if self.padding_mode != "zeros":         # pad first, as PyTorch (nn/_layers_1d.py)
+            input = F.pad(input, self._reversed_padding_repeated_twice, mode=self.padding_mode)
+            return F.conv2d(input, self.weight, self.bias, self.stride, 0, self.dilation,
+                            self.groups)
         return F.conv2d(input, self.weight, self.bias, self.stride, self.padding,
                         self.dilation, self.groups)
 
@@ -140,7 +148,22 @@ class Conv2d(Module):
             s += f", groups={self.groups}"
         if self.bias is None:
             s += ", bias=False"
+        if self.padding_mode != "zeros":
+            s += f", padding_mode={self.padding_mode}"
         return s
+
+
+def _reversed_padding(padding, kernel, dilation):
+    """F.pad's amounts (last dim first) for a non-'zeros' padding_mode: `padding` on both
+    sides, or for 'same' (total // 2, total - total // 2), total = dilation * (k - 1)."""
+    out = []
+    for i in reversed(range(len(kernel))):
+        if isinstance(padding, str):
+            total = dilation[i] * (kernel[i] - 1) if padding == "same" else 0
+            out += [total // 2, total - total // 2]
+        else:
+            out += [padding[i], padding[i]]
+    return out
 
 
 class _Activation(Module):

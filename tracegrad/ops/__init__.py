@@ -19,8 +19,10 @@ from .sort import sort, argsort, topk  # noqa: F401
 from .scan import cumsum, cumprod  # noqa: F401
 from .structure import tril, triu, tril_, triu_, flip, repeat_interleave  # noqa: F401
 from .baddbmm import baddbmm  # noqa: F401
-from .sampling import multinomial  # noqa: F401
+from .sampling import multinomial, bernoulli  # noqa: F401
 from .linear import addmm  # noqa: F401
 from .compare import (equal, isclose, allclose, isinf, isfinite, isposinf,  # noqa: F401
                       isneginf)
 from .composite_more import hstack, vstack, roll, diag, nan_to_num  # noqa: F401
+from .fmod_prim import fmod, trunc  # noqa: F401
+from .counting import bincount  # noqa: F401

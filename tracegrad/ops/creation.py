@@ -433,7 +433,14 @@ def randperm(n, *, generator=None, dtype=None, device=None, requires_grad=False)
 
 
 def normal(mean=0.0, std=1.0, size=None, *, generator=None):
+    """`mean + std * randn(shape)`: shape `size`, or the broadcast shape of tensor `mean` /
+    `std` (in their floating dtype), as `torch.normal(mean, std)`."""
     from . import elementwise as E
+    tensors = [t for t in (mean, std) if isinstance(t, Tensor)]
+    if size is None and tensors:
+        shape = np.broadcast_shapes(*(tuple(t.shape) for t in tensors))
+        dtype = D._FROM_NP[np.result_type(*(t.dtype.np for t in tensors))]
+        return E.add(E.mul(randn(shape, generator=generator, dtype=dtype), std), mean)
     return E.add(E.mul(randn(*(size or ()), generator=generator), std), mean)
 
 

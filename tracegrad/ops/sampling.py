@@ -65,3 +65,26 @@ def multinomial(input, num_samples, replacement=False, *, generator=None):
                        "cannot sample n_sample > prob_dist.size(-1) samples without replacement")
     return dispatch(MULTINOMIAL, (generator or default_generator, input),
                     {"num_samples": int(num_samples), "replacement": bool(replacement)})
+
+
+def bernoulli(input, p=None, *, generator=None):
+    """0/1 draws (in `input`'s floating dtype): 1 with probability `input` (or `p`).
+
+    A composite of `rand` (so each compiled call draws anew). PyTorch records a node whose
+    gradient is zero; this result does not require grad (a comparison).
+
+    >>> bernoulli(tensor([0., 1.]))
+    tensor([0., 1.])
+    """
+    from . import creation as C
+    from . import elementwise as E
+    from . import reduction as R
+    if not input.is_floating_point():
+        raise op_error(TracegradRuntimeError, "bernoulli", "\"bernoulli_tensor_cpu_p_\" not "
+                       "implemented for integer inputs")
+    probs = input if p is None else p
+    if p is None and bool(R.any(E.logical_or(E.lt(input, 0), E.gt(input, 1)))):
+        raise op_error(TracegradRuntimeError, "bernoulli", "Expected p_in >= 0 && p_in <= 1 "
+                       "to be true, but got false.")
+    u = C.rand(tuple(input.shape), generator=generator, dtype=input.dtype)
+    return E.lt(u, probs).to(input.dtype)

@@ -11,6 +11,7 @@ import jax.numpy as jnp
 from jax import lax
 
 from ...ops import elementwise as E
+from ...ops import fmod_prim as FM
 from .table import register, simple
 
 
@@ -54,6 +55,7 @@ def _int_div(f):
 
 register(E.FLOOR_DIVIDE)(_int_div(jnp.floor_divide))
 register(E.REMAINDER, E.REMAINDER_TENSOR)(_int_div(jnp.remainder))
+register(FM.FMOD, FM.FMOD_TENSOR)(_int_div(jnp.fmod))
 
 
 @register(E.SIGMOID)

@@ -1,0 +1,130 @@
+"""The `Distribution` base class and the helpers every distribution shares: argument
+broadcasting (`broadcast_all`), PyTorch's argument and support validation (ValueError with
+PyTorch's message), and the probs <-> logits conversions.
+
+Note [Validation under compile]
+Like PyTorch (`validate_args` defaults to on), parameters are checked at construction and
+values at `log_prob`. A check reads a tensor's values as a Python bool, which records a
+guard when traced: a compiled program re-checks on every call at the cost of one guard;
+`validate_args=False` (or `Distribution.set_default_validate_args(False)`) skips them.
+"""
+import math
+
+from .. import _dtype as D
+from .. import _mode
+from .. import ops as O
+from .._settings import finfo
+from .._tensor import Size, Tensor
+
+__all__ = ["Distribution", "broadcast_all"]
+
+
+def broadcast_all(*values):
+    """Tensors (numbers become tensors of the default dtype, or of the tensors' float
+    dtype) broadcast to one shape."""
+    tensors = [v for v in values if isinstance(v, Tensor)]
+    dtype = tensors[0].dtype if tensors else D.get_default_dtype()
+    vs = [v if isinstance(v, Tensor) else O.tensor(float(v), dtype=dtype) for v in values]
+    return O.broadcast_tensors(*vs)
+
+
+def clamp_probs(probs):
+    eps = finfo(probs.dtype).eps
+    return O.clamp(probs, min=eps, max=1 - eps)
+
+
+def probs_to_logits(probs, is_binary=False):
+    ps = clamp_probs(probs)
+    return O.sub(O.log(ps), O.log1p(O.neg(ps))) if is_binary else O.log(ps)
+
+
+def logits_to_probs(logits, is_binary=False):
+    return O.sigmoid(logits) if is_binary else O.softmax(logits, -1)
+
+
+class lazy_property:
+    """Computed on first access, then stored on the instance (PyTorch's lazy_property)."""
+
+    def __init__(self, fn):
+        self.fn, self.__doc__ = fn, fn.__doc__
+
+    def __get__(self, obj, cls=None):
+        if obj is None:
+            return self
+        value = self.fn(obj)
+        setattr(obj, self.fn.__name__, value)
+        return value
+
+
+class Distribution:
+    """Base class: `batch_shape`, `event_shape`, `sample`, `rsample`, `log_prob`, `entropy`,
+    `mean`, `variance`, `stddev`; subclasses say which parameters they check (`_checks`)."""
+
+    has_rsample = False
+    _validate_default = True
+
+    @staticmethod
+    def set_default_validate_args(value):
+        Distribution._validate_default = bool(value)
+
+    def __init__(self, batch_shape=(), event_shape=(), validate_args=None):
+        self._batch_shape, self._event_shape = D_size(batch_shape), D_size(event_shape)
+        self._validate_args = (Distribution._validate_default if validate_args is None
+                               else validate_args)
+        if self._validate_args:
+            for name, (ok, constraint) in self._checks().items():
+                value = getattr(self, name)
+                if not bool(O.all(ok(value))):
+                    raise ValueError(
+                        f"Expected parameter {name} ({type(value).__name__} of shape "
+                        f"{tuple(value.shape)}) of distribution {self!r} to satisfy the "
+                        f"constraint {constraint}, but found invalid values:\n{value}")
+
+    def _checks(self):
+        return {}
+
+    @property
+    def batch_shape(self):
+        return self._batch_shape
+
+    @property
+    def event_shape(self):
+        return self._event_shape
+
+    def _extended_shape(self, sample_shape=()):
+        return tuple(sample_shape) + tuple(self._batch_shape) + tuple(self._event_shape)
+
+    def sample(self, sample_shape=()):
+        with _mode.no_grad():
+            return self.rsample(sample_shape)
+
+    def rsample(self, sample_shape=()):
+        raise NotImplementedError(f"{type(self).__name__} has no rsample")
+
+    @property
+    def stddev(self):
+        return O.sqrt(self.variance)
+
+    def _validate_sample(self, value, support_ok, support):
+        if not isinstance(value, Tensor):
+            raise ValueError("The value argument to log_prob must be a Tensor")
+        if self._validate_args and not bool(O.all(support_ok(value))):
+            raise ValueError(f"Expected value argument ({type(value).__name__} of shape "
+                             f"{tuple(value.shape)}) to be within the support ({support}) of "
+                             f"the distribution {self!r}, but found invalid values:\n{value}")
+
+    def __repr__(self):
+        names = [n for n in self._params if n in self.__dict__]
+        args = ", ".join(f"{n}: {_param_repr(self.__dict__[n])}" for n in names)
+        return f"{type(self).__name__}({args})"
+
+
+def _param_repr(t):
+    return str(t) if t.numel() == 1 else str(t.size())
+
+
+def D_size(shape):
+    return Size(tuple(shape))
+
+
+LOG_SQRT_2PI = math.log(math.sqrt(2 * math.pi))
