@@ -466,3 +466,14 @@ def test_a_step_storing_or_rewriting_an_annealed_attribute():
         cfg["w"] = cfg["w"] * 0.9       # rewrites a place it reads
         return (p * p).sum() + kl + cfg["w"] * p.sum()
     _check_annealing(body)
+
+
+def test_probing_an_attribute_does_not_take_the_value():
+    """Library code probes operands (`getattr(x, "_data", None)`): a missing attribute
+    raises AttributeError as on a float, without keying the argument by value."""
+    def make():
+        def f(x, lr):
+            return x * lr + (getattr(lr, "_data", None) is None) + hasattr(lr, "shape")
+        return f, {"x": tg.randn(3)}
+    stats = check(make)
+    assert stats.traces == 2, stats

@@ -229,6 +229,8 @@ class Number:
         return np.asarray(float(self), dtype=dtype)
 
     def __getattr__(self, name):         # is_integer(), hex(), real, conjugate(), ...
+        if not hasattr(float, name):     # a probe (`getattr(x, "_data", None)`) takes no value
+            raise AttributeError(f"'float' object has no attribute '{name}'")
         return getattr(float(self), name)
 
 
