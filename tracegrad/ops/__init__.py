@@ -26,3 +26,6 @@ from .compare import (equal, isclose, allclose, isinf, isfinite, isposinf,  # no
 from .composite_more import hstack, vstack, roll, diag, nan_to_num  # noqa: F401
 from .fmod_prim import fmod, trunc  # noqa: F401
 from .counting import bincount  # noqa: F401
+from .trig_prim import (tan, asin, acos, atan, sinh, cosh, asinh, acosh, atanh,  # noqa: F401
+                        log10, atan2, arcsin, arccos, arctan, arcsinh, arccosh, arctanh,
+                        arctan2)
