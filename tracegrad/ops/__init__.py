@@ -35,3 +35,4 @@ from .composite_math import (logaddexp, logaddexp2, clamp_min, clamp_max,  # noq
                              trapezoid)
 from .composite_shape import (meshgrid, rot90, fliplr, flipud, movedim, moveaxis,  # noqa
                               tile, tensordot, kron, diff, block_diag, cartesian_prod)
+from .composite_select import masked_select, unique  # noqa: F401
