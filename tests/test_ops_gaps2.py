@@ -427,3 +427,128 @@ def test_errors_have_torch_types(k):
 def test_meshgrid_warns_without_indexing_as_torch():
     with pytest.warns(UserWarning, match="indexing"):
         tg.meshgrid(tg.ones(2), tg.ones(3))
+
+
+# ---------------- ConvTranspose1d, pad_sequence ----------------
+
+@pytest.mark.parametrize("kw", [{}, {"stride": 2, "padding": 1, "output_padding": 1},
+                                {"groups": 2, "dilation": 2, "bias": False}],
+                         ids=["plain", "strided", "grouped"])
+def test_conv_transpose1d_matches_torch(kw):
+    tm = torch.nn.ConvTranspose1d(4, 6, 3, **kw).double()
+    gm = tg.nn.ConvTranspose1d(4, 6, 3, **kw).double()
+    assert repr(gm) == repr(tm)
+    gm.load_state_dict({k: tg.tensor(v.detach().numpy()) for k, v in tm.state_dict().items()})
+    x = np.random.default_rng(0).standard_normal((2, 4, 7))
+    a, b = torch.tensor(x, requires_grad=True), tg.tensor(x, requires_grad=True)
+    ya, yb = tm(a), gm(b)
+    ya.square().sum().backward()
+    yb.square().sum().backward()
+    np.testing.assert_allclose(yb.detach().numpy(), ya.detach().numpy(), rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(b.grad.numpy(), a.grad.numpy(), rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(gm.weight.grad.numpy(), tm.weight.grad.numpy(), rtol=1e-12)
+    y = tg.compile(lambda t: gm(t).square().sum())(tg.tensor(x))
+    np.testing.assert_allclose(y.item(), yb.square().sum().item(), rtol=1e-12)
+
+
+def test_conv_transpose1d_output_size_unbatched_and_gradcheck():
+    m = tg.nn.ConvTranspose1d(4, 6, 3, stride=2)
+    assert m(tg.randn(4, 5), output_size=[12]).shape == (6, 12)
+    with pytest.raises(ValueError):
+        m(tg.randn(4, 5), output_size=[20])
+    x = tg.randn(1, 2, 4, dtype=tg.float64, requires_grad=True)
+    w = tg.randn(2, 3, 3, dtype=tg.float64, requires_grad=True)
+    assert tg.autograd.gradcheck(lambda x, w: tg.nn.functional.conv_transpose1d(x, w, stride=2),
+                                 [x, w])
+
+
+@pytest.mark.parametrize("kw", [{}, {"batch_first": True, "padding_value": -1.0},
+                                {"batch_first": True, "padding_side": "left"}])
+def test_pad_sequence_matches_torch(kw):
+    from torch.nn.utils import rnn as R
+    rng = np.random.default_rng(0)
+    xs = [rng.standard_normal((n, 3)) for n in (2, 4, 1)]
+    a = [torch.tensor(x, requires_grad=True) for x in xs]
+    b = [tg.tensor(x, requires_grad=True) for x in xs]
+    ya, yb = R.pad_sequence(a, **kw), tg.nn.utils.rnn.pad_sequence(b, **kw)
+    np.testing.assert_array_equal(yb.detach().numpy(), ya.detach().numpy())
+    (ya * ya).sum().backward()
+    (yb * yb).sum().backward()
+    for p, q in zip(a, b):
+        np.testing.assert_array_equal(q.grad.numpy(), p.grad.numpy())
+
+
+# ---------------- EmbeddingBag ----------------
+
+_BAGS = [({"input": [[1, 2, 4], [4, 3, 9]]}, "2d"),
+         ({"input": [1, 2, 4, 5, 4, 3, 2, 9], "offsets": [0, 4, 4]}, "offsets_empty_bag"),
+         ({"input": [1, 2, 4, 5, 4, 3, 2, 9], "offsets": [0, 3, 8],
+           "include_last_offset": True}, "include_last_offset")]
+
+
+@pytest.mark.parametrize("mode", ["sum", "mean", "max"])
+@pytest.mark.parametrize("case", [c for c, _ in _BAGS], ids=[i for _, i in _BAGS])
+def test_embedding_bag_matches_torch(case, mode):
+    W = np.random.default_rng(0).standard_normal((10, 3))
+    for pad in (None, 4):
+        out = []
+        for m in (torch, tg):
+            w = m.tensor(W, requires_grad=True)
+            off = m.tensor(case["offsets"]) if "offsets" in case else None
+            y = m.nn.functional.embedding_bag(
+                m.tensor(case["input"]), w, off, mode=mode, padding_idx=pad,
+                include_last_offset=case.get("include_last_offset", False))
+            (y * y).sum().backward()
+            out.append((y.detach().numpy(), w.grad.numpy()))
+        np.testing.assert_allclose(out[1][0], out[0][0], rtol=1e-12, atol=1e-14)
+        np.testing.assert_allclose(out[1][1], out[0][1], rtol=1e-12, atol=1e-14)
+
+
+def test_embedding_bag_per_sample_weights_module_and_compile():
+    rng = np.random.default_rng(0)
+    tm = torch.nn.EmbeddingBag(10, 3, mode="sum", padding_idx=1).double()
+    gm = tg.nn.EmbeddingBag(10, 3, mode="sum", padding_idx=1).double()
+    assert repr(gm) == repr(tm)
+    assert gm.weight[1].abs().sum().item() == 0
+    gm.load_state_dict({"weight": tg.tensor(tm.weight.detach().numpy())})
+    idx, off, psw = [1, 2, 4, 5, 4, 3, 2, 9], [0, 4], rng.uniform(0.5, 1.5, 8)
+    a, b = torch.tensor(psw, requires_grad=True), tg.tensor(psw, requires_grad=True)
+    tm(torch.tensor(idx), torch.tensor(off), a).square().sum().backward()
+    gm(tg.tensor(idx), tg.tensor(off), b).square().sum().backward()
+    np.testing.assert_allclose(b.grad.numpy(), a.grad.numpy(), rtol=1e-12)
+    np.testing.assert_allclose(gm.weight.grad.numpy(), tm.weight.grad.numpy(), rtol=1e-12)
+    f = tg.compile(lambda i, o: gm(i, o).sum())
+    for offs in ([0, 4], [0, 2], [0, 8]):          # new bag layouts reuse the one program
+        eager = gm(tg.tensor(idx), tg.tensor(offs)).sum().item()
+        assert abs(f(tg.tensor(idx), tg.tensor(offs)).item() - eager) < 1e-12
+    assert f.stats.traces == 1
+    with pytest.raises(NotImplementedError):
+        tg.nn.functional.embedding_bag(tg.tensor([[1, 2]]), gm.weight, mode="mean",
+                                       per_sample_weights=tg.ones(1, 2))
+
+
+# ---------------- autograd behaviour of random ops ----------------
+
+def test_random_fills_on_a_leaf_requiring_grad_name_themselves():
+    for fill in ("normal_", "uniform_"):
+        x = tg.zeros(3, requires_grad=True)
+        with pytest.raises(RuntimeError, match=fill):
+            getattr(x, fill)()
+        with tg.no_grad():
+            getattr(x, fill)()                 # allowed, as in PyTorch
+        assert x._version > 0
+
+
+def test_bernoulli_of_a_tensor_requiring_grad_gives_a_zero_gradient_like_torch():
+    for m in (torch, tg):
+        p = m.full((4,), 0.5, requires_grad=True)
+        out = m.bernoulli(p)
+        assert out.requires_grad and out.grad_fn is not None
+        out.sum().backward()
+        assert p.grad.tolist() == [0.0] * 4
+        with m.no_grad():
+            assert not m.bernoulli(p).requires_grad
+    f = tg.compile(lambda p: tg.bernoulli(p).sum())
+    p = tg.full((4,), 0.5, requires_grad=True)
+    f(p).backward()
+    assert p.grad.tolist() == [0.0] * 4

@@ -33,3 +33,5 @@ from ._modules_gaps2 import (AdaptiveAvgPool1d, Bilinear, CosineEmbeddingLoss,  
                              CosineSimilarity, GaussianNLLLoss, HingeEmbeddingLoss,
                              MarginRankingLoss, PairwiseDistance, PixelShuffle, PixelUnshuffle,
                              PoissonNLLLoss, SoftMarginLoss, TripletMarginLoss)
+from ._conv_transpose_1d import ConvTranspose1d  # noqa: F401,E402
+from ._embedding_bag import EmbeddingBag  # noqa: F401,E402

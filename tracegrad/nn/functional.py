@@ -346,3 +346,7 @@ __all__ += ["pairwise_distance", "triplet_margin_loss", "margin_ranking_loss",
             "cosine_embedding_loss", "hinge_embedding_loss", "soft_margin_loss",
             "poisson_nll_loss", "gaussian_nll_loss", "bilinear", "pixel_shuffle",
             "pixel_unshuffle", "adaptive_avg_pool1d"]
+from ._conv_transpose_1d import conv_transpose1d  # noqa: E402,F401
+__all__ += ["conv_transpose1d"]
+from ._embedding_bag import embedding_bag  # noqa: E402,F401
+__all__ += ["embedding_bag"]
