@@ -552,3 +552,24 @@ def test_bernoulli_of_a_tensor_requiring_grad_gives_a_zero_gradient_like_torch()
     p = tg.full((4,), 0.5, requires_grad=True)
     f(p).backward()
     assert p.grad.tolist() == [0.0] * 4
+
+
+# ---------------- interpolate: nearest-exact, area ----------------
+
+@pytest.mark.parametrize("mode", ["nearest-exact", "area"])
+@pytest.mark.parametrize("kw", [{"size": (4, 9)}, {"scale_factor": 1.7}, {"size": (3, 2)}],
+                         ids=["up", "scale", "down"])
+def test_interpolate_new_modes_match_torch(mode, kw):
+    x = np.random.default_rng(0).standard_normal((2, 3, 7, 5))
+    for arr, how in ((x, kw), (x[:, :, 0], {"scale_factor": 1.5})):
+        out = []
+        for m in (torch, tg):
+            a = m.tensor(arr, requires_grad=True)
+            y = m.nn.functional.interpolate(a, mode=mode, **how)
+            (y * y).sum().backward()
+            out.append((y.detach().numpy(), a.grad.numpy()))
+        np.testing.assert_allclose(out[1][0], out[0][0], rtol=1e-12, atol=1e-14)
+        np.testing.assert_allclose(out[1][1], out[0][1], rtol=1e-12, atol=1e-14)
+    f = tg.compile(lambda t: tg.nn.functional.interpolate(t, mode=mode, **kw).square().sum())
+    eager = tg.nn.functional.interpolate(tg.tensor(x), mode=mode, **kw).square().sum()
+    assert abs(f(tg.tensor(x)).item() - eager.item()) < 1e-12
