@@ -91,6 +91,10 @@ def make(rng, shape, dtype, domain="real"):
         a = rng.uniform(0.5, 2.5, shape)
     elif domain == "nokink":                    # away from 0 (abs, relu, sign, divisors)
         a = rng.uniform(0.25, 2.0, shape) * rng.choice([-1.0, 1.0], shape)
+    elif domain == "unit":                      # inside (-1, 1) (asin, acos, atanh)
+        a = rng.uniform(-0.85, 0.85, shape)
+    elif domain == "gt1":                       # above 1 (acosh)
+        a = rng.uniform(1.2, 3.0, shape)
     elif domain == "frac":                      # away from integers and halves (floor, round)
         a = rng.integers(-3, 4, shape) + rng.choice([0.12, 0.27, 0.63, 0.88], shape)
     else:
@@ -602,6 +606,18 @@ COMPARE = [
 MATH = [
     _unop("exp"), _unop("log", "pos"), _unop("log1p", "pos"), _unop("sqrt", "pos"),
     _unop("log2", "pos"), _unop("expm1"),
+    _unop("tan", "unit"), _unop("atan"), _unop("sinh"), _unop("cosh"), _unop("asinh"),
+    _unop("log10", "pos"),
+    _unop("asin", "unit", dtypes=FLOATS, ref=_np_float(np.arcsin)),
+    _unop("acos", "unit", dtypes=FLOATS, ref=_np_float(np.arccos)),
+    _unop("atanh", "unit", dtypes=FLOATS, ref=_np_float(np.arctanh)),
+    _unop("acosh", "gt1", dtypes=FLOATS, ref=_np_float(np.arccosh)),
+    OpInfo("atan2", _fn("atan2"),
+           ref=lambda a, b: np.arctan2(np.asarray(a, np.float64), np.asarray(b, np.float64)),
+           dtypes=NUMERIC, out="float",
+           variants=_v(_meth("atan2")),
+           samples=fixed((A((2, 3)), A((2, 3), "nokink")), (A((2, 1, 3)), A((4, 3), "nokink")),
+                         (A(()), A((3,), "nokink")))),
     _unop("rsqrt", "pos", ref=_np_float(lambda x: 1 / np.sqrt(x))),
     _unop("sin"), _unop("cos"), _unop("tanh"),
     _unop("sigmoid", ref=_np_sigmoid),

@@ -29,7 +29,10 @@ norm var std logsumexp softmax log_softmax matmul mm bmm dot outer einsum expand
 view reshape flatten squeeze unsqueeze permute transpose swapaxes t contiguous repeat split
 chunk unbind narrow select add sub mul div floor_divide remainder square any all eq ne lt le gt
 ge logical_and logical_or logical_not bitwise_not isnan nonzero lerp equal isclose allclose isinf
-isfinite isposinf isneginf roll diag nan_to_num xlogy fmod bincount bernoulli trunc""".split())
+isfinite isposinf isneginf roll diag nan_to_num xlogy fmod bincount bernoulli trunc tan asin acos
+atan sinh cosh asinh acosh atanh log10 atan2 arcsin arccos arctan arcsinh arccosh arctanh arctan2
+logaddexp logaddexp2 clamp_min clamp_max nansum nanmean count_nonzero addcmul addcdiv logit median
+quantile rot90 fliplr flipud movedim moveaxis tile kron diff masked_select unique""".split())
 from .ops.composite_more import nan_to_num_ as _nan_to_num_  # noqa: E402
 Tensor.nan_to_num_ = _nan_to_num_
 from .ops.fmod_prim import fmod_ as _fmod_  # noqa: E402

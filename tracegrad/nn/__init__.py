@@ -26,3 +26,12 @@ from ._transformer import (Transformer, TransformerEncoder,  # noqa: F401,E402
                            TransformerEncoderLayer)
 from ._conv_transpose import ConvTranspose2d  # noqa: F401,E402
 from ._layers_reshape import Unflatten  # noqa: F401,E402
+from ._activation_more import (CELU, ELU, GLU, SELU, Hardshrink, Hardsigmoid,  # noqa: F401,E402
+                               Hardswish, Hardtanh, LogSigmoid, Mish, PReLU, ReLU6, Softmin,
+                               Softshrink, Softsign, Tanhshrink, Threshold)
+from ._modules_gaps2 import (AdaptiveAvgPool1d, Bilinear, CosineEmbeddingLoss,  # noqa: F401,E402
+                             CosineSimilarity, GaussianNLLLoss, HingeEmbeddingLoss,
+                             MarginRankingLoss, PairwiseDistance, PixelShuffle, PixelUnshuffle,
+                             PoissonNLLLoss, SoftMarginLoss, TripletMarginLoss)
+from ._conv_transpose_1d import ConvTranspose1d  # noqa: F401,E402
+from ._embedding_bag import EmbeddingBag  # noqa: F401,E402

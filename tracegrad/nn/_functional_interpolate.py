@@ -1,5 +1,6 @@
-"""`F.interpolate` for modes 'nearest', 'linear', 'bilinear', 'trilinear' (and
-`align_corners`), separable: each spatial dim is resampled by `index_select` with source
+"""`F.interpolate` for modes 'nearest', 'nearest-exact', 'linear', 'bilinear', 'trilinear'
+(and `align_corners`), and 'area' (adaptive average pooling to the output size, 3-D and 4-D
+input, as PyTorch). The resampling modes are separable: each spatial dim is resampled by `index_select` with source
 indices (and, for linear modes, blend weights) computed in numpy from the sizes alone, so
 the gradient is index_select's and mul's and a trace records no data-dependent decision.
 
@@ -7,6 +8,7 @@ PyTorch's source coordinates for output position j of a dim resized from `n` to 
 (scale = n / m, or 1 / scale_factor when a scale_factor is given and
 recompute_scale_factor is not True):
     nearest:                 min(floor(j * scale), n - 1)        (computed in float32)
+    nearest-exact:           min(floor((j + 0.5) * scale), n - 1)   (float32 too)
     linear, align_corners:   j * (n - 1) / (m - 1)               (0 when m == 1)
     linear, otherwise:       max((j + 0.5) * scale - 0.5, 0)
 A linear source x blends positions floor(x) and min(floor(x) + 1, n - 1) with weight
@@ -52,9 +54,10 @@ def _scale(n, m, sf, align_corners):
     return 1.0 / sf if sf else n / m
 
 
-def _nearest(x, d, n, m, sf):
+def _nearest(x, d, n, m, sf, exact=False):
     scale = np.float32(1.0 / sf if sf else n / m)
-    src = np.minimum(np.floor(np.arange(m, dtype=np.float32) * scale).astype(np.int64), n - 1)
+    j = np.arange(m, dtype=np.float32) + (np.float32(0.5) if exact else np.float32(0))
+    src = np.minimum(np.floor(j * scale).astype(np.int64), n - 1)
     return O.index_select(x, d, O.tensor(src))
 
 
@@ -77,11 +80,11 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
     >>> interpolate(tracegrad.tensor([[[1., 2.]]]), scale_factor=2, mode="linear")
     tensor([[[1.0000, 1.2500, 1.7500, 2.0000]]])
     """
-    if mode not in ("nearest",) + tuple(_LINEAR):
+    if mode not in ("nearest", "nearest-exact", "area") + tuple(_LINEAR):
         raise op_error(TracegradNotImplementedError, "interpolate",
                        f"tracegrad: interpolate mode={mode!r} is not supported (nearest, "
-                       "linear, bilinear, trilinear)")
-    if mode == "nearest" and align_corners is not None:
+                       "nearest-exact, area, linear, bilinear, trilinear)")
+    if mode in ("nearest", "nearest-exact", "area") and align_corners is not None:
         raise TracegradValueError("align_corners option can only be set with the "
                                   "interpolating modes: linear | bilinear | bicubic | trilinear")
     if mode in _LINEAR and input.ndim != _LINEAR[mode]:
@@ -94,11 +97,24 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
                                   "bilinear | bicubic | trilinear | area | nearest-exact "
                                   f"(got {mode})")
     sizes, sfs = _sizes(input, size, scale_factor, recompute_scale_factor)
+    if mode == "area":
+        return _area(input, sizes)
     out = input
     for k, (m, sf) in enumerate(zip(sizes, sfs)):
         d, n = 2 + k, input.shape[2 + k]
-        if mode == "nearest":
-            out = _nearest(out, d, n, m, sf)
+        if mode in ("nearest", "nearest-exact"):
+            out = _nearest(out, d, n, m, sf, mode == "nearest-exact")
         else:
             out = _linear(out, d, n, m, sf, bool(align_corners))
     return out
+
+
+def _area(input, sizes):
+    from ._functional_extra import adaptive_avg_pool2d
+    from ._functional_layers_more import adaptive_avg_pool1d
+    if input.ndim == 3:
+        return adaptive_avg_pool1d(input, sizes[0])
+    if input.ndim == 4:
+        return adaptive_avg_pool2d(input, tuple(sizes))
+    raise op_error(TracegradNotImplementedError, "interpolate", "tracegrad: interpolate "
+                   "mode='area' supports 3-D and 4-D input (adaptive_avg_pool3d is missing)")

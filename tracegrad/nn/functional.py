@@ -328,3 +328,25 @@ __all__ += ["normalize", "layer_norm", "silu", "max_pool2d", "max_pool2d_with_in
             "binary_cross_entropy_with_logits", "scaled_dot_product_attention",
             "multi_head_attention_forward", "l1_loss", "smooth_l1_loss", "huber_loss",
             "softplus", "cosine_similarity", "pad", "kl_div", "group_norm"]
+from ._functional_activations import (elu, selu, celu, mish, hardswish,  # noqa: E402,F401
+                                      hardsigmoid, relu6, hardtanh, softsign, logsigmoid,
+                                      tanhshrink, softshrink, hardshrink, threshold, glu,
+                                      prelu, softmin, elu_, selu_, celu_, hardtanh_,
+                                      threshold_)
+__all__ += ["elu", "selu", "celu", "mish", "hardswish", "hardsigmoid", "relu6", "hardtanh",
+            "softsign", "logsigmoid", "tanhshrink", "softshrink", "hardshrink", "threshold",
+            "glu", "prelu", "softmin", "elu_", "selu_", "celu_", "hardtanh_", "threshold_"]
+from ._functional_metric_losses import (pairwise_distance, triplet_margin_loss,  # noqa
+                                        margin_ranking_loss, cosine_embedding_loss,
+                                        hinge_embedding_loss, soft_margin_loss,
+                                        poisson_nll_loss, gaussian_nll_loss)
+from ._functional_layers_more import (bilinear, pixel_shuffle, pixel_unshuffle,  # noqa
+                                      adaptive_avg_pool1d)
+__all__ += ["pairwise_distance", "triplet_margin_loss", "margin_ranking_loss",
+            "cosine_embedding_loss", "hinge_embedding_loss", "soft_margin_loss",
+            "poisson_nll_loss", "gaussian_nll_loss", "bilinear", "pixel_shuffle",
+            "pixel_unshuffle", "adaptive_avg_pool1d"]
+from ._conv_transpose_1d import conv_transpose1d  # noqa: E402,F401
+__all__ += ["conv_transpose1d"]
+from ._embedding_bag import embedding_bag  # noqa: E402,F401
+__all__ += ["embedding_bag"]

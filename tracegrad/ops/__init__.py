@@ -26,3 +26,13 @@ from .compare import (equal, isclose, allclose, isinf, isfinite, isposinf,  # no
 from .composite_more import hstack, vstack, roll, diag, nan_to_num  # noqa: F401
 from .fmod_prim import fmod, trunc  # noqa: F401
 from .counting import bincount  # noqa: F401
+from .trig_prim import (tan, asin, acos, atan, sinh, cosh, asinh, acosh, atanh,  # noqa: F401
+                        log10, atan2, arcsin, arccos, arctan, arcsinh, arccosh, arctanh,
+                        arctan2)
+from .composite_math import (logaddexp, logaddexp2, clamp_min, clamp_max,  # noqa: F401
+                             var_mean, std_mean, nansum, nanmean, count_nonzero, addcmul,
+                             addcdiv, logit, cdist, median, quantile, searchsorted, bucketize,
+                             trapezoid)
+from .composite_shape import (meshgrid, rot90, fliplr, flipud, movedim, moveaxis,  # noqa
+                              tile, tensordot, kron, diff, block_diag, cartesian_prod)
+from .composite_select import masked_select, unique  # noqa: F401

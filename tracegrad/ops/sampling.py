@@ -71,7 +71,8 @@ def bernoulli(input, p=None, *, generator=None):
     """0/1 draws (in `input`'s floating dtype): 1 with probability `input` (or `p`).
 
     A composite of `rand` (so each compiled call draws anew). PyTorch records a node whose
-    gradient is zero; this result does not require grad (a comparison).
+    gradient is zero: here, when `input` requires grad, a `where` whose condition is always
+    true, so the result requires grad and `input` gets a zero gradient, as PyTorch's.
 
     >>> bernoulli(tensor([0., 1.]))
     tensor([0., 1.])
@@ -87,4 +88,9 @@ def bernoulli(input, p=None, *, generator=None):
         raise op_error(TracegradRuntimeError, "bernoulli", "Expected p_in >= 0 && p_in <= 1 "
                        "to be true, but got false.")
     u = C.rand(tuple(input.shape), generator=generator, dtype=input.dtype)
-    return E.lt(u, probs).to(input.dtype)
+    out = E.lt(u, probs).to(input.dtype)
+    if input.requires_grad:
+        from .._mode import is_grad_enabled
+        if is_grad_enabled():
+            out = E.where(E.eq(u, u), out, input)
+    return out

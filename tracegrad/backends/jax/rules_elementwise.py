@@ -117,3 +117,11 @@ def _xlogy(ctx, node, x, y):
     x, y = jnp.asarray(x), jnp.asarray(y)
     return jnp.where((x == 0) & ~jnp.isnan(y), jnp.zeros((), node.output.type.dtype.np),
                      x * jnp.log(y)).astype(node.output.type.dtype.np)
+
+from ...ops import trig_prim as TR  # noqa: E402
+
+for _p, _f in ((TR.TAN, jnp.tan), (TR.ASIN, jnp.arcsin), (TR.ACOS, jnp.arccos),
+               (TR.ATAN, jnp.arctan), (TR.SINH, jnp.sinh), (TR.COSH, jnp.cosh),
+               (TR.ASINH, jnp.arcsinh), (TR.ACOSH, jnp.arccosh), (TR.ATANH, jnp.arctanh),
+               (TR.LOG10, jnp.log10), (TR.ATAN2, jnp.arctan2)):
+    simple(_p, _f)
