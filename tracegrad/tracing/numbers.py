@@ -140,6 +140,9 @@ class Number:
             return op(o, self._v) if reflected else op(self._v, o)
         o = _operand(other)
         if o is None:
+            if _python_number(other):    # an int past 2**53, a float subclass: the value
+                f = float(self)
+                return op(other, f) if reflected else op(f, other)
             return NotImplemented
         if not self._owner.recording():
             f = float(self)
@@ -194,7 +197,7 @@ class Number:
     def _compare(self, other, op):
         o = _operand(other)
         if o is None:
-            return NotImplemented
+            return op(float(self), other) if _python_number(other) else NotImplemented
         if self._t is None or not self._owner.recording():
             return op(float(self), _value(other))
         return self._outcome(op(self._t, o), lambda f: op(f, _value(other)))
@@ -247,6 +250,14 @@ def _operand(x):
     if t is int:
         return x if -_EXACT_INT <= x <= _EXACT_INT else None
     return None
+
+
+def _python_number(x):
+    """An int or float `_operand` does not take (an int past 2**53, a subclass of either):
+    Python's own arithmetic with the float's exact value gives what eager gives (the rounding
+    of a huge int, an OverflowError, a subclass's operator), where returning NotImplemented
+    would raise a TypeError eager never raises."""
+    return type(x) is not Number and isinstance(x, (int, float))
 
 
 def _value(x):
