@@ -70,37 +70,100 @@ class Numbers:
 
     def escaped(self):
         """Whether a Number is still referenced from outside the trace (stored in an object,
-        a list, a dict, a closure, a global). Each such reference found in a dict, a list,
-        an object's attributes or a closure cell is replaced by the plain float, the very
-        value eager stored (Note [Numbers read per call]). Call with the trace finished."""
-        import gc
-        import types
+        a list, a dict, a closure, a global). Each such reference is replaced by the plain
+        float, the very value eager stored (`_put_back`, Note [Numbers put back]). Call with
+        the trace finished."""
         out = False
         mine = id(self.made)
         for n in self.made:
             if sys.getrefcount(n) <= 3:      # self.made, n, the argument
                 continue
             out = True
-            v = n._v
-            for r in gc.get_referrers(n):
-                if id(r) == mine or isinstance(r, types.FrameType):
-                    continue
-                if isinstance(r, dict):
-                    for k, x in list(r.items()):
-                        if x is n:
-                            r[k] = v
-                elif isinstance(r, list):
-                    for i, x in enumerate(r):
-                        if x is n:
-                            r[i] = v
-                elif isinstance(r, types.CellType):
-                    r.cell_contents = v
-                elif isinstance(getattr(r, "__dict__", None), dict):
-                    d = vars(r)
-                    for k, x in list(d.items()):
-                        if x is n:
-                            d[k] = v
+            for _ in range(8):               # a tuple rebuilt may hold the Number too
+                _put_back(n, n._v, {mine})
+                if sys.getrefcount(n) <= 3:
+                    break
         return out
+
+
+def _put_back(old, new, skip):
+    """Replace every reference to `old` that a dict (value or key), a list, a set, an
+    object's attributes or a closure cell holds by `new`. A tuple or frozenset holding `old`
+    cannot change: it is rebuilt with `new` and put back in its own place, in turn (a
+    `(lr, step)` appended to a history list), up to 8 tuples deep (Note [Numbers put
+    back]).
+
+    Note [Numbers put back]
+    A frozen Number behaves as its float, but it is not one: `type(x) is float` fails, and
+    C code checking for a real float refuses it (`json.dumps` of a logged history, Decimal).
+    So a Number left in the caller's state must be replaced wherever eager would have left
+    the float: as a dict key or a set member too (a `seen[lr]` table), and inside the
+    tuples user code builds around it (`history.append((lr, loss_value))`), which are
+    immutable and so replaced whole, in their own referrers. The referrer lists this
+    search makes are referrers too, and are skipped."""
+    import gc
+    import types
+    skip = set(skip)
+    pending = [(old, new, 0)]
+    while pending:
+        old, new, depth = pending.pop(0)
+        refs = gc.get_referrers(old)
+        skip.add(id(refs))
+        for r in refs:
+            if id(r) in skip or isinstance(r, types.FrameType):
+                continue
+            if isinstance(r, dict):
+                if _holds(r, old):
+                    items = _swapped_pairs(r.items(), old, new)
+                    r.clear()
+                    r.update(items)
+                else:
+                    for k, x in list(r.items()):
+                        if x is old:
+                            r[k] = new
+            elif isinstance(r, list):
+                for i, x in enumerate(r):
+                    if x is old:
+                        r[i] = new
+            elif isinstance(r, set):
+                if _holds(r, old):
+                    r.discard(old)
+                    r.add(new)
+            elif isinstance(r, (tuple, frozenset)) and depth < 8:
+                if not _holds(r, old):
+                    continue
+                items = _swapped(r, old, new)
+                try:                         # a namedtuple takes its fields
+                    rebuilt = type(r)(items) if type(r) in (tuple, frozenset) else \
+                        type(r)(*items)
+                except Exception:            # noqa: BLE001 - left as it is (frozen)
+                    continue
+                skip.add(id(rebuilt))
+                pending.append((r, rebuilt, depth + 1))
+            elif isinstance(r, types.CellType):
+                r.cell_contents = new
+            elif isinstance(getattr(r, "__dict__", None), dict):
+                d = vars(r)
+                for k, x in list(d.items()):
+                    if x is old:
+                        d[k] = new
+        del refs
+
+
+# (no comprehension in `_put_back` may name `old`: it would make `old` a closure cell of
+# `_put_back`, a referrer of `old` that the cell repair would rewrite)
+def _holds(container, old):
+    return any(x is old for x in container)
+
+
+def _swapped(items, old, new):
+    """The values `items` with `old` replaced by `new`."""
+    return [new if x is old else x for x in items]
+
+
+def _swapped_pairs(items, old, new):
+    """The (key, value) pairs `items` with `old` replaced by `new` in either."""
+    return [(new if k is old else k, new if x is old else x) for k, x in items]
 
 
 class Number:

@@ -1,0 +1,75 @@
+"""Adversarial programs for floats read per call (Note [Numbers read per call] in
+tracing/numbers.py, Notes [Float arguments that change] and [Float attributes that change]
+in compiler/dynamic_numbers.py): the float changes every call, and the compiled function
+must compute, store and raise what eager does."""
+import json
+import warnings
+
+import numpy as np
+import pytest
+
+import tracegrad as tg
+from test_compile_float_arguments import check
+
+VALUES = [0.1, 0.05, 0.07, 0.02, 0.2, 0.3]
+
+
+def _calls(make, values=VALUES):
+    """Run `make()`'s function compiled over `values`: (results, state)."""
+    fn, state = make()
+    cf = tg.compile(fn)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        out = [cf(state["x"], v) for v in values]
+    return out, state
+
+
+# -- a float meeting a Python number a Number's traced arithmetic does not take --
+def test_huge_int_times_a_float_argument():
+    """`lr * 2**60`: an int past 2**53 is Python's to round (eager gives a float), not a
+    TypeError."""
+    check(lambda: ((lambda x, lr: x * (lr * 2 ** 60 / 2 ** 60) + (2 ** 60 * lr > 1e16)),
+                   {"x": tg.randn(3)}))
+
+
+def test_float_subclass_operand():
+    class Weight(float):
+        pass
+    w = Weight(0.5)
+    check(lambda: ((lambda x, lr: x * (lr * w) + (w - lr) + (lr < w)), {"x": tg.randn(3)}))
+
+
+def test_int_too_large_for_a_float_raises_eager_overflow():
+    check(lambda: ((lambda x, lr: x * (lr * 10 ** 400)), {"x": tg.randn(3)}))
+
+
+# -- a float stored where a dict, list, object or cell repair does not reach --
+def test_a_float_inside_a_tuple_in_a_history_list_is_a_float():
+    def make():
+        s = {"x": tg.randn(3), "log": [], "named": []}
+
+        def f(x, lr):
+            s["log"].append((lr, (1, lr)))
+            return x * lr
+        return f, s
+    check(make)
+    _, s = _calls(make)
+    assert [v for v, _ in s["log"]] == VALUES
+    assert all(type(v) is float and type(w[1]) is float for v, w in s["log"])
+    json.dumps(s["log"])
+
+
+def test_a_float_as_a_dict_key_or_set_member_is_a_float():
+    def make():
+        s = {"x": tg.randn(3), "seen": set(), "table": {}}
+
+        def f(x, lr):
+            s["seen"].add(lr)
+            s["table"][lr] = len(s["table"])
+            return x * lr
+        return f, s
+    check(make)
+    _, s = _calls(make)
+    assert all(type(v) is float for v in s["seen"]) and s["seen"] == set(VALUES)
+    assert all(type(v) is float for v in s["table"]) and list(s["table"]) == VALUES
+    json.dumps(sorted(s["seen"]))
