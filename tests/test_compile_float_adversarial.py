@@ -73,3 +73,29 @@ def test_a_float_as_a_dict_key_or_set_member_is_a_float():
     assert all(type(v) is float for v in s["seen"]) and s["seen"] == set(VALUES)
     assert all(type(v) is float for v in s["table"]) and list(s["table"]) == VALUES
     json.dumps(sorted(s["seen"]))
+
+
+def test_a_trace_that_raises_after_storing_the_float_leaves_a_float():
+    """The path where the float is too large stores it, then raises: eager's state holds
+    the float, and so must the compiled function's, though that trace was not kept."""
+    def make():
+        s = {"x": tg.randn(3), "hist": [], "table": {}}
+
+        def f(x, lr):
+            if lr > 0.5:
+                s["hist"].append(lr)
+                s["table"][lr] = (lr, 1)
+                raise ValueError("learning rate too large")
+            return x * lr
+        return f, s
+    values = [0.1, 0.2, 0.7, 0.3, 0.8, 0.9]
+    check(make, values)
+    fn, s = make()
+    cf = tg.compile(fn)
+    for v in values:
+        try:
+            cf(s["x"], v)
+        except ValueError:
+            pass
+    assert s["hist"] == [0.7, 0.8, 0.9] and all(type(v) is float for v in s["hist"])
+    assert all(type(k) is float and type(v[0]) is float for k, v in s["table"].items())

@@ -206,7 +206,10 @@ class DynamicFloats:
             numbers.unsafe = True
 
     def failed(self, numbers, positions, placed=()):
-        """The trace raised: its Numbers are frozen, its positions and places static."""
+        """The trace raised: its Numbers are frozen, its positions and places static, and
+        those it stored before raising (a history list, a dict keyed by the float) are put
+        back as the plain floats eager stored."""
+        numbers.escaped()
         numbers.freeze()
         self._make_static(positions, placed)
 
