@@ -99,3 +99,32 @@ def test_a_trace_that_raises_after_storing_the_float_leaves_a_float():
             pass
     assert s["hist"] == [0.7, 0.8, 0.9] and all(type(v) is float for v in s["hist"])
     assert all(type(k) is float and type(v[0]) is float for k, v in s["table"].items())
+
+
+def test_a_float_in_a_deque_or_a_slot_is_a_float():
+    """Recent learning rates in a bounded deque, the current one in a slotted dataclass:
+    eager leaves floats there, and so must an escaped Number's repair."""
+    import collections
+    import dataclasses
+
+    @dataclasses.dataclass(slots=True)
+    class Status:
+        lr: float = 0.0
+
+    class Slotted:
+        __slots__ = ("lr",)
+
+    def make():
+        s = {"x": tg.randn(3), "recent": collections.deque(maxlen=3), "status": Status(),
+             "slotted": Slotted()}
+
+        def f(x, lr):
+            s["recent"].append(lr)
+            s["status"].lr = lr * 2
+            s["slotted"].lr = lr
+            return x * lr
+        return f, s
+    _, s = _calls(make)
+    assert list(s["recent"]) == VALUES[-3:] and all(type(v) is float for v in s["recent"])
+    assert type(s["status"].lr) is float and s["status"].lr == VALUES[-1] * 2
+    assert type(s["slotted"].lr) is float and s["slotted"].lr == VALUES[-1]

@@ -33,6 +33,7 @@ inside a custom object) escaped, and a `Number` used while the trace was not rec
 (`unsafe`); either keeps the path from being cached. Then every `Number` is frozen: it
 behaves as the plain float of its value from then on, which is what eager stored.
 """
+import collections
 import operator
 import sys
 
@@ -97,7 +98,8 @@ def _put_back(old, new, skip):
     A frozen Number behaves as its float, but it is not one: `type(x) is float` fails, and
     C code checking for a real float refuses it (`json.dumps` of a logged history, Decimal).
     So a Number left in the caller's state must be replaced wherever eager would have left
-    the float: as a dict key or a set member too (a `seen[lr]` table), and inside the
+    the float: as a dict key or a set member too (a `seen[lr]` table), in a deque or a
+    slot (a `deque(maxlen=100)` of recent rates, a slotted dataclass), and inside the
     tuples user code builds around it (`history.append((lr, loss_value))`), which are
     immutable and so replaced whole, in their own referrers. The referrer lists this
     search makes are referrers too, and are skipped."""
@@ -121,7 +123,7 @@ def _put_back(old, new, skip):
                     for k, x in list(r.items()):
                         if x is old:
                             r[k] = new
-            elif isinstance(r, list):
+            elif isinstance(r, (list, collections.deque)):
                 for i, x in enumerate(r):
                     if x is old:
                         r[i] = new
@@ -142,12 +144,26 @@ def _put_back(old, new, skip):
                 pending.append((r, rebuilt, depth + 1))
             elif isinstance(r, types.CellType):
                 r.cell_contents = new
-            elif isinstance(getattr(r, "__dict__", None), dict):
-                d = vars(r)
-                for k, x in list(d.items()):
-                    if x is old:
-                        d[k] = new
+            else:
+                if isinstance(getattr(r, "__dict__", None), dict):
+                    d = vars(r)
+                    for k, x in list(d.items()):
+                        if x is old:
+                            d[k] = new
+                _put_back_slots(r, old, new)
         del refs
+
+
+def _put_back_slots(obj, old, new):
+    """`old` replaced by `new` in the `__slots__` of `obj` (a slotted dataclass holding the
+    current learning rate), through the slot descriptors, as a frozen class's __init__
+    would."""
+    for cls in type(obj).__mro__:
+        slots = cls.__dict__.get("__slots__", ())
+        for name in (slots,) if isinstance(slots, str) else slots:
+            slot = cls.__dict__.get(name)
+            if hasattr(slot, "__set__") and getattr(obj, name, None) is old:
+                slot.__set__(obj, new)
 
 
 # (no comprehension in `_put_back` may name `old`: it would make `old` a closure cell of
