@@ -124,7 +124,13 @@ def test_a_float_in_a_deque_or_a_slot_is_a_float():
             s["slotted"].lr = lr
             return x * lr
         return f, s
-    _, s = _calls(make)
-    assert list(s["recent"]) == VALUES[-3:] and all(type(v) is float for v in s["recent"])
-    assert type(s["status"].lr) is float and s["status"].lr == VALUES[-1] * 2
-    assert type(s["slotted"].lr) is float and s["slotted"].lr == VALUES[-1]
+    fn, s = make()
+    cf = tg.compile(fn)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for k, v in enumerate(VALUES):
+            cf(s["x"], v)
+            assert list(s["recent"]) == VALUES[max(0, k - 2): k + 1]
+            assert all(type(r) is float for r in s["recent"]), k
+            assert type(s["status"].lr) is float and s["status"].lr == v * 2, k
+            assert type(s["slotted"].lr) is float and s["slotted"].lr == v, k
