@@ -134,3 +134,32 @@ def test_a_float_in_a_deque_or_a_slot_is_a_float():
             assert all(type(r) is float for r in s["recent"]), k
             assert type(s["status"].lr) is float and s["status"].lr == v * 2, k
             assert type(s["slotted"].lr) is float and s["slotted"].lr == v, k
+
+
+def _helper_asking_type(x, lr):
+    return x * 2 if type(lr) is float else x * 100
+
+
+def test_code_naming_type_first_reached_on_a_new_path_never_returns_a_silent_result():
+    """`type(lr) is float` first runs in a trace that passed a Number (the branch for a large
+    rate, after two small ones made `lr` dynamic): that trace's result is not eager's, so
+    the call raises instead of returning it, and later calls key `lr` by value."""
+    x = tg.randn(3)
+
+    def f(x, lr):
+        if lr > 0.5:
+            return _helper_asking_type(x, lr)
+        return x * lr
+    cf = tg.compile(f)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for v in (0.1, 0.2):
+            assert np.array_equal(cf(x, v).numpy(), f(x, v).numpy())
+        try:
+            out = cf(x, 0.7)
+        except RuntimeError as e:
+            assert "naming `type`" in str(e)
+        else:                            # never a silent wrong result
+            assert np.array_equal(out.numpy(), f(x, 0.7).numpy())
+        for v in (0.8, 0.3, 0.9, 0.1):
+            assert np.array_equal(cf(x, v).numpy(), f(x, v).numpy()), v
