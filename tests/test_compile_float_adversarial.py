@@ -179,3 +179,21 @@ def test_json_of_a_float_read_per_call():
             return x * lr
         return f, s
     check(make)
+
+
+def test_an_error_raised_with_the_float_carries_a_float():
+    """`raise ValueError(lr, ...)` on a path traced with a Number: the exception's args hold
+    the plain float, as eager's do."""
+    def f(x, lr):
+        if lr > 0.5:
+            raise ValueError(lr, "learning rate too large")
+        return x * lr
+    cf = tg.compile(f)
+    x = tg.randn(3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cf(x, 0.1)
+        cf(x, 0.2)
+        with pytest.raises(ValueError) as e:
+            cf(x, 0.7)
+    assert e.value.args == (0.7, "learning rate too large") and type(e.value.args[0]) is float

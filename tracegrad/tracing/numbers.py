@@ -145,6 +145,8 @@ def _put_back(old, new, skip):
             elif isinstance(r, types.CellType):
                 r.cell_contents = new
             else:
+                if isinstance(r, BaseException) and r.args is old:
+                    r.args = new             # `raise ValueError(lr, "too large")`
                 if isinstance(getattr(r, "__dict__", None), dict):
                     d = vars(r)
                     for k, x in list(d.items()):
