@@ -15,7 +15,10 @@ cached, and its positions become static too: such a function keeps the behaviour
 path per value, as it must. `type(lr) is float` is the one question a Number answers
 differently from a float, and nothing intercepts it: a function whose traces ran user code
 naming `type` never makes a float dynamic (a float changes only after a first trace, whose
-code is known by then), and a trace with Numbers that ran such code is not cached.
+code is known by then). A trace with Numbers that first reaches such code on a new path
+(`if lr > 0.5: return helper(x, lr)`) has already run it with a Number, and its result may
+be wrong: it is not cached, and the call raises rather than return it (loud, never silent);
+its Python effects have run once, as eager's would.
 
 Only flat calls take part (every argument a direct parameter: no containers), so a
 position is the binder's leaf index, the same in the key and in the call.
@@ -206,7 +209,10 @@ class DynamicFloats:
             numbers.unsafe = True
 
     def failed(self, numbers, positions, placed=()):
-        """The trace raised: its Numbers are frozen, its positions and places static."""
+        """The trace raised: its Numbers are frozen, its positions and places static, and
+        those it stored before raising (a history list, a dict keyed by the float) are put
+        back as the plain floats eager stored."""
+        numbers.escaped()
         numbers.freeze()
         self._make_static(positions, placed)
 

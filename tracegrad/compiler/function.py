@@ -442,6 +442,14 @@ class CompiledFunction:
                 del call_args, call_kwargs
         if "type" in all_names(list(watch.user_codes)):   # Note [Float arguments that
             self._floats.asks_type(numbers)                # change]
+            if numbers is not None and numbers.made:
+                self._floats.failed(numbers, positions, placed)
+                raise RuntimeError(
+                    f"tracegrad.compile: '{self.name}' ran code naming `type` for the "
+                    "first time while it read floats per call, where `type(x)` of such a "
+                    "float differs from eager's; this call's result cannot be trusted. "
+                    "Its Python effects have run once. Later calls key floats by value "
+                    "(Note [Float arguments that change]).")
         if _mode.grad_enabled() != grad_mode:   # Note [Grad mode left changed]
             tracer.replays.append((_mode.grad_enabled(), _set_grad_mode, (), {}, frozenset()))
         code = getattr(self.fn, "__code__", None)

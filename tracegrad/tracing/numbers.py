@@ -33,6 +33,7 @@ inside a custom object) escaped, and a `Number` used while the trace was not rec
 (`unsafe`); either keeps the path from being cached. Then every `Number` is frozen: it
 behaves as the plain float of its value from then on, which is what eager stored.
 """
+import collections
 import operator
 import sys
 
@@ -70,37 +71,117 @@ class Numbers:
 
     def escaped(self):
         """Whether a Number is still referenced from outside the trace (stored in an object,
-        a list, a dict, a closure, a global). Each such reference found in a dict, a list,
-        an object's attributes or a closure cell is replaced by the plain float, the very
-        value eager stored (Note [Numbers read per call]). Call with the trace finished."""
-        import gc
-        import types
+        a list, a dict, a closure, a global). Each such reference is replaced by the plain
+        float, the very value eager stored (`_put_back`, Note [Numbers put back]). Call with
+        the trace finished."""
         out = False
         mine = id(self.made)
         for n in self.made:
             if sys.getrefcount(n) <= 3:      # self.made, n, the argument
                 continue
             out = True
-            v = n._v
-            for r in gc.get_referrers(n):
-                if id(r) == mine or isinstance(r, types.FrameType):
-                    continue
-                if isinstance(r, dict):
+            for _ in range(8):               # a tuple rebuilt may hold the Number too
+                _put_back(n, n._v, {mine})
+                if sys.getrefcount(n) <= 3:
+                    break
+        return out
+
+
+def _put_back(old, new, skip):
+    """Replace every reference to `old` that a dict (value or key), a list, a set, an
+    object's attributes or a closure cell holds by `new`. A tuple or frozenset holding `old`
+    cannot change: it is rebuilt with `new` and put back in its own place, in turn (a
+    `(lr, step)` appended to a history list), up to 8 tuples deep (Note [Numbers put
+    back]).
+
+    Note [Numbers put back]
+    A frozen Number behaves as its float, but it is not one: `type(x) is float` fails, and
+    C code checking for a real float refuses it (`json.dumps` of a logged history, Decimal).
+    So a Number left in the caller's state must be replaced wherever eager would have left
+    the float: as a dict key or a set member too (a `seen[lr]` table), in a deque or a
+    slot (a `deque(maxlen=100)` of recent rates, a slotted dataclass), and inside the
+    tuples user code builds around it (`history.append((lr, loss_value))`), which are
+    immutable and so replaced whole, in their own referrers. The referrer lists this
+    search makes are referrers too, and are skipped."""
+    import gc
+    import types
+    skip = set(skip)
+    pending = [(old, new, 0)]
+    while pending:
+        old, new, depth = pending.pop(0)
+        refs = gc.get_referrers(old)
+        skip.add(id(refs))
+        for r in refs:
+            if id(r) in skip or isinstance(r, types.FrameType):
+                continue
+            if isinstance(r, dict):
+                if _holds(r, old):
+                    items = _swapped_pairs(r.items(), old, new)
+                    r.clear()
+                    r.update(items)
+                else:
                     for k, x in list(r.items()):
-                        if x is n:
-                            r[k] = v
-                elif isinstance(r, list):
-                    for i, x in enumerate(r):
-                        if x is n:
-                            r[i] = v
-                elif isinstance(r, types.CellType):
-                    r.cell_contents = v
-                elif isinstance(getattr(r, "__dict__", None), dict):
+                        if x is old:
+                            r[k] = new
+            elif isinstance(r, (list, collections.deque)):
+                for i, x in enumerate(r):
+                    if x is old:
+                        r[i] = new
+            elif isinstance(r, set):
+                if _holds(r, old):
+                    r.discard(old)
+                    r.add(new)
+            elif isinstance(r, (tuple, frozenset)) and depth < 8:
+                if not _holds(r, old):
+                    continue
+                items = _swapped(r, old, new)
+                try:                         # a namedtuple takes its fields
+                    rebuilt = type(r)(items) if type(r) in (tuple, frozenset) else \
+                        type(r)(*items)
+                except Exception:            # noqa: BLE001 - left as it is (frozen)
+                    continue
+                skip.add(id(rebuilt))
+                pending.append((r, rebuilt, depth + 1))
+            elif isinstance(r, types.CellType):
+                r.cell_contents = new
+            else:
+                if isinstance(r, BaseException) and r.args is old:
+                    r.args = new             # `raise ValueError(lr, "too large")`
+                if isinstance(getattr(r, "__dict__", None), dict):
                     d = vars(r)
                     for k, x in list(d.items()):
-                        if x is n:
-                            d[k] = v
-        return out
+                        if x is old:
+                            d[k] = new
+                _put_back_slots(r, old, new)
+        del refs
+
+
+def _put_back_slots(obj, old, new):
+    """`old` replaced by `new` in the `__slots__` of `obj` (a slotted dataclass holding the
+    current learning rate), through the slot descriptors, as a frozen class's __init__
+    would."""
+    for cls in type(obj).__mro__:
+        slots = cls.__dict__.get("__slots__", ())
+        for name in (slots,) if isinstance(slots, str) else slots:
+            slot = cls.__dict__.get(name)
+            if hasattr(slot, "__set__") and getattr(obj, name, None) is old:
+                slot.__set__(obj, new)
+
+
+# (no comprehension in `_put_back` may name `old`: it would make `old` a closure cell of
+# `_put_back`, a referrer of `old` that the cell repair would rewrite)
+def _holds(container, old):
+    return any(x is old for x in container)
+
+
+def _swapped(items, old, new):
+    """The values `items` with `old` replaced by `new`."""
+    return [new if x is old else x for x in items]
+
+
+def _swapped_pairs(items, old, new):
+    """The (key, value) pairs `items` with `old` replaced by `new` in either."""
+    return [(new if k is old else k, new if x is old else x) for k, x in items]
 
 
 class Number:
@@ -140,6 +221,9 @@ class Number:
             return op(o, self._v) if reflected else op(self._v, o)
         o = _operand(other)
         if o is None:
+            if _python_number(other):    # an int past 2**53, a float subclass: the value
+                f = float(self)
+                return op(other, f) if reflected else op(f, other)
             return NotImplemented
         if not self._owner.recording():
             f = float(self)
@@ -194,7 +278,7 @@ class Number:
     def _compare(self, other, op):
         o = _operand(other)
         if o is None:
-            return NotImplemented
+            return op(float(self), other) if _python_number(other) else NotImplemented
         if self._t is None or not self._owner.recording():
             return op(float(self), _value(other))
         return self._outcome(op(self._t, o), lambda f: op(f, _value(other)))
@@ -249,6 +333,14 @@ def _operand(x):
     if t is int:
         return x if -_EXACT_INT <= x <= _EXACT_INT else None
     return None
+
+
+def _python_number(x):
+    """An int or float `_operand` does not take (an int past 2**53, a subclass of either):
+    Python's own arithmetic with the float's exact value gives what eager gives (the rounding
+    of a huge int, an OverflowError, a subclass's operator), where returning NotImplemented
+    would raise a TypeError eager never raises."""
+    return type(x) is not Number and isinstance(x, (int, float))
 
 
 def _value(x):
