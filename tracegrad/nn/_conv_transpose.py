@@ -10,7 +10,7 @@ from .. import ops as O
 from .._errors import TracegradRuntimeError, TracegradValueError, op_error
 from .. import _dtype as D
 from ..ops import creation as C
-from .layers import _pair, _reset_weight_and_bias
+from .layers import _check_groups, _pair, _reset_weight_and_bias
 from .module import Module
 from .parameter import Parameter
 
@@ -70,12 +70,7 @@ class ConvTranspose2d(Module):
                  output_padding=0, groups=1, bias=True, dilation=1, padding_mode="zeros",
                  device=None, dtype=None):
         super().__init__()
-        if groups <= 0:
-            raise TracegradValueError("groups must be a positive integer")
-        if in_channels % groups:
-            raise TracegradValueError("in_channels must be divisible by groups")
-        if out_channels % groups:
-            raise TracegradValueError("out_channels must be divisible by groups")
+        _check_groups(in_channels, out_channels, groups)
         if padding_mode != "zeros":
             raise TracegradValueError(f'Only "zeros" padding mode is supported for '
                                       f"{type(self).__name__}")

@@ -9,7 +9,7 @@ total = dilation * (kernel - 1)) and then convolves without padding.
 """
 from .._errors import TracegradValueError
 from . import functional as F
-from .layers import _add_weight_and_bias, _reset_weight_and_bias
+from .layers import _add_weight_and_bias, _check_groups, _reset_weight_and_bias
 from .module import Module
 
 _PAD_MODES = ("zeros", "reflect", "replicate", "circular")
@@ -30,12 +30,7 @@ class Conv1d(Module):
                  dilation=1, groups=1, bias=True, padding_mode="zeros", device=None,
                  dtype=None):
         super().__init__()
-        if groups <= 0:
-            raise TracegradValueError("groups must be a positive integer")
-        if in_channels % groups:
-            raise TracegradValueError("in_channels must be divisible by groups")
-        if out_channels % groups:
-            raise TracegradValueError("out_channels must be divisible by groups")
+        _check_groups(in_channels, out_channels, groups)
         if padding_mode not in _PAD_MODES:
             raise TracegradValueError(f"padding_mode must be one of {list(_PAD_MODES)}, but "
                                       f"got padding_mode='{padding_mode}'")

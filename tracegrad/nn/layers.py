@@ -83,6 +83,17 @@ def _pair(v):
     return t * 2 if len(t) == 1 else t
 
 
+def _check_groups(in_channels, out_channels, groups):
+    """A convolution's `groups` must be positive and divide both channel counts (PyTorch's
+    ValueErrors)."""
+    if groups <= 0:
+        raise TracegradValueError("groups must be a positive integer")
+    if in_channels % groups:
+        raise TracegradValueError("in_channels must be divisible by groups")
+    if out_channels % groups:
+        raise TracegradValueError("out_channels must be divisible by groups")
+
+
 class Conv2d(Module):
     """2-D convolution over (N, C, H, W) or (C, H, W) input: weight
     (out_channels, in_channels / groups, kh, kw), optional bias (out_channels,).
@@ -98,12 +109,7 @@ class Conv2d(Module):
                  dilation=1, groups=1, bias=True, padding_mode="zeros", device=None,
                  dtype=None):
         super().__init__()
-        if groups <= 0:
-            raise TracegradValueError("groups must be a positive integer")
-        if in_channels % groups:
-            raise TracegradValueError("in_channels must be divisible by groups")
-        if out_channels % groups:
-            raise TracegradValueError("out_channels must be divisible by groups")
+        _check_groups(in_channels, out_channels, groups)
         self.stride, self.dilation = _pair(stride), _pair(dilation)
         if isinstance(padding, str):
             if padding not in ("valid", "same"):
