@@ -57,14 +57,15 @@ def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_paddi
     return O.squeeze(out, 0) if unbatched else out
 
 
-class ConvTranspose2d(Module):
-    """`ConvTranspose2d(in_channels, out_channels, kernel_size, stride=1, padding=0,
-    output_padding=0, groups=1, bias=True, dilation=1, padding_mode='zeros')`; weight
-    (in, out / groups, kh, kw). `forward(input, output_size=None)`.
+def _ntuple(v, n):
+    return tuple(v)[:n] if isinstance(v, (tuple, list)) else (v,) * n
 
-    >>> ConvTranspose2d(8, 4, 4, stride=2, padding=1)
-    ConvTranspose2d(8, 4, kernel_size=(4, 4), stride=(2, 2), padding=(1, 1))
-    """
+
+class _ConvTransposeNd(Module):
+    """What ConvTranspose1d and ConvTranspose2d share (`_dims` spatial dimensions): the
+    constructor's checks, attributes, parameters and init, the output padding that
+    `forward(input, output_size)` asks for, and the repr."""
+    _dims = 2
 
     def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0,
                  output_padding=0, groups=1, bias=True, dilation=1, padding_mode="zeros",
@@ -74,10 +75,11 @@ class ConvTranspose2d(Module):
         if padding_mode != "zeros":
             raise TracegradValueError(f'Only "zeros" padding mode is supported for '
                                       f"{type(self).__name__}")
+        n = self._dims
         self.in_channels, self.out_channels = in_channels, out_channels
-        self.kernel_size, self.stride = _pair(kernel_size), _pair(stride)
-        self.padding, self.output_padding = _pair(padding), _pair(output_padding)
-        self.dilation, self.groups, self.padding_mode = _pair(dilation), groups, padding_mode
+        self.kernel_size, self.stride = _ntuple(kernel_size, n), _ntuple(stride, n)
+        self.padding, self.output_padding = _ntuple(padding, n), _ntuple(output_padding, n)
+        self.dilation, self.groups, self.padding_mode = _ntuple(dilation, n), groups, padding_mode
         dt = dtype if dtype is not None else D.get_default_dtype()
         self.weight = Parameter(C.empty(in_channels, out_channels // groups, *self.kernel_size,
                                         dtype=dt))
@@ -90,38 +92,50 @@ class ConvTranspose2d(Module):
     def reset_parameters(self):
         _reset_weight_and_bias(self.weight, self.bias)
 
-    def forward(self, input, output_size=None):
-        op = self.output_padding
-        if output_size is not None:
-            op = self._output_padding(input, output_size)
-        return conv_transpose2d(input, self.weight, self.bias, self.stride, self.padding, op,
-                                self.groups, self.dilation)
-
     def _output_padding(self, input, output_size):
-        want = list(output_size)[-2:]
+        n = self._dims
+        want = list(output_size)[-n:]
         out = []
-        for i, n in enumerate(input.shape[-2:]):
-            least = ((n - 1) * self.stride[i] - 2 * self.padding[i] +
+        for i, size in enumerate(input.shape[-n:]):
+            least = ((size - 1) * self.stride[i] - 2 * self.padding[i] +
                      self.dilation[i] * (self.kernel_size[i] - 1) + 1)
             if not least <= want[i] < least + self.stride[i]:
                 raise TracegradValueError(
                     f"requested an output size of {want}, but valid sizes range from "
                     f"{least} to {least + self.stride[i] - 1} (for an input of "
-                    f"{list(input.shape[-2:])})")
+                    f"{list(input.shape[-n:])})")
             out.append(want[i] - least)
         return tuple(out)
 
     def extra_repr(self):
+        zeros, ones = (0,) * self._dims, (1,) * self._dims
         s = (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
              f"stride={self.stride}")
-        if self.padding != (0, 0):
+        if self.padding != zeros:
             s += f", padding={self.padding}"
-        if self.dilation != (1, 1):
+        if self.dilation != ones:
             s += f", dilation={self.dilation}"
-        if self.output_padding != (0, 0):
+        if self.output_padding != zeros:
             s += f", output_padding={self.output_padding}"
         if self.groups != 1:
             s += f", groups={self.groups}"
         if self.bias is None:
             s += ", bias=False"
         return s
+
+
+class ConvTranspose2d(_ConvTransposeNd):
+    """`ConvTranspose2d(in_channels, out_channels, kernel_size, stride=1, padding=0,
+    output_padding=0, groups=1, bias=True, dilation=1, padding_mode='zeros')`; weight
+    (in, out / groups, kh, kw). `forward(input, output_size=None)`.
+
+    >>> ConvTranspose2d(8, 4, 4, stride=2, padding=1)
+    ConvTranspose2d(8, 4, kernel_size=(4, 4), stride=(2, 2), padding=(1, 1))
+    """
+
+    def forward(self, input, output_size=None):
+        op = self.output_padding
+        if output_size is not None:
+            op = self._output_padding(input, output_size)
+        return conv_transpose2d(input, self.weight, self.bias, self.stride, self.padding, op,
+                                self.groups, self.dilation)

@@ -10,6 +10,7 @@ total = dilation * (kernel - 1)) and then convolves without padding.
 from .._errors import TracegradValueError
 from . import functional as F
 from .layers import _add_weight_and_bias, _check_groups, _reset_weight_and_bias
+from ._pooling import _MaxPoolNd
 from .module import Module
 
 _PAD_MODES = ("zeros", "reflect", "replicate", "circular")
@@ -80,25 +81,13 @@ class Conv1d(Module):
         return s
 
 
-class MaxPool1d(Module):
+class MaxPool1d(_MaxPoolNd):
     """`MaxPool1d(kernel_size, stride=None, padding=0, dilation=1, return_indices=False,
     ceil_mode=False)`."""
-
-    def __init__(self, kernel_size, stride=None, padding=0, dilation=1, return_indices=False,
-                 ceil_mode=False):
-        super().__init__()
-        self.kernel_size = kernel_size
-        self.stride = stride if stride is not None else kernel_size
-        self.padding, self.dilation = padding, dilation
-        self.return_indices, self.ceil_mode = return_indices, ceil_mode
 
     def forward(self, input):
         return F.max_pool1d(input, self.kernel_size, self.stride, self.padding, self.dilation,
                             ceil_mode=self.ceil_mode, return_indices=self.return_indices)
-
-    def extra_repr(self):
-        return (f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
-                f", dilation={self.dilation}, ceil_mode={self.ceil_mode}")
 
 
 class AvgPool1d(Module):

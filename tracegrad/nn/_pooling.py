@@ -1,12 +1,13 @@
-"""Pooling modules: `MaxPool2d`, `AvgPool2d`, `AdaptiveAvgPool2d` (PyTorch's constructors,
+"""Pooling modules: `MaxPool2d` (and `_MaxPoolNd`, shared with MaxPool1d), `AvgPool2d`, `AdaptiveAvgPool2d` (PyTorch's constructors,
 attributes as given -- an int stays an int -- and reprs); forwards call nn.functional."""
 from . import _functional_extra as FX
 from .module import Module
 
 
-class MaxPool2d(Module):
-    """`MaxPool2d(kernel_size, stride=None, padding=0, dilation=1, return_indices=False,
-    ceil_mode=False)`; stride defaults to kernel_size."""
+class _MaxPoolNd(Module):
+    """What MaxPool1d and MaxPool2d share (as PyTorch's `_MaxPoolNd`): the constructor,
+    `kernel_size, stride=None, padding=0, dilation=1, return_indices=False,
+    ceil_mode=False` with stride defaulting to kernel_size, and the repr."""
 
     def __init__(self, kernel_size, stride=None, padding=0, dilation=1, return_indices=False,
                  ceil_mode=False):
@@ -16,13 +17,18 @@ class MaxPool2d(Module):
         self.padding, self.dilation = padding, dilation
         self.return_indices, self.ceil_mode = return_indices, ceil_mode
 
-    def forward(self, input):
-        return FX.max_pool2d(input, self.kernel_size, self.stride, self.padding, self.dilation,
-                             ceil_mode=self.ceil_mode, return_indices=self.return_indices)
-
     def extra_repr(self):
         return (f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
                 f", dilation={self.dilation}, ceil_mode={self.ceil_mode}")
+
+
+class MaxPool2d(_MaxPoolNd):
+    """`MaxPool2d(kernel_size, stride=None, padding=0, dilation=1, return_indices=False,
+    ceil_mode=False)`; stride defaults to kernel_size."""
+
+    def forward(self, input):
+        return FX.max_pool2d(input, self.kernel_size, self.stride, self.padding, self.dilation,
+                             ceil_mode=self.ceil_mode, return_indices=self.return_indices)
 
 
 class AvgPool2d(Module):
