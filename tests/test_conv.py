@@ -373,3 +373,41 @@ def test_module_bad_arguments_raise_what_torch_raises(kwargs):
     with pytest.raises(Exception) as ours:
         nn.Conv2d(6, 4, 3, **kwargs)
     assert isinstance(ours.value, type(theirs.value))
+
+
+class _WSConv(nn.Conv2d):
+    """Weight-standardised convolution, written as PyTorch users subclass Conv2d."""
+
+    def forward(self, x):
+        w = self.weight
+        w = (w - w.mean(dim=(1, 2, 3), keepdim=True)) / (w.std(dim=(1, 2, 3), keepdim=True)
+                                                          + 1e-5)
+        return self._conv_forward(x, w, self.bias)
+
+
+@pytest.mark.parametrize("mode", ["zeros", "reflect"])
+def test_subclass_calling_conv_forward_matches_torch_and_compiles(mode):
+    torch = pytest.importorskip("torch")
+
+    class TorchWS(torch.nn.Conv2d):
+        def forward(self, x):
+            w = self.weight
+            w = (w - w.mean(dim=(1, 2, 3), keepdim=True)) / (
+                w.std(dim=(1, 2, 3), keepdim=True) + 1e-5)
+            return self._conv_forward(x, w, self.bias)
+
+    tg.manual_seed(0)
+    m = _WSConv(3, 4, 3, padding=1, padding_mode=mode).double()
+    t = TorchWS(3, 4, 3, padding=1, padding_mode=mode).double()
+    t.load_state_dict({k: torch.tensor(v.detach().numpy()) for k, v in m.state_dict().items()})
+    x = np.random.default_rng(0).standard_normal((2, 3, 6, 5))
+    compiled = tg.compile(m)
+    for run in (m, compiled, compiled):
+        m.zero_grad()
+        out = run(tg.tensor(x))
+        out.square().sum().backward()
+        t.zero_grad()
+        ref = t(torch.tensor(x))
+        ref.square().sum().backward()
+        np.testing.assert_allclose(out.detach().numpy(), ref.detach().numpy(), rtol=1e-10)
+        np.testing.assert_allclose(m.weight.grad.numpy(), t.weight.grad.numpy(), rtol=1e-9)

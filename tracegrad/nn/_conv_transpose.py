@@ -10,7 +10,7 @@ from .. import ops as O
 from .._errors import TracegradRuntimeError, TracegradValueError, op_error
 from .. import _dtype as D
 from ..ops import creation as C
-from .layers import _check_groups, _pair, _reset_weight_and_bias
+from .layers import _check_groups, _ntuple, _pair, _reset_weight_and_bias
 from .module import Module
 from .parameter import Parameter
 
@@ -55,10 +55,6 @@ def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_paddi
     if bias is not None:
         out = O.add(out, O.reshape(bias, (-1, 1, 1)))
     return O.squeeze(out, 0) if unbatched else out
-
-
-def _ntuple(v, n):
-    return tuple(v)[:n] if isinstance(v, (tuple, list)) else (v,) * n
 
 
 class _ConvTransposeNd(Module):

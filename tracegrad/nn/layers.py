@@ -1,5 +1,5 @@
-"""Basic layers: `Linear`, `Conv2d`, `Embedding`, `Dropout`, activations, `Identity`,
-`Flatten`.
+"""Basic layers: `Linear`, `Conv2d` (and `_ConvNd`, shared with Conv1d), `Embedding`,
+`Dropout`, activations, `Identity`, `Flatten`.
 
 Constructors, defaults, initialisation and `repr` follow PyTorch; forwards call
 `nn.functional`. Parameters are initialised with `nn.init` from tracegrad's generator, so
@@ -77,10 +77,15 @@ def _reset_weight_and_bias(weight, bias):
         init.uniform_(bias, -bound, bound)
 
 
-def _pair(v):
-    """An int or a 1- or 2-sequence as a tuple of two (what Conv2d stores and prints)."""
+def _ntuple(v, n):
+    """An int or a sequence as a tuple of `n` (a 1-sequence repeated): what convolutions
+    store and print (`_pair` for 2-D)."""
     t = tuple(v) if isinstance(v, (tuple, list)) else (v,)
-    return t * 2 if len(t) == 1 else t
+    return t * n if len(t) == 1 else t
+
+
+def _pair(v):
+    return _ntuple(v, 2)
 
 
 def _check_groups(in_channels, out_channels, groups):
@@ -94,38 +99,40 @@ def _check_groups(in_channels, out_channels, groups):
         raise TracegradValueError("out_channels must be divisible by groups")
 
 
-class Conv2d(Module):
-    """2-D convolution over (N, C, H, W) or (C, H, W) input: weight
-    (out_channels, in_channels / groups, kh, kw), optional bias (out_channels,).
+class _ConvNd(Module):
+    """What Conv1d and Conv2d share (`_dims` spatial dimensions), as PyTorch's `_ConvNd`:
+    the constructor's checks and attributes, parameters and init, `forward` through
+    `_conv_forward(input, weight, bias)` (which subclasses written for PyTorch call), and
+    the repr.
 
-    Init, `repr` and argument checks as PyTorch; `padding_mode` 'zeros', 'reflect',
-    'replicate' or 'circular' (the last three pad with `F.pad` first).
-
-    >>> Conv2d(3, 8, 3)
-    Conv2d(3, 8, kernel_size=(3, 3), stride=(1, 1))
-    """
+    Note [Conv padding modes]
+    As in PyTorch, a non-'zeros' `padding_mode` pads the input with `F.pad` first (by
+    `_reversed_padding_repeated_twice`: for 'same', (total // 2, total - total // 2) with
+    total = dilation * (kernel - 1)) and then convolves without padding."""
+    _dims = 2
 
     def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0,
                  dilation=1, groups=1, bias=True, padding_mode="zeros", device=None,
                  dtype=None):
         super().__init__()
+        n = self._dims
         _check_groups(in_channels, out_channels, groups)
-        self.stride, self.dilation = _pair(stride), _pair(dilation)
+        self.stride, self.dilation = _ntuple(stride, n), _ntuple(dilation, n)
         if isinstance(padding, str):
             if padding not in ("valid", "same"):
                 raise TracegradValueError(f"Invalid padding string {padding!r}, should be one "
                                           "of {'valid', 'same'}")
-            if padding == "same" and self.stride != (1, 1):
+            if padding == "same" and self.stride != (1,) * n:
                 raise TracegradValueError("padding='same' is not supported for strided "
                                           "convolutions")
         else:
-            padding = _pair(padding)
+            padding = _ntuple(padding, n)
         if padding_mode not in ("zeros", "reflect", "replicate", "circular"):
             raise TracegradValueError("padding_mode must be one of ['zeros', 'reflect', "
                                       f"'replicate', 'circular'], but got padding_mode="
                                       f"'{padding_mode}'")
         self.in_channels, self.out_channels = in_channels, out_channels
-        self.kernel_size, self.padding = _pair(kernel_size), padding
+        self.kernel_size, self.padding = _ntuple(kernel_size, n), padding
         self.groups, self.padding_mode = groups, padding_mode
         self._reversed_padding_repeated_twice = _reversed_padding(
             padding, self.kernel_size, self.dilation)
@@ -135,20 +142,22 @@ class Conv2d(Module):
     def reset_parameters(self):
         _reset_weight_and_bias(self.weight, self.bias)
 
-    def forward(self, input):
-        if self.padding_mode != "zeros":         # pad first, as PyTorch (nn/_layers_1d.py)
+    def _conv_forward(self, input, weight, bias):
+        conv = F.conv2d if self._dims == 2 else F.conv1d
+        if self.padding_mode != "zeros":         # Note [Conv padding modes]
             input = F.pad(input, self._reversed_padding_repeated_twice, mode=self.padding_mode)
-            return F.conv2d(input, self.weight, self.bias, self.stride, 0, self.dilation,
-                            self.groups)
-        return F.conv2d(input, self.weight, self.bias, self.stride, self.padding,
-                        self.dilation, self.groups)
+            return conv(input, weight, bias, self.stride, 0, self.dilation, self.groups)
+        return conv(input, weight, bias, self.stride, self.padding, self.dilation, self.groups)
+
+    def forward(self, input):
+        return self._conv_forward(input, self.weight, self.bias)
 
     def extra_repr(self):
         s = (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
              f"stride={self.stride}")
-        if self.padding != (0, 0):
+        if self.padding != (0,) * self._dims:
             s += f", padding={self.padding}"     # a string prints bare: padding=same
-        if self.dilation != (1, 1):
+        if self.dilation != (1,) * self._dims:
             s += f", dilation={self.dilation}"
         if self.groups != 1:
             s += f", groups={self.groups}"
@@ -157,6 +166,18 @@ class Conv2d(Module):
         if self.padding_mode != "zeros":
             s += f", padding_mode={self.padding_mode}"
         return s
+
+
+class Conv2d(_ConvNd):
+    """2-D convolution over (N, C, H, W) or (C, H, W) input: weight
+    (out_channels, in_channels / groups, kh, kw), optional bias (out_channels,).
+
+    Init, `repr` and argument checks as PyTorch; `padding_mode` 'zeros', 'reflect',
+    'replicate' or 'circular' (the last three pad with `F.pad` first).
+
+    >>> Conv2d(3, 8, 3)
+    Conv2d(3, 8, kernel_size=(3, 3), stride=(1, 1))
+    """
 
 
 def _reversed_padding(padding, kernel, dilation):
