@@ -61,7 +61,7 @@ _HOOK_REGISTRIES = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks",
                     "_backward_pre_hooks")
 _MODULE_INTERNALS = frozenset(_HOOK_REGISTRIES + (
     "_parameters", "_buffers", "_modules", "_non_persistent_buffers_set", "_orig_mod",
-    "_compiled", "_forward_pre_hooks_with_kwargs", "_forward_hooks_with_kwargs",
+    "_compiled", "_compiled_call_impl", "_forward_pre_hooks_with_kwargs", "_forward_hooks_with_kwargs",
     "_forward_hooks_always_called"))
 _LEN = object()         # key of a length guard
 _MAPPINGS = (dict, types.MappingProxyType, SlotView)   # places read by .get(key, _MISSING)

@@ -56,9 +56,19 @@ class Module:
             f'Module [{type(self).__name__}] is missing the required "forward" function')
 
     def __call__(self, *args, **kwargs):
+        compiled = self.__dict__.get("_compiled_call_impl")
+        if compiled is not None:                     # `self.compile()` ran
+            return compiled.forward(*args, **kwargs)
         if not has_hooks(self):
             return self.forward(*args, **kwargs)     # the common case: no hooks to run
         return call_with_hooks(self, self.forward, args, kwargs)
+
+    def compile(self, *args, **kwargs):
+        """Compile this module's calls in place, as PyTorch's `Module.compile`: from now on
+        `self(...)` runs what `tracegrad.compile(self, *args, **kwargs)` returns (hooks
+        included; parameters, names and `state_dict` unchanged). Returns None."""
+        from ..compiler.entry import compile as _compile
+        self.__dict__["_compiled_call_impl"] = _compile(self, *args, **kwargs)
 
     def register_forward_pre_hook(self, hook, *, prepend=False, with_kwargs=False):
         """`hook(module, args)` runs before forward; may return replacement args. With
