@@ -157,6 +157,14 @@ class CompiledFunction:
         return sorted((p for e in self.entries.values() for p in e.paths),
                       key=lambda p: getattr(p, "serial", 0))
 
+    def reset(self, reason):
+        """Drop every cached path (`tracegrad.compiler.reset()`); the next call traces for
+        `reason`."""
+        with self._trace_lock:
+            self.entries, self._hit, self._last_key = {}, None, None
+            self._floats, self._paths_added = DynamicFloats(), 0
+            self._fresh_reason = reason
+
     def _n_paths(self):
         return self._paths_added
 
