@@ -276,7 +276,7 @@ def test_a_first_call_that_raises_is_no_retrace_reason_for_the_next():
     cf(tg.ones(5))
     assert cf.stats.traces == 2 and cf.stats.retraces == []
     cf(tg.ones(1, 5))
-    assert cf.stats.retraces == ["argument 0: shape changed ((5,) -> (1, 5))"]
+    assert cf.stats.retraces == ["argument 0 ('x'): shape changed ((5,) -> (1, 5))"]
 
 
 def test_eager_error_type_from_compiled_path():
@@ -889,3 +889,19 @@ def test_leaf_created_inside_runs_eagerly_with_a_warning():
             out, w = cf(tg.ones(3))
             assert not out.requires_grad and w.requires_grad and w.is_leaf
     assert cf.stats.cache_hits == 0
+
+
+def test_a_changing_int_argument_is_named_and_the_cache_limit_warning_says_what_to_do():
+    def step(x, k, *, scale=2.0):
+        return x * 2 if k % 2 else x * 3
+
+    cf = tg.compile(step, cache_limit=3)
+    with pytest.warns(UserWarning, match=r"argument 1 \('k'\) changed \(2 -> 3\).*as a "
+                                          r"tensor \(`tracegrad.tensor\(step\)`\)"):
+        outs = [cf(tg.ones(1), k).item() for k in range(5)]
+    assert outs == [3.0, 2.0, 3.0, 2.0, 3.0]
+    assert cf.stats.retraces[0] == "argument 1 ('k') changed (0 -> 1)"
+    # the advice works: a tensor step counter gives one path per outcome of `k % 2`
+    cf = tg.compile(step)
+    assert [cf(tg.ones(1), tg.tensor(k)).item() for k in range(6)] == [3.0, 2.0] * 3
+    assert cf.stats.traces == 2

@@ -215,7 +215,7 @@ def test_an_argument_out_of_c_order_gets_its_own_path_and_eager_bits():
         want = ((arg * 2).tanh() * 3).sum(0)
         assert _bits(f(arg).numpy()) == _bits(want.numpy())
     assert f.stats.traces == 2
-    assert f.stats.retraces == ["argument 0: C-contiguous layout changed (True -> False)"]
+    assert f.stats.retraces == ["argument 0 ('x'): C-contiguous layout changed (True -> False)"]
 
 
 def test_forward_and_backward_plans_of_a_loss():

@@ -21,6 +21,7 @@ import functools
 import itertools
 import logging
 import os
+import re
 import threading
 import types
 import warnings
@@ -225,7 +226,8 @@ class CompiledFunction:
             if entry is None:
                 reason = (self._fresh_reason if not self.entries else
                           wider[1] if wider is not None else
-                          describe_difference(self._last_key, key) if self._last_key
+                          describe_difference(self._last_key, key, self.binder.names)
+                          if self._last_key
                           else "new entry")
             else:
                 out, reason = self._run_cached(entry, tensors)
@@ -491,7 +493,18 @@ class CompiledFunction:
         if not self._warned:
             hint = ("Raise cache_limit or make the control flow depend less on tensor "
                     "values.")
-            if reason and reason.startswith(("guard item(", "guard float(", "guard int(")):
+            if reason and re.match(r"argument [^ ]+( \('[^']*'\))? changed \(", reason):
+                hint = ("A Python value passed as an argument is part of the path's key, so "
+                        "each new value traces again (a float is read per call, other values "
+                        "are not): pass a value that changes on every call, such as a step "
+                        "counter, as a tensor (`tracegrad.tensor(step)`), or compute what "
+                        "depends on it outside the compiled function.")
+            elif reason and re.match(r"(global|closure variable|attribute) .* changed", reason):
+                hint = ("The function reads Python state that changed between calls, and "
+                        "each new value traces again: pass a value that changes on every "
+                        "call as an argument (a float argument is read per call) or as a "
+                        "tensor.")
+            elif reason and reason.startswith(("guard item(", "guard float(", "guard int(")):
                 hint = ("A Python number taken from a tensor (.item(), float(), int()) is a "
                         "guard and differs on every call: return or compute with the tensor "
                         "itself (return `loss`, not `loss.item()`), and take the number "

@@ -109,8 +109,9 @@ def _module_flags(x):
         return None
 
 
-def describe_difference(old, new):
-    """Human-readable reason two entry keys differ (for retrace logs)."""
+def describe_difference(old, new, names=()):
+    """Human-readable reason two entry keys differ (for retrace logs); `names`: the
+    function's parameter names, used when the arguments are flat (leaf i is parameter i)."""
     if len(old) > 5 and len(new) > 5 and old[5] != new[5]:
         return f"module training flags changed ({old[5]} -> {new[5]})"
     if old[3] != new[3]:
@@ -130,6 +131,8 @@ def describe_difference(old, new):
         return f"number of arguments changed ({len(op)} -> {len(np_)})"
     for i, (a, b) in enumerate(zip(op, np_)):
         if a != b:
+            if new[4] is None and i < len(names):
+                i = f"{i} ('{names[i]}')"
             if a[0] == "T" and b[0] == "T":
                 for name, x, y in zip(("shape", "dtype", "requires_grad",
                                        "C-contiguous layout", "is_leaf (or gradient hooks)",
