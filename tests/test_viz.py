@@ -532,3 +532,27 @@ def test_render_refuses_an_unknown_suffix_before_drawing(tmp_path):
         viz.render(_guarded_fn(), tmp_path / "g.gif")
     assert "format=" in str(info.value)
     assert not (tmp_path / "g.gif").exists()
+
+
+def test_a_training_steps_picture_names_gradients_and_optimizer_state():
+    tg.manual_seed(0)
+    model = tg.nn.Sequential(tg.nn.Linear(4, 3), tg.nn.ReLU(), tg.nn.Linear(3, 2))
+    opt = tg.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+
+    @tg.compile
+    def step(x, y):
+        opt.zero_grad()
+        loss = tg.nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    for _ in range(3):
+        step(tg.ones(5, 4), tg.tensor([0, 1, 1, 0, 1]))
+    text = step.explain()
+    src = step.to_dot().source
+    for name in ("0.weight", "0.bias", "2.weight", "2.bias"):
+        assert f"%{name}.momentum_buffer:" in text            # not %captured<k>
+        assert f"%{name}.grad" in src and f"writes %{name}.momentum_buffer" in src
+    assert "captured" not in "".join(l.split(":")[0] for l in text.splitlines()
+                                     if l.startswith("  %"))

@@ -320,7 +320,26 @@ def scan(target, objects=()):
         s.function(target, 0)
     for name, obj in objects:
         s.value_in(None, None, obj, f"argument '{name}'", 0)
+    _name_optimizer_state(s)
     return s
+
+
+def _name_optimizer_state(s):
+    """Name the state tensors of the optimizers walked after their parameters
+    (`0.weight.momentum_buffer`, `fc.bias.exp_avg`), so graphs and `explain()` show what
+    each is rather than a position."""
+    from ..optim.optimizer import Optimizer
+    for g in s.guards:
+        opt = g.expected
+        if g.mode != "is" or not isinstance(opt, Optimizer):
+            continue
+        for p, st in list(vars(opt).get("state", {}).items()):
+            base = s.names.get(id(p))
+            if base is None or not isinstance(st, dict):
+                continue
+            for k, t in list(st.items()):
+                if isinstance(t, Tensor) and isinstance(k, str):
+                    s.names.setdefault(id(t), f"{base}.{k}")
 
 
 class _Scanner:

@@ -53,8 +53,12 @@ def path_drawing(path, color_by=None, d=None, base=(), ids=None):
     fsrc, fnames = draw_graph(d, fg, ids, fc, buffers=fbuf,
                               input_kind=lambda k, v: "leaf" if k in wrt else "input")
     out_ids = []
+    grad_of = {k: fg.inputs[pos] for pos, k in getattr(path, "grad_set_plan", ())
+               if k is not None and pos < len(fg.inputs)}
     for k, v in enumerate(fg.outputs[:part.n_user]):
-        oid = d.add(ids.new("v"), "output", [f"output {k}", str(v.type)], cluster=fc)
+        head = f"%{fnames[grad_of[k]]}.grad" if k in grad_of else f"output {k}"
+        oid = d.add(ids.new("v"), "output", [head, str(v.type)], cluster=fc,
+                    tooltip=f"output {k}: becomes this .grad" if k in grad_of else None)
         d.edge(fsrc[v], oid, str(v.type))
         out_ids.append(oid)
     n_saved_fwd = len(part.saved) - len(part.saved_from_input)
