@@ -96,3 +96,23 @@ def test_names_match_torch_compiler():
     torch = pytest.importorskip("torch")
     for name in ("reset", "disable", "is_compiling", "is_dynamo_compiling"):
         assert hasattr(torch.compiler, name) and hasattr(tg.compiler, name)
+
+
+def test_dynamo_names_scripts_call():
+    import tracegrad as torch
+    torch._dynamo.reset()
+    old = torch._dynamo.config.cache_size_limit
+    assert old == torch._dynamo.config.recompile_limit == 8
+    try:
+        torch._dynamo.config.cache_size_limit = 2
+        c = torch.compile(lambda x, n: x * n)
+        with pytest.warns(UserWarning, match="reached cache_limit=2"):
+            for n in range(3):
+                c(torch.ones(1), n)
+        assert torch.compile(lambda x: x, cache_limit=5).cache_limit == 5
+    finally:
+        torch._dynamo.config.recompile_limit = old
+    assert torch.compile(lambda x: x).cache_limit == 8
+    m = torch.compile(torch.nn.Linear(2, 2))
+    assert isinstance(m, torch._dynamo.OptimizedModule)
+    assert torch._dynamo.is_compiling() is False

@@ -8,12 +8,13 @@ from .function import CompiledFunction
 from .module import CompiledModule
 
 
-def compile(fn=None, *, cache_limit=8, passes=None, backend="numpy", memory="balanced",
+def compile(fn=None, *, cache_limit=None, passes=None, backend="numpy", memory="balanced",
             debug_nan=False, fullgraph=False, dynamic=None, mode=None, check=None,
             data_parallel=False):
     """Compile a function or an nn.Module (as `@compile`, `compile(fn, cache_limit=...)`).
 
-    For a module, `forward` is compiled; its parameters and buffers are read by reference
+    `cache_limit`: paths kept before calls run eagerly (default: `tracegrad._dynamo.config.
+    recompile_limit`, 8). For a module, `forward` is compiled; its parameters and buffers are read by reference
     each call, and the training flags of all its submodules are part of the entry key.
     `memory`: "balanced" (default: memory-aware order, in-place takeover, packed arena),
     "min" (also recompute cheap values in backward instead of saving them) or "off".
@@ -25,6 +26,9 @@ def compile(fn=None, *, cache_limit=8, passes=None, backend="numpy", memory="bal
     of the tensor arguments over `jax.devices()` and replicates captured tensors.
     """
     check_compile_arguments(fn, backend)
+    if cache_limit is None:              # `torch._dynamo.config.recompile_limit`, default 8
+        from .._dynamo import config
+        cache_limit = config.recompile_limit
     if check is None:
         check = os.environ.get("TRACEGRAD_CHECK", "") not in ("", "0")
     opts = dict(cache_limit=cache_limit, passes=passes, backend=backend, memory=memory,
