@@ -408,3 +408,16 @@ def test_new_axis_indexing_is_unsqueeze_like_pytorch(key):
     v = tg.zeros(2, 3)
     v[None][0, 1, 2] = 5.0                    # still a view of v
     assert v[1, 2].item() == 5.0
+
+
+def test_select_is_the_function_not_the_ops_submodule():
+    torch = pytest.importorskip("torch")
+    a = np.arange(24.0).reshape(2, 3, 4)
+    for dim, index in ((0, 1), (1, -1), (2, 0), (-1, 3)):
+        want = torch.select(torch.tensor(a), dim, index).numpy()
+        np.testing.assert_array_equal(tg.select(tg.tensor(a), dim, index).numpy(), want)
+        x = tg.tensor(a, requires_grad=True)
+        x.select(dim, index).sum().backward()
+        t = torch.tensor(a, requires_grad=True)
+        t.select(dim, index).sum().backward()
+        np.testing.assert_array_equal(x.grad.numpy(), t.grad.numpy())

@@ -15,7 +15,7 @@ from .._errors import TracegradNotImplementedError, TracegradRuntimeError, op_er
 from .._tensor import Tensor
 from . import creation as C
 from . import reduction as R
-from . import select as SEL
+from .select import scatter_add
 
 __all__ = ["bincount"]
 
@@ -40,11 +40,11 @@ def bincount(input, weights=None, minlength=0):
         raise op_error(TracegradRuntimeError, "bincount", _MSG)
     size = max(int(R.amax(input)) + 1 if n else 0, minlength)
     if weights is None:
-        return SEL.scatter_add(C.zeros(size, dtype=D.int64), 0, input,
+        return scatter_add(C.zeros(size, dtype=D.int64), 0, input,
                                C.ones(n, dtype=D.int64))
     if not isinstance(weights, Tensor) or weights.ndim != 1 or weights.shape[0] != n:
         raise op_error(TracegradRuntimeError, "bincount",
                        "weights should be 1-d and have the same length as input")
     dt = weights.dtype if weights.dtype.is_floating_point else D.float64
     w = weights.detach().to(dt)
-    return SEL.scatter_add(C.zeros(size, dtype=dt), 0, input, w)
+    return scatter_add(C.zeros(size, dtype=dt), 0, input, w)
