@@ -20,7 +20,9 @@ argument requires grad (an outer transform's input, or a parameter), results sta
 to it (recorded with `create_graph=True`), exactly as torch.func returns them; otherwise
 results are plain tensors that do not require grad.
 """
+from ._forward import hessian, jacfwd, jvp
 from ._functional_call import functional_call
 from ._transforms import grad, grad_and_value, jacrev, value_and_grad, vjp
 
-__all__ = ["grad", "value_and_grad", "grad_and_value", "vjp", "jacrev", "functional_call"]
+__all__ = ["grad", "value_and_grad", "grad_and_value", "vjp", "jacrev", "functional_call", "jvp",
+           "jacfwd", "hessian"]
