@@ -23,6 +23,7 @@ results are plain tensors that do not require grad.
 from ._forward import hessian, jacfwd, jvp
 from ._functional_call import functional_call
 from ._transforms import grad, grad_and_value, jacrev, value_and_grad, vjp
+from ._vmap import vmap
 
 __all__ = ["grad", "value_and_grad", "grad_and_value", "vjp", "jacrev", "functional_call", "jvp",
-           "jacfwd", "hessian"]
+           "jacfwd", "hessian", "vmap"]

@@ -21,7 +21,7 @@ from .._tensor import Tensor
 from ..autograd.api import grad as _autograd_grad
 from ..tracing import flatten
 from ._args import Primals, depends_on_outer, detach_tree, normalize_argnums
-from ._transforms import _aux_tensors, _compiled, _jacobian, _named, _Transformed, jacrev
+from ._transforms import _aux_tensors, _compiled, _jacobian, _Transformed, jacrev
 
 _JVP = "jvp(f, primals, tangents)"
 RANDOMNESS = ("error", "different", "same")
@@ -42,7 +42,8 @@ def _spec(obj):
 
 def check_float_primals(leaves):
     for t in leaves:
-        if isinstance(t, Tensor) and not (t.dtype.is_floating_point or t.is_complex()):
+        if isinstance(t, Tensor) and not (t.dtype.is_floating_point
+                                         or getattr(t.dtype, "is_complex", False)):
             raise _err(TracegradValueError,
                 f"Expected primal to be floating point or complex, but got: {t.dtype}")
 
@@ -138,7 +139,7 @@ def jvp(func, primals, tangents, *, strict=False, has_aux=False, compile=True):
     """
     def impl(primals, tangents):
         return _jvp(func, primals, tangents, has_aux)
-    _named(impl, "jvp", func)
+    impl.__name__ = impl.__qualname__ = f"jvp_{getattr(func, '__name__', 'f')}"
     run = _compiled("jvp_fwd", func, impl, (has_aux,)) if compile else impl
     if compile and not isinstance(primals, tuple):
         _check_jvp_args(primals, tangents)       # the message, not a compile argument error
