@@ -655,3 +655,30 @@ def test_vmap_inplace_on_unbatched_raises_batched_writes_through(compile):
     out = F.vmap(lambda a: a.add_(1), compile=compile)(x)
     tout = torch.func.vmap(lambda a: a.add_(1))(tx)
     assert_tree_close((out, x), (tout, tx))
+
+
+def test_transforms_compose_like_torch():
+    torch = pytest.importorskip("torch")
+    f = lambda x: x.sin() * x.exp()                            # noqa: E731
+    v, tv = _t(np.ones(3)), _torch(np.ones(3))
+    g = F.grad(lambda x: F.jvp(f, (x,), (v,))[1].sum())(_t(X3))
+    tgr = torch.func.grad(lambda x: torch.func.jvp(f, (x,), (tv,))[1].sum())(_torch(X3))
+    assert_tree_close(g, tgr)
+    j = F.vmap(F.jacrev(lambda x: x.sin() * x.sum()))(_t(X43))
+    tj = torch.func.vmap(torch.func.jacrev(lambda x: x.sin() * x.sum()))(_torch(X43))
+    assert_tree_close(j, tj)
+    h = F.jacfwd(F.jacfwd(lambda x: (x ** 3).sum()))(_t(X3))
+    assert_tree_close(h, torch.func.jacfwd(torch.func.jacfwd(lambda x: (x ** 3).sum()))(
+        _torch(X3)))
+
+
+def test_per_sample_gradients_jax_backend():
+    pytest.importorskip("jax")
+
+    def loss(w, xi, yi):
+        return ((xi @ w).tanh() - yi).pow(2).sum()
+    w, xs, ys = _t(RNG.standard_normal((3, 2))), _t(X43), _t(RNG.standard_normal((4, 2)))
+    c = tg.compile(lambda w, xs, ys: F.vmap(F.grad(loss), in_dims=(None, 0, 0))(w, xs, ys),
+                   backend="jax")
+    eager = F.vmap(F.grad(loss, compile=False), in_dims=(None, 0, 0), compile=False)(w, xs, ys)
+    np.testing.assert_allclose(_np(c(w, xs, ys)), _np(eager), rtol=1e-12, atol=1e-14)
