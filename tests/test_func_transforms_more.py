@@ -119,6 +119,19 @@ def test_functional_call_matches_torch_and_restores(compile):
     _assert_untouched(m, snap)
 
 
+def test_functional_call_on_a_compiled_module_equals_plain():
+    m = tg.nn.Sequential(tg.nn.Linear(3, 2), tg.nn.Tanh()).double()
+    cm = tg.compile(m)
+    snap = _snapshot(m)
+    x = _t(X43)
+    for k in range(2):
+        p = {n: v.detach() * (k + 2) for n, v in m.named_parameters()}
+        np.testing.assert_array_equal(_np(F.functional_call(cm, p, (x,))),
+                                      _np(F.functional_call(m, p, (x,))))
+    _assert_untouched(m, snap)
+    np.testing.assert_array_equal(_np(cm(x)), _np(m(x)))
+
+
 def test_functional_call_restores_after_forward_raises():
     class Boom(tg.nn.Module):
         def __init__(self):

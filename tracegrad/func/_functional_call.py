@@ -9,6 +9,11 @@ differentiable with respect to them: `grad(lambda p: loss(functional_call(model,
 is the per-sample / meta-learning idiom. Inside `tracegrad.compile` the traced values are
 swapped in the same way, so the compiled program reads the substituted tensors.
 
+On a compiled module (`tracegrad.compile(model)`) the tensors are swapped into the original
+module; that module's compiled forward guards its parameters by identity, so each new set of
+tensors re-traces. Compile the function that calls `functional_call` on the plain module
+instead: there the tensors are arguments and one program serves them all.
+
 Weight tying (`tie_weights=True`): a module that holds one tensor under several names (e.g.
 an embedding shared with the output layer) sees the one given value under all of them.
 """
@@ -38,18 +43,20 @@ def functional_call(module, parameter_and_buffer_dicts, args=None, kwargs=None, 
         args = ()
     elif not isinstance(args, tuple):
         args = (args,)
-    untied = _untie(module, params) if tie_weights else params
+    # a compiled module (`tracegrad.compile(model)`) names its original's tensors unprefixed
+    owner = module.__dict__.get("_orig_mod", module)
+    untied = _untie(owner, params) if tie_weights else params
     if strict:
-        _check_strict(module, untied)
+        _check_strict(owner, untied)
     originals = {}
     try:
         for name, value in untied.items():
-            originals[name] = _swap(module, name, value)
+            originals[name] = _swap(owner, name, value)
         return module(*args, **kwargs)
     finally:
         current = {}
         for name, orig in reversed(list(originals.items())):
-            current[name] = _swap(module, name, orig)
+            current[name] = _swap(owner, name, orig)
         params.update({k: current[k] for k in params if k in current})
 
 
