@@ -295,6 +295,10 @@ def test_jvp_compiled_reuses_program_and_inside_compile():
     from tracegrad.func._transforms import _compiled
     cf = _compiled("jvp_fwd", f, None, (False,))
     assert cf.stats.traces == 1 and cf.stats.cache_hits == 2
+    x = _t(X3)
+    _, jv = F.jvp(f, (x,), (x,))               # the tangent is the primal: still compiled
+    assert cf.stats.eager_calls == 0 and cf.stats.cache_hits == 3
+    np.testing.assert_allclose(_np(jv), (np.cos(X3) * X3 + np.sin(X3)) * X3, rtol=1e-14)
 
     @tg.compile
     def outer(x):

@@ -143,8 +143,20 @@ def jvp(func, primals, tangents, *, strict=False, has_aux=False, compile=True):
     run = _compiled("jvp_fwd", func, impl, (has_aux,)) if compile else impl
     if compile and not isinstance(primals, tuple):
         _check_jvp_args(primals, tangents)       # the message, not a compile argument error
+    if compile:
+        tangents = _unalias(primals, tangents)
     out, jv, aux = run(primals, tangents)
     return (out, jv, aux) if has_aux else (out, jv)
+
+
+def _unalias(primals, tangents):
+    """Tangents with any tensor that is also a primal (`jvp(f, (x,), (x,))`) cloned: the
+    compiled implementation would otherwise run eagerly for aliased arguments."""
+    ids = {id(p) for p in flatten(primals)[0]}
+    leaves, build = flatten(tangents)
+    if not any(id(t) in ids for t in leaves):
+        return tangents
+    return build([t.clone() if id(t) in ids else t for t in leaves])
 
 
 def _check_randomness(randomness):
