@@ -25,7 +25,8 @@ COMMAND = "python tools/gen_api_docs.py"
 
 MODULES = ["tracegrad", "tracegrad.nn", "tracegrad.nn.functional", "tracegrad.nn.init",
            "tracegrad.nn.utils", "tracegrad.optim", "tracegrad.optim.lr_scheduler",
-           "tracegrad.autograd", "tracegrad.func", "tracegrad.viz", "tracegrad.utils.data",
+           "tracegrad.autograd", "tracegrad.autograd.functional", "tracegrad.func",
+           "tracegrad.viz", "tracegrad.utils.data",
            "tracegrad.random", "tracegrad.amp", "tracegrad.utils.checkpoint",
            "tracegrad.linalg", "tracegrad.distributions", "tracegrad.compiler"]
 CLASSES = ["tracegrad.Tensor", "tracegrad.nn.Module", "tracegrad.optim.Optimizer"]

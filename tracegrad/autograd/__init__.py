@@ -5,6 +5,7 @@ from .api import backward, grad
 from .function import Function, FunctionCtx, once_differentiable
 from .gradcheck import GradcheckError, gradcheck, gradgradcheck
 from .graph import AccumulateGrad, Node
+from . import functional  # noqa: E402  (after api: it uses autograd.grad)
 from .. import _mode as _m
 
 no_grad, enable_grad, set_grad_enabled, inference_mode = (

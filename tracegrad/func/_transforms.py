@@ -180,15 +180,19 @@ def vjp(f, *primals, has_aux=False, compile=True):
     return (out, vjp_fn, aux) if has_aux else (out, vjp_fn)
 
 
-def _jacobian(f, argnums, has_aux, args, kwargs):
-    """Eager core of jacrev: one backward pass per output element (reverse mode)."""
+def _jacobian(f, argnums, has_aux, args, kwargs, api="jacrev"):
+    """Eager core of jacrev (and jacfwd, `api`): one backward pass per output element."""
     from ..ops.creation import eye, zeros
     from ..ops.shape import stack
     nums, single = normalize_argnums(argnums, len(args))
     connect = _mode.is_grad_enabled()
     with _mode.enable_grad():
         pr = Primals(args, nums, connect)
-        out, aux = split_aux(f(*pr.args, **kwargs), has_aux, "jacrev")
+        result = f(*pr.args, **kwargs)
+        if api == "jacfwd":                      # torch's jacfwd runs jvp: its messages
+            out, aux = _jacfwd_output(result, has_aux)
+        else:
+            out, aux = split_aux(result, has_aux, "jacrev")
         outs, build = tensor_leaves(out, "jacrev(f, argnums)")
         outer = connect and depends_on_outer(outs + _aux_tensors(aux), pr.leaves)
         per_out = []
@@ -209,6 +213,22 @@ def _jacobian(f, argnums, has_aux, args, kwargs):
     if not outer:
         res, aux = detach_tree(res), detach_tree(aux)
     return res, aux
+
+
+def _jacfwd_output(result, has_aux):
+    """(output, aux) with torch.func.jacfwd's (that is, jvp's) checks and messages."""
+    jvp_api = "jvp(f, primals, tangents)"
+    if has_aux and not (isinstance(result, tuple) and len(result) == 2):
+        raise op_error(TracegradRuntimeError, None,
+            f"{jvp_api}: output of function f should be a tuple: (output, aux) if has_aux "
+            "is True")
+    out, aux = result if has_aux else (result, None)
+    for x in flatten(out)[0]:
+        if not isinstance(x, Tensor):
+            raise op_error(TracegradRuntimeError, None,
+                f"{jvp_api}: expected f(*primals) to return only tensors, got unsupported "
+                f"type {type(x)}")
+    return out, aux
 
 
 def jacrev(f, argnums=0, has_aux=False, *, compile=True):

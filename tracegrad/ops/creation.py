@@ -14,6 +14,7 @@ from .. import _dtype as D
 from .. import _effects, _mode
 from .._device import check_device
 from .._dispatch import dispatch
+from .._rng_guard import check_draw as _check_draw
 from .._errors import TracegradRuntimeError, TracegradTypeError, op_error
 from .._tensor import Tensor, from_array
 from . import shape_rules as SR
@@ -385,6 +386,7 @@ def _random(prim, size, dtype, requires_grad, generator, **attrs):
     if prim is not RANDINT and not d.is_floating_point:
         raise op_error(TracegradRuntimeError, prim.name,
                        f'"check_uniform_bounds" not implemented for \'{d.name}\'')
+    _check_draw()
     t = dispatch(prim, (generator or default_generator,),
                  dict(attrs, shape=_shape(size), dtype=d.np))
     if requires_grad:
@@ -425,6 +427,7 @@ def randperm(n, *, generator=None, dtype=None, device=None, requires_grad=False)
     """A random permutation of 0..n-1 (int64 unless `dtype` says otherwise)."""
     check_device(device)
     d = D.as_dtype(dtype) if dtype else D.int64
+    _check_draw()
     t = dispatch(RANDPERM, (generator or default_generator,),
                  dict(shape=(int(n),), dtype=d.np))
     if requires_grad:

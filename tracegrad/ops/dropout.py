@@ -9,6 +9,7 @@ those four computed from the same generator stream, so seeded runs give the same
 import numpy as np
 
 from .._dispatch import dispatch
+from .._rng_guard import check_draw as _check_draw
 from . import shape_rules as SR
 from .creation import _rand_kernel, default_generator
 from .primitive import Primitive
@@ -25,5 +26,6 @@ DROPOUT_NOISE = Primitive("dropout_noise", _noise_kernel, impure=True, nondiff=T
 
 def dropout_noise(shape, dtype, p, generator=None):
     """`(rand(shape) < 1 - p) / (1 - p)` in `dtype` (a numpy dtype), from the generator."""
+    _check_draw()
     return dispatch(DROPOUT_NOISE, (generator or default_generator,),
                     {"shape": tuple(shape), "dtype": dtype, "p": float(p)})

@@ -8,6 +8,7 @@ weights by exponential noise and keep the `num_samples` largest (zero weights co
 import numpy as np
 
 from .._dispatch import dispatch
+from .._rng_guard import check_draw as _check_draw
 from .._errors import TracegradRuntimeError, op_error
 from .creation import default_generator
 from .primitive import Primitive
@@ -63,6 +64,7 @@ def multinomial(input, num_samples, replacement=False, *, generator=None):
     if not replacement and num_samples > input.shape[-1]:
         raise op_error(TracegradRuntimeError, "multinomial",
                        "cannot sample n_sample > prob_dist.size(-1) samples without replacement")
+    _check_draw()
     return dispatch(MULTINOMIAL, (generator or default_generator, input),
                     {"num_samples": int(num_samples), "replacement": bool(replacement)})
 
