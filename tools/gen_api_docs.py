@@ -24,7 +24,8 @@ TORCH_NAMES = os.path.join(ROOT, "docs", "torch_names.txt")
 COMMAND = "python tools/gen_api_docs.py"
 
 MODULES = ["tracegrad", "tracegrad.nn", "tracegrad.nn.functional", "tracegrad.nn.init",
-           "tracegrad.nn.utils", "tracegrad.optim", "tracegrad.optim.lr_scheduler",
+           "tracegrad.nn.utils", "tracegrad.nn.utils.rnn", "tracegrad.optim",
+           "tracegrad.optim.lr_scheduler",
            "tracegrad.autograd", "tracegrad.func", "tracegrad.viz", "tracegrad.utils.data",
            "tracegrad.random", "tracegrad.amp", "tracegrad.utils.checkpoint",
            "tracegrad.linalg", "tracegrad.distributions"]

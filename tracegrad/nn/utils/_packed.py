@@ -45,8 +45,9 @@ class PackedSequence_(NamedTuple):
 
 
 class PackedSequence(PackedSequence_):
-    """The packed form of a batch of variable-length sequences (see Note [Packed layout]).
-    Made by `pack_padded_sequence` / `pack_sequence`; recurrent modules take and return it.
+    """The packed form of a batch of variable-length sequences (a named tuple).
+
+    See Note [Packed layout]. Made by `pack_padded_sequence` / `pack_sequence`; recurrent modules take and return it.
 
     >>> p = pack_sequence([tensor([1, 2, 3]), tensor([4, 5]), tensor([6])])
     >>> p.data.tolist(), p.batch_sizes.tolist()
@@ -137,8 +138,10 @@ def _index(values):
 
 
 def pack_padded_sequence(input, lengths, batch_first=False, enforce_sorted=True):
-    """Pack a padded batch (T, B, *) -- (B, T, *) if `batch_first` -- of sequences with the
-    given `lengths` (a list or a 1-D int tensor). With `enforce_sorted` the lengths must be
+    """Pack a padded batch of sequences with the given `lengths` into a `PackedSequence`.
+
+    `input` is (T, B, *) -- (B, T, *) if `batch_first`; `lengths` a list or a 1-D int
+    tensor (read as Python ints: a guard when traced). With `enforce_sorted` the lengths must be
     decreasing; otherwise the batch is sorted here and `sorted_indices` records how.
 
     >>> p = pack_padded_sequence(ones(3, 2, 1), [3, 1])
@@ -180,8 +183,10 @@ def pack_padded_sequence(input, lengths, batch_first=False, enforce_sorted=True)
 
 
 def pad_packed_sequence(sequence, batch_first=False, padding_value=0.0, total_length=None):
-    """The inverse of `pack_padded_sequence`: `(padded, lengths)`, the batch back in its
-    original order, padded with `padding_value` to the longest length (or `total_length`)."""
+    """The inverse of `pack_padded_sequence`: `(padded, lengths)` in the original order.
+
+    The batch is padded with `padding_value` to the longest length (or `total_length`);
+    `lengths` is an int64 tensor."""
     sizes = [int(b) for b in sequence.batch_sizes.tolist()]
     steps = len(sizes)
     if total_length is not None:

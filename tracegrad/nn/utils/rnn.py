@@ -1,7 +1,9 @@
-"""`tracegrad.nn.utils.rnn`: `pad_sequence` (variable-length sequences stacked into one
-padded tensor, a composite of `F.pad` and `stack`, so it differentiates and traces), its
-inverse `unpad_sequence`, and the packed sequences of `_packed.py` (`PackedSequence`,
-`pack_padded_sequence`, `pad_packed_sequence`, `pack_sequence`, `unpack_sequence`).
+"""`tracegrad.nn.utils.rnn`: padding, unpadding and packing of variable-length sequences.
+
+`pad_sequence` stacks sequences into one padded tensor (a composite of `F.pad` and `stack`,
+so it differentiates and traces), `unpad_sequence` is its inverse; the packed sequences
+(`PackedSequence`, `pack_padded_sequence`, `pad_packed_sequence`, `pack_sequence`,
+`unpack_sequence`) live in `_packed.py`.
 """
 from ... import ops as O
 from ..._errors import TracegradRuntimeError, TracegradValueError, op_error
@@ -16,8 +18,10 @@ __all__ = ["PackedSequence", "invert_permutation", "pack_padded_sequence",
 
 
 def pad_sequence(sequences, batch_first=False, padding_value=0.0, padding_side="right"):
-    """Sequences of shape (L_i, *) padded to the longest and stacked: (B, L, *) when
-    `batch_first`, else (L, B, *); the padding goes on `padding_side` ('right' or 'left').
+    """Sequences of shape (L_i, *) padded to the longest and stacked.
+
+    The result is (B, L, *) when `batch_first`, else (L, B, *); the padding goes on
+    `padding_side` ('right' or 'left').
 
     >>> pad_sequence([ones(2), ones(3)], batch_first=True).tolist()
     [[1.0, 1.0, 0.0], [1.0, 1.0, 1.0]]
@@ -41,8 +45,10 @@ def pad_sequence(sequences, batch_first=False, padding_value=0.0, padding_side="
 
 
 def unpad_sequence(padded_sequences, lengths, batch_first=False):
-    """The list of sequences `padded_sequences[:lengths[i], i]` (`[i, :lengths[i]]` when
-    `batch_first`): the inverse of `pad_sequence`. Unlike PyTorch, which transposes
+    """The list of the unpadded sequences of a padded batch (the inverse of `pad_sequence`).
+
+    Sequence i is `padded_sequences[:lengths[i], i]` (`[i, :lengths[i]]` when
+    `batch_first`). Unlike PyTorch, which transposes
     `padded_sequences` in place when `batch_first` is False, the argument is left as it is.
 
     >>> [s.tolist() for s in unpad_sequence(tensor([[1, 2], [3, 0]]), tensor([2, 1]), True)]
