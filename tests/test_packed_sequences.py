@@ -314,6 +314,26 @@ def test_dropout_between_layers_on_packed_input():
     _close(outs[1][0].data, outs[0][0].data)
 
 
+def test_embedding_on_packed_token_ids_then_lstm():
+    """The other common idiom: pack the token ids, embed `packed.data`, re-wrap."""
+    tm, gm = _pair("LSTM", 3, 4, bidirectional=True)
+    torch.manual_seed(1)
+    temb = torch.nn.Embedding(9, 3).double()
+    gemb = tg.nn.Embedding(9, 3).double()
+    gemb.weight.data = tg.tensor(temb.weight.detach().numpy().copy())
+    res = []
+    for lib, U, emb, m in [(torch, TR, temb, tm), (tg, R, gemb, gm)]:
+        p = U.pack_sequence([lib.tensor(t) for t in ([1, 2], [3, 4, 5], [6])],
+                            enforce_sorted=False)
+        p = U.PackedSequence(emb(p.data), p.batch_sizes, p.sorted_indices,
+                             p.unsorted_indices)
+        out, (h, c) = m(p)
+        (out.data.sum() + (h * c).sum()).backward()
+        res.append([out.data, h, c, emb.weight.grad] + [q.grad for q in m.parameters()])
+    for a, b in zip(*res):
+        _close(b, a)
+
+
 def test_gradcheck_and_gradgradcheck_through_pack_lstm_pad():
     tg.manual_seed(0)
     m = tg.nn.LSTM(1, 2, bidirectional=True, proj_size=1).double()
@@ -532,7 +552,8 @@ def classifier_program(lib, dtype, compiled):
     losses = []
     for k in range(5):
         tokens, lengths, labels = batches[k % 2]
-        losses.append(float(step(lib.tensor(tokens), lib.tensor(lengths), lib.tensor(labels)).detach()))
+        loss = step(lib.tensor(tokens), lib.tensor(lengths), lib.tensor(labels))
+        losses.append(float(loss.detach()))
     params = {n: _np(p).copy() for n, p in model.named_parameters()}
     return losses, params, (step.stats if compiled else None)
 

@@ -47,7 +47,8 @@ class PackedSequence_(NamedTuple):
 class PackedSequence(PackedSequence_):
     """The packed form of a batch of variable-length sequences (a named tuple).
 
-    See Note [Packed layout]. Made by `pack_padded_sequence` / `pack_sequence`; recurrent modules take and return it.
+    See Note [Packed layout]. Made by `pack_padded_sequence` / `pack_sequence`; recurrent
+    modules take and return it.
 
     >>> p = pack_sequence([tensor([1, 2, 3]), tensor([4, 5]), tensor([6])])
     >>> p.data.tolist(), p.batch_sizes.tolist()
