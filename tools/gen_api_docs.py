@@ -23,12 +23,27 @@ API_MD = os.path.join(ROOT, "docs", "api.md")
 TORCH_NAMES = os.path.join(ROOT, "docs", "torch_names.txt")
 COMMAND = "python tools/gen_api_docs.py"
 
-MODULES = ["tracegrad", "tracegrad.nn", "tracegrad.nn.functional", "tracegrad.nn.init",
-           "tracegrad.nn.utils", "tracegrad.optim", "tracegrad.optim.lr_scheduler",
-           "tracegrad.autograd", "tracegrad.autograd.functional", "tracegrad.func",
-           "tracegrad.viz", "tracegrad.utils.data",
-           "tracegrad.random", "tracegrad.amp", "tracegrad.utils.checkpoint",
-           "tracegrad.linalg", "tracegrad.distributions", "tracegrad.compiler"]
+MODULES = [   # one per line: branches adding modules then merge cleanly
+    "tracegrad",
+    "tracegrad.nn",
+    "tracegrad.nn.functional",
+    "tracegrad.nn.init",
+    "tracegrad.nn.utils",
+    "tracegrad.nn.utils.rnn",
+    "tracegrad.optim",
+    "tracegrad.optim.lr_scheduler",
+    "tracegrad.autograd",
+    "tracegrad.autograd.functional",
+    "tracegrad.func",
+    "tracegrad.viz",
+    "tracegrad.utils.data",
+    "tracegrad.random",
+    "tracegrad.amp",
+    "tracegrad.utils.checkpoint",
+    "tracegrad.linalg",
+    "tracegrad.distributions",
+    "tracegrad.compiler",
+]
 CLASSES = ["tracegrad.Tensor", "tracegrad.nn.Module", "tracegrad.optim.Optimizer"]
 ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
 

@@ -30,14 +30,16 @@ from .parameter import Parameter
 GATES = {"RNN_TANH": 1, "RNN_RELU": 1, "LSTM": 4, "GRU": 3}
 
 
-def rnn_step(mode, xw, state, w_hh, b_hh):
+def rnn_step(mode, xw, state, w_hh, b_hh, w_hr=None):
     """One step: `xw` the projected input (N, G*H); `state` h, or (h, c) for an LSTM.
-    Returns the new state (same structure)."""
+    Returns the new state (same structure). An LSTM with projections (`w_hr`, (P, H))
+    projects its output: h' = (sigmoid(o) * tanh(c')) W_hr^T, so h has P features."""
     if mode == "LSTM":
         h, c = state
         i, f, g, o = S.chunk(E.add(xw, F.linear(h, w_hh, b_hh)), 4, -1)
         c = E.add(E.mul(E.sigmoid(f), c), E.mul(E.sigmoid(i), E.tanh(g)))
-        return E.mul(E.sigmoid(o), E.tanh(c)), c
+        h = E.mul(E.sigmoid(o), E.tanh(c))
+        return (h if w_hr is None else F.linear(h, w_hr)), c
     if mode == "GRU":
         h = state
         xr, xz, xn = S.chunk(xw, 3, -1)
