@@ -35,3 +35,23 @@ def test_valid_calls_still_compile():
     assert f(tg.ones(2)).tolist() == [2.0, 2.0]
     g = tg.compile(cache_limit=3)(lambda x: x + 1)
     assert g(tg.ones(1)).tolist() == [2.0]
+
+
+def test_inputs_inside_containers_are_named_by_their_path():
+    from collections import namedtuple
+    Packed = namedtuple("Packed", "data batch_sizes")
+
+    def f(batch, cfg, *rest, **kw):
+        x, y = batch
+        return (x * cfg["w"]).sum() + y.sum() + rest[0].sum() + kw["z"].sum() + \
+            cfg["p"].batch_sizes.sum()
+
+    c = tg.compile(f)
+    for _ in range(2):
+        c((tg.ones(2), tg.ones(3)), {"w": tg.ones(2), "p": Packed(tg.ones(1), tg.ones(1))},
+          tg.ones(4), z=tg.ones(5))
+    text = c.explain()
+    for name in ("%batch[0]: f32[2]", "%batch[1]: f32[3]", "%cfg['w']: f32[2]",
+                 "%cfg['p'].data: f32[1]", "%cfg['p'].batch_sizes: f32[1]", "%rest[0]: f32[4]",
+                 "%kw['z']: f32[5]"):
+        assert name in text

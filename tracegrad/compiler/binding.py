@@ -62,6 +62,22 @@ class Binder:
         return leaves, (None if flat else tuple(struct)), containers
 
 
+    def leaf_names(self, args, kwargs):
+        """A readable name per leaf `bind` gives: the parameter's name, and inside the
+        containers passed the path to the leaf (`batch[0]`, `cfg['lr']`, `packed.
+        batch_sizes` for a named tuple's field). None when the call does not bind."""
+        if self.sig is None:
+            return None
+        try:
+            ba = self.sig.bind(*args, **kwargs)
+        except TypeError:
+            return None
+        ba.apply_defaults()
+        names = []
+        for name, v in ba.arguments.items():
+            _walk_names(v, name, names)
+        return names
+
     def _refresh(self):
         """Re-read the signature when the function's defaults were replaced since
         (`f.__defaults__ = ...`): `inspect.Signature` holds the defaults it was made with,
@@ -139,6 +155,23 @@ def _walk(x, leaves, struct, containers):
             containers.append(id(x))
         leaves.append(x)
         struct.append(0)
+
+
+def _walk_names(x, prefix, names):
+    """The names of the leaves `_walk` finds in `x`, in its order."""
+    t = type(x)
+    if t in _FLAT or isinstance(x, Tensor):
+        names.append(prefix)
+    elif isinstance(x, dict):
+        for k, v in x.items():
+            _walk_names(v, f"{prefix}[{k!r}]", names)
+    elif isinstance(x, (tuple, list)):
+        fields = getattr(t, "_fields", None)     # a named tuple: its field names
+        for i, v in enumerate(x):
+            _walk_names(v, f"{prefix}.{fields[i]}" if fields and i < len(fields)
+                        else f"{prefix}[{i}]", names)
+    else:
+        names.append(prefix)
 
 
 def scalar_key(x):

@@ -416,7 +416,9 @@ class CompiledFunction:
         string constants of the user code the trace ran (`_settle_state`). The floats at
         `positions` are passed as Numbers (Note [Float arguments that change])."""
         tracer = Tracer(self.name)
-        names = _arg_names(self.fn, len(leaves))
+        names = self.binder.leaf_names(args, kwargs)      # `batch[0]`, `packed.data`
+        if names is None or len(names) != len(leaves):
+            names = _arg_names(self.fn, len(leaves))
         objects = [(names[i] if i < len(names) else f"a{i}", x) for i, x in enumerate(leaves)
                    if not isinstance(x, (Tensor, bool, int, float, str, type(None)))]
         scanned = scan(self.module if self.module is not None else self.fn, objects)
