@@ -9,9 +9,12 @@ through eager dispatch, recomputing the saved values that depend on inputs requi
 from those inputs, so the gradient it returns is itself differentiable (exact double
 backward; Note [Differentiable backward] in replay.py).
 """
+import warnings
+
 import numpy as np
 
 from .. import _mode
+from ..autograd.anomaly_mode import STATE as _ANOMALY
 from ..passes.check_inplace import fresh
 from .._errors import TracegradRuntimeError, op_error
 from .._tensor import Tensor, edge_of
@@ -79,6 +82,8 @@ class CompiledFunctionBackward(Node):
             err = self.deferred_error(grads)
             if err is not None:
                 raise err
+        if _ANOMALY["enabled"]:
+            _warn_anomaly(self.path)
         for vc, v, data in self.checks:
             if vc.v != v:
                 t = Tensor._wrap(data)
@@ -138,6 +143,25 @@ class CompiledFunctionBackward(Node):
             return
         self.released = True
         self.saved_arrays = self.kept_arrays = None
+
+
+# Note [Anomaly mode in a compiled backward]
+# A call made while anomaly detection is on runs eagerly (Note [Anomaly mode and compile]).
+# One made before it was turned on (`with detect_anomaly(): loss.backward()` around the
+# backward alone) left one node, whose program has no per-op gradients to check: the
+# engine checks only the gradients the whole program returns, so a NaN that an op inside
+# makes and a later one drops goes unseen, and a NaN found is named after
+# CompiledFunctionBackward, not the op. Such a backward warns once per path, saying so.
+
+def _warn_anomaly(path):
+    if getattr(path, "warned_anomaly", False):
+        return
+    path.warned_anomaly = True
+    warnings.warn(f"tracegrad.compile: anomaly detection cannot check the ops inside the "
+                  f"compiled backward of '{path.name}' (its forward ran before detection "
+                  "was turned on): only the gradients it returns are checked. Call the "
+                  "compiled function under detect_anomaly() too, to run it eagerly.",
+                  UserWarning, stacklevel=2)
 
 
 # Note [Second backward]
