@@ -337,3 +337,56 @@ def test_a_hook_on_an_output_other_outputs_are_computed_from_refuses_a_partial_g
         h.sum().backward()
         expected = 3 * (1 - np.tanh(np.float32([1., 2.])) ** 2)
         np.testing.assert_allclose(w.grad.numpy(), expected, rtol=1e-6)
+
+
+# -- autograd.grad and .grad -----------------------------------------------------------------
+
+@pytest.mark.parametrize("jax", [False, True], ids=["numpy", "jax"])
+def test_autograd_grad_with_batched_grad_outputs_inside(jax):
+    """`is_grads_batched=True` (a Jacobian by batched vector-Jacobian products, as users
+    compute one row per basis vector) was accepted and ignored: the batched grad_output
+    then raised a shape mismatch."""
+    def build(lib, compile_):
+        w = lib.tensor([1., 2., 3.], requires_grad=True)
+
+        @compile_
+        def jacobian(x):
+            y = (w * x).sin()
+            jac, = lib.autograd.grad(y, w, grad_outputs=lib.eye(3), is_grads_batched=True,
+                                     create_graph=True)
+            return jac, (jac * lib.eye(3)).sum()
+
+        def step(i):
+            w.grad = None
+            jac, tr = jacobian(lib.ones(3) * (i + 1))
+            tr.backward()
+            return [jac, tr, w.grad]
+        return step
+    check(build, calls=3, backends=_jax() if jax else ("numpy",))
+
+
+def test_assigning_a_grad_of_another_size_or_dtype_raises_between_compiled_steps():
+    """`w.grad = g` with another dtype or size was accepted, and the next step accumulated
+    into it (a float64 .grad on a float32 weight); PyTorch raises at the assignment."""
+    def build(lib, compile_):
+        w = lib.tensor([1., 2.], requires_grad=True)
+
+        @compile_
+        def step(x):
+            (w * x).sum().backward()
+            return w.grad.sum()
+
+        def call(i):
+            try:
+                if i == 1:
+                    w.grad = lib.ones(2, dtype=lib.float64)
+                if i == 2:
+                    w.grad = lib.ones(3)
+            except RuntimeError:
+                pass
+            return [step(lib.ones(2)), w.grad]
+        return call
+    check(build)
+    w = tg.tensor([1., 2.], requires_grad=True)
+    with pytest.raises(TypeError, match="expected to be a Tensor or None"):
+        w.grad = [1., 1.]
