@@ -390,3 +390,28 @@ def test_assigning_a_grad_of_another_size_or_dtype_raises_between_compiled_steps
     w = tg.tensor([1., 2.], requires_grad=True)
     with pytest.raises(TypeError, match="expected to be a Tensor or None"):
         w.grad = [1., 1.]
+
+
+def test_a_hook_on_the_grad_fn_of_a_compiled_output_says_what_it_sees():
+    """`y.grad_fn.register_hook(fn)`: eager's node is SumBackward0, whose grad_inputs is the
+    gradient of `w * x`; the compiled call's node stands for the whole function, so the
+    hook silently got the gradient of `w` instead. It now warns; a pre-hook of a node
+    with one output sees what eager's sees, and stays quiet."""
+    w = tg.tensor([1., 2.], requires_grad=True)
+    f = tg.compile(lambda x: (w * x).sum())
+    two = tg.compile(lambda x: ((w * x).sin(), (w * x).cos()))
+    for i in range(3):
+        y = f(tg.ones(2) * (i + 1))
+        a, b = two(tg.ones(2))
+        if i == 0:
+            continue                         # the tracing call returns eager's graph
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            y.grad_fn.register_prehook(lambda go: (go[0] * 3,))
+        with pytest.warns(UserWarning, match="grad_inputs are the gradients of the compiled"):
+            y.grad_fn.register_hook(lambda gi, go: None)
+        with pytest.warns(UserWarning, match="grad_outputs are the gradients of all 2"):
+            a.grad_fn.register_prehook(lambda go: None)
+        w.grad = None
+        y.backward()
+        np.testing.assert_array_equal(w.grad.numpy(), [3. * (i + 1)] * 2)

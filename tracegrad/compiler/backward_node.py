@@ -111,6 +111,19 @@ class CompiledFunctionBackward(Node):
             res = prog(*cts, *self.saved_arrays)
         return _fresh_gradients(res)
 
+    def register_hook(self, fn):
+        _warn_node_hook(self, "register_hook", "its grad_inputs are the gradients of the "
+                        "compiled function's inputs that require grad, not those of the "
+                        "inputs of the op that made this output in eager execution")
+        return super().register_hook(fn)
+
+    def register_prehook(self, fn):
+        if len(self.out_meta or ()) > 1:
+            _warn_node_hook(self, "register_prehook", "its grad_outputs are the gradients of "
+                            f"all {len(self.out_meta)} outputs of the compiled call, which "
+                            "share this node, not only of this output")
+        return super().register_prehook(fn)
+
     def deferred_error(self, grads):
         """The in-place error eager backward would raise for output gradients `grads` (a
         fresh copy), or None (Note [Inplace errors wait for backward], check_inplace.py)."""
@@ -143,6 +156,21 @@ class CompiledFunctionBackward(Node):
             return
         self.released = True
         self.saved_arrays = self.kept_arrays = None
+
+
+# Note [Hooks on a compiled grad_fn]
+# `out.grad_fn` of a compiled call is one node standing for the whole function (as with
+# torch.compile), so a hook on the node itself sees other gradients than on eager's node
+# for the op that made `out`: a post-hook's grad_inputs are the gradients of the compiled
+# function's inputs, and a pre-hook's grad_outputs those of every output sharing the node.
+# Tensor hooks (`out.register_hook`) are exact. Node hooks warn, saying what they see.
+
+def _warn_node_hook(node, method, what):
+    warnings.warn(f"tracegrad.compile: grad_fn.{method}() on the output of a compiled "
+                  f"function ('{node.path.name}'): {what} (Note [Hooks on a compiled "
+                  "grad_fn]); register a tensor hook (out.register_hook) instead, or "
+                  "the node hook inside the function to run it eagerly.",
+                  UserWarning, stacklevel=3)
 
 
 # Note [Anomaly mode in a compiled backward]
