@@ -415,3 +415,94 @@ def test_a_hook_on_the_grad_fn_of_a_compiled_output_says_what_it_sees():
         w.grad = None
         y.backward()
         np.testing.assert_array_equal(w.grad.numpy(), [3. * (i + 1)] * 2)
+
+
+# -- saved tensors hooks -------------------------------------------------------------------
+
+def _fp16_hooks(lib, log):
+    """Hooks keeping float16 copies; `log`: a list they record into, or None (no Python
+    effect a trace would see)."""
+    def pack(t):
+        if log is not None:
+            log.append(("pack", tuple(t.shape)))
+        return t.to(lib.float16)
+
+    def unpack(t):
+        if log is not None:
+            log.append(("unpack", tuple(t.shape)))
+        return t.to(lib.float32)
+    return lib.autograd.graph.saved_tensors_hooks(pack, unpack)
+
+
+@pytest.mark.parametrize("logged", [True, False], ids=["logged", "quiet"])
+@pytest.mark.parametrize("where", ["inside", "around the call"])
+def test_saved_tensors_hooks_compressing_activations(where, logged):
+    """Activation compression (`saved_tensors_hooks` storing float16 copies) did not exist;
+    with it, compiled calls made under the hooks or entering them run eagerly (a compiled
+    program keeps arrays, not packed values): gradients then see the float16 rounding and
+    every pack/unpack happens, as eagerly and on PyTorch."""
+    def build(lib, compile_):
+        w = lib.tensor([1., 2.], requires_grad=True)
+        log = [] if logged else None
+
+        @compile_
+        def f(x):
+            if where == "inside":
+                with _fp16_hooks(lib, log):
+                    return (w * x).sin().exp().sum()
+            return (w * x).sin().exp().sum()
+
+        def call(i):
+            w.grad = None
+            if where == "inside":
+                z = f(lib.ones(2) * (i + 1) / 3)
+            else:
+                with _fp16_hooks(lib, log):
+                    z = f(lib.ones(2) * (i + 1) / 3)
+            z.backward()
+            return [z, w.grad, list(log or ())]
+        return call
+    check(build, backends=_jax() if where == "inside" else ("numpy",))
+
+
+def test_save_on_cpu_with_double_backward_and_a_custom_function():
+    """The unpacked tensors keep the autograd identity of the saved ones (a leaf's
+    accumulator, an op's grad_fn), so a gradient penalty through them reaches `w`; a
+    custom Function's saved tensors go through the hooks too, without version checks."""
+    def build(lib, compile_):
+        class Square(lib.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                ctx.save_for_backward(x)
+                return x * x
+
+            @staticmethod
+            def backward(ctx, g):
+                x, = ctx.saved_tensors
+                return 2 * x * g
+        w = lib.tensor([1., 2.], requires_grad=True)
+
+        @compile_
+        def f(x):
+            with lib.autograd.graph.save_on_cpu():
+                y = (w * x).tanh()
+                z = (y * y).sum() + Square.apply(w * x).sum()
+            g, = lib.autograd.grad(z, w, create_graph=True)
+            return z, g
+
+        def call(i):
+            w.grad = None
+            z, g = f(lib.ones(2) * (i + 1) / 3)
+            (g.sum() + z).backward()
+            return [z, g, w.grad]
+        return call
+    check(build)
+    packs = []
+    x = tg.tensor([1., 2.], requires_grad=True) * 1
+    with tg.autograd.graph.saved_tensors_hooks(lambda t: packs.append(t) or t.clone(),
+                                               lambda t: t):
+        y = (x * x).sum()
+    with tg.no_grad():
+        x.add_(1)                        # the clone was saved: no version error, old values
+    y.backward()
+    assert len(packs) == 2

@@ -11,6 +11,7 @@ from .. import _dispatch, _effects, _mode
 from ..ops import shape_rules as SR
 from ..ops.primitive import Primitive
 from .._errors import TracegradRuntimeError, TracegradTypeError, op_error
+from .._saved_hooks import ACTIVE as _SAVED_HOOKS, Packed, pack_ctx
 from .._tensor import Tensor, edge_of
 from .graph import FREED_MSG, Node, _version_error
 from ..tracing.forward_memo import MEMO, run_forward
@@ -41,12 +42,16 @@ class FunctionCtx:
                                "Store non-tensors as ctx attributes (`ctx.k = k`).")
         self._saved = tensors
 
+    _packed = False                  # saved through saved_tensors_hooks (_saved_hooks.py)
+
     @property
     def saved_tensors(self):
         if self._released:
             raise TracegradRuntimeError(FREED_MSG)
         if self._saved is None:
             return ()
+        if self._packed:
+            return tuple(p.get() if isinstance(p, Packed) else p for p in self._saved)
         for k, (t, v) in enumerate(zip(self._saved, self._versions or ())):
             if t is not None and t._vc.v != v:
                 nr = self._saved_out[k] if self._saved_out else None
@@ -136,8 +141,9 @@ class _FunctionMeta(type):
 # rebuilds ctx): `Function._tg_call_forward` is the one place that knows both styles.
 
 class Function(metaclass=_FunctionMeta):
-    """Subclass with static `forward(ctx, *args)` and `backward(ctx, *grads)`, or
-    `forward(*args)` and `setup_context(ctx, inputs, output)`; call `.apply`."""
+    """Subclass with static `forward(ctx, *args)` and `backward(ctx, *grads)`; call `.apply`.
+
+    Or the PyTorch 2.x split: `forward(*args)` and `setup_context(ctx, inputs, output)`."""
 
     @staticmethod
     def forward(ctx, *args, **kwargs):
@@ -232,6 +238,8 @@ class Function(metaclass=_FunctionMeta):
                 ctx._versions = tuple(t._vc.v if t is not None else 0 for t in ctx._saved)
                 ctx._saved_out = tuple(next((i for i, o in enumerate(outs) if o is t), None)
                                        for t in ctx._saved)
+                if _SAVED_HOOKS[0]:          # Note [Saved tensors hooks]
+                    pack_ctx(ctx)
         else:
             ctx._node = None
             if ctx._saved is not None:
