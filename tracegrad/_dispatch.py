@@ -23,6 +23,8 @@ class _layers:
 
 # A tracer installs a callable here; dispatch hands every call to it while it is set.
 from ._effects import trace_hook   # the one "is a trace active" variable (Note [Effects])
+from . import _saved_hooks
+from ._saved_hooks import ACTIVE as _SAVED_HOOKS
 _get_hook = trace_hook.get
 _grad_on = _mode.grad_enabled
 _inference_on = _mode.inference_enabled
@@ -303,6 +305,8 @@ def record(prim, args, attrs, out, needs, saved_override=None):
     out._rg = True
     out._grad_fn = node
     out._output_nr = 0
+    if _SAVED_HOOKS[0]:                  # Note [Saved tensors hooks] in _saved_hooks.py
+        _saved_hooks.pack_node(node, out)
     return node
 
 

@@ -22,7 +22,7 @@ import numpy as np
 from . import _dtype as D
 from . import _effects, _mode
 from ._effects import _get_hook
-from ._errors import TracegradRuntimeError, op_error
+from ._errors import TracegradRuntimeError, TracegradTypeError, op_error
 
 
 _new = object.__new__
@@ -126,6 +126,8 @@ class Tensor:
 
     @grad.setter
     def grad(self, value):
+        if value is not None:
+            _check_grad(self, value)
         old, self._grad = self._grad, value
         if _get_hook() is not None:
             _effects.grad_set(self, old)
@@ -302,3 +304,30 @@ def from_array(arr, requires_grad=False):
     if requires_grad:
         t._set_requires_grad(True)
     return t
+
+
+# PyTorch's names of dtypes in `.grad` assignment errors: (the gradient's, the tensor's)
+_GRAD_DTYPE_NAMES = {"float32": ("float", "Float"), "float64": ("double", "Double"),
+                     "float16": ("c10::Half", "Half"), "int64": ("long int", "Long"),
+                     "int32": ("int", "Int"), "int16": ("short int", "Short"),
+                     "int8": ("signed char", "Char"), "uint8": ("unsigned char", "Byte"),
+                     "bool": ("bool", "Bool")}
+
+
+def _check_grad(t, g):
+    """`t.grad = g` is checked as PyTorch checks it: a Tensor of t's size and dtype."""
+    if not isinstance(g, Tensor):
+        raise op_error(TracegradTypeError, "grad", "assigned grad expected to be a Tensor or None but "
+                       f"got grad of type {type(g).__name__}")
+    if g._data.shape != t._data.shape:
+        raise op_error(TracegradRuntimeError, "grad",
+                       f"attempting to assign a gradient of size '{list(g._data.shape)}' to a "
+                       f"tensor of size '{list(t._data.shape)}'. Please ensure that the "
+                       "gradient and the tensor are the same size")
+    if g._data.dtype != t._data.dtype:
+        name = _GRAD_DTYPE_NAMES.get(g._data.dtype.name, (g._data.dtype.name,))[0]
+        own = _GRAD_DTYPE_NAMES.get(t._data.dtype.name, (None, t._data.dtype.name))[1]
+        raise op_error(TracegradRuntimeError, "grad",
+                       f"attempting to assign a gradient with dtype '{name}' to a tensor with "
+                       f"grad_dtype '{own}'. The gradient must match the tensor's grad_dtype "
+                       "(defaults to the tensor's dtype).")

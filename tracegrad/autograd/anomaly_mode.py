@@ -6,13 +6,17 @@ Note [Anomaly mode and compile]
 A compiled backward is one fused program: it has no per-node outputs to check, and a NaN
 that a later op drops (a `where`) would go unseen where eager raises. So while anomaly
 mode is on, compiled functions run eagerly (with one warning per function), which is what
-a debugging session wants anyway. The mode is process-wide, as PyTorch's is.
+a debugging session wants anyway. The mode is process-wide, as PyTorch's is. Turned on
+inside a compiled function (`with detect_anomaly(): loss.backward()` in a training step),
+it is an effect the trace reports (Note [Effects]): such calls run eagerly too, with a
+warning, so the backward inside checks each node as eager does.
 """
 import functools
 import warnings
 
 import numpy as np
 
+from .. import _effects
 from .._errors import TracegradRuntimeError
 
 STATE = {"enabled": False, "check_nan": True}
@@ -39,10 +43,17 @@ def check_outputs(node, grads):
                 f"Function '{node.name()}' returned nan values in its {i}th output.")
 
 
+def _note_inside(what):
+    """Anomaly mode turned on inside a traced function (Note [Anomaly mode and compile])."""
+    _effects.note("anomaly", f"{what} (anomaly detection checks every backward node)")
+
+
 class set_detect_anomaly:
     """Turn anomaly detection on or off now; as a context manager, restore on exit."""
 
     def __init__(self, mode, check_nan=True):
+        if mode:
+            _note_inside("set_detect_anomaly(True)")
         self.prev = dict(STATE)
         STATE.update(enabled=bool(mode), check_nan=bool(check_nan))
 
@@ -63,6 +74,7 @@ class detect_anomaly:
                       "and should only be enabled for debugging.", stacklevel=2)
 
     def __enter__(self):
+        _note_inside("detect_anomaly()")
         self.prev = dict(STATE)
         STATE.update(enabled=True, check_nan=bool(self.check_nan))
 

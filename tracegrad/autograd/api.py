@@ -65,6 +65,9 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     """Gradients of `outputs` with respect to `inputs`, returned (not accumulated)."""
     outputs = _as_list(outputs)
     inputs = _as_list(inputs)
+    if is_grads_batched:
+        return _batched_grad(outputs, inputs, _as_list(grad_outputs), retain_graph,
+                             create_graph, allow_unused, materialize_grads)
     grads = _make_grads(outputs, _as_list(grad_outputs))
     if retain_graph is None:
         retain_graph = create_graph
@@ -77,3 +80,27 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
         res = tuple(zeros_like(i) if g is None else g for i, g in zip(inputs, res))
     return res
 
+
+
+def _batched_grad(outputs, inputs, grad_outputs, retain_graph, create_graph, allow_unused,
+                  materialize_grads):
+    """`grad(..., is_grads_batched=True)`: the first dimension of each grad_output is a batch
+    of vectors; the result stacks one vector-Jacobian product per vector (PyTorch computes
+    them with vmap; one backward each gives the same values)."""
+    from ..ops.shape import stack
+    if not grad_outputs or any(g is None for g in grad_outputs):
+        raise op_error(TracegradRuntimeError, "grad", "is_grads_batched=True needs a batched "
+                       "grad_output for every output")
+    n = grad_outputs[0].shape[0] if grad_outputs[0].ndim else 0
+    if any(g.ndim == 0 or g.shape[0] != n for g in grad_outputs):
+        raise op_error(TracegradRuntimeError, "grad", "is_grads_batched=True: every "
+                       "grad_output needs the same batch size as its first dimension")
+    rows = []
+    for b in range(n):
+        last = b == n - 1
+        rows.append(grad(outputs, inputs, [g[b] for g in grad_outputs],
+                         retain_graph=retain_graph if last else True,
+                         create_graph=create_graph, allow_unused=allow_unused,
+                         materialize_grads=materialize_grads))
+    return tuple(None if any(r[k] is None for r in rows) else stack([r[k] for r in rows])
+                 for k in range(len(inputs)))

@@ -198,6 +198,21 @@ def _output_target_error(node, nr, uses):
                    "outside.")
 
 
+def _output_hook_error(node, nr, uses):
+    """Note [Gradients with respect to an output], for a hook (or `retain_grad()`) on such
+    an output registered after the call: eager's hook sees the whole gradient of `h`, the
+    part flowing back from `loss` included; the compiled node has only what flows from
+    outside, so the hook would see (and `h.grad` keep) part of it. Refuse clearly."""
+    raise op_error(TracegradRuntimeError, "register_hook",
+                   f"a hook (or retain_grad) on output {nr} of a compiled function "
+                   f"({node.name()}) needs its whole gradient, but output(s) {list(uses)}, "
+                   "computed from it inside the function, also get one: a compiled "
+                   "function's backward is one node, so the part flowing between its "
+                   "outputs is not available",
+                   "Register the hook (or call retain_grad()) inside the compiled function, "
+                   "or compute the other outputs outside it.")
+
+
 def _acc_dependencies(roots):
     """{id(AccumulateGrad): the edges into it from the roots and the nodes they reach}."""
     deps, stack, seen = {}, [], set()
@@ -337,6 +352,7 @@ def _pre_hooks(node, gs):
     if not hooks:
         return gs
     gs = list(gs)
+    uses = getattr(getattr(node, "path", None), "inner_uses", None)
     for nr, fns in hooks.items():
         if nr == -1:
             for fn in list(fns):
@@ -344,6 +360,8 @@ def _pre_hooks(node, gs):
                 if r is not None:
                     gs = list(r)
             continue
+        if uses and fns and any(gs[j] is not None for j in uses.get(nr, ())):
+            _output_hook_error(node, nr, uses[nr])
         for fn in list(fns):
             g = gs[nr]
             if g is None:

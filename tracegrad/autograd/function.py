@@ -11,6 +11,7 @@ from .. import _dispatch, _effects, _mode
 from ..ops import shape_rules as SR
 from ..ops.primitive import Primitive
 from .._errors import TracegradRuntimeError, TracegradTypeError, op_error
+from .._saved_hooks import ACTIVE as _SAVED_HOOKS, Packed, pack_ctx
 from .._tensor import Tensor, edge_of
 from .graph import FREED_MSG, Node, _version_error
 from ..tracing.forward_memo import MEMO, run_forward
@@ -41,12 +42,16 @@ class FunctionCtx:
                                "Store non-tensors as ctx attributes (`ctx.k = k`).")
         self._saved = tensors
 
+    _packed = False                  # saved through saved_tensors_hooks (_saved_hooks.py)
+
     @property
     def saved_tensors(self):
         if self._released:
             raise TracegradRuntimeError(FREED_MSG)
         if self._saved is None:
             return ()
+        if self._packed:
+            return tuple(p.get() if isinstance(p, Packed) else p for p in self._saved)
         for k, (t, v) in enumerate(zip(self._saved, self._versions or ())):
             if t is not None and t._vc.v != v:
                 nr = self._saved_out[k] if self._saved_out else None
@@ -80,25 +85,34 @@ class BackwardCFunction(Node):
         if ctx.materialize_grads:
             grads = [g if g is not None else _zeros(m) for g, m in zip(grads, self.out_meta)]
         res = self.fn_cls.backward(ctx, *grads)
-        if not isinstance(res, tuple):
-            res = (res,)
-        n_in = len(self.edges)
-        if len(res) < n_in or any(g is not None for g in res[n_in:]):
-            raise op_error(TracegradRuntimeError, self.name(),
-                           f"function {self.name()} returned an incorrect number of gradients "
-                           f"(expected {n_in}, got {len(res)})")
-        res = tuple(res[:n_in])
-        for i, (g, e) in enumerate(zip(res, self.edges)):
-            if g is not None and e is not None and tuple(g.shape) != tuple(self.shapes[i]):
-                raise op_error(TracegradRuntimeError, self.name(),
-                               f"Function {self.name()} returned an invalid gradient at index "
-                               f"{i} - got {list(g.shape)} but expected shape compatible with "
-                               f"{list(self.shapes[i])}")
-        return res
+        return check_gradients(self.name(), res, [e is not None for e in self.edges],
+                               self.shapes)
 
     def release(self):
         self.ctx._released = True
         self.ctx._saved = None
+
+
+def check_gradients(name, res, wanted, shapes):
+    """What a Function's `backward` returned, as a tuple of one gradient per input, checked
+    as PyTorch checks it: not fewer than the inputs (extra ones must be None), and the shape
+    of each input whose gradient is `wanted`. Also used by the compiled VJP rule
+    (tracing/custom_function.py), so a compiled backward raises where eager's does."""
+    if not isinstance(res, tuple):
+        res = (res,)
+    n_in = len(wanted)
+    if len(res) < n_in or any(g is not None for g in res[n_in:]):
+        raise op_error(TracegradRuntimeError, name,
+                       f"function {name} returned an incorrect number of gradients "
+                       f"(expected {n_in}, got {len(res)})")
+    res = tuple(res[:n_in])
+    for i, (g, w) in enumerate(zip(res, wanted)):
+        if g is not None and w and tuple(g.shape) != tuple(shapes[i]):
+            raise op_error(TracegradRuntimeError, name,
+                           f"Function {name} returned an invalid gradient at index "
+                           f"{i} - got {list(g.shape)} but expected shape compatible with "
+                           f"{list(shapes[i])}")
+    return res
 
 
 def _check_dirty(t):
@@ -119,8 +133,17 @@ class _FunctionMeta(type):
         cls._node_cls = type(name + "Backward", (BackwardCFunction,), {"__slots__": ()})
 
 
+# Note [setup_context]
+# PyTorch 2.x lets a Function split its forward: `forward(*args)` computes the result with
+# no ctx, and `setup_context(ctx, inputs, output)` saves what backward needs (the style
+# functorch transforms require). A class that overrides `setup_context` is called that way
+# everywhere `forward` runs (eagerly, inside a trace, and when a compiled backward
+# rebuilds ctx): `Function._tg_call_forward` is the one place that knows both styles.
+
 class Function(metaclass=_FunctionMeta):
-    """Subclass with static `forward(ctx, *args)` and `backward(ctx, *grads)`; call `.apply`."""
+    """Subclass with static `forward(ctx, *args)` and `backward(ctx, *grads)`; call `.apply`.
+
+    Or the PyTorch 2.x split: `forward(*args)` and `setup_context(ctx, inputs, output)`."""
 
     @staticmethod
     def forward(ctx, *args, **kwargs):
@@ -133,6 +156,21 @@ class Function(metaclass=_FunctionMeta):
                                   "your custom autograd.Function to use it with backward mode AD.")
 
     vjp = backward
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        """PyTorch 2.x style: override it to fill `ctx` from the call's `inputs` (a tuple)
+        and `output`; `forward(*args)` then takes no `ctx` (Note [setup_context])."""
+        raise NotImplementedError("setup_context is not implemented.")
+
+    @classmethod
+    def _tg_call_forward(cls, ctx, *args, **kwargs):
+        """Run `forward` for one call, filling `ctx` (Note [setup_context])."""
+        if cls.setup_context is Function.setup_context:
+            return cls.forward(ctx, *args, **kwargs)
+        out = cls.forward(*args, **kwargs)
+        cls.setup_context(ctx, args, out)
+        return out
 
     @classmethod
     def apply(cls, *args, **kwargs):
@@ -159,9 +197,9 @@ class Function(metaclass=_FunctionMeta):
         if out is _NOT_RUN:
             with _mode.no_grad():
                 if kwargs or MEMO.get() is None:
-                    out = cls.forward(ctx, *args, **kwargs)
+                    out = cls._tg_call_forward(ctx, *args, **kwargs)
                 else:                        # Note [Forwards run once per call]
-                    out = run_forward(cls, ctx, args, lambda: cls.forward(ctx, *args))
+                    out = run_forward(cls, ctx, args, lambda: cls._tg_call_forward(ctx, *args))
         single = not isinstance(out, tuple)
         outs = (out,) if single else out
         if record:
@@ -183,8 +221,11 @@ class Function(metaclass=_FunctionMeta):
                     if id(o) in dirty:
                         _check_dirty(o)
                         o._vc.v += 1          # PyTorch bumps the version of dirty outputs
-                    elif any(o is t for t in tens) or o._grad_fn is not None:
-                        o = o.view_as(o) if o._grad_fn is None else o
+                    elif any(o is t for t in tens):
+                        # an input returned as it is: the result is a new view of it, and
+                        # the input keeps its own history (other uses of it in the graph
+                        # must not go through this Function's backward)
+                        o = o.view_as(o)
                     if diff and o.is_floating_point():
                         o._grad_fn = node
                         o._output_nr = i
@@ -197,6 +238,8 @@ class Function(metaclass=_FunctionMeta):
                 ctx._versions = tuple(t._vc.v if t is not None else 0 for t in ctx._saved)
                 ctx._saved_out = tuple(next((i for i, o in enumerate(outs) if o is t), None)
                                        for t in ctx._saved)
+                if _SAVED_HOOKS[0]:          # Note [Saved tensors hooks]
+                    pack_ctx(ctx)
         else:
             ctx._node = None
             if ctx._saved is not None:

@@ -19,6 +19,7 @@ from .._effects import _get_hook
 from .. import _tensor
 from .._tensor import Tensor     # _tensor imports this module lazily, so no cycle
 from .post_accumulate import run_post_hooks
+from .._saved_hooks import save_on_cpu, saved_tensors_hooks  # noqa: F401 (PyTorch's home)
 
 _seq = itertools.count()
 

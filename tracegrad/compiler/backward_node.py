@@ -9,9 +9,12 @@ through eager dispatch, recomputing the saved values that depend on inputs requi
 from those inputs, so the gradient it returns is itself differentiable (exact double
 backward; Note [Differentiable backward] in replay.py).
 """
+import warnings
+
 import numpy as np
 
 from .. import _mode
+from ..autograd.anomaly_mode import STATE as _ANOMALY
 from ..passes.check_inplace import fresh
 from .._errors import TracegradRuntimeError, op_error
 from .._tensor import Tensor, edge_of
@@ -79,6 +82,8 @@ class CompiledFunctionBackward(Node):
             err = self.deferred_error(grads)
             if err is not None:
                 raise err
+        if _ANOMALY["enabled"]:
+            _warn_anomaly(self.path)
         for vc, v, data in self.checks:
             if vc.v != v:
                 t = Tensor._wrap(data)
@@ -105,6 +110,19 @@ class CompiledFunctionBackward(Node):
         else:
             res = prog(*cts, *self.saved_arrays)
         return _fresh_gradients(res)
+
+    def register_hook(self, fn):
+        _warn_node_hook(self, "register_hook", "its grad_inputs are the gradients of the "
+                        "compiled function's inputs that require grad, not those of the "
+                        "inputs of the op that made this output in eager execution")
+        return super().register_hook(fn)
+
+    def register_prehook(self, fn):
+        if len(self.out_meta or ()) > 1:
+            _warn_node_hook(self, "register_prehook", "its grad_outputs are the gradients of "
+                            f"all {len(self.out_meta)} outputs of the compiled call, which "
+                            "share this node, not only of this output")
+        return super().register_prehook(fn)
 
     def deferred_error(self, grads):
         """The in-place error eager backward would raise for output gradients `grads` (a
@@ -138,6 +156,40 @@ class CompiledFunctionBackward(Node):
             return
         self.released = True
         self.saved_arrays = self.kept_arrays = None
+
+
+# Note [Hooks on a compiled grad_fn]
+# `out.grad_fn` of a compiled call is one node standing for the whole function (as with
+# torch.compile), so a hook on the node itself sees other gradients than on eager's node
+# for the op that made `out`: a post-hook's grad_inputs are the gradients of the compiled
+# function's inputs, and a pre-hook's grad_outputs those of every output sharing the node.
+# Tensor hooks (`out.register_hook`) are exact. Node hooks warn, saying what they see.
+
+def _warn_node_hook(node, method, what):
+    warnings.warn(f"tracegrad.compile: grad_fn.{method}() on the output of a compiled "
+                  f"function ('{node.path.name}'): {what} (Note [Hooks on a compiled "
+                  "grad_fn]); register a tensor hook (out.register_hook) instead, or "
+                  "the node hook inside the function to run it eagerly.",
+                  UserWarning, stacklevel=3)
+
+
+# Note [Anomaly mode in a compiled backward]
+# A call made while anomaly detection is on runs eagerly (Note [Anomaly mode and compile]).
+# One made before it was turned on (`with detect_anomaly(): loss.backward()` around the
+# backward alone) left one node, whose program has no per-op gradients to check: the
+# engine checks only the gradients the whole program returns, so a NaN that an op inside
+# makes and a later one drops goes unseen, and a NaN found is named after
+# CompiledFunctionBackward, not the op. Such a backward warns once per path, saying so.
+
+def _warn_anomaly(path):
+    if getattr(path, "warned_anomaly", False):
+        return
+    path.warned_anomaly = True
+    warnings.warn(f"tracegrad.compile: anomaly detection cannot check the ops inside the "
+                  f"compiled backward of '{path.name}' (its forward ran before detection "
+                  "was turned on): only the gradients it returns are checked. Call the "
+                  "compiled function under detect_anomaly() too, to run it eagerly.",
+                  UserWarning, stacklevel=2)
 
 
 # Note [Second backward]

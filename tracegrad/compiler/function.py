@@ -41,6 +41,7 @@ from ..passes import DEFAULT_PIPELINE
 from .arguments import check_compile_arguments
 from .check import _in_check, checked_call
 from ..autograd.anomaly_mode import STATE as _ANOMALY
+from .._saved_hooks import ACTIVE as _SAVED_HOOKS, active as saved_hooks_active
 from .keys import (alias_eager_reason, alias_groups, describe_difference, entry_key,
                    key_checker)
 from .backward_node import eager_saves
@@ -175,6 +176,8 @@ class CompiledFunction:
         self.stats.calls += 1
         if _ANOMALY["enabled"]:              # Note [Anomaly mode and compile]
             return self._anomaly_call(args, kwargs)
+        if _SAVED_HOOKS[0] and saved_hooks_active():   # Note [Saved tensors hooks]
+            return self._saved_hooks_call(args, kwargs)
         if _dispatch.trace_hook.get() is not None:
             # Called while another function is being traced: run inline so the outer trace
             # records our ops (a nested program's outputs would otherwise become constants).
@@ -517,6 +520,17 @@ class CompiledFunction:
             self._warned = True
         self.stats.eager_calls += 1
         next_attempt()
+        return self.fn(*args, **kwargs)
+
+    def _saved_hooks_call(self, args, kwargs):
+        """saved_tensors_hooks are active: run eagerly, so saved tensors go through them."""
+        if not getattr(self, "_warned_saved_hooks", False):
+            self._warned_saved_hooks = True
+            warnings.warn(f"tracegrad.compile: '{self.name}' runs eagerly while "
+                          "saved_tensors_hooks are active (a compiled program keeps its "
+                          "saved values as arrays, not through the hooks)", UserWarning,
+                          stacklevel=3)
+        self.stats.eager_calls += 1
         return self.fn(*args, **kwargs)
 
     def _anomaly_call(self, args, kwargs):

@@ -113,9 +113,10 @@ def vjp(rec):
     try:
         vr = _vjp(rec.functional, [ins[i] for i in wrt], values=rec.values,
                  out_mask=list(rec.outputs.requires))
-    except (ValueError, TypeError, NotImplementedError) as e:
-        # a gradient rule that refuses (einsum's diagonal): eager raises it only if backward
-        # runs, so calls like these run eagerly, with a warning naming it
+    except Exception as e:              # noqa: BLE001 (any error: it is eager's to raise)
+        # a gradient rule that refuses (einsum's diagonal), or a custom Function's backward
+        # that raises (a gradient of the wrong shape, the user's own check): eager raises
+        # it only if backward runs, so calls like these run eagerly, with a warning naming it
         why = (f"the gradient cannot be derived ({type(e).__name__}: {str(e).splitlines()[0]}); "
                "eager execution raises it only when backward runs")
         return (replace(rec, wrt=wrt, values=None,

@@ -320,6 +320,7 @@ def scan(target, objects=()):
         s.function(target, 0)
     for name, obj in objects:
         s.value_in(None, None, obj, f"argument '{name}'", 0)
+    s.settle()
     _name_optimizer_state(s)
     return s
 
@@ -328,11 +329,7 @@ def _name_optimizer_state(s):
     """Name the state tensors of the optimizers walked after their parameters
     (`0.weight.momentum_buffer`, `fc.bias.exp_avg`), so graphs and `explain()` show what
     each is rather than a position."""
-    from ..optim.optimizer import Optimizer
-    for g in s.guards:
-        opt = g.expected
-        if g.mode != "is" or not isinstance(opt, Optimizer):
-            continue
+    for opt in s.optimizers:
         for p, st in list(vars(opt).get("state", {}).items()):
             base = s.names.get(id(p))
             if base is None or not isinstance(st, dict):
@@ -340,6 +337,16 @@ def _name_optimizer_state(s):
             for k, t in list(st.items()):
                 if isinstance(t, Tensor) and isinstance(k, str):
                     s.names.setdefault(id(t), f"{base}.{k}")
+
+
+# Note [Names read later]
+# A class or a user module reached by the scan has the attributes the scanned code names
+# walked (`Model.k`, `cfg.LR`). Code scanned after it may name more: `c = Config` in the
+# function and `c.factor` in a helper it calls, or a custom Function whose class attribute
+# only its own `forward`/`backward` read (`Scale.factor`, walked after the class). So each
+# such holder is walked again once the scan is over, for the names it gained, until
+# nothing new is named; without it, a changed `Scale.factor` kept the first call's value
+# in a cached backward.
 
 
 class _Scanner:
@@ -355,6 +362,7 @@ class _Scanner:
         self.optimizers = []             # optimizers walked (Note [Hyper-parameters unread])
         self.hook_guards = {}            # {id(leaf): (leaf, [its hooks' guards])}
         self.classes = set()             # ids of the classes whose methods are guarded
+        self.named = []                  # classes and user modules (Note [Names read later])
 
     def function(self, fn, depth):
         owner = getattr(fn, "__self__", None)
@@ -571,20 +579,39 @@ class _Scanner:
                     self.value_in(cd, nm, x, f"{k.__name__}.{nm}", depth, nest=2)
 
     def class_attrs(self, cls, where, depth):
-        """The attributes of a user class (`Model.k`) that the scanned code names."""
-        cd = cls.__dict__
-        for nm in sorted(self.code_names):
-            if nm in cd and not nm.startswith("__"):
-                x = cd[nm]
-                if isinstance(x, (Tensor, np.ndarray, list, tuple, dict) + _SCALARS):
-                    self.value_in(cd, nm, x, f"{where}.{nm}", depth, nest=2)
+        """The attributes of a user class (`Model.k`) that the scanned code names (now, and
+        once the scan is over: Note [Names read later])."""
+        self.named.append(("class", cls, where, depth, set()))
+        self._named_attrs(self.named[-1])
 
     def user_module(self, m, where, depth):
-        """The attributes of a user module (`cfg.LR`) that the scanned code names."""
-        d = vars(m)
-        for nm in sorted(self.code_names):
-            if nm in d and not nm.startswith("__") and not isinstance(d[nm], types.ModuleType):
-                self.value_in(d, nm, d[nm], f"{m.__name__}.{nm}", depth, nest=2)
+        """The attributes of a user module (`cfg.LR`) that the scanned code names (now, and
+        once the scan is over: Note [Names read later])."""
+        self.named.append(("module", m, f"{m.__name__}", depth, set()))
+        self._named_attrs(self.named[-1])
+
+    def _named_attrs(self, entry):
+        """Walk the attributes of one class or user module that the code scanned so far
+        names and that were not walked yet; True when it walked any."""
+        kind, obj, where, depth, done = entry
+        d = vars(obj)
+        new = sorted(n for n in self.code_names - done if n in d and not n.startswith("__"))
+        done.update(new)
+        for nm in new:
+            x = d[nm]
+            if kind == "class" and not isinstance(
+                    x, (Tensor, np.ndarray, list, tuple, dict) + _SCALARS):
+                continue
+            if kind == "module" and isinstance(x, types.ModuleType):
+                continue
+            self.value_in(d, nm, x, f"{where}.{nm}", depth, nest=2)
+        return bool(new)
+
+    def settle(self):
+        """Note [Names read later]: walk the attributes of the classes and user modules
+        reached that code scanned after them names, until nothing new is named."""
+        while any([self._named_attrs(e) for e in list(self.named)]):
+            pass
 
     def module(self, m, where, depth, hooks=True):
         """Parameters, buffers, hooks and attributes of `m` and of every submodule."""

@@ -192,7 +192,7 @@ def _forward(cls, ctx, args, fill_ctx=True):
     token = trace_hook.set(None)
     try:
         with _mode.no_grad():
-            out = run_forward(cls, ctx, args, lambda: cls.forward(ctx, *args), fill_ctx)
+            out = run_forward(cls, ctx, args, lambda: cls._tg_call_forward(ctx, *args), fill_ctx)
     finally:
         trace_hook.reset(token)
     if default_generator._rng.bit_generator.state != rng:
@@ -275,7 +275,7 @@ def _warn_forward_again(cls):
 
 def _vjp(cls):
     def vjp(g, ins, out, node):
-        from ..autograd.function import FunctionCtx
+        from ..autograd.function import FunctionCtx, check_gradients
         ctx = FunctionCtx()
         ctx.needs_input_grad = tuple(bool(n) for n in node.needs)
         template = node.attrs.get("ctx")
@@ -287,11 +287,10 @@ def _vjp(cls):
         else:
             _warn_forward_again(cls)
             with _mode.no_grad():
-                cls.forward(ctx, *ins)   # rebuild ctx: this call's saved tensors and attributes
-        grads = cls.backward(ctx, g)
-        if not isinstance(grads, tuple):
-            grads = (grads,)
-        grads = tuple(grads) + (None,) * (len(ins) - len(grads))
+                cls._tg_call_forward(ctx, *ins)  # rebuild ctx: saved tensors, attributes
+        grads = check_gradients(cls._node_cls.__name__, cls.backward(ctx, g),
+                                [bool(n) for n in ctx.needs_input_grad],
+                                [a.shape if isinstance(a, Tensor) else () for a in ins])
         return tuple(gr if isinstance(a, Tensor) and isinstance(gr, Tensor) else None
                      for a, gr in zip(ins, grads))
     return vjp
