@@ -10,6 +10,7 @@ weight, 1 until step t0) and `ax` (the average). Per parameter with a gradient:
 In a compiled step lr, lambd, alpha, t0 and weight_decay are runtime values (`hyper`), and
 eta, mu and the step count are read as tensors: `mu != 1` is a `where`, not a guard.
 """
+from .. import _dtype as D
 from .. import _mode
 from .. import ops as O
 from .._effects import as_scalar_for, hyper
@@ -71,9 +72,11 @@ class ASGD(Optimizer):
             ax.copy_(p)
         step = step_value(step_t, runtime)
         new_eta = lr / ((1 + lambd * lr * step) ** alpha)
+        # (each new value goes through a tensor of the default dtype, as PyTorch's
+        # `as_tensor(value)`: a loaded float64 eta still gets float32-rounded values)
         if runtime:
-            eta.copy_(new_eta)
-            mu.copy_(1 / O.maximum(step - t0, 1.0))
+            eta.copy_(new_eta.to(D.get_default_dtype()))
+            mu.copy_((1 / O.maximum(step - t0, 1.0)).to(D.get_default_dtype()))
         else:
-            eta.fill_(new_eta)
-            mu.fill_(1 / max(1, step - t0))
+            eta.copy_(O.tensor(new_eta))
+            mu.copy_(O.tensor(1 / max(1, step - t0)))
