@@ -4,6 +4,7 @@ from .adagrad import Adagrad  # noqa: F401
 from .adam import Adam, AdamW  # noqa: F401
 from .adam_variants import Adamax, NAdam, RAdam  # noqa: F401
 from .asgd import ASGD  # noqa: F401
+from .lbfgs import LBFGS  # noqa: F401
 from .optimizer import Optimizer  # noqa: F401
 from .rmsprop import RMSprop  # noqa: F401
 from .rprop import Rprop  # noqa: F401
