@@ -10,3 +10,4 @@ from .rmsprop import RMSprop  # noqa: F401
 from .rprop import Rprop  # noqa: F401
 from .sgd import SGD  # noqa: F401
 from . import lr_scheduler  # noqa: F401,E402
+from . import swa_utils  # noqa: F401,E402
