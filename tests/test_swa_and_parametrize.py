@@ -161,3 +161,254 @@ def test_compiled_step_averaging_the_model_equals_eager(variant):
     (eager, _), (comp, stats) = out
     assert comp == eager
     assert stats.traces <= 2 and stats.eager_calls == 0, str(stats)
+
+
+# ---------------- nn.utils.parametrize and parametrizations ----------------
+
+def _linear_pair(torch, conv=False):
+    a = (tg.nn.Conv2d(2, 3, 3) if conv else tg.nn.Linear(3, 4)).double()
+    b = (torch.nn.Conv2d(2, 3, 3) if conv else torch.nn.Linear(3, 4)).double()
+    b.load_state_dict({k: torch.tensor(v.detach().numpy()) for k, v in a.state_dict().items()})
+    return a, b
+
+
+def _input(conv=False):
+    rng = np.random.default_rng(0)
+    return rng.standard_normal((2, 2, 5, 5) if conv else (5, 3))
+
+
+def _same_buffers(a, b, names):
+    """Copy torch's randomly started power-iteration vectors into tracegrad's module."""
+    for n in names:
+        tg_buf = a.get_submodule(n.rpartition(".")[0]) if "." in n else a
+        getattr(tg_buf, n.rpartition(".")[2]).copy_(
+            tg.tensor(b.state_dict()[n].numpy()))
+
+
+PARAMETRIZE = {
+    "weight_norm": (lambda U, m: U.parametrizations.weight_norm(m), []),
+    "weight_norm_all": (lambda U, m: U.parametrizations.weight_norm(m, dim=None), []),
+    "weight_norm_dim1": (lambda U, m: U.parametrizations.weight_norm(m, dim=1), []),
+    "spectral_norm": (lambda U, m: U.parametrizations.spectral_norm(m),
+                      ["parametrizations.weight.0._u", "parametrizations.weight.0._v"]),
+    "spectral_norm_3": (lambda U, m: U.parametrizations.spectral_norm(m, n_power_iterations=3,
+                                                                      dim=1),
+                        ["parametrizations.weight.0._u", "parametrizations.weight.0._v"]),
+    "legacy_weight_norm": (lambda U, m: U.weight_norm(m), []),
+    "legacy_spectral_norm": (lambda U, m: U.spectral_norm(m), ["weight_u", "weight_v"]),
+}
+
+
+@pytest.mark.parametrize("conv", [False, True], ids=["linear", "conv"])
+@pytest.mark.parametrize("which", list(PARAMETRIZE))
+def test_normalizations_match_torch(torch, which, conv):
+    a, b = _linear_pair(torch, conv)
+    apply, buffers = PARAMETRIZE[which]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        apply(tg.nn.utils, a)
+        apply(torch.nn.utils, b)
+    _same_buffers(a, b, buffers)
+    assert type(a).__name__ == type(b).__name__
+    assert [n for n, _ in a.named_parameters()] == [n for n, _ in b.named_parameters()]
+    assert list(a.state_dict()) == list(b.state_dict())
+    x = _input(conv)
+    for _ in range(3):                       # training mode: power iterations each call
+        ya, yb = a(tg.tensor(x)), b(torch.tensor(x))
+        ya.pow(2).sum().backward()
+        yb.pow(2).sum().backward()
+    np.testing.assert_allclose(ya.detach().numpy(), yb.detach().numpy(), atol=1e-12)
+    for (n, pa), (_, pb) in zip(a.named_parameters(), b.named_parameters()):
+        np.testing.assert_allclose(pa.grad.numpy(), pb.grad.numpy(), atol=1e-11, err_msg=n)
+    for k, va in a.state_dict().items():
+        np.testing.assert_allclose(va.numpy(), b.state_dict()[k].numpy(), atol=1e-12, err_msg=k)
+    a.eval()
+    b.eval()
+    np.testing.assert_allclose(a(tg.tensor(x)).detach().numpy(),
+                               b(torch.tensor(x)).detach().numpy(), atol=1e-12)
+
+
+@pytest.mark.parametrize("which", ["weight_norm", "spectral_norm"])
+def test_remove_parametrizations_leaves_the_value_like_torch(torch, which):
+    a, b = _linear_pair(torch)
+    apply, buffers = PARAMETRIZE[which]
+    apply(tg.nn.utils, a)
+    apply(torch.nn.utils, b)
+    _same_buffers(a, b, buffers)
+    P_tg, P_torch = tg.nn.utils.parametrize, torch.nn.utils.parametrize
+    assert P_tg.is_parametrized(a) and P_tg.is_parametrized(a, "weight")
+    assert not P_tg.is_parametrized(a, "bias")
+    assert P_tg.type_before_parametrizations(a) is tg.nn.Linear
+    P_tg.remove_parametrizations(a, "weight")
+    P_torch.remove_parametrizations(b, "weight")
+    assert type(a) is tg.nn.Linear and not P_tg.is_parametrized(a)
+    assert list(a.state_dict()) == list(b.state_dict()) == ["bias", "weight"]
+    assert isinstance(a.weight, tg.nn.Parameter)
+    np.testing.assert_allclose(a.weight.detach().numpy(), b.weight.detach().numpy(),
+                               atol=1e-12)
+
+
+class _Symmetric(tg.nn.Module):
+    def forward(self, X):
+        return X.triu() + X.triu(1).transpose(-1, -2)
+
+    def right_inverse(self, A):
+        return A.triu()
+
+
+class _Scale(tg.nn.Module):
+    def forward(self, X):
+        return X * 2.0
+
+
+def test_a_custom_parametrization_with_right_inverse_chaining_and_cache():
+    m = tg.nn.Linear(3, 3).double()
+    w0 = m.weight
+    P = tg.nn.utils.parametrize
+    P.register_parametrization(m, "weight", _Symmetric())
+    assert m.parametrizations.weight.original is w0            # the same Parameter object
+    W = m.weight
+    np.testing.assert_array_equal(W.detach().numpy(), W.detach().numpy().T)
+    # assigning stores right_inverse(value) into the original
+    S = tg.tensor([[1.0, 2.0, 3.0], [2.0, 4.0, 5.0], [3.0, 5.0, 6.0]], dtype=tg.float64)
+    with tg.no_grad():
+        m.weight = S
+    np.testing.assert_array_equal(m.weight.detach().numpy(), S.numpy())
+    # a second parametrization on the same tensor applies after the first
+    P.register_parametrization(m, "weight", _Scale())
+    np.testing.assert_array_equal(m.weight.detach().numpy(), 2 * S.numpy())
+    assert len(m.parametrizations.weight) == 2
+    # inside cached() the tensor is computed once
+    with P.cached():
+        assert m.weight is m.weight
+    assert m.weight is not m.weight
+    # gradients reach the original through the parametrization
+    m(tg.ones(2, 3, dtype=tg.float64)).sum().backward()
+    assert m.parametrizations.weight.original.grad is not None
+    with pytest.raises(RuntimeError, match="does not implement right_inverse"):
+        with tg.no_grad():
+            m.weight = S
+    P.remove_parametrizations(m, "weight", leave_parametrized=False)
+    np.testing.assert_array_equal(m.weight.detach().numpy(), np.triu(S.numpy()))
+
+
+@pytest.mark.parametrize("make", [
+    lambda lib, m: lib.nn.utils.parametrize.register_parametrization(m, "nope", _tm(lib)),
+    lambda lib, m: lib.nn.utils.parametrize.register_parametrization(m, "weight", _row(lib)),
+    lambda lib, m: lib.nn.utils.parametrize.remove_parametrizations(m, "weight"),
+    lambda lib, m: lib.nn.utils.parametrizations.spectral_norm(m, n_power_iterations=0),
+    lambda lib, m: lib.nn.utils.parametrizations.spectral_norm(m, dim=2),
+    lambda lib, m: lib.nn.utils.parametrizations.spectral_norm(m, name="nope"),
+    lambda lib, m: lib.nn.utils.remove_weight_norm(m),
+    lambda lib, m: lib.nn.utils.remove_spectral_norm(m),
+    lambda lib, m: lib.nn.utils.spectral_norm(lib.nn.utils.spectral_norm(m)),
+])
+def test_parametrize_errors_match_torch(torch, make):
+    errs = []
+    for lib in (torch, tg):
+        m = lib.nn.Linear(3, 4)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)
+            with pytest.raises(Exception) as e:
+                make(lib, m)
+        errs.append(e.value)
+    assert isinstance(errs[1], type(errs[0])), (errs[1], errs[0])
+    # messages name the module with its repr; compare the text around it
+    a, b = str(errs[1]).splitlines()[0], str(errs[0]).splitlines()[0]
+    assert a.split("(")[0] == b.split("(")[0] and a.split(")")[-1] == b.split(")")[-1], (a, b)
+
+
+def _tm(lib):
+    return lib.nn.Identity()
+
+
+def _row(lib):
+    class Row(lib.nn.Module):
+        def forward(self, X):
+            return X[0]
+    return Row()
+
+
+def test_state_dict_from_torch_loads_into_a_parametrized_model(torch):
+    a, b = _linear_pair(torch)
+    tg.nn.utils.parametrizations.weight_norm(a)
+    torch.nn.utils.parametrizations.weight_norm(b)
+    with torch.no_grad():
+        b.parametrizations.weight.original0.mul_(1.5)
+    a.load_state_dict({k: tg.tensor(v.numpy()) for k, v in b.state_dict().items()})
+    np.testing.assert_allclose(a.weight.detach().numpy(), b.weight.detach().numpy(),
+                               atol=1e-12)
+
+
+def test_optimizer_trajectory_on_parametrized_weights_matches_torch(torch):
+    a, b = _linear_pair(torch)
+    for lib, m in ((tg, a), (torch, b)):
+        lib.nn.utils.parametrizations.weight_norm(m)
+    _same_buffers(a, b, [])
+    x = _input()
+    for lib, m in ((tg, a), (torch, b)):
+        opt = lib.optim.Adam(m.parameters(), lr=0.05)
+        for _ in range(5):
+            opt.zero_grad()
+            m(lib.tensor(x)).pow(2).mean().backward()
+            opt.step()
+    for k, va in a.state_dict().items():
+        np.testing.assert_allclose(va.numpy(), b.state_dict()[k].numpy(), atol=1e-12)
+
+
+def _compiled_vs_eager(setup, whole_model=False, steps=6):
+    out = []
+    for compiled in (False, True):
+        tg.manual_seed(0)
+        model = nn.Sequential(nn.Linear(4, 6), nn.Tanh(), nn.Linear(6, 3))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)
+            setup(model)
+        opt = tg.optim.Adam(model.parameters(), lr=0.01)
+        sched = tg.optim.lr_scheduler.ExponentialLR(opt, 0.9)
+        fwd = tg.compile(model) if compiled and whole_model else model
+
+        def step(x, y):
+            opt.zero_grad()
+            loss = F.cross_entropy(fwd(x), y)
+            loss.backward()
+            opt.step()
+            sched.step()
+            return loss
+        f = tg.compile(step) if compiled and not whole_model else step
+        seen = []
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            for _ in range(steps):
+                seen.append(f(tg.randn(5, 4), tg.randint(0, 3, (5,))).item())
+                # parameters and the power iteration's buffers, updated on every call
+                seen += [v.detach().numpy().tobytes() for v in model.state_dict().values()]
+        stats = getattr(fwd if whole_model else f, "stats", None)
+        out.append((seen, stats, [str(w.message) for w in caught]))
+    return out
+
+
+@pytest.mark.parametrize("whole_model", [False, True], ids=["step", "model"])
+@pytest.mark.parametrize("which", ["weight_norm", "spectral_norm", "both"])
+def test_compiled_training_with_parametrizations_equals_eager(which, whole_model):
+    P = nn.utils.parametrizations
+
+    def setup(model):
+        if which in ("weight_norm", "both"):
+            P.weight_norm(model[0])
+        if which in ("spectral_norm", "both"):
+            P.spectral_norm(model[2])
+    (eager, _, _), (comp, stats, _) = _compiled_vs_eager(setup, whole_model)
+    assert comp == eager
+    assert stats.traces <= 2 and stats.eager_calls == 0, str(stats)
+
+
+def test_compiled_step_with_legacy_hooks_runs_eagerly_and_equals_eager():
+    """The hook-based forms rebind `module.weight` in a forward pre-hook: such calls run
+    eagerly, with a warning, and still equal eager."""
+    def setup(model):
+        nn.utils.weight_norm(model[0])
+        nn.utils.spectral_norm(model[2])
+    (eager, _, _), (comp, stats, msgs) = _compiled_vs_eager(setup)
+    assert comp == eager
+    assert stats.eager_calls > 0 and any("runs eagerly" in m for m in msgs)
