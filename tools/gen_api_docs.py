@@ -24,7 +24,9 @@ TORCH_NAMES = os.path.join(ROOT, "docs", "torch_names.txt")
 COMMAND = "python tools/gen_api_docs.py"
 
 MODULES = ["tracegrad", "tracegrad.nn", "tracegrad.nn.functional", "tracegrad.nn.init",
-           "tracegrad.nn.utils", "tracegrad.optim", "tracegrad.optim.lr_scheduler",
+           "tracegrad.nn.utils", "tracegrad.nn.utils.parametrize",
+           "tracegrad.nn.utils.parametrizations", "tracegrad.optim", "tracegrad.optim.lr_scheduler",
+           "tracegrad.optim.swa_utils",
            "tracegrad.autograd", "tracegrad.func", "tracegrad.viz", "tracegrad.utils.data",
            "tracegrad.random", "tracegrad.amp", "tracegrad.utils.checkpoint",
            "tracegrad.linalg", "tracegrad.distributions", "tracegrad.compiler"]
@@ -75,7 +77,8 @@ def public_names(module):
         return sorted(set(module.__all__))
     names = []
     for name, value in vars(module).items():
-        if name.startswith("_") or name.isupper() or isinstance(value, types.ModuleType):
+        if name.startswith("_") or isinstance(value, types.ModuleType) or (
+                name.isupper() and not inspect.isclass(value)):     # (SGD, LBFGS are classes)
             continue
         origin = getattr(value, "__module__", None)
         if isinstance(origin, str) and not (
