@@ -240,3 +240,40 @@ def test_zero_dim_float64_pow_rounds_like_python():
     for a, b in zip(rng.uniform(0.5, 1, 300), rng.uniform(0, 40, 300)):
         got = (tg.tensor(a, dtype=tg.float64) ** tg.tensor(b, dtype=tg.float64)).item()
         assert got == a ** b
+
+
+@pytest.mark.parametrize("name,kw", [
+    ("NAdam", dict(lr=0.01, weight_decay=0.1, decoupled_weight_decay=True)),
+    ("RAdam", dict(lr=0.01, betas=(0.9, 0.5), weight_decay=0.1)),      # never rectified
+    ("Adamax", dict(lr=0.01, weight_decay=0.1)), ("Adadelta", dict(weight_decay=0.1)),
+    ("Rprop", dict(maximize=True)), ("ASGD", dict(lr=0.05, t0=2, weight_decay=0.1))])
+def test_compiled_update_of_a_zero_dim_float32_parameter_equals_eager(name, kw):
+    """Note [Hyper-parameters meet zero-dim tensors] in _effects.py: a 0-d float32 parameter
+    (a temperature) meets runtime hyper-parameters in its own precision, as eager's."""
+    out = []
+    for compiled in (False, True):
+        tg.manual_seed(0)
+        t = tg.tensor(0.7, requires_grad=True)
+        w = tg.randn(3, requires_grad=True)
+        opt = getattr(tg.optim, name)([{"params": [t]}, {"params": [w], "lr": 0.02}], **kw)
+        sched = tg.optim.lr_scheduler.ExponentialLR(opt, 0.9)
+
+        def step(x):
+            opt.zero_grad()
+            loss = ((x * w).sum() / t).sin() + t * t
+            loss.backward()
+            opt.step()
+            sched.step()
+            return loss
+        f = tg.compile(step) if compiled else step
+        seen = []
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for _ in range(6):
+                seen.append(f(tg.randn(3)).item())
+                seen += [p.detach().numpy().tobytes() for p in (t, w)]
+                seen += [v.numpy().tobytes() for s in opt.state.values() for v in s.values()]
+        out.append((seen, getattr(f, "stats", None)))
+    (eager, _), (comp, stats) = out
+    assert comp == eager
+    assert stats.traces <= 2 and stats.eager_calls == 0, str(stats)
