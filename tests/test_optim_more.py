@@ -246,7 +246,7 @@ def test_zero_dim_float64_pow_rounds_like_python():
     ("NAdam", dict(lr=0.01, weight_decay=0.1, decoupled_weight_decay=True)),
     ("RAdam", dict(lr=0.01, betas=(0.9, 0.5), weight_decay=0.1)),      # never rectified
     ("Adamax", dict(lr=0.01, weight_decay=0.1)), ("Adadelta", dict(weight_decay=0.1)),
-    ("Rprop", dict(maximize=True)), ("ASGD", dict(lr=0.05, t0=2, weight_decay=0.1))])
+    ("Rprop", dict(maximize=True)), ("ASGD", dict(lr=0.3, t0=2, lambd=0.7, weight_decay=0.1))])
 def test_compiled_update_of_a_zero_dim_float32_parameter_equals_eager(name, kw):
     """Note [Hyper-parameters meet zero-dim tensors] in _effects.py: a 0-d float32 parameter
     (a temperature) meets runtime hyper-parameters in its own precision, as eager's."""
