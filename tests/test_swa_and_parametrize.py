@@ -412,3 +412,32 @@ def test_compiled_step_with_legacy_hooks_runs_eagerly_and_equals_eager():
     (eager, _, _), (comp, stats, msgs) = _compiled_vs_eager(setup)
     assert comp == eager
     assert stats.eager_calls > 0 and any("runs eagerly" in m for m in msgs)
+
+
+def test_a_parametrized_model_deep_copies_and_refuses_pickle_like_torch(torch):
+    import copy
+    import pickle
+    runs = []
+    for lib in (tg, torch):
+        lib.manual_seed(0)
+        m = lib.nn.Linear(3, 4).double()
+        lib.nn.utils.parametrizations.weight_norm(m)
+        with pytest.raises(RuntimeError, match="only supported through state_dict"):
+            pickle.dumps(m)
+        avg = lib.optim.swa_utils.AveragedModel(m)        # deep-copies the model
+        c = avg.module
+        assert type(c).__name__ == "ParametrizedLinear"
+        assert c.parametrizations.weight.original0 is not m.parametrizations.weight.original0
+        runs.append((m, avg))
+    (ma, aa), (mb, ab) = runs
+    mb.load_state_dict({k: torch.tensor(v.detach().numpy()) for k, v in ma.state_dict().items()})
+    x = _input()
+    for lib, m, avg in ((tg, ma, aa), (torch, mb, ab)):
+        opt = lib.optim.SGD(m.parameters(), lr=0.1)
+        for _ in range(3):
+            opt.zero_grad()
+            m(lib.tensor(x)).pow(2).mean().backward()
+            opt.step()
+            avg.update_parameters(m)
+    for k, v in aa.state_dict().items():
+        np.testing.assert_allclose(v.numpy(), ab.state_dict()[k].numpy(), atol=1e-13, err_msg=k)

@@ -17,6 +17,7 @@ replayed on every call.
 """
 from collections.abc import Sequence
 from contextlib import contextmanager
+from copy import deepcopy
 
 from ..._errors import TracegradValueError
 from ..._mode import no_grad
@@ -181,7 +182,20 @@ def _inject_new_class(module):
                            "state_dict(). See:\nhttps://pytorch.org/tutorials/beginner/"
                            "saving_loading_models.html#saving-loading-a-general-checkpoint-"
                            "for-inference-and-or-resuming-training")
-    module.__class__ = type(f"Parametrized{cls.__name__}", (cls,), {"__getstate__": getstate})
+    def default_deepcopy(self, memo):
+        # (pickling is refused above; `copy.deepcopy`, as AveragedModel does, still works)
+        obj = memo.get(id(self))
+        if obj is not None:
+            return obj
+        replica = self.__new__(self.__class__)
+        memo[id(self)] = replica
+        replica.__dict__ = deepcopy(self.__dict__, memo)
+        return replica
+
+    dct = {"__getstate__": getstate}
+    if not hasattr(cls, "__deepcopy__"):
+        dct["__deepcopy__"] = default_deepcopy
+    module.__class__ = type(f"Parametrized{cls.__name__}", (cls,), dct)
 
 
 def _inject_property(module, tensor_name):
