@@ -441,3 +441,47 @@ def test_a_parametrized_model_deep_copies_and_refuses_pickle_like_torch(torch):
             avg.update_parameters(m)
     for k, v in aa.state_dict().items():
         np.testing.assert_allclose(v.numpy(), ab.state_dict()[k].numpy(), atol=1e-13, err_msg=k)
+
+
+@pytest.mark.parametrize("where", ["inside", "outside"])
+def test_cached_blocks_inside_and_around_compiled_calls(where):
+    """Note [Caches around compiled calls] in nn/utils/parametrize.py: a block inside the
+    compiled function compiles; one around compiled calls (the cache outlives a call and is
+    read after it) makes them run eagerly, never stale."""
+    P = nn.utils.parametrize
+    out = []
+    for compiled in (False, True):
+        tg.manual_seed(0)
+        model = nn.Linear(4, 3)
+        nn.utils.parametrizations.weight_norm(model)
+        opt = tg.optim.SGD(model.parameters(), lr=0.1)
+
+        def step(x):
+            opt.zero_grad()
+            if where == "inside":
+                with P.cached():
+                    loss = (model(x) + model(x * 2)).pow(2).mean()
+            else:
+                loss = (model(x) + model(x * 2)).pow(2).mean()
+            loss.backward()
+            opt.step()
+            return loss
+        f = tg.compile(step) if compiled else step
+        seen = []
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            for _ in range(4):
+                if where == "outside":
+                    with P.cached():
+                        seen.append(f(tg.randn(2, 4)).item())
+                        seen.append(model.weight.detach().numpy().tobytes())   # the cached one
+                else:
+                    seen.append(f(tg.randn(2, 4)).item())
+                seen += [v.detach().numpy().tobytes() for v in model.state_dict().values()]
+        out.append((seen, getattr(f, "stats", None), [str(w.message) for w in caught]))
+    (eager, _, _), (comp, stats, msgs) = out
+    assert comp == eager
+    if where == "inside":
+        assert stats.eager_calls == 0 and stats.traces <= 2, str(stats)
+    else:
+        assert stats.eager_calls > 0 and any("cached()" in m for m in msgs)

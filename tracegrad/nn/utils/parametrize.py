@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from contextlib import contextmanager
 from copy import deepcopy
 
+from ... import _effects
 from ..._errors import TracegradValueError
 from ..._mode import no_grad
 from ..._tensor import Tensor
@@ -34,15 +35,27 @@ _cache_enabled = 0
 _cache = {}
 
 
+_entered_by = []      # the tracer active when each open cached() block was entered
+
+
 @contextmanager
 def cached():
     """Compute each parametrized tensor once inside the block (e.g. a weight used at every
-    step of an RNN), instead of at every access."""
+    step of an RNN), instead of at every access.
+
+    Note [Caches around compiled calls]
+    A block opened inside a compiled function lives and dies within one call: the trace
+    records the one computation and its reuses. A block opened outside, around compiled
+    calls, holds tensors from one call for the next ones (and for reads after them), which
+    a cached path would neither fill nor read: a compiled call reading the cache then runs
+    eagerly, with a warning."""
     global _cache, _cache_enabled
     _cache_enabled += 1
+    _entered_by.append(_effects.active())
     try:
         yield
     finally:
+        _entered_by.pop()
         _cache_enabled -= 1
         if not _cache_enabled:
             _cache = {}
@@ -206,6 +219,11 @@ def _inject_property(module, tensor_name):
         parametrization = self.parametrizations[tensor_name]
         if not _cache_enabled:
             return parametrization()
+        tracer = _effects.active()
+        if tracer is not None and _entered_by[0] is not tracer:
+            _effects.note("python", "a parametrized tensor read inside a "
+                          "nn.utils.parametrize.cached() block opened outside the compiled "
+                          "function (Note [Caches around compiled calls])")
         key = (id(self), tensor_name)
         tensor = _cache.get(key)
         if tensor is None:
