@@ -485,3 +485,20 @@ def test_cached_blocks_inside_and_around_compiled_calls(where):
         assert stats.eager_calls == 0 and stats.traces <= 2, str(stats)
     else:
         assert stats.eager_calls > 0 and any("cached()" in m for m in msgs)
+
+
+def test_a_hook_based_weight_norm_checkpoint_loads_into_the_parametrization(torch):
+    """As torch's compat pre-hook: `weight_g` / `weight_v` become original0 / original1."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        old = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Linear(4, 2)).double()
+        torch.nn.utils.weight_norm(old[0])
+        torch.nn.utils.weight_norm(old[1], dim=None)
+    new = nn.Sequential(nn.Linear(3, 4), nn.Linear(4, 2)).double()
+    nn.utils.parametrizations.weight_norm(new[0])
+    nn.utils.parametrizations.weight_norm(new[1], dim=None)
+    result = new.load_state_dict({k: tg.tensor(v.numpy()) for k, v in old.state_dict().items()})
+    assert not result.missing_keys and not result.unexpected_keys
+    x = np.linspace(-1, 1, 6).reshape(2, 3)
+    np.testing.assert_allclose(new(tg.tensor(x)).detach().numpy(),
+                               old(torch.tensor(x)).detach().numpy(), atol=1e-14)

@@ -35,6 +35,14 @@ class _WeightNorm(Module):
 def weight_norm(module, name="weight", dim=0):
     """Reparametrize `module.<name>` as magnitude times direction (Salimans & Kingma)."""
     parametrize.register_parametrization(module, name, _WeightNorm(dim), unsafe=True)
+
+    def old_keys(state_dict, prefix):
+        """A checkpoint of the hook-based weight_norm loads too (`<name>_g`, `<name>_v`)."""
+        g_key, v_key = f"{prefix}{name}_g", f"{prefix}{name}_v"
+        if g_key in state_dict and v_key in state_dict:
+            state_dict[f"{prefix}parametrizations.{name}.original0"] = state_dict.pop(g_key)
+            state_dict[f"{prefix}parametrizations.{name}.original1"] = state_dict.pop(v_key)
+    module.__dict__.setdefault("_state_dict_renames", []).append(old_keys)
     return module
 
 

@@ -205,7 +205,14 @@ def _inject_new_class(module):
         replica.__dict__ = deepcopy(self.__dict__, memo)
         return replica
 
-    dct = {"__getstate__": getstate}
+    def _load_from_state_dict(self, state_dict, prefix, *args):
+        # renames of old checkpoint keys (weight_norm's `weight_g`, `weight_v`), made before
+        # the keys reach this module's children (PyTorch: a load_state_dict pre-hook)
+        for rename in self.__dict__.get("_state_dict_renames", ()):
+            rename(state_dict, prefix)
+        cls._load_from_state_dict(self, state_dict, prefix, *args)
+
+    dct = {"__getstate__": getstate, "_load_from_state_dict": _load_from_state_dict}
     if not hasattr(cls, "__deepcopy__"):
         dct["__deepcopy__"] = default_deepcopy
     module.__class__ = type(f"Parametrized{cls.__name__}", (cls,), dct)
