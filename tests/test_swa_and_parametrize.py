@@ -415,7 +415,6 @@ def test_compiled_step_with_legacy_hooks_runs_eagerly_and_equals_eager():
 
 
 def test_a_parametrized_model_deep_copies_and_refuses_pickle_like_torch(torch):
-    import copy
     import pickle
     runs = []
     for lib in (tg, torch):

@@ -25,7 +25,6 @@ from ..._mode import no_grad
 from ..._tensor import Tensor
 from .._containers_extra import ModuleDict
 from ..container import ModuleList
-from ..module import Module
 from ..parameter import Parameter
 
 __all__ = ["cached", "ParametrizationList", "register_parametrization", "is_parametrized",
