@@ -277,3 +277,41 @@ def test_compiled_update_of_a_zero_dim_float32_parameter_equals_eager(name, kw):
     (eager, _), (comp, stats) = out
     assert comp == eager
     assert stats.traces <= 2 and stats.eager_calls == 0, str(stats)
+
+
+@pytest.mark.parametrize("name,kw,key,values", [
+    ("NAdam", dict(lr=0.01), "momentum_decay", lambda k: 0.004 * (k + 1)),
+    ("NAdam", dict(lr=0.01), "betas", lambda k: (0.9 - 0.02 * k, 0.999)),
+    ("RAdam", dict(lr=0.01, weight_decay=0.1), "weight_decay", lambda k: 0.1 + 0.05 * k),
+    ("Adadelta", dict(), "rho", lambda k: 0.9 - 0.05 * k),
+    ("Rprop", dict(), "etas", lambda k: (0.5 - 0.05 * k, 1.2 + 0.1 * k)),
+    ("Rprop", dict(), "step_sizes", lambda k: (1e-6, 0.05 * (k + 1))),
+    ("ASGD", dict(lr=0.05, t0=3), "lambd", lambda k: 1e-4 * (k + 1)),
+    ("ASGD", dict(lr=0.05), "t0", lambda k: float(5 - k)),
+])
+def test_hyper_parameters_set_by_hand_take_effect_without_retracing(name, kw, key, values):
+    out = []
+    for compiled in (False, True):
+        tg.manual_seed(0)
+        model = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 3))
+        opt = getattr(tg.optim, name)(model.parameters(), **kw)
+
+        def step(x, y):
+            opt.zero_grad()
+            loss = F.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+            return loss
+        f = tg.compile(step) if compiled else step
+        seen = []
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for k in range(6):
+                opt.param_groups[0][key] = values(k)
+                seen.append(f(tg.randn(6, 4), tg.randint(0, 3, (6,))).item())
+                seen += [p.detach().numpy().tobytes() for p in model.parameters()]
+                seen += [v.numpy().tobytes() for s in opt.state.values() for v in s.values()]
+        out.append((seen, getattr(f, "stats", None)))
+    (eager, _), (comp, stats) = out
+    assert comp == eager
+    assert stats.traces <= 2 and stats.eager_calls == 0, str(stats)
