@@ -315,3 +315,24 @@ def test_hyper_parameters_set_by_hand_take_effect_without_retracing(name, kw, ke
     (eager, _), (comp, stats) = out
     assert comp == eager
     assert stats.traces <= 2 and stats.eager_calls == 0, str(stats)
+
+
+@pytest.mark.parametrize("name,key,values", [
+    ("NAdam", "momentum_decay", lambda k: 0.004 * (k + 1)),
+    ("Adadelta", "rho", lambda k: 0.9 - 0.05 * k),
+    ("Rprop", "etas", lambda k: (0.5 - 0.05 * k, 1.2 + 0.1 * k)),
+    ("ASGD", "t0", lambda k: float(5 - k)),
+])
+def test_a_path_that_does_not_step_never_retraces_on_hyper_parameters(name, key, values):
+    """Note [Hyper-parameters unread] in compiler/state_unread.py: `_runtime_keys`."""
+    model = nn.Linear(4, 2)
+    opt = getattr(tg.optim, name)(model.parameters())
+
+    @tg.compile
+    def evaluate(x):
+        opt.zero_grad()
+        return model(x).sum()
+    for k in range(4):
+        opt.param_groups[0][key] = values(k)
+        evaluate(tg.randn(3, 4))
+    assert evaluate.stats.traces == 1, str(evaluate.stats)
