@@ -24,6 +24,7 @@ from .. import ops as O
 from .._errors import TracegradValueError
 from .._tensor import Tensor
 from ..nn.module import Module
+from .adam import _lerp_
 from .lr_scheduler import LRScheduler, _per_group
 
 __all__ = ["AveragedModel", "update_bn", "SWALR", "get_ema_multi_avg_fn",
@@ -34,14 +35,6 @@ def _check_decay(decay):
     if decay < 0.0 or decay > 1.0:
         raise TracegradValueError(f"Invalid decay value {decay} provided. Please provide a "
                                   "value in [0,1] range.")
-
-
-def _lerp_(t, end, weight):
-    """In place `t += weight * (end - t)`, PyTorch's lerp (small weights; else from `end`)."""
-    diff = O.sub(end, t)
-    if abs(weight) < 0.5:
-        return t.add_(O.mul(diff, weight))
-    return t.copy_(O.sub(end, O.mul(diff, 1 - weight)))
 
 
 def _lerp_by_tensor_(t, end, weight):
