@@ -30,8 +30,11 @@ MODULES = [   # one per line: branches adding modules then merge cleanly
     "tracegrad.nn.init",
     "tracegrad.nn.utils",
     "tracegrad.nn.utils.rnn",
+    "tracegrad.nn.utils.parametrize",
+    "tracegrad.nn.utils.parametrizations",
     "tracegrad.optim",
     "tracegrad.optim.lr_scheduler",
+    "tracegrad.optim.swa_utils",
     "tracegrad.autograd",
     "tracegrad.autograd.functional",
     "tracegrad.func",
@@ -91,7 +94,8 @@ def public_names(module):
         return sorted(set(module.__all__))
     names = []
     for name, value in vars(module).items():
-        if name.startswith("_") or name.isupper() or isinstance(value, types.ModuleType):
+        if name.startswith("_") or isinstance(value, types.ModuleType) or (
+                name.isupper() and not inspect.isclass(value)):     # (SGD, LBFGS are classes)
             continue
         origin = getattr(value, "__module__", None)
         if isinstance(origin, str) and not (

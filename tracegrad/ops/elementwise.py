@@ -208,7 +208,24 @@ MUL = Primitive("mul", np.multiply, vjp=_mul_vjp, saves_for={0: (1,), 1: (0,)},
                 dtype_rule=promote, shape_rule=SR.broadcast)
 DIV = Primitive("div", _quiet(np.true_divide), vjp=_div_vjp, saves_for={0: (1,), 1: (0, 1)},
                 dtype_rule=promote_float, shape_rule=SR.broadcast)
-POW = Primitive("pow", _quiet(np.power), vjp=_pow_vjp, saves=(0, 1), dtype_rule=promote,
+def _power(x, y, out=None):
+    """Note [Scalar powers]
+    `np.power` on arrays may run a vectorised pow that differs from the C library's `pow`
+    in the last bit (numpy 2 on AVX-512: ~5% of float64 operands), while Python's `**` on
+    floats, numpy's float64 scalars and PyTorch's CPU kernels call `pow`. An optimizer's
+    bias correction `beta1 ** step` is Python arithmetic eagerly and 0-d float64 tensors
+    in a compiled step (runtime hyper-parameters), so 0-d float64 powers are computed on
+    numpy scalars: the compiled step then rounds as eager does."""
+    if out is None and not np.ndim(x) and not np.ndim(y):
+        r = np.power(x, y)
+        if r.dtype == np.float64:
+            return np.asarray(np.float64(x) ** np.float64(y))
+        return r
+    return np.power(x, y) if out is None else np.power(x, y, out=out)
+
+
+_power.accepts_out = True
+POW = Primitive("pow", _quiet(_power), vjp=_pow_vjp, saves=(0, 1), dtype_rule=promote,
                 shape_rule=SR.broadcast, may_raise="integer")   # integers to negative powers
 POW_TENSOR = overload_of(POW, "pow_tensor", "PowBackward1")          # tensor ** tensor
 POW_SCALAR_BASE = overload_of(POW, "pow_scalar_base", "PowBackward2")  # number ** tensor

@@ -25,7 +25,8 @@ from .optimizer import Optimizer
 
 __all__ = ["LRScheduler", "LambdaLR", "MultiplicativeLR", "StepLR", "MultiStepLR",
            "ConstantLR", "LinearLR", "ExponentialLR", "PolynomialLR", "CosineAnnealingLR",
-           "SequentialLR", "OneCycleLR", "ChainedScheduler", "ReduceLROnPlateau"]
+           "SequentialLR", "OneCycleLR", "ChainedScheduler", "ReduceLROnPlateau",
+           "CosineAnnealingWarmRestarts", "CyclicLR"]
 
 _EPOCH_WARNING = (
     "The epoch parameter in `scheduler.step()` was not necessary and is being deprecated "
@@ -369,3 +370,4 @@ class CosineAnnealingLR(LRScheduler):
 
 from ._lr_composite import ChainedScheduler, OneCycleLR, SequentialLR  # noqa: E402,F401
 from ._lr_plateau import ReduceLROnPlateau  # noqa: E402,F401
+from ._lr_cyclic import CosineAnnealingWarmRestarts, CyclicLR  # noqa: E402,F401

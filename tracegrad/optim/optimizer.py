@@ -229,3 +229,22 @@ def step_counter():
     from .. import _dtype as D
     from .. import ops as O
     return O.tensor(0.0, dtype=D.float64 if D.get_default_dtype() is D.float64 else D.float32)
+
+
+def step_value(step_t, runtime):
+    """The step count an update computes with: eagerly `step_t.item()`, a Python float; in a
+    compiled step (`runtime`: its hyper-parameters are runtime values) the count as a 0-d
+    float64 tensor, since its item() would be a guard failing on every call. Arithmetic on
+    either rounds alike (float64), so the compiled update is eager's."""
+    if runtime:
+        from .. import _dtype as D
+        return step_t.to(D.float64)
+    return step_t.item()
+
+
+def scalar_state(value):
+    """A 0-d state tensor other than `step` (NAdam's `mu_product`, ASGD's `eta` and `mu`):
+    float64 under a float64 default dtype and float32 otherwise, as PyTorch keeps them."""
+    t = step_counter()
+    t.fill_(value)
+    return t
