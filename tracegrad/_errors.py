@@ -35,6 +35,12 @@ class TracegradNotImplementedError(TracegradRuntimeError, NotImplementedError):
     (`"abs_cpu" not implemented for 'Bool'`)."""
 
 
+class LinAlgError(TracegradRuntimeError):
+    """A linear-algebra routine met an input it cannot factor (torch.linalg.LinAlgError): a
+    singular matrix given to `linalg.inv`/`linalg.solve`, or one that is not positive-definite
+    given to `linalg.cholesky`."""
+
+
 class InplaceError(TracegradRuntimeError):
     """An in-place operation invalidated a value autograd saved, or targeted a leaf."""
 

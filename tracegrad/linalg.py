@@ -63,3 +63,9 @@ def norm(input, ord=None, dim=None, keepdim=False, *, out=None, dtype=None):
         return matrix_norm(input, ord, (-2, -1), keepdim, dtype=dtype, out=out)
     raise TracegradRuntimeError("linalg.norm: If dim is not specified but ord is, the input "
                                 f"must be 1D or 2D. Got {input.ndim}D.")
+
+
+from ._errors import LinAlgError  # noqa: E402,F401
+from .ops.linalg_solvers import (inv, det, slogdet, solve, cholesky,  # noqa: E402,F401
+                                 solve_triangular)
+__all__ += ["LinAlgError", "inv", "det", "slogdet", "solve", "cholesky", "solve_triangular"]

@@ -36,3 +36,5 @@ from .composite_math import (logaddexp, logaddexp2, clamp_min, clamp_max,  # noq
 from .composite_shape import (meshgrid, rot90, fliplr, flipud, movedim, moveaxis,  # noqa
                               tile, tensordot, kron, diff, block_diag, cartesian_prod)
 from .composite_select import masked_select, unique  # noqa: F401
+from .linalg_solvers import inverse, det, logdet, slogdet, cholesky_solve  # noqa: F401
+from .linalg_solvers import cholesky_legacy as cholesky  # noqa: F401
