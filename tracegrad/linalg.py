@@ -69,3 +69,5 @@ from ._errors import LinAlgError  # noqa: E402,F401
 from .ops.linalg_solvers import (inv, det, slogdet, solve, cholesky,  # noqa: E402,F401
                                  solve_triangular)
 __all__ += ["LinAlgError", "inv", "det", "slogdet", "solve", "cholesky", "solve_triangular"]
+from .ops.linalg_decomp import qr, eigh, eigvalsh, svd, svdvals  # noqa: E402,F401
+__all__ += ["qr", "eigh", "eigvalsh", "svd", "svdvals"]

@@ -1,5 +1,5 @@
 """Lowering rules of the solver primitives (ops/linalg_solvers.py) to jax.numpy.linalg and
-jax.lax.linalg.
+jax.lax.linalg; the decompositions (qr, eigh, svd) as a host call to their numpy kernel.
 
 The eager kernels raise LinAlgError where LAPACK reports an exact zero pivot (inv, solve) or a
 pivot that is not positive (cholesky) (Note [LAPACK failures] in ops/linalg_kernels.py). A
@@ -9,9 +9,12 @@ where it holds re-runs on the numpy backend, which raises eager's error (or, whe
 check was too cautious, returns eager's result). Batch dimensions are broadcast first:
 jax.lax.linalg wants equal batch shapes.
 """
+import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 
+from ...ops import linalg_decomp as LD
 from ...ops import linalg_solvers as LS
 from .table import register
 
@@ -80,3 +83,23 @@ def _solve_triangular(ctx, node, a, b):
     a, b = _broadcast(a.astype(dt), b.astype(dt))
     return lax.linalg.triangular_solve(a, b, left_side=True, lower=not node.attrs["upper"],
                                        unit_diagonal=node.attrs["unitriangular"])
+
+
+# ---- decompositions: the numpy kernel on the host ----
+# qr, eigh and svd factors are unique only up to signs (and eigh's eigenvectors up to a basis
+# of a repeated eigenvalue's space); jax's own routines may choose differently from the
+# LAPACK calls eager makes, so the rule runs eager's kernel through `jax.pure_callback`: a
+# compiled program's factors are eager's exactly.
+def _host(ctx, node, a):
+    want = node.output.type
+    shape, dt = tuple(want.shape), np.dtype(want.dtype.np)
+    attrs = node.attrs
+
+    def run(x):
+        return np.asarray(node.prim.kernel(np.asarray(x), **attrs), dtype=dt)
+    return jax.pure_callback(run, jax.ShapeDtypeStruct(shape, dt), a)
+
+
+for _p in (LD.QR, LD.EIGH, LD.SVD):
+    register(_p)(_host)
+register(LD.QR_R_ONLY)(lambda ctx, node, r: r)
