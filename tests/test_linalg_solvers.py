@@ -115,7 +115,15 @@ DECOMP_CASES = [
         m.linalg.svd(a)), R(2, 4, 3), fd=False),
     C("svdvals", lambda m, a: m.linalg.svdvals(a), R(2, 3, 5)),
 ]
-CASES = SOLVER_CASES + DECOMP_CASES
+FUNCTION_CASES = [
+    C("matrix_exp_small", lambda m, a: m.linalg.matrix_exp(a * 0.1), R(2, 3, 3)),
+    C("matrix_exp_scaled", lambda m, a: m.linalg.matrix_exp(a * 2), R(4, 4)),
+    C("matrix_exp_alias", lambda m, a: m.matrix_exp(a) + a.matrix_exp(), R(3, 3)),
+    C("pinv_tall", lambda m, a: m.linalg.pinv(a), R(2, 5, 3)),
+    C("pinv_wide", lambda m, a: m.pinverse(a), R(3, 4)),
+    C("pinv_hermitian", lambda m, x: m.linalg.pinv(_sym(m, x), hermitian=True), R(2, 3, 3)),
+]
+CASES = SOLVER_CASES + DECOMP_CASES + FUNCTION_CASES
 IDS = [c.name for c in CASES]
 
 
@@ -233,6 +241,9 @@ ERROR_CASES = [
     ("eigh_1d", lambda m, a: m.linalg.eigh(a), [np.ones(3)]),
     ("eigh_nonsquare", lambda m, a: m.linalg.eigh(a), [np.ones((2, 3))]),
     ("eigh_bad_uplo", lambda m, a: m.linalg.eigh(a, UPLO="X"), [np.eye(2)]),
+    ("matrix_exp_nonsquare", lambda m, a: m.linalg.matrix_exp(a), [np.ones((2, 3))]),
+    ("matrix_exp_1d", lambda m, a: m.linalg.matrix_exp(a), [np.ones(3)]),
+    ("pinv_1d", lambda m, a: m.linalg.pinv(a), [np.ones(3)]),
 ]
 INT_CASES = [
     ("inv", lambda m, a: m.linalg.inv(a)),
@@ -246,6 +257,8 @@ INT_CASES = [
     ("svdvals", lambda m, a: m.linalg.svdvals(a)),
     ("eigh", lambda m, a: m.linalg.eigh(a)),
     ("eigvalsh", lambda m, a: m.linalg.eigvalsh(a)),
+    ("matrix_exp", lambda m, a: m.linalg.matrix_exp(a)),
+    ("pinv", lambda m, a: m.linalg.pinv(a)),
 ]
 
 
@@ -327,6 +340,14 @@ def test_backward_errors_match_torch(name, f):
     ours = _raised(lambda: f(tg, tg.tensor(a, requires_grad=True)).backward())
     assert isinstance(ours, RuntimeError)
     assert str(ours).split("\n")[0] == str(theirs)
+
+
+def test_pinv_of_rank_deficient_matrices_matches_torch():
+    for a, kw in ((np.ones((3, 3)), {}), (np.ones((3, 3)), {"atol": 0.5}),
+                  (np.diag([1., 1e-20, 2.]), {}), (np.diag([3., 1., 2.]), {"rtol": 0.5})):
+        np.testing.assert_allclose(tg.linalg.pinv(tg.tensor(a), **kw).numpy(),
+                                   torch.linalg.pinv(torch.tensor(a), **kw).numpy(),
+                                   atol=1e-12)
 
 
 def test_logdet_of_negative_and_singular_matrices_is_nan_and_minus_inf():

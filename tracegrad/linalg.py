@@ -71,3 +71,5 @@ from .ops.linalg_solvers import (inv, det, slogdet, solve, cholesky,  # noqa: E4
 __all__ += ["LinAlgError", "inv", "det", "slogdet", "solve", "cholesky", "solve_triangular"]
 from .ops.linalg_decomp import qr, eigh, eigvalsh, svd, svdvals  # noqa: E402,F401
 __all__ += ["qr", "eigh", "eigvalsh", "svd", "svdvals"]
+from .ops.linalg_functions import matrix_exp, pinv  # noqa: E402,F401
+__all__ += ["matrix_exp", "pinv"]

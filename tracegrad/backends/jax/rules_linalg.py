@@ -1,5 +1,5 @@
 """Lowering rules of the solver primitives (ops/linalg_solvers.py) to jax.numpy.linalg and
-jax.lax.linalg; the decompositions (qr, eigh, svd) as a host call to their numpy kernel.
+jax.lax.linalg; the decompositions (qr, eigh, svd) and matrix_exp as a host call to their numpy kernel.
 
 The eager kernels raise LinAlgError where LAPACK reports an exact zero pivot (inv, solve) or a
 pivot that is not positive (cholesky) (Note [LAPACK failures] in ops/linalg_kernels.py). A
@@ -15,6 +15,7 @@ import numpy as np
 from jax import lax
 
 from ...ops import linalg_decomp as LD
+from ...ops import linalg_functions as LF
 from ...ops import linalg_solvers as LS
 from .table import register
 
@@ -100,6 +101,6 @@ def _host(ctx, node, a):
     return jax.pure_callback(run, jax.ShapeDtypeStruct(shape, dt), a)
 
 
-for _p in (LD.QR, LD.EIGH, LD.SVD):
+for _p in (LD.QR, LD.EIGH, LD.SVD, LF.MATRIX_EXP):     # matrix_exp: eager's float64 Pade
     register(_p)(_host)
 register(LD.QR_R_ONLY)(lambda ctx, node, r: r)

@@ -1,0 +1,157 @@
+"""Matrix functions of `torch.linalg`: matrix_exp (a primitive) and pinv (a composite of svd
+or eigh).
+
+matrix_exp's kernel is scaling and squaring with a Pade approximant of degree 3, 5, 7, 9 or
+13 chosen from the 1-norm (Higham 2005, "The scaling and squaring method for the matrix
+exponential revisited"), per matrix of the batch, computed in float64. Its VJP is the adjoint
+of the Frechet derivative, read off one larger exponential (Mathias 1996):
+exp([[A^T, G], [0, A^T]]) has L(A^T, G) as its top-right block. The VJP is this primitive
+again, so gradients of gradients come free.
+
+pinv(A) = V diag(1/S) U^T over the singular values above max(atol, rtol * S_max) (eigh's
+eigenvalues by absolute value for `hermitian=True`); its gradient is that of the svd, defined
+where the singular values are distinct and nonzero (PyTorch's own formula also covers rank-
+deficient input: see tracegrad.linalg).
+"""
+import math
+
+import numpy as np
+
+from .._dispatch import dispatch
+from .._errors import TracegradRuntimeError, op_error
+from . import creation as C
+from . import elementwise as E
+from .linalg_solvers import _check_float, _check_matrix, _square_float, mT
+from .primitive import Primitive
+from .shape import cat, narrow, unsqueeze
+
+__all__ = ["matrix_exp", "pinv", "pinverse"]
+
+_PADE = {
+    3: (120., 60., 12., 1.),
+    5: (30240., 15120., 3360., 420., 30., 1.),
+    7: (17297280., 8648640., 1995840., 277200., 25200., 1512., 56., 1.),
+    9: (17643225600., 8821612800., 2075673600., 302702400., 30270240., 2162160., 110880.,
+        3960., 90., 1.),
+    13: (64764752532480000., 32382376266240000., 7771770303897600., 1187353796428800.,
+         129060195264000., 10559470521600., 670442572800., 33522128640., 1323241920.,
+         40840800., 960960., 16380., 182., 1.),
+}
+_THETA = ((3, 1.495585217958292e-2), (5, 2.539398330063230e-1), (7, 9.504178996162932e-1),
+          (9, 2.097847961257068e0))
+_THETA13 = 5.371920351148152
+
+
+def _pade(a, m):
+    b = _PADE[m]
+    n = a.shape[-1]
+    eye = np.eye(n)
+    if m < 13:
+        a2 = a @ a
+        powers = [eye, a2]
+        while len(powers) < (m + 1) // 2:
+            powers.append(powers[-1] @ a2)
+        u = a @ sum(b[2 * k + 1] * p for k, p in enumerate(powers))
+        v = sum(b[2 * k] * p for k, p in enumerate(powers))
+    else:
+        a2 = a @ a
+        a4 = a2 @ a2
+        a6 = a4 @ a2
+        u = a @ (a6 @ (b[13] * a6 + b[11] * a4 + b[9] * a2)
+                 + b[7] * a6 + b[5] * a4 + b[3] * a2 + b[1] * eye)
+        v = (a6 @ (b[12] * a6 + b[10] * a4 + b[8] * a2)
+             + b[6] * a6 + b[4] * a4 + b[2] * a2 + b[0] * eye)
+    return np.linalg.solve(v - u, v + u)
+
+
+def _expm(a):
+    """exp of one float64 matrix."""
+    if a.size == 0 or not np.isfinite(a).all():
+        return np.full_like(a, np.nan) if a.size else a.copy()
+    norm = np.abs(a).sum(axis=0).max()
+    for m, theta in _THETA:
+        if norm <= theta:
+            return _pade(a, m)
+    s = max(0, int(math.ceil(math.log2(norm / _THETA13)))) if norm > 0 else 0
+    r = _pade(a / 2.0 ** s, 13)
+    for _ in range(s):
+        r = r @ r
+    return r
+
+
+def _matrix_exp_kernel(a):
+    flat = a.astype(np.float64).reshape((-1,) + a.shape[-2:])
+    out = np.stack([_expm(m) for m in flat]) if len(flat) else flat.copy()
+    return np.ascontiguousarray(out.reshape(a.shape).astype(a.dtype))
+
+
+def _matrix_exp_vjp(g, ins, out, n):
+    at = mT(ins[0])
+    k = at.shape[-1]
+    zeros = C.zeros(tuple(at.shape), dtype=at.dtype)
+    block = cat([cat([at, g], -1), cat([zeros, at], -1)], -2)
+    big = dispatch(MATRIX_EXP, (block,))
+    return (narrow(narrow(big, -2, 0, k), -1, k, k),)
+
+
+MATRIX_EXP = Primitive("linalg_matrix_exp", _matrix_exp_kernel, vjp=_matrix_exp_vjp,
+                       saves=(0,), shape_rule=lambda shapes, attrs: tuple(shapes[0]),
+                       grad_fn_name="LinalgMatrixExpBackward0", layout="c",
+                       doc="the exponential of each square matrix")
+
+
+def matrix_exp(A):
+    """exp(A) = sum_k A^k / k! of each square matrix of `A`."""
+    _square_float("linalg.matrix_exp", A)
+    return dispatch(MATRIX_EXP, (A,))
+
+
+def pinv(A, *, atol=None, rtol=None, hermitian=False, out=None):
+    """The Moore-Penrose pseudo-inverse of each matrix of `A`, keeping the singular values
+    above max(atol, rtol * largest); rtol defaults to eps * max(m, n) when neither is given."""
+    from .linalg_decomp import eigh, svd
+    if A.ndim < 2 or A.dtype.np.kind != "f" or A.dtype.name == "float16":
+        from .. import _dtype as D
+        raise op_error(TracegradRuntimeError, None,
+                       f"linalg.pinv({D.scalar_type_name(A.dtype)}{{{list(A.shape)}}}): expected a "
+                       "tensor with 2 or more dimensions of float, double, cfloat or cdouble "
+                       "types")
+    _check_matrix("linalg.pinv", A)
+    _check_float("linalg.pinv", A)
+    m, n = A.shape[-2:]
+    if rtol is None:
+        rtol = np.finfo(A.dtype.np).eps * max(m, n) if atol is None or atol == 0 else 0.0
+    if hermitian:
+        w, V = eigh(A)
+        inv_s = _kept_reciprocal(E.abs(w), atol, rtol, E.abs(w))      # 1/|w|, then 1/w
+        res = _matmul(E.mul(V, unsqueeze(E.mul(inv_s, E.sign(w)), -2)), mT(V))
+    else:
+        U, s, Vh = svd(A, full_matrices=False)
+        inv_s = _kept_reciprocal(s, atol, rtol, s)
+        res = _matmul(E.mul(mT(Vh), unsqueeze(inv_s, -2)), mT(U))
+    return res if out is None else out.copy_(res)
+
+
+def pinverse(input, rcond=1e-15):
+    """torch.pinverse: `pinv` with relative cutoff `rcond`."""
+    return pinv(input, rtol=rcond)
+
+
+def _kept_reciprocal(s, atol, rtol, mags):
+    """1/s where s exceeds the cutoff, else 0 (and a zero gradient there, never nan)."""
+    from .reduction import amax
+    if s.shape[-1] == 0:
+        return s
+    cutoff = E.mul(amax(mags, -1, keepdim=True), float(rtol)) if rtol else None
+    if atol is not None and atol != 0:
+        a = atol if not hasattr(atol, "shape") else unsqueeze(atol, -1)
+        cutoff = E.maximum(C.full_like(s, 0.0) + a, cutoff) if cutoff is not None else (
+            C.full_like(s, 0.0) + a)
+    keep = E.gt(mags, cutoff)
+    safe = E.where(keep, s, 1.0)
+    return E.where(keep, E.reciprocal(safe), 0.0)
+
+
+def _matmul(a, b):
+    from .linalg import matmul
+    return matmul(a, b)
