@@ -187,8 +187,16 @@ def _is_jax(cf):
     return all(isinstance(p.forward_program, JaxProgram) for p in cf.programs)
 
 
-@pytest.mark.parametrize("backend", ["numpy", "jax"])
-@pytest.mark.parametrize("case", CASES, ids=IDS)
+# one case per primitive runs on JAX by default (jit compiles are slow); all with -m slow
+_JAX_CORE = {"inv", "det", "slogdet", "solve", "cholesky", "solve_triangular_lower", "qr",
+             "eigh", "svd_tall", "matrix_exp_small"}
+COMPILE_PARAMS = [pytest.param(c, b, id=f"{c.name}-{b}",
+                               marks=() if b == "numpy" or c.name in _JAX_CORE
+                               else pytest.mark.slow)
+                  for c in CASES for b in ("numpy", "jax")]
+
+
+@pytest.mark.parametrize("case,backend", COMPILE_PARAMS)
 def test_compiled_matches_eager(case, backend):
     if backend == "jax":
         pytest.importorskip("jax")
