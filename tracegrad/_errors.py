@@ -36,9 +36,10 @@ class TracegradNotImplementedError(TracegradRuntimeError, NotImplementedError):
 
 
 class LinAlgError(TracegradRuntimeError):
-    """A linear-algebra routine met an input it cannot factor (torch.linalg.LinAlgError): a
-    singular matrix given to `linalg.inv`/`linalg.solve`, or one that is not positive-definite
-    given to `linalg.cholesky`."""
+    """A matrix could not be factored (torch.linalg.LinAlgError, a RuntimeError).
+
+    Raised for a singular matrix given to `linalg.inv`/`linalg.solve`, or one that is not
+    positive-definite given to `linalg.cholesky`."""
 
 
 class InplaceError(TracegradRuntimeError):

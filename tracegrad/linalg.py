@@ -1,9 +1,31 @@
-"""`tracegrad.linalg`: the norms of `torch.linalg` that training code uses (gradient-norm
-logging, weight-norm penalties): `vector_norm`, `matrix_norm`, `norm`.
+"""`tracegrad.linalg`: norms, solvers, decompositions and matrix functions of `torch.linalg`.
 
-Composed of tracegrad's `norm` primitive (LinalgVectorNormBackward0, as PyTorch records)
-and `sum`/`amax`, so they trace and differentiate as those do. Matrix norms that need a
+Norms (`vector_norm`, `matrix_norm`, `norm`) are composed of tracegrad's `norm` primitive
+(LinalgVectorNormBackward0, as PyTorch records) and `sum`/`amax`. Matrix norms that need a
 singular value decomposition ('nuc', 2, -2) are not implemented and say so.
+
+Solvers (`inv`, `det`, `slogdet`, `solve`, `cholesky`, `solve_triangular`; top-level
+`inverse`, `det`, `logdet`, `slogdet`, `cholesky_solve`: ops/linalg_solvers.py),
+decompositions (`qr`, `eigh`, `eigvalsh`, `svd`, `svdvals`: ops/linalg_decomp.py) and
+`matrix_exp`, `pinv` (ops/linalg_functions.py) are batched over leading dimensions, take
+float32 and float64 (integers raise PyTorch's RuntimeError), and differentiate twice: each
+is a primitive whose VJP is written in tracegrad ops, or a composite of such.
+
+Where they differ from PyTorch:
+- Singular input: `inv`/`solve` raise `LinAlgError` on an exact zero pivot of LU, and
+  `cholesky` on a non-positive pivot, with PyTorch's messages; numpy's LAPACK build rounds as
+  it does, so on nearly singular input one library may meet an exact zero where the other
+  meets a tiny pivot (one raises, the other returns huge values).
+- `det` and `slogdet` differentiate through `inv`, so their gradient at an exactly singular
+  matrix raises LinAlgError (PyTorch's is finite there); `slogdet`'s sign has no grad_fn.
+- `pinv`'s gradient is that of the svd: it needs distinct nonzero singular values (PyTorch's
+  own formula also covers rank-deficient input).
+- `qr` differentiates mode='reduced' with m >= n (and square 'complete'), not wide input;
+  `svd` with `full_matrices=True` differentiates the first k = min(m, n) columns of U and rows
+  of Vh only — PyTorch 2.13 does the same (it does not raise).
+- The `driver` argument of `svd`/`svdvals` is accepted and ignored (numpy's gesdd is used).
+- In compiled programs the decompositions and matrix_exp run eager's numpy kernel on the
+  JAX backend too (a host callback), so factor signs match eager exactly.
 """
 from . import ops as O
 from ._errors import TracegradRuntimeError

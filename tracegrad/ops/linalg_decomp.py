@@ -133,8 +133,10 @@ SVDResult = _result("linalg_svd", ("U", "S", "Vh"))
 
 
 def qr(A, mode="reduced", *, out=None):
-    """(Q, R) with A = QR, Q with orthonormal columns and R upper triangular. `mode`:
-    'reduced' (Q is m x k, k = min(m, n)), 'complete' (Q is m x m) or 'r' (Q empty)."""
+    """(Q, R) with A = QR: Q orthonormal columns, R upper triangular; a named tuple.
+
+    `mode`: 'reduced' (Q is m x k, k = min(m, n)), 'complete' (Q is m x m) or 'r' (Q empty).
+    Differentiable for mode='reduced' with m >= n, as in PyTorch."""
     op = "linalg.qr"
     _check_matrix(op, A)
     _check_float(op, A)
@@ -215,8 +217,10 @@ def _check_eigh(op, A, UPLO):
 
 
 def eigh(A, UPLO="L", *, out=None):
-    """(eigenvalues, eigenvectors) of each symmetric matrix of `A`, read from its lower
-    (`UPLO='L'`) or upper triangle; eigenvalues ascending, eigenvectors as columns."""
+    """(eigenvalues, eigenvectors) of each symmetric matrix: a named tuple.
+
+    Read from A's lower (`UPLO='L'`) or upper triangle; eigenvalues ascending, eigenvectors
+    as columns. Gradients need distinct eigenvalues, as in PyTorch."""
     _check_eigh("linalg.eigh", A, UPLO)
     n = A.shape[-1]
     w, V = _unpack(dispatch(EIGH, (A,), {"UPLO": UPLO}), ((n,), (n, n)))
@@ -278,8 +282,10 @@ SVD = Primitive("linalg_svd", _svd_kernel, vjp=_svd_vjp, saves_out=True,
 
 
 def svd(A, full_matrices=True, *, driver=None, out=None):
-    """(U, S, Vh) with A = U diag(S) Vh, S descending; `full_matrices=False` gives the reduced
-    factors (U m x k, Vh k x n, k = min(m, n)), the ones gradients are defined for."""
+    """(U, S, Vh) with A = U diag(S) Vh, S descending: a named tuple.
+
+    `full_matrices=False` gives the reduced factors (U m x k, Vh k x n, k = min(m, n)); with
+    `full_matrices=True` gradients flow through their first k columns only, as in PyTorch."""
     op = "linalg.svd"
     _check_matrix(op, A)
     _check_float(op, A)

@@ -107,8 +107,10 @@ def matrix_exp(A):
 
 
 def pinv(A, *, atol=None, rtol=None, hermitian=False, out=None):
-    """The Moore-Penrose pseudo-inverse of each matrix of `A`, keeping the singular values
-    above max(atol, rtol * largest); rtol defaults to eps * max(m, n) when neither is given."""
+    """The Moore-Penrose pseudo-inverse of each matrix of `A` (via svd, or eigh if hermitian).
+
+    Keeps the singular values above max(atol, rtol * largest); rtol defaults to
+    eps * max(m, n) when neither is given."""
     from .linalg_decomp import eigh, svd
     if A.ndim < 2 or A.dtype.np.kind != "f" or A.dtype.name == "float16":
         from .. import _dtype as D

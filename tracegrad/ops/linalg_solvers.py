@@ -219,8 +219,10 @@ class _SlogdetResult(tuple):
 
 
 def slogdet(A, *, out=None):
-    """(sign, logabsdet) of det(A) for each square matrix: sign in {-1, 0, 1}, and
-    log |det A| (-inf for a singular matrix). Only logabsdet is differentiable."""
+    """(sign, logabsdet) of det(A) for each square matrix: a named tuple.
+
+    sign is -1, 0 or 1 and logabsdet log |det A| (-inf for a singular matrix). Only
+    logabsdet is differentiable (sign carries no grad_fn; in PyTorch it has one)."""
     _square_float("linalg.slogdet", A)
     res = _SlogdetResult((dispatch(SLOGDET_SIGN, (A,)), dispatch(LOGABSDET, (A,))))
     if out is not None:
@@ -242,8 +244,10 @@ def _is_vector_rhs(A, B):
 
 
 def solve(A, B, *, left=True, out=None):
-    """X with AX = B (`left=False`: XA = B); `B` a batch of matrices or of vectors, batch
-    dims broadcast. LinAlgError if a matrix of `A` is singular."""
+    """X with AX = B (`left=False`: XA = B); LinAlgError if a matrix of `A` is singular.
+
+    `B` is a batch of matrices, or of vectors (shape (*, n) matching A's (*, n, n), or 1-D);
+    batch dimensions broadcast."""
     op = "linalg.solve"
     _square_float(op, A)
     _check_float(op, B)
@@ -261,24 +265,26 @@ def solve(A, B, *, left=True, out=None):
 
 
 def cholesky(A, *, upper=False, out=None):
-    """The lower Cholesky factor L (A = L L^T) of each symmetric positive-definite matrix of
-    `A`, read from its lower triangle; `upper=True`: U = L^T from the upper triangle.
-    LinAlgError if one is not positive-definite."""
+    """L with A = L L^T for each symmetric positive-definite matrix (LinAlgError if not).
+
+    L is read from A's lower triangle; `upper=True` gives U = L^T from the upper triangle."""
     _square_float("linalg.cholesky", A)
     res = mT(dispatch(CHOLESKY, (mT(A),))) if upper else dispatch(CHOLESKY, (A,))
     return res if out is None else out.copy_(res)
 
 
 def cholesky_legacy(input, upper=False, *, out=None):
-    """The Cholesky factor of each matrix (torch.cholesky, deprecated in PyTorch for
-    `torch.linalg.cholesky`)."""
+    """The Cholesky factor of each matrix (torch.cholesky; use linalg.cholesky).
+
+    Deprecated in PyTorch in favour of `torch.linalg.cholesky`, which it calls."""
     return cholesky(input, upper=upper, out=out)
 
 
 def solve_triangular(A, B, *, upper, left=True, unitriangular=False, out=None):
-    """X with AX = B (`left=False`: XA = B) reading only the upper (or lower) triangle of
-    `A` (its diagonal taken as ones when `unitriangular`); a zero on the diagonal gives
-    inf/nan, never an error, as in PyTorch."""
+    """X with AX = B (`left=False`: XA = B) for triangular A (keyword `upper` required).
+
+    Only the upper (or lower) triangle of `A` is read, its diagonal taken as ones when
+    `unitriangular`; a zero on the diagonal gives inf/nan, never an error, as in PyTorch."""
     op = "linalg.solve_triangular"
     _check_float(op, A, B)
     _check_matrix(op, A)
@@ -293,8 +299,10 @@ def solve_triangular(A, B, *, upper, left=True, unitriangular=False, out=None):
 
 
 def cholesky_solve(B, L, upper=False, *, out=None):
-    """X with A X = B where A = L L^T (`upper=True`: A = U^T U) is given by its Cholesky
-    factor, as `torch.cholesky_solve(B, L)`."""
+    """X with A X = B, A given by its Cholesky factor L (A = L L^T; upper: A = U^T U).
+
+    >>> cholesky_solve(B, linalg.cholesky(A))      # solve(A, B) for an SPD A
+    """
     op = "cholesky_solve"
     if B.ndim < 2:
         raise op_error(TracegradRuntimeError, op, f"b should have at least 2 dimensions, but "
