@@ -148,8 +148,7 @@ def qr(A, mode="reduced", *, out=None):
     Q, R = _unpack(p, _qr_shapes(m, n, {"mode": mode}))
     if mode == "r":
         Q = C.zeros(0, dtype=A.dtype)
-        if A.requires_grad:
-            R = _r_only(R)
+        R = dispatch(QR_R_ONLY, (R,))          # its backward is PyTorch's error
     return _copy_out(QRResult((Q, R)), out)
 
 
@@ -163,10 +162,6 @@ QR_R_ONLY = Primitive("linalg_qr_r_only", lambda r: r.copy(), vjp=_r_only_vjp,
                       shape_rule=lambda shapes, attrs: tuple(shapes[0]),
                       grad_fn_name="LinalgQrBackward0",
                       doc="R of qr(mode='r'): its gradient is PyTorch's error")
-
-
-def _r_only(R):
-    return dispatch(QR_R_ONLY, (R,))
 
 
 def _copy_out(res, out):
