@@ -122,6 +122,12 @@ FUNCTION_CASES = [
     C("pinv_tall", lambda m, a: m.linalg.pinv(a), R(2, 5, 3)),
     C("pinv_wide", lambda m, a: m.pinverse(a), R(3, 4)),
     C("pinv_hermitian", lambda m, x: m.linalg.pinv(_sym(m, x), hermitian=True), R(2, 3, 3)),
+    C("matrix_norm_nuc", lambda m, a: m.linalg.matrix_norm(a, ord="nuc"), R(2, 3, 4)),
+    C("matrix_norm_2_dims", lambda m, a: m.linalg.matrix_norm(a, ord=2, dim=(0, 2),
+                                                              keepdim=True), R(2, 3, 4)),
+    C("norm_minus2", lambda m, a: m.linalg.norm(a, ord=-2), R(4, 3)),
+    C("inv_ex", lambda m, a: m.linalg.inv_ex(a), G(2, 3, 3)),
+    C("cholesky_ex", lambda m, x: m.linalg.cholesky_ex(_spd_of(m, x), upper=True), R(2, 3, 3)),
 ]
 CASES = SOLVER_CASES + DECOMP_CASES + FUNCTION_CASES
 IDS = [c.name for c in CASES]
@@ -348,6 +354,36 @@ def test_backward_errors_match_torch(name, f):
     ours = _raised(lambda: f(tg, tg.tensor(a, requires_grad=True)).backward())
     assert isinstance(ours, RuntimeError)
     assert str(ours).split("\n")[0] == str(theirs)
+
+
+EX_CASES = [
+    ("inv_ex", lambda m, a, **kw: m.linalg.inv_ex(a, **kw), np.stack([np.eye(3), _SING])),
+    ("cholesky_ex", lambda m, a, **kw: m.linalg.cholesky_ex(a, **kw),
+     np.stack([np.eye(2), _NOT_PD, np.diag([-1., 1.])])),
+]
+
+
+@pytest.mark.parametrize("name,f,a", EX_CASES, ids=[c[0] for c in EX_CASES])
+def test_ex_variants_report_info_like_torch_eager_and_compiled(name, f, a):
+    """info as PyTorch's (int32, per batch element); the failed matrices' results are NaN
+    here (PyTorch leaves LAPACK's partial result); check_errors=True raises PyTorch's error."""
+    res, ref = f(tg, tg.tensor(a)), f(torch, torch.tensor(a))
+    assert res.info.dtype is tg.int32
+    np.testing.assert_array_equal(res.info.numpy(), ref.info.numpy())
+    np.testing.assert_array_equal(res[0].numpy()[0], ref[0].numpy()[0])
+    assert np.isnan(res[0].numpy()[1:]).all()
+    theirs = _raised(lambda: f(torch, torch.tensor(a), check_errors=True))
+    _same_error(_raised(lambda: f(tg, tg.tensor(a), check_errors=True)), theirs)
+    for backend in ("numpy", "jax"):
+        if backend == "jax":
+            pytest.importorskip("jax")
+        cf = tg.compile(lambda x: tuple(f(tg, x)), backend=backend)
+        good = np.stack([np.eye(a.shape[-1]) * 2] * len(a))
+        for x in (good, a, good):
+            got, want = cf(tg.tensor(x)), f(tg, tg.tensor(x))
+            np.testing.assert_array_equal(got[0].numpy(), want[0].numpy())
+            np.testing.assert_array_equal(got[1].numpy(), want[1].numpy())
+        assert cf.stats.traces == 1
 
 
 def test_pinv_of_rank_deficient_matrices_matches_torch():

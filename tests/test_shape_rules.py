@@ -254,7 +254,7 @@ def _linalg(a, x, b):
     return [L.inv(a), L.det(a), L.slogdet(a).logabsdet, L.slogdet(a).sign, L.solve(a, b),
             L.solve_triangular(a, b, upper=True), L.cholesky(spd), L.qr(a).Q,
             L.qr(a.detach(), mode="r").R, L.eigh(spd).eigenvectors, L.svd(a).S,
-            L.matrix_exp(a * 0.1)]
+            L.matrix_exp(a * 0.1), *L.inv_ex(a), *L.cholesky_ex(spd)]
 
 
 EXTRA["linalg"] = (_linalg, lambda: [

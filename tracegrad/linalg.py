@@ -2,7 +2,7 @@
 
 Norms (`vector_norm`, `matrix_norm`, `norm`) are composed of tracegrad's `norm` primitive
 (LinalgVectorNormBackward0, as PyTorch records) and `sum`/`amax`. Matrix norms that need a
-singular value decomposition ('nuc', 2, -2) are not implemented and say so.
+singular value decomposition ('nuc', 2, -2) reduce `svdvals`.
 
 Solvers (`inv`, `det`, `slogdet`, `solve`, `cholesky`, `solve_triangular`; top-level
 `inverse`, `det`, `logdet`, `slogdet`, `cholesky_solve`: ops/linalg_solvers.py),
@@ -44,7 +44,7 @@ def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None, out=None):
 
 
 def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None, out=None):
-    """'fro', 1, -1, inf or -inf norm of the matrices in the last two (or `dim`) dims."""
+    """'fro', 'nuc', 1, -1, 2, -2, inf or -inf norm of the matrices in the last two dims."""
     if dtype is not None:
         A = A.to(dtype)
     if A.ndim < 2:
@@ -60,11 +60,22 @@ def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None, out=No
             cols -= 1
         res = reduce(O.sum(O.abs(A), rows, keepdim=keepdim), cols, keepdim=keepdim)
     elif ord in ("nuc", 2, -2):
-        raise NotImplementedError(f"tracegrad: linalg.matrix_norm(ord={ord!r}) needs a "
-                                  "singular value decomposition, not supported yet")
+        res = _spectral(A, ord, d0, d1, keepdim)
     else:
         raise TracegradRuntimeError(f"linalg.matrix_norm: Order {ord} not supported.")
     return res if out is None else out.copy_(res)
+
+
+def _spectral(A, ord, d0, d1, keepdim):
+    """The nuclear norm (sum), 2-norm (largest) or -2-norm (smallest singular value)."""
+    from .ops.linalg_decomp import svdvals
+    rest = [d for d in range(A.ndim) if d not in (d0, d1)]
+    s = svdvals(O.permute(A, tuple(rest) + (d0, d1)))
+    res = (O.sum if ord == "nuc" else O.amax if ord == 2 else O.amin)(s, -1)
+    if keepdim:
+        for d in sorted((d0, d1)):
+            res = O.unsqueeze(res, d)
+    return res
 
 
 def norm(input, ord=None, dim=None, keepdim=False, *, out=None, dtype=None):
@@ -89,8 +100,9 @@ def norm(input, ord=None, dim=None, keepdim=False, *, out=None, dtype=None):
 
 from ._errors import LinAlgError  # noqa: E402,F401
 from .ops.linalg_solvers import (inv, det, slogdet, solve, cholesky,  # noqa: E402,F401
-                                 solve_triangular)
-__all__ += ["LinAlgError", "inv", "det", "slogdet", "solve", "cholesky", "solve_triangular"]
+                                 solve_triangular, inv_ex, cholesky_ex)
+__all__ += ["LinAlgError", "inv", "det", "slogdet", "solve", "cholesky", "solve_triangular",
+            "inv_ex", "cholesky_ex"]
 from .ops.linalg_decomp import qr, eigh, eigvalsh, svd, svdvals  # noqa: E402,F401
 __all__ += ["qr", "eigh", "eigvalsh", "svd", "svdvals"]
 from .ops.linalg_functions import matrix_exp, pinv  # noqa: E402,F401

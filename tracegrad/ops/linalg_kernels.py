@@ -74,11 +74,46 @@ def _inv_text(i):
             "the input matrix is singular.")
 
 
-def inv(a):
+def inv(a, check="linalg.inv"):
+    """A^-1; `check` names the op in the error, or is False (inv_ex): a singular matrix's
+    inverse comes out NaN, no error."""
     try:
         return np.ascontiguousarray(np.linalg.inv(a))
     except np.linalg.LinAlgError:
-        raise _singular("linalg.inv", a, _inv_text) from None
+        if check:
+            raise _singular(check, a, _inv_text) from None
+    return _per_matrix(a, np.linalg.inv)
+
+
+def _per_matrix(a, f):
+    """`f` of each matrix of batch `a`, NaN for those it fails on."""
+    out = np.empty(a.shape, a.dtype)
+    flat = out.reshape((-1,) + a.shape[-2:])
+    for k, m in enumerate(_elements(a)):
+        try:
+            flat[k] = f(m)
+        except np.linalg.LinAlgError:
+            flat[k] = np.nan
+    return out
+
+
+def _info(a, fast, find):
+    """The int32 LAPACK `info` of each matrix of batch `a` (0: succeeded)."""
+    try:
+        fast(a)
+        if fast is not np.linalg.cholesky or np.isfinite(a).all():
+            return np.zeros(a.shape[:-2], np.int32)
+    except np.linalg.LinAlgError:
+        pass
+    return np.array([find(m) for m in _elements(a)], np.int32).reshape(a.shape[:-2])
+
+
+def inv_info(a):
+    return _info(a, np.linalg.inv, zero_pivot)
+
+
+def cholesky_info(a):
+    return _info(a, np.linalg.cholesky, not_pd_order)
 
 
 def _solve_text(i):
@@ -107,8 +142,11 @@ def logabsdet(a):
     return np.asarray(np.linalg.slogdet(a)[1])
 
 
-def cholesky(a):
-    """The lower factor L (A = L L^T) from A's lower triangle."""
+def cholesky(a, check="linalg.cholesky"):
+    """The lower factor L (A = L L^T) from A's lower triangle; `check` names the op in the
+    error, or is False (cholesky_ex): a matrix that is not positive-definite gives NaNs."""
+    if not check:
+        return _per_matrix(a, np.linalg.cholesky)
     try:
         L = np.linalg.cholesky(a)
         bad = not np.isfinite(np.diagonal(L, 0, -2, -1)).all()   # numpy passes NaN
@@ -119,7 +157,7 @@ def cholesky(a):
     for k, m in enumerate(_elements(a)):
         i = not_pd_order(m)
         if i:
-            raise op_error(LinAlgError, "linalg.cholesky", _batch_prefix(a, k) +
+            raise op_error(LinAlgError, check, _batch_prefix(a, k) +
                            "The factorization could not be completed because the input is not "
                            f"positive-definite (the leading minor of order {i} is not "
                            "positive-definite).")

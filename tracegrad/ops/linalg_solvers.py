@@ -25,7 +25,7 @@ from .shape import permute, sum_to, unsqueeze, squeeze
 from .structure import tril, triu
 
 __all__ = ["inv", "det", "slogdet", "logdet", "solve", "cholesky", "solve_triangular",
-           "cholesky_solve", "inverse"]
+           "cholesky_solve", "inverse", "inv_ex", "cholesky_ex"]
 
 
 def mT(x):
@@ -116,6 +116,11 @@ SOLVE_TRIANGULAR = Primitive(
     saves_out=True, dtype_rule=promote, shape_rule=_solve_shape, layout="c",
     grad_fn_name="LinalgSolveTriangularBackward0",
     doc="X with AX = B for a triangular A (substitution; inf/nan at a zero diagonal)")
+INV_INFO = Primitive("linalg_inv_info", K.inv_info, shape_rule=_batch, layout="c",
+                     doc="LAPACK's info of LU: the first zero pivot (1-based), or 0")
+CHOLESKY_INFO = Primitive("linalg_cholesky_info", K.cholesky_info, shape_rule=_batch,
+                          layout="c", doc="LAPACK's info of Cholesky: the order of the first "
+                          "leading minor that is not positive-definite, or 0")
 CHOLESKY = Primitive("linalg_cholesky", K.cholesky, vjp=_cholesky_vjp, saves_out=True,
                      shape_rule=_same, grad_fn_name="LinalgCholeskyExBackward0", layout="c",
                      may_raise=True, doc="the lower Cholesky factor of each matrix")
@@ -197,6 +202,60 @@ def inv(A, *, out=None):
 
 
 inverse = inv
+
+
+class _ExResult(tuple):
+    """(result, info) named tuple like torch.return_types.linalg_inv_ex."""
+
+    __slots__ = ()
+    info = property(lambda self: self[1])
+
+    def __repr__(self):
+        return (f"torch.return_types.{self._name}(\n{self._field}={self[0]!r},\n"
+                f"info={self[1]!r})")
+
+
+class _InvExResult(_ExResult):
+    __slots__ = ()
+    _name, _field = "linalg_inv_ex", "inverse"
+    inverse = property(lambda self: self[0])
+
+
+class _CholeskyExResult(_ExResult):
+    __slots__ = ()
+    _name, _field = "linalg_cholesky_ex", "L"
+    L = property(lambda self: self[0])
+
+
+def inv_ex(A, *, check_errors=False, out=None):
+    """(inverse, info): `inv` that reports singular matrices in int32 `info` instead.
+
+    info is 0, or the 1-based index of LU's first zero pivot; a singular matrix's inverse
+    is NaN here (PyTorch leaves LAPACK's partial result). `check_errors=True` raises as inv."""
+    _square_float("linalg.inv_ex", A)
+    res = _InvExResult((dispatch(INV, (A,), {"check": check_errors and "linalg.inv_ex"}),
+                        dispatch(INV_INFO, (A,))))
+    if out is not None:
+        out[0].copy_(res[0])
+        out[1].copy_(res[1])
+        return out
+    return res
+
+
+def cholesky_ex(A, *, upper=False, check_errors=False, out=None):
+    """(L, info): `cholesky` that reports matrices that are not positive-definite in `info`.
+
+    info is 0, or the order of the first leading minor that is not positive-definite; such a
+    matrix's factor is NaN here (PyTorch leaves LAPACK's partial result)."""
+    _square_float("linalg.cholesky_ex", A)
+    src = mT(A) if upper else A
+    L = dispatch(CHOLESKY, (src,), {"check": check_errors and "linalg.cholesky_ex"})
+    res = _CholeskyExResult((mT(L) if upper else L, dispatch(CHOLESKY_INFO, (src,))))
+    if out is not None:
+        out[0].copy_(res[0])
+        out[1].copy_(res[1])
+        return out
+    return res
 
 
 def det(A, *, out=None):

@@ -74,7 +74,7 @@ def _solve(ctx, node, a, b):
 @register(LS.CHOLESKY)
 def _cholesky(ctx, node, a):
     r = lax.linalg.cholesky(a, symmetrize_input=False)     # the lower triangle, as numpy
-    ctx.check(~jnp.all(jnp.isfinite(_diag(r))))
+    ctx.check(~jnp.all(jnp.isfinite(_diag(r))))      # cholesky_ex's NaNs: eager's too
     return jnp.tril(r)
 
 
@@ -86,7 +86,7 @@ def _solve_triangular(ctx, node, a, b):
                                        unit_diagonal=node.attrs["unitriangular"])
 
 
-# ---- decompositions: the numpy kernel on the host ----
+# ---- decompositions, matrix_exp and LAPACK's info: the numpy kernel on the host ----
 # qr, eigh and svd factors are unique only up to signs (and eigh's eigenvectors up to a basis
 # of a repeated eigenvalue's space); jax's own routines may choose differently from the
 # LAPACK calls eager makes, so the rule runs eager's kernel through `jax.pure_callback`: a
@@ -101,6 +101,6 @@ def _host(ctx, node, a):
     return jax.pure_callback(run, jax.ShapeDtypeStruct(shape, dt), a)
 
 
-for _p in (LD.QR, LD.EIGH, LD.SVD, LF.MATRIX_EXP):     # matrix_exp: eager's float64 Pade
+for _p in (LD.QR, LD.EIGH, LD.SVD, LF.MATRIX_EXP, LS.INV_INFO, LS.CHOLESKY_INFO):     # matrix_exp: eager's float64 Pade
     register(_p)(_host)
 register(LD.QR_R_ONLY)(lambda ctx, node, r: r)
