@@ -126,6 +126,11 @@ FUNCTION_CASES = [
     C("matrix_norm_2_dims", lambda m, a: m.linalg.matrix_norm(a, ord=2, dim=(0, 2),
                                                               keepdim=True), R(2, 3, 4)),
     C("norm_minus2", lambda m, a: m.linalg.norm(a, ord=-2), R(4, 3)),
+    C("lstsq", lambda m, a, b: m.linalg.lstsq(a, b).solution, R(2, 5, 3), R(2, 5, 2)),
+    C("lstsq_gelsd_vector", lambda m, a, b: m.linalg.lstsq(a, b, driver="gelsd"), R(5, 3),
+      R(5)),
+    C("lstsq_wide", lambda m, a, b: m.linalg.lstsq(a, b, driver="gelss")[0], R(3, 5),
+      R(3, 2)),
     C("inv_ex", lambda m, a: m.linalg.inv_ex(a), G(2, 3, 3)),
     C("cholesky_ex", lambda m, x: m.linalg.cholesky_ex(_spd_of(m, x), upper=True), R(2, 3, 3)),
 ]
@@ -258,6 +263,9 @@ ERROR_CASES = [
     ("matrix_exp_nonsquare", lambda m, a: m.linalg.matrix_exp(a), [np.ones((2, 3))]),
     ("matrix_exp_1d", lambda m, a: m.linalg.matrix_exp(a), [np.ones(3)]),
     ("pinv_1d", lambda m, a: m.linalg.pinv(a), [np.ones(3)]),
+    ("lstsq_1d", lambda m, a, b: m.linalg.lstsq(a, b), [np.ones(3), np.ones(3)]),
+    ("lstsq_driver", lambda m, a, b: m.linalg.lstsq(a, b, driver="x"), [np.eye(3), np.eye(3)]),
+    ("lstsq_rows", lambda m, a, b: m.linalg.lstsq(a, b), [np.ones((5, 3)), np.ones((4, 2))]),
 ]
 INT_CASES = [
     ("inv", lambda m, a: m.linalg.inv(a)),
@@ -384,6 +392,29 @@ def test_ex_variants_report_info_like_torch_eager_and_compiled(name, f, a):
             np.testing.assert_array_equal(got[0].numpy(), want[0].numpy())
             np.testing.assert_array_equal(got[1].numpy(), want[1].numpy())
         assert cf.stats.traces == 1
+
+
+@pytest.mark.parametrize("driver", [None, "gels", "gelsy", "gelsd", "gelss"])
+def test_lstsq_fields_match_torch_for_each_driver(driver):
+    rng = np.random.default_rng(0)
+    deficient = np.zeros((5, 3))
+    deficient[:, 0] = 1
+    for a, b in ((rng.standard_normal((2, 5, 3)), rng.standard_normal((2, 5, 2))),
+                 (deficient, np.ones((5, 2)))):
+        if driver == "gels" and a is deficient:      # QR without pivoting: PyTorch raises
+            theirs = _raised(lambda: torch.linalg.lstsq(torch.tensor(a), torch.tensor(b),
+                                                        driver=driver))
+            _same_error(_raised(lambda: tg.linalg.lstsq(tg.tensor(a), tg.tensor(b),
+                                                        driver=driver)), theirs)
+            continue
+        ours = tg.linalg.lstsq(tg.tensor(a), tg.tensor(b), driver=driver)
+        theirs = torch.linalg.lstsq(torch.tensor(a), torch.tensor(b), driver=driver)
+        for o, t, name in zip(ours, theirs, ("solution", "residuals", "rank", "sv")):
+            assert tuple(o.shape) == tuple(t.shape), name
+            assert o.dtype.name == str(t.dtype).replace("torch.", ""), name
+            if name == "solution" and a is deficient and driver in (None, "gelsy"):
+                continue      # PyTorch's gelsy solution here varies between runs (0 or 1)
+            np.testing.assert_allclose(o.numpy(), t.numpy(), atol=1e-12, err_msg=name)
 
 
 def test_pinv_of_rank_deficient_matrices_matches_torch():

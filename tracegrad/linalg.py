@@ -105,5 +105,5 @@ __all__ += ["LinAlgError", "inv", "det", "slogdet", "solve", "cholesky", "solve_
             "inv_ex", "cholesky_ex"]
 from .ops.linalg_decomp import qr, eigh, eigvalsh, svd, svdvals  # noqa: E402,F401
 __all__ += ["qr", "eigh", "eigvalsh", "svd", "svdvals"]
-from .ops.linalg_functions import matrix_exp, pinv  # noqa: E402,F401
-__all__ += ["matrix_exp", "pinv"]
+from .ops.linalg_functions import matrix_exp, pinv, lstsq  # noqa: E402,F401
+__all__ += ["matrix_exp", "pinv", "lstsq"]

@@ -1,5 +1,5 @@
-"""Matrix functions of `torch.linalg`: matrix_exp (a primitive) and pinv (a composite of svd
-or eigh).
+"""Matrix functions of `torch.linalg`: matrix_exp (a primitive), and pinv and lstsq
+(composites of svd or eigh).
 
 matrix_exp's kernel is scaling and squaring with a Pade approximant of degree 3, 5, 7, 9 or
 13 chosen from the 1-norm (Higham 2005, "The scaling and squaring method for the matrix
@@ -17,15 +17,16 @@ import math
 
 import numpy as np
 
+from .. import _dtype as D
 from .._dispatch import dispatch
-from .._errors import TracegradRuntimeError, op_error
+from .._errors import LinAlgError, TracegradRuntimeError, op_error
 from . import creation as C
 from . import elementwise as E
 from .linalg_solvers import _check_float, _check_matrix, _square_float, mT
 from .primitive import Primitive
 from .shape import cat, narrow, unsqueeze
 
-__all__ = ["matrix_exp", "pinv", "pinverse"]
+__all__ = ["matrix_exp", "pinv", "pinverse", "lstsq"]
 
 _PADE = {
     3: (120., 60., 12., 1.),
@@ -113,7 +114,6 @@ def pinv(A, *, atol=None, rtol=None, hermitian=False, out=None):
     eps * max(m, n) when neither is given."""
     from .linalg_decomp import eigh, svd
     if A.ndim < 2 or A.dtype.np.kind != "f" or A.dtype.name == "float16":
-        from .. import _dtype as D
         raise op_error(TracegradRuntimeError, None,
                        f"linalg.pinv({D.scalar_type_name(A.dtype)}{{{list(A.shape)}}}): expected a "
                        "tensor with 2 or more dimensions of float, double, cfloat or cdouble "
@@ -137,6 +137,84 @@ def pinv(A, *, atol=None, rtol=None, hermitian=False, out=None):
 def pinverse(input, rcond=1e-15):
     """torch.pinverse: `pinv` with relative cutoff `rcond`."""
     return pinv(input, rtol=rcond)
+
+
+class _LstsqResult(tuple):
+    """(solution, residuals, rank, singular_values) like torch.return_types.linalg_lstsq."""
+
+    __slots__ = ()
+    _fields = ("solution", "residuals", "rank", "singular_values")
+    solution = property(lambda self: self[0])
+    residuals = property(lambda self: self[1])
+    rank = property(lambda self: self[2])
+    singular_values = property(lambda self: self[3])
+
+    def __repr__(self):
+        body = ",\n".join(f"{f}={v!r}" for f, v in zip(self._fields, self))
+        return f"torch.return_types.linalg_lstsq(\n{body})"
+
+
+_DRIVERS = ("gels", "gelsy", "gelsd", "gelss")
+
+
+def lstsq(A, B, rcond=None, *, driver=None):
+    """The least-squares solution X minimizing ||AX - B|| (minimum norm): a named tuple.
+
+    (solution, residuals, rank, singular_values) as PyTorch fills them for `driver` ('gelsy'
+    by default: residuals and singular_values empty). The solution is pinv(A) B with
+    singular values below rcond * largest dropped (rcond defaults to eps * max(m, n)), so
+    its gradient is the svd's (distinct nonzero singular values)."""
+    from .linalg_decomp import svdvals
+    from .reduction import amax, sum as _sum
+    op = "torch.linalg.lstsq"
+    if A.dtype is not B.dtype:
+        raise op_error(TracegradRuntimeError, op, "Expected input and other to have the same "
+                       f"dtype, but got input's dtype {D.scalar_type_name(A.dtype)} and other's "
+                       f"dtype {D.scalar_type_name(B.dtype)}")
+    if A.ndim < 2:
+        raise op_error(TracegradRuntimeError, op, "input must have at least 2 dimensions.")
+    _check_float("linalg.lstsq", A)
+    driver = "gelsy" if driver is None else driver
+    if driver not in _DRIVERS:
+        raise op_error(TracegradRuntimeError, op, "parameter `driver` should be one of "
+                       "(gels, gelsy, gelsd, gelss)")
+    m, n = A.shape[-2:]
+    vector = B.ndim == A.ndim - 1
+    b = unsqueeze(B, -1) if vector else B
+    if b.ndim < 2 or b.shape[-2] != m:
+        raise op_error(TracegradRuntimeError, op, "input.size(-2) should match other.size(-2)")
+    if rcond is None:
+        rcond = float(np.finfo(A.dtype.np).eps) * max(m, n)
+    if driver == "gels":
+        _full_rank_or_raise(A)
+    x = _matmul(pinv(A, rtol=rcond), b)
+    empty = C.zeros(0, dtype=A.dtype)
+    s = svdvals(A.detach())
+    rank = _sum(E.gt(s, E.mul(amax(s, -1, keepdim=True), rcond)), -1) if min(m, n) else (
+        C.zeros(tuple(A.shape[:-2]), dtype=D.int64))
+    residuals = empty
+    if driver != "gelsy" and m > n and bool((rank == n).all()):
+        residuals = _sum(E.pow(E.sub(_matmul(A, x), b), 2), -2)
+    if vector:
+        x = x.squeeze(-1)
+    return _LstsqResult((x, residuals, empty.long() if driver == "gels" else rank,
+                         s if driver in ("gelsd", "gelss") else empty))
+
+
+def _full_rank_or_raise(A):
+    """gels (QR without pivoting) fails at R's first exact zero diagonal entry."""
+    from .linalg_decomp import qr
+    from .reduction import sum as _sum
+    k = min(A.shape[-2:])
+    R = qr(A.detach() if A.shape[-2] >= A.shape[-1] else mT(A.detach()), mode="r")[1]
+    diag = _sum(E.mul(narrow(narrow(R, -2, 0, k), -1, 0, k), C.eye(k, dtype=R.dtype)), -1)
+    zero = E.eq(diag, 0.0)
+    if bool(zero.any()):
+        flags = zero.reshape(-1, k).tolist()
+        first = min(row.index(True) for row in flags if True in row) + 1
+        raise op_error(LinAlgError, "torch.linalg.lstsq", "The least squares solution could "
+                       "not be computed because the input matrix does not have full rank "
+                       f"(error code: {first}).")
 
 
 def _kept_reciprocal(s, atol, rtol, mags):
