@@ -229,6 +229,7 @@ def test_compiled_matches_eager(case, backend):
 # ---------------- errors ----------------
 _SING = np.array([[1., 2., 3.], [2., 4., 6.], [1., 0., 1.]])
 _NOT_PD = np.array([[1., 2.], [2., 1.]])
+_NAN = np.array([[1., np.nan], [np.nan, 1.]])
 
 ERROR_CASES = [
     ("inv_singular", lambda m, a: m.linalg.inv(a), [_SING]),
@@ -254,6 +255,8 @@ ERROR_CASES = [
      [np.eye(2), np.ones(2)]),
     ("solve_triangular_incompatible",
      lambda m, a, b: m.linalg.solve_triangular(a, b, upper=False), [np.eye(2), np.ones((3, 1))]),
+    ("svd_nan", lambda m, a: m.linalg.svd(a), [np.stack([np.eye(2), _NAN])]),
+    ("pinv_nan", lambda m, a: m.linalg.pinv(a), [_NAN]),
     ("qr_1d", lambda m, a: m.linalg.qr(a), [np.ones(3)]),
     ("qr_bad_mode", lambda m, a: m.linalg.qr(a, mode="x"), [np.eye(2)]),
     ("svd_1d", lambda m, a: m.linalg.svd(a), [np.ones(3)]),
@@ -312,6 +315,8 @@ def test_errors_match_torch_eager_and_compiled(name, f, arrays):
 
 
 RUNTIME_CASES = [
+    ("svd_nan", lambda m, a, b: (m.linalg.svdvals(a) * 2).sum(),
+     np.array([[1., np.nan, 0.], [np.nan, 1., 0.], [0., 0., 1.]])),
     ("solve_inv", lambda m, a, b: (m.linalg.solve(a, b) + m.linalg.inv(a)).sum(), _SING),
     ("cholesky", lambda m, a, b: (m.linalg.cholesky(a) @ b).sum(), np.eye(3) - 2),
 ]

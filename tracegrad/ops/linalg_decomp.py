@@ -238,8 +238,32 @@ def _svd_shapes(m, n, attrs):
 
 
 def _svd_kernel(a, full_matrices):
-    u, s, vh = np.linalg.svd(a, full_matrices=full_matrices)
+    try:
+        u, s, vh = np.linalg.svd(a, full_matrices=full_matrices)
+    except np.linalg.LinAlgError:
+        return _svd_failed(a, full_matrices)
     return _pack(a.shape[:-2], u, s, vh)
+
+
+def _svd_failed(a, full_matrices):
+    """gesdd did not converge: PyTorch's LinAlgError for the first matrix holding a NaN;
+    without one (an inf), NaN factors for the matrices that failed, as PyTorch returns."""
+    from .._errors import LinAlgError
+    from .linalg_kernels import _batch_prefix, _elements
+    mats = _elements(a)
+    for k, m in enumerate(mats):
+        if np.isnan(m).any():
+            raise op_error(LinAlgError, "linalg.svd", _batch_prefix(a, k) + "The algorithm "
+                           "failed to converge because the input matrix contained non-finite "
+                           "values.")
+    parts = []
+    for m in mats:
+        try:
+            parts.append(_svd_kernel(m, full_matrices))
+        except np.linalg.LinAlgError:
+            parts.append(np.full(_svd_kernel(np.zeros_like(m), full_matrices).shape, np.nan,
+                                 a.dtype))
+    return np.stack(parts).reshape(a.shape[:-2] + parts[0].shape)
 
 
 def _svd_vjp(g, ins, out, n):
@@ -272,7 +296,7 @@ def _svd_vjp(g, ins, out, n):
 
 SVD = Primitive("linalg_svd", _svd_kernel, vjp=_svd_vjp, saves_out=True,
                 shape_rule=_packed_shape(_svd_shapes), grad_fn_name="LinalgSvdBackward0",
-                layout="c", doc="U, S and Vh of each matrix, packed (Note [Packed "
+                layout="c", may_raise=True, doc="U, S and Vh of each matrix, packed (Note [Packed "
                 "decompositions])")
 
 

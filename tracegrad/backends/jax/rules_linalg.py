@@ -1,5 +1,6 @@
-"""Lowering rules of the solver primitives (ops/linalg_solvers.py) to jax.numpy.linalg and
-jax.lax.linalg; the decompositions (qr, eigh, svd) and matrix_exp as a host call to their numpy kernel.
+"""Lowering rules of the linalg primitives: the solvers (ops/linalg_solvers.py) to
+jax.numpy.linalg and jax.lax.linalg; the decompositions (qr, eigh, svd), matrix_exp and
+LAPACK's info as a host call to their numpy kernel.
 
 The eager kernels raise LinAlgError where LAPACK reports an exact zero pivot (inv, solve) or a
 pivot that is not positive (cholesky) (Note [LAPACK failures] in ops/linalg_kernels.py). A
@@ -97,10 +98,17 @@ def _host(ctx, node, a):
     attrs = node.attrs
 
     def run(x):
-        return np.asarray(node.prim.kernel(np.asarray(x), **attrs), dtype=dt)
-    return jax.pure_callback(run, jax.ShapeDtypeStruct(shape, dt), a)
+        try:
+            return np.asarray(node.prim.kernel(np.array(x), **attrs), dtype=dt), np.False_
+        except Exception:        # noqa: BLE001 -- svd of a NaN: the numpy re-run raises it
+            return np.zeros(shape, dt), np.True_
+    out, failed = jax.pure_callback(
+        run, (jax.ShapeDtypeStruct(shape, dt), jax.ShapeDtypeStruct((), np.bool_)), a)
+    ctx.check(failed)
+    return out
 
 
-for _p in (LD.QR, LD.EIGH, LD.SVD, LF.MATRIX_EXP, LS.INV_INFO, LS.CHOLESKY_INFO):     # matrix_exp: eager's float64 Pade
+# matrix_exp's kernel computes in float64 (Pade, then squaring) whatever the dtype
+for _p in (LD.QR, LD.EIGH, LD.SVD, LF.MATRIX_EXP, LS.INV_INFO, LS.CHOLESKY_INFO):
     register(_p)(_host)
 register(LD.QR_R_ONLY)(lambda ctx, node, r: r)
