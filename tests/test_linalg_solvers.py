@@ -430,6 +430,27 @@ def test_pinv_of_rank_deficient_matrices_matches_torch():
                                    atol=1e-12)
 
 
+REPEATED = [np.eye(3), np.diag([1., 1., 2.]), np.ones((3, 3)) + np.eye(3)]
+SPECTRAL = [
+    ("eigvalsh", lambda m, a: (m.linalg.eigvalsh(a) ** 2).sum()),
+    ("eigh_values", lambda m, a: m.linalg.eigh(a).eigenvalues.exp().sum()),
+    ("svdvals", lambda m, a: (m.linalg.svdvals(a) ** 3).sum()),
+    ("svdvals_tall", lambda m, a: m.linalg.svdvals(a[:, :2]).sum()),
+    ("nuclear_norm", lambda m, a: m.linalg.matrix_norm(a, ord="nuc")),
+]
+
+
+@pytest.mark.parametrize("name,f", SPECTRAL, ids=[c[0] for c in SPECTRAL])
+def test_spectral_gradients_at_repeated_values_match_torch(name, f):
+    """Note [Repeated values]: a symmetric function of the eigenvalues (singular values) has
+    a gradient at repeated values; PyTorch computes it, and so must we (no NaN)."""
+    for a in REPEATED:
+        ours, theirs = tg.tensor(a, requires_grad=True), torch.tensor(a, requires_grad=True)
+        f(tg, ours).backward()
+        f(torch, theirs).backward()
+        np.testing.assert_allclose(ours.grad.numpy(), theirs.grad.numpy(), atol=1e-12)
+
+
 def test_logdet_of_negative_and_singular_matrices_is_nan_and_minus_inf():
     for a in (np.diag([-1., 1.]), np.zeros((2, 2)), np.diag([2., 3.])):
         np.testing.assert_equal(tg.logdet(tg.tensor(a)).item(),

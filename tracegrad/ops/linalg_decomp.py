@@ -15,7 +15,7 @@ differentiate again; `sym`/`skew` below are X + X^T and X - X^T):
                          gA = (gQ + Q copyltu(M)) R^-T,  copyltu(M) = tril(M,-1) + tril(M,-1)^T
                          + diag(M). Other shapes and modes raise PyTorch's error in backward.
   eigh:  gA = V (diag(gw) + F o (V^T gV - gV^T V)/2) V^T,  F_ij = 1/(w_j - w_i), F_ii = 0
-         (distinct eigenvalues, as PyTorch).
+         (distinct eigenvalues where gV is nonzero, as PyTorch: Note [Repeated values]).
   svd (k = min(m, n); with full_matrices only the first k columns of U and rows of Vh, as
        PyTorch):  gA = U [(skew(U^T gU)/E) S + S (skew(V^T gV)/E) + diag(gS)] V^T
                   + (I - UU^T) gU S^-1 V^T + U S^-1 gV^T (I - VV^T),  E_jk = S_k^2 - S_j^2.
@@ -68,6 +68,23 @@ def _matmul(a, b):
 
 def _eye_like(x, n):
     return C.eye(n, dtype=x.dtype)
+
+
+def _safe_recip(x):
+    """1/x, and 0 where x == 0 (Note [Repeated values]): never inf, nor nan in its gradient."""
+    zero = E.eq(x, 0.0)
+    return E.where(zero, 0.0, E.reciprocal(E.where(zero, 1.0, x)))
+
+
+# Note [Repeated values]
+# The eigenvector (singular vector) terms of the eigh (svd) VJP divide by differences of
+# eigenvalues (squared singular values) and the svd's by the singular values. PyTorch skips
+# them when the vectors' gradient is undefined (eigvalsh, svdvals, a loss of the eigenvalues
+# only); here the packed cotangent holds zeros there instead, and 0 * (1/0) would be NaN. So
+# the reciprocals are taken as 0 where the difference (value) is exactly 0: the gradient of
+# the eigenvalues (singular values) alone is exact for any input, repeated values included;
+# where the vectors' gradient is nonzero at repeated values, PyTorch returns inf/NaN and this
+# drops the undefined terms instead.
 
 
 # ---- qr ----
@@ -187,8 +204,7 @@ def _eigh_vjp(g, ins, out, n):
     w, V = _unpack(out, ((k,), (k, k)))
     gw, gV = _unpack(g, ((k,), (k, k)))
     eye = _eye_like(w, k)
-    diff = E.sub(unsqueeze(w, -2), unsqueeze(w, -1))          # w_j - w_i
-    F = E.mul(E.reciprocal(E.add(diff, eye)), E.rsub(eye, 1.0))
+    F = _safe_recip(E.sub(unsqueeze(w, -2), unsqueeze(w, -1)))      # 1/(w_j - w_i)
     VtgV = _matmul(mT(V), gV)
     inner = E.add(E.mul(F, E.mul(E.sub(VtgV, mT(VtgV)), 0.5)), E.mul(unsqueeze(gw, -2), eye))
     return (_matmul(V, _matmul(inner, mT(V))),)
@@ -278,18 +294,18 @@ def _svd_vjp(g, ins, out, n):
     V, gV = mT(Vh), mT(gVh)
     eye = _eye_like(S, k)
     S2 = E.mul(S, S)
-    Emat = E.add(E.sub(unsqueeze(S2, -2), unsqueeze(S2, -1)), eye)
+    inv_e = _safe_recip(E.sub(unsqueeze(S2, -2), unsqueeze(S2, -1)))   # 1/(S_k^2 - S_j^2)
     UtgU, VtgV = _matmul(mT(U), gU), _matmul(mT(V), gV)
     skU, skV = E.sub(UtgU, mT(UtgU)), E.sub(VtgV, mT(VtgV))
-    inner = E.add(E.div(E.mul(skU, unsqueeze(S, -2)), Emat),
-                  E.div(E.mul(unsqueeze(S, -1), skV), Emat))
+    inner = E.mul(E.add(E.mul(skU, unsqueeze(S, -2)), E.mul(unsqueeze(S, -1), skV)), inv_e)
     inner = E.add(inner, E.mul(unsqueeze(gS, -2), eye))
     gA = _matmul(U, _matmul(inner, Vh))
+    inv_s = unsqueeze(_safe_recip(S), -2)
     if m > k:
-        t = E.div(E.sub(gU, _matmul(U, UtgU)), unsqueeze(S, -2))     # (I - UU^T) gU S^-1
+        t = E.mul(E.sub(gU, _matmul(U, UtgU)), inv_s)               # (I - UU^T) gU S^-1
         gA = E.add(gA, _matmul(t, Vh))
     if cols > k:
-        t = E.div(E.sub(gV, _matmul(V, VtgV)), unsqueeze(S, -2))     # (I - VV^T) gV S^-1
+        t = E.mul(E.sub(gV, _matmul(V, VtgV)), inv_s)               # (I - VV^T) gV S^-1
         gA = E.add(gA, _matmul(U, mT(t)))
     return (gA,)
 
