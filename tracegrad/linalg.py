@@ -4,12 +4,13 @@ Norms (`vector_norm`, `matrix_norm`, `norm`) are composed of tracegrad's `norm` 
 (LinalgVectorNormBackward0, as PyTorch records) and `sum`/`amax`. Matrix norms that need a
 singular value decomposition ('nuc', 2, -2) reduce `svdvals`.
 
-Solvers (`inv`, `det`, `slogdet`, `solve`, `cholesky`, `solve_triangular`; top-level
-`inverse`, `det`, `logdet`, `slogdet`, `cholesky_solve`: ops/linalg_solvers.py),
-decompositions (`qr`, `eigh`, `eigvalsh`, `svd`, `svdvals`: ops/linalg_decomp.py) and
-`matrix_exp`, `pinv` (ops/linalg_functions.py) are batched over leading dimensions, take
-float32 and float64 (integers raise PyTorch's RuntimeError), and differentiate twice: each
-is a primitive whose VJP is written in tracegrad ops, or a composite of such.
+Solvers (`inv`, `inv_ex`, `det`, `slogdet`, `solve`, `cholesky`, `cholesky_ex`,
+`solve_triangular`; top-level `inverse`, `det`, `logdet`, `slogdet`, `cholesky_solve`:
+ops/linalg_solvers.py), decompositions (`qr`, `eigh`, `eigvalsh`, `svd`, `svdvals`:
+ops/linalg_decomp.py) and `matrix_exp`, `pinv`, `lstsq` (ops/linalg_functions.py) are
+batched over leading dimensions, take float32 and float64 (integers raise PyTorch's
+RuntimeError), and differentiate twice: each is a primitive whose VJP is written in tracegrad
+ops, or a composite of such.
 
 Where they differ from PyTorch:
 - Singular input: `inv`/`solve` raise `LinAlgError` on an exact zero pivot of LU, and
@@ -18,8 +19,15 @@ Where they differ from PyTorch:
   meets a tiny pivot (one raises, the other returns huge values).
 - `det` and `slogdet` differentiate through `inv`, so their gradient at an exactly singular
   matrix raises LinAlgError (PyTorch's is finite there); `slogdet`'s sign has no grad_fn.
-- `pinv`'s gradient is that of the svd: it needs distinct nonzero singular values (PyTorch's
-  own formula also covers rank-deficient input).
+- `pinv`'s and `lstsq`'s gradients are the svd's: they need distinct nonzero singular values
+  (PyTorch's own pinv formula also covers rank-deficient input). `lstsq` solves through
+  pinv for every driver (PyTorch's default gelsy uses a pivoted QR): the same minimum-norm
+  solution up to rounding, rank decided from the singular values.
+- `inv_ex`/`cholesky_ex` give NaN for a failed matrix (PyTorch: LAPACK's partial result);
+  `info` is PyTorch's.
+- eigh/svd with repeated eigenvalues (singular values): gradients of the values alone are
+  exact; the vectors' undefined terms there are dropped where PyTorch gives inf/NaN (Note
+  [Repeated values] in ops/linalg_decomp.py).
 - `qr` differentiates mode='reduced' with m >= n (and square 'complete'), not wide input;
   `svd` with `full_matrices=True` differentiates the first k = min(m, n) columns of U and rows
   of Vh only — PyTorch 2.13 does the same (it does not raise).
