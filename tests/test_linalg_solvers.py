@@ -131,6 +131,12 @@ FUNCTION_CASES = [
       R(5)),
     C("lstsq_wide", lambda m, a, b: m.linalg.lstsq(a, b, driver="gelss")[0], R(3, 5),
       R(3, 2)),
+    C("matrix_power", lambda m, a: m.linalg.matrix_power(a, 5) + a.matrix_power(-2)
+      + m.matrix_power(a, 1), G(2, 3, 3), rtol32=1e-3),
+    C("multi_dot", lambda m, v, a, b, w: m.linalg.multi_dot([v, a, b, w]), R(3), R(3, 4),
+      R(4, 2), R(2)),
+    C("cholesky_inverse", lambda m, x: m.cholesky_inverse(m.linalg.cholesky(_spd_of(m, x)))
+      + m.linalg.cholesky(_spd_of(m, x), upper=True).cholesky_inverse(upper=True), R(2, 3, 3)),
     C("inv_ex", lambda m, a: m.linalg.inv_ex(a), G(2, 3, 3)),
     C("cholesky_ex", lambda m, x: m.linalg.cholesky_ex(_spd_of(m, x), upper=True), R(2, 3, 3)),
 ]
@@ -267,6 +273,12 @@ ERROR_CASES = [
     ("matrix_exp_1d", lambda m, a: m.linalg.matrix_exp(a), [np.ones(3)]),
     ("pinv_1d", lambda m, a: m.linalg.pinv(a), [np.ones(3)]),
     ("lstsq_1d", lambda m, a, b: m.linalg.lstsq(a, b), [np.ones(3), np.ones(3)]),
+    ("matrix_power_nonsquare", lambda m, a: m.linalg.matrix_power(a, 2), [np.ones((2, 3))]),
+    ("matrix_power_singular", lambda m, a: m.linalg.matrix_power(a, -1), [np.zeros((2, 2))]),
+    ("multi_dot_one", lambda m, a: m.linalg.multi_dot([a]), [np.ones(3)]),
+    ("multi_dot_3d", lambda m, a, b: m.linalg.multi_dot([a, b]), [np.ones((2, 3, 3)),
+                                                                  np.ones((3, 2))]),
+    ("cholesky_inverse_1d", lambda m, a: m.cholesky_inverse(a), [np.ones(3)]),
     ("lstsq_driver", lambda m, a, b: m.linalg.lstsq(a, b, driver="x"), [np.eye(3), np.eye(3)]),
     ("lstsq_rows", lambda m, a, b: m.linalg.lstsq(a, b), [np.ones((5, 3)), np.ones((4, 2))]),
 ]
@@ -284,6 +296,8 @@ INT_CASES = [
     ("eigvalsh", lambda m, a: m.linalg.eigvalsh(a)),
     ("matrix_exp", lambda m, a: m.linalg.matrix_exp(a)),
     ("pinv", lambda m, a: m.linalg.pinv(a)),
+    ("matrix_power_negative", lambda m, a: m.linalg.matrix_power(a, -1)),
+    ("cholesky_inverse", lambda m, a: m.cholesky_inverse(a)),
 ]
 
 
@@ -449,6 +463,15 @@ def test_spectral_gradients_at_repeated_values_match_torch(name, f):
         f(tg, ours).backward()
         f(torch, theirs).backward()
         np.testing.assert_allclose(ours.grad.numpy(), theirs.grad.numpy(), atol=1e-12)
+
+
+def test_matrix_power_of_integers_and_zero_power_like_torch():
+    for a, n in ((np.eye(2, dtype=np.int64) * 2, 3), (np.ones((2, 2, 2)), 0),
+                 (np.arange(4).reshape(2, 2), 2)):
+        ours = tg.linalg.matrix_power(tg.tensor(a), n)
+        theirs = torch.linalg.matrix_power(torch.tensor(a), n)
+        assert ours.dtype.name == str(theirs.dtype).replace("torch.", "")
+        np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
 
 
 def test_logdet_of_negative_and_singular_matrices_is_nan_and_minus_inf():

@@ -451,6 +451,7 @@ scatter_add_ sort argsort topk cumsum cumprod tril triu tril_ triu_ repeat_inter
 multinomial""".split())
 Tensor.flip = O.structure._flip_method
 # solvers of torch.linalg that PyTorch also has as Tensor methods (ops/linalg_solvers.py)
-_attach("inverse det logdet slogdet cholesky_solve matrix_exp pinverse".split())
+_attach("""inverse det logdet slogdet cholesky_solve matrix_exp pinverse matrix_power
+cholesky_inverse""".split())
 Tensor.cholesky = lambda self, upper=False: O.cholesky(self, upper)
 Tensor.addmm = O.addmm

@@ -38,4 +38,5 @@ from .composite_shape import (meshgrid, rot90, fliplr, flipud, movedim, moveaxis
 from .composite_select import masked_select, unique  # noqa: F401
 from .linalg_solvers import inverse, det, logdet, slogdet, cholesky_solve  # noqa: F401
 from .linalg_solvers import cholesky_legacy as cholesky  # noqa: F401
-from .linalg_functions import matrix_exp, pinverse  # noqa: F401
+from .linalg_functions import (matrix_exp, pinverse, matrix_power,  # noqa: F401
+                               cholesky_inverse)

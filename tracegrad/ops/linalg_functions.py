@@ -26,7 +26,8 @@ from .linalg_solvers import _check_float, _check_matrix, _square_float, mT
 from .primitive import Primitive
 from .shape import cat, narrow, unsqueeze
 
-__all__ = ["matrix_exp", "pinv", "pinverse", "lstsq"]
+__all__ = ["matrix_exp", "pinv", "pinverse", "lstsq", "matrix_power", "multi_dot",
+           "cholesky_inverse"]
 
 _PADE = {
     3: (120., 60., 12., 1.),
@@ -199,6 +200,58 @@ def lstsq(A, B, rcond=None, *, driver=None):
         x = x.squeeze(-1)
     return _LstsqResult((x, residuals, empty.long() if driver == "gels" else rank,
                          s if driver in ("gelsd", "gelss") else empty))
+
+
+def matrix_power(A, n):
+    """A^n for each square matrix by repeated squaring (n < 0: inv(A)^-n; n = 0: identity)."""
+    from .linalg_solvers import _check_square, inv
+    _check_square("linalg.matrix_power", A)
+    if n == 0:
+        return C.eye(A.shape[-1], dtype=A.dtype).expand(tuple(A.shape)).clone()
+    base = inv(A) if n < 0 else A
+    n, res = abs(int(n)), None
+    while True:
+        if n & 1:
+            res = base if res is None else _matmul(res, base)
+        n >>= 1
+        if not n:
+            return res
+        base = _matmul(base, base)
+
+
+def multi_dot(tensors, *, out=None):
+    """The product of a chain of matrices (the first and last may be vectors), left to right.
+
+    PyTorch picks the cheapest order; the value is the same up to rounding."""
+    ts = list(tensors)
+    if len(ts) < 2:
+        raise op_error(TracegradRuntimeError, None, "multi_dot(): expected at least 2 tensors "
+                       f"but got {len(ts)}")
+    for i, t in enumerate(ts):
+        where = "the first tensor" if i == 0 else "the last tensor" if i == len(ts) - 1 \
+            else f"tensor {i}"
+        ok = t.ndim == 2 or (t.ndim == 1 and i in (0, len(ts) - 1))
+        if not ok:
+            raise op_error(TracegradRuntimeError, None, f"multi_dot(): {where} must be "
+                           f"{'1D or 2D' if i in (0, len(ts) - 1) else '2D'} but got {t.ndim}D")
+    res = ts[0]
+    for t in ts[1:]:
+        res = _matmul(res, t)
+    return res if out is None else out.copy_(res)
+
+
+def cholesky_inverse(L, upper=False, *, out=None):
+    """The inverse of A = L L^T (`upper=True`: A = U^T U) from its Cholesky factor."""
+    from .._errors import TracegradNotImplementedError
+    from .linalg_solvers import cholesky_solve
+    if L.ndim < 2:
+        raise op_error(TracegradRuntimeError, None, "cholesky_inverse: The input tensor A must "
+                       "have at least 2 dimensions.")
+    if L.dtype.np.kind != "f":
+        raise op_error(TracegradNotImplementedError, None, '"cholesky_inverse_out_cpu" not '
+                       f"implemented for '{D.scalar_type_name(L.dtype)}'")
+    res = cholesky_solve(C.eye(L.shape[-1], dtype=L.dtype), L, upper)
+    return res if out is None else out.copy_(res)
 
 
 def _full_rank_or_raise(A):
