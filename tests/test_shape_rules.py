@@ -247,6 +247,21 @@ class _Cube(tg.autograd.Function):
         return g * 3 * x * x
 
 
+def _linalg(a, x, b):
+    """Every linalg primitive (ops/linalg_solvers.py, linalg_decomp.py, linalg_functions.py)."""
+    L = tg.linalg
+    spd = x @ x.mT + 3 * tg.eye(3, dtype=x.dtype)
+    return [L.inv(a), L.det(a), L.slogdet(a).logabsdet, L.slogdet(a).sign, L.solve(a, b),
+            L.solve_triangular(a, b, upper=True), L.cholesky(spd), L.qr(a).Q,
+            L.qr(a.detach(), mode="r").R, L.eigh(spd).eigenvectors, L.svd(a).S,
+            L.matrix_exp(a * 0.1), *L.inv_ex(a), *L.cholesky_ex(spd)]
+
+
+EXTRA["linalg"] = (_linalg, lambda: [
+    tg.tensor(_arr(2, 3, 3) * 0.1 + 3 * np.eye(3), requires_grad=True), _t(3, 3, seed=1),
+    _t(2, 3, 2, seed=2)])
+
+
 # a once_differentiable backward, recorded in the backward program (autograd/function.py)
 EXTRA["once_differentiable"] = (lambda x: [_Cube.apply(x)], lambda: [_t(2, 3)])
 

@@ -35,6 +35,13 @@ class TracegradNotImplementedError(TracegradRuntimeError, NotImplementedError):
     (`"abs_cpu" not implemented for 'Bool'`)."""
 
 
+class LinAlgError(TracegradRuntimeError):
+    """A matrix could not be factored (torch.linalg.LinAlgError, a RuntimeError).
+
+    Raised for a singular matrix given to `linalg.inv`/`linalg.solve`, or one that is not
+    positive-definite given to `linalg.cholesky`."""
+
+
 class InplaceError(TracegradRuntimeError):
     """An in-place operation invalidated a value autograd saved, or targeted a leaf."""
 

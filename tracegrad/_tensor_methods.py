@@ -450,4 +450,8 @@ _attach("""gather scatter scatter_add index_select masked_fill masked_fill_ scat
 scatter_add_ sort argsort topk cumsum cumprod tril triu tril_ triu_ repeat_interleave baddbmm
 multinomial""".split())
 Tensor.flip = O.structure._flip_method
+# solvers of torch.linalg that PyTorch also has as Tensor methods (ops/linalg_solvers.py)
+_attach("""inverse det logdet slogdet cholesky_solve matrix_exp pinverse matrix_power
+cholesky_inverse""".split())
+Tensor.cholesky = lambda self, upper=False: O.cholesky(self, upper)
 Tensor.addmm = O.addmm

@@ -36,6 +36,10 @@ from .composite_math import (logaddexp, logaddexp2, clamp_min, clamp_max,  # noq
 from .composite_shape import (meshgrid, rot90, fliplr, flipud, movedim, moveaxis,  # noqa
                               tile, tensordot, kron, diff, block_diag, cartesian_prod)
 from .composite_select import masked_select, unique  # noqa: F401
+from .linalg_solvers import inverse, det, logdet, slogdet, cholesky_solve  # noqa: F401
+from .linalg_solvers import cholesky_legacy as cholesky  # noqa: F401
+from .linalg_functions import (matrix_exp, pinverse, matrix_power,  # noqa: F401
+                               cholesky_inverse)
 # importing the submodule `ops.select` above rebound the package attribute `select` to that
 # module: `select(input, dim, index)` is the function (torch.select, Tensor.select)
 from .shape import select  # noqa: F401,E402
