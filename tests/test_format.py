@@ -195,3 +195,23 @@ def test_matches_torch(index, default_dtype):
         assert got == repr(result)
     finally:
         torch.set_default_dtype(old_default)
+
+
+@pytest.mark.parametrize("opts", [dict(precision=2), dict(threshold=5), dict(profile="short"),
+                                  dict(profile="full"), dict(sci_mode=True),
+                                  dict(sci_mode=False, precision=6),
+                                  dict(edgeitems=1, threshold=3), dict(linewidth=30)])
+def test_set_printoptions_prints_as_torch(opts):
+    torch = pytest.importorskip("torch")
+    datas = [np.array([1.12345, 2.5, -3.0]), np.arange(10), np.linspace(0, 1e-5, 7),
+             np.random.default_rng(0).standard_normal((4, 12)) * 100,
+             np.arange(2000.0).reshape(2, 1000), np.array([1e10, 1.0])]
+    try:
+        for lib in (torch, tg):
+            lib.set_printoptions(**opts)
+        for d in datas:
+            assert repr(tg.tensor(d)) == repr(torch.tensor(d))
+    finally:
+        for lib in (torch, tg):
+            lib.set_printoptions(profile="default")
+    assert repr(tg.arange(10)) == "tensor([0, 1, 2, 3, 4, 5, 6, 7, 8, 9])"

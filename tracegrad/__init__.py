@@ -28,6 +28,7 @@ from . import random  # noqa: F401,A004
 linalg = __import__("importlib").import_module(".linalg", __name__)
 from .random import get_rng_state, set_rng_state  # noqa: F401
 from ._settings import *  # noqa: F401,F403
+from ._format import set_printoptions  # noqa: F401
 
 
 def _svg(obj):

@@ -20,6 +20,9 @@ Rules followed (re-derived from PyTorch's behaviour):
   elements; nested dimensions are joined with ``dim - 1`` newlines.
 * Summarized dimensions keep ``EDGEITEMS`` items at each end around ``...``.
 * Suffixes go on the same line unless that line would exceed the line width.
+
+`set_printoptions` changes the four numbers and can force the scientific style, as
+`torch.set_printoptions` does.
 """
 
 import math
@@ -30,7 +33,27 @@ PRECISION = 4
 THRESHOLD = 1000
 EDGEITEMS = 3
 LINEWIDTH = 80
+SCI_MODE = None          # None: chosen per tensor (above); True/False: forced
 _PREFIX = "tensor("
+
+# `set_printoptions(profile=...)`: (precision, threshold, edgeitems, linewidth)
+_PROFILES = {"default": (4, 1000, 3, 80), "short": (2, 1000, 2, 80),
+             "full": (4, math.inf, 3, 80)}
+
+
+def set_printoptions(precision=None, threshold=None, edgeitems=None, linewidth=None,
+                     profile=None, sci_mode=None):
+    """Set how tensors print, as `torch.set_printoptions`: a `profile` ('default', 'short'
+    or 'full') first, then each option given; `sci_mode` True/False forces scientific
+    notation on or off, None (every call that does not pass it) lets each tensor choose."""
+    global PRECISION, THRESHOLD, EDGEITEMS, LINEWIDTH, SCI_MODE
+    if profile in _PROFILES:
+        PRECISION, THRESHOLD, EDGEITEMS, LINEWIDTH = _PROFILES[profile]
+    PRECISION = PRECISION if precision is None else precision
+    THRESHOLD = THRESHOLD if threshold is None else threshold
+    EDGEITEMS = EDGEITEMS if edgeitems is None else edgeitems
+    LINEWIDTH = LINEWIDTH if linewidth is None else linewidth
+    SCI_MODE = sci_mode
 
 __all__ = [
     "format_tensor",
@@ -98,7 +121,8 @@ class _Formatter:
         magnitudes = np.abs(vals.astype(np.float64))
         lo, hi = magnitudes.min(), magnitudes.max()
         self.int_mode = bool(np.all(vals == np.ceil(vals)))
-        self.sci_mode = bool(hi / lo > 1000.0 or hi > 1.0e8 or lo < 1.0e-4)
+        self.sci_mode = bool(hi / lo > 1000.0 or hi > 1.0e8 or lo < 1.0e-4) \
+            if SCI_MODE is None else bool(SCI_MODE)
         # integer style later appends a '.', so reserve one extra column
         extra = 1 if self.int_mode and not self.sci_mode else 0
         widest = max(len(self._style(v)) for v in vals.tolist())
