@@ -3,6 +3,8 @@
 import numpy as np
 import pytest
 
+import tracegrad as tg
+
 from tracegrad._format import (
     default_suffixes,
     dtype_suffix_needed,
