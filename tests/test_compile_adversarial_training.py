@@ -458,3 +458,43 @@ def test_state_read_by_code_of_an_installed_package_stays_guarded(what, tmp_path
         return seen
     eager, compiled = _eager_and_compiled(make, calls)
     assert compiled == eager
+
+
+def test_a_finalizer_the_garbage_collector_runs_mid_trace_is_not_the_steps_doing():
+    """Note [No collection while watching] in _effects.py: another library's `__del__`, run
+    by a collection that an allocation in the step happened to trigger, once counted as a
+    call the step made, so the optimizer's hyper-parameters were guarded by value and
+    each new weight decay re-traced (a test-order-dependent failure of the test above)."""
+    import gc
+    import os
+    import sysconfig
+    lib_file = os.path.join(sysconfig.get_paths()["purelib"], "some_library", "objects.py")
+    ns = {}
+    exec(compile("class Resource:\n    def __del__(self):\n        self.closed = True\n",
+                 lib_file, "exec"), ns)
+    resource = ns["Resource"]
+    model = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 3))
+    opt = tg.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=0.1)
+
+    def step(x, y):
+        opt.zero_grad()
+        r = resource()
+        r.me = r
+        del r                              # garbage in a cycle: freed by a collection
+        pad = [[i] for i in range(10)]     # allocations in the step: a collection runs here
+        loss = F.cross_entropy(model(x), y) + 0 * len(pad)
+        loss.backward()
+        opt.step()
+        return loss
+
+    c = tg.compile(step)
+    old = gc.get_threshold()
+    for k in range(7):
+        opt.param_groups[0]["weight_decay"] = 0.05 + 0.1 * k
+        gc.set_threshold(1, 1, 1)
+        try:
+            c(tg.randn(6, 4), tg.randint(0, 3, (6,)))
+        finally:
+            gc.set_threshold(*old)
+    assert c.stats.traces == 2 and c.stats.eager_calls == 0, str(c.stats)
+    assert gc.isenabled()

@@ -18,6 +18,7 @@ duration of one trace only (thread-local), reporting calls made *from user code*
 containers that existed before the trace (the caller's or global lists, dicts and sets).
 """
 import contextvars
+import gc
 import os
 import sys
 import sysconfig
@@ -326,6 +327,17 @@ def _is_user_frame(frame):
     return not (fn.startswith(_PKG) or fn.startswith(_LIBS) or fn.startswith(("<tracegrad", "<frozen")))
 
 
+# Note [No collection while watching]
+# The cyclic garbage collector runs the finalizers (`__del__`, weakref callbacks) of what it
+# frees at whatever allocation triggers it. Inside a trace, a finalizer of another
+# library's object run at an allocation in user code looked like a call user code made (a
+# foreign call: every optimizer hyper-parameter then counted as read, and was guarded by
+# value), and a user object's `__del__` like an effect of the traced function; whether it
+# happened depended on what earlier code left for the collector (a test suite's order).
+# Neither belongs to the call, so the collector is paused while user code is watched
+# (objects freed by reference counting still finalize where the code drops them, and an
+# explicit `gc.collect()` still collects).
+
 class watch_python:
     """Context manager: report Python side effects of user code while tracing (Note [Effects]).
 
@@ -349,11 +361,15 @@ class watch_python:
     def __enter__(self):
         self.prev = sys.getprofile()
         self.rng = _global_rng_states()
+        self.collecting = gc.isenabled()        # Note [No collection while watching]
+        gc.disable()
         sys.setprofile(self._event)
         return self
 
     def __exit__(self, *exc):
         sys.setprofile(self.prev)
+        if self.collecting:
+            gc.enable()
         # numpy's generators are compiled methods no profiler sees: compare their states
         for name, before, after in zip(("Python's random", "numpy.random"), self.rng,
                                        _global_rng_states()):
