@@ -36,3 +36,4 @@ from .composite_math import (logaddexp, logaddexp2, clamp_min, clamp_max,  # noq
 from .composite_shape import (meshgrid, rot90, fliplr, flipud, movedim, moveaxis,  # noqa
                               tile, tensordot, kron, diff, block_diag, cartesian_prod)
 from .composite_select import masked_select, unique  # noqa: F401
+from .special_prim import lgamma, digamma, polygamma, erfc, erfinv, mvlgamma  # noqa: F401

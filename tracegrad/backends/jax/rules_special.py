@@ -1,0 +1,44 @@
+"""Lowering rules of the special-function primitives (ops/special_prim.py, ops/special_more.py):
+jax's own lgamma, digamma, polygamma, erfc, erf_inv, ndtri and log_ndtr, with the values at
+the edges (zeros, poles, infinities) set to what the numpy kernels (and PyTorch) give, where
+jax's differ: digamma(+-0) = -+inf, polygamma at poles and +-inf.
+"""
+import jax.numpy as jnp
+import jax.scipy.special as jss
+from jax import lax
+
+from ...ops import special_prim as SP
+from .table import register, simple
+
+
+def _is_pole(x):
+    return (x <= 0) & (jnp.floor(x) == x) & jnp.isfinite(x)
+
+
+simple(SP.LGAMMA, lax.lgamma)
+simple(SP.ERFC, lax.erfc)
+simple(SP.ERFINV, lax.erf_inv)
+
+
+@register(SP.DIGAMMA)
+def _digamma(ctx, node, x):
+    return _polygamma(0, x)
+
+
+@register(SP.POLYGAMMA)
+def _polygamma_rule(ctx, node, x):
+    return _polygamma(node.attrs["n"], x)
+
+
+def _polygamma(n, x):
+    inf = jnp.asarray(jnp.inf, x.dtype)
+    nan = jnp.asarray(jnp.nan, x.dtype)
+    if n == 0:
+        v = lax.digamma(x)
+        at_pole = jnp.where(x == 0, jnp.where(jnp.signbit(x), inf, -inf), nan)
+        return jnp.where(_is_pole(x), at_pole, jnp.where(x == -jnp.inf, nan, v))
+    sign = -1.0 if n % 2 == 0 else 1.0
+    v = jss.polygamma(n, x)
+    v = jnp.where(_is_pole(x), sign * inf, v)
+    v = jnp.where(x == jnp.inf, jnp.zeros((), x.dtype) if n == 1 else nan, v)
+    return jnp.where(x == -jnp.inf, nan if n == 1 else sign * inf, v)

@@ -1,0 +1,281 @@
+"""numpy kernels of the special functions numpy lacks: `lgamma`, `digamma`, `polygamma`,
+`erfc`, `erfinv` (plain functions of arrays; the primitives live in ops/special_prim.py).
+
+Every kernel computes in float64 and rounds once to the operand's dtype, so float32 results
+are (nearly always) the correctly rounded ones. Edge values follow PyTorch 2.x:
+lgamma is +inf at 0, the negative integers and +-inf; digamma(+0) = -inf, digamma(-0) = +inf,
+nan at the negative integers and -inf; polygamma(n >= 1) is (-1)^(n+1) inf at the poles,
+0 (n = 1) or nan (n >= 2) at +inf as PyTorch's Hurwitz zeta gives; erfinv(+-1) = +-inf and
+nan outside [-1, 1]. One difference: PyTorch's trigamma at a negative integer is a huge finite
+number (its sin(pi x) is not exactly 0 there); here it is +inf, the value at the pole.
+
+Methods (all vectorised over the array):
+- lgamma: Stirling's series after shifting x up to >= 15 by the recurrence; the reflection
+  formula below 0.5, with sin(pi x) taken on x reduced mod 2 so large |x| stays exact.
+- digamma / polygamma(n): the recurrence psi^(n)(x) = psi^(n)(x+1) - (-1)^n n! / x^(n+1) up
+  to x >= 15 + n, then the asymptotic (Bernoulli) series; negative x by the reflection
+  formula psi^(n)(x) = -pi^(n+1) P_n(cot(pi x)) - (-1)^(n+1) psi^(n)(1-x), where
+  P_0 = c, P_(k+1)(c) = -(1 + c^2) P_k'(c) are the derivatives of cot.
+- erf / erfc: math.erf / math.erfc per element (correctly rounded in float64; one Python
+  call per element, as the repo's erf already does).
+- erfinv: Giles' single-precision rational guess, then Halley steps on erf (or on erfc
+  near +-1, where 1 - |y| is exact) to full float64 precision.
+"""
+import math
+
+import numpy as np
+
+__all__ = ["lgamma", "digamma", "polygamma", "erf", "erfc", "erfinv"]
+
+_HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
+# Bernoulli numbers B_2k, k = 1..12
+_B2K = [1 / 6, -1 / 30, 1 / 42, -1 / 30, 5 / 66, -691 / 2730, 7 / 6, -3617 / 510,
+        43867 / 798, -174611 / 330, 854513 / 138, -236364091 / 2730]
+
+
+def _f64(x):
+    return np.asarray(x, dtype=np.float64)
+
+
+def _finish(r, like):
+    """`r` (float64) in the result dtype of operand `like` (integers give the default float)."""
+    return np.asarray(r, dtype=like.dtype) if like.dtype.kind == "f" else np.asarray(r)
+
+
+def _is_pole(x):
+    """0, -0 and the negative integers (and -inf)."""
+    return (x <= 0) & (np.floor(x) == x)
+
+
+def _abs_sinpi(x):
+    """|sin(pi x)| with x reduced to [-1/2, 1/2] first (exact), so it is accurate near and
+    exactly 0 at the integers."""
+    return np.abs(np.sin(np.pi * (x - np.round(x))))
+
+
+def _cotpi(x):
+    r = x - np.round(x)                        # in [-1/2, 1/2]
+    return 1.0 / np.tan(np.pi * r)
+
+
+# ---------------- lgamma ----------------
+
+def _lgamma_pos(x):
+    """lgamma for x >= 0.5 (finite)."""
+    prod = np.ones_like(x)
+    z = x.copy()
+    for _ in range(15):
+        small = z < 15.0
+        if not small.any():
+            break
+        prod = np.where(small, prod * z, prod)
+        z = np.where(small, z + 1.0, z)
+    iz2 = 1.0 / (z * z)
+    s = np.zeros_like(z)
+    for k in range(8, 0, -1):                   # sum B_2k / (2k (2k-1) z^(2k-1))
+        s = s * iz2 + _B2K[k - 1] / (2 * k * (2 * k - 1))
+    s = s / z
+    return (z - 0.5) * np.log(z) - z + _HALF_LOG_2PI + s - np.log(prod)
+
+
+def _zeta_minus_one(k, n=12):
+    """zeta(k) - 1 for integer k >= 2 (Euler-Maclaurin after n - 2 terms), in float64."""
+    head = sum(j ** -k for j in range(2, n))
+    tail = n ** (1 - k) / (k - 1) + 0.5 * n ** -k
+    rising = k                                  # k (k+1) ... (k + 2j - 2)
+    for j in range(1, 8):
+        tail += _B2K[j - 1] / math.factorial(2 * j) * rising * n ** (-k - 2 * j + 1)
+        rising *= (k + 2 * j - 1) * (k + 2 * j)
+    return head + tail
+
+
+_EULER = 0.57721566490153286061
+_ZM1 = [_zeta_minus_one(k) for k in range(2, 40)]          # zeta(k) - 1, k = 2..39
+# lgamma(1 + z) = -gamma z + sum_k (-1)^k zeta(k) z^k / k;
+# lgamma(2 + z) = (1 - gamma) z + sum_k (-1)^k (zeta(k) - 1) z^k / k   (|z| < 1)
+_AT1 = [0.0, -_EULER] + [(-1) ** k * (1.0 + _ZM1[k - 2]) / k for k in range(2, 40)]
+_AT2 = [0.0, 1.0 - _EULER] + [(-1) ** k * _ZM1[k - 2] / k for k in range(2, 40)]
+
+
+def _lgamma_near(z, coefs):
+    return np.polynomial.polynomial.polyval(z, coefs)
+
+
+def lgamma(x):
+    """log |Gamma(x)| elementwise."""
+    a = _f64(x)
+    with np.errstate(all="ignore"):
+        out = np.full(a.shape, np.inf)
+        fin = np.isfinite(a) & ~_is_pole(a) & (np.abs(a) < 2.5e305)
+        out[np.isnan(a)] = np.nan
+        big = np.isfinite(a) & (a >= 2.5e305)
+        out[big] = np.inf
+        # near the zeros at 1 and 2 the Taylor series keeps the relative accuracy
+        near1, near2 = fin & (np.abs(a - 1.0) <= 0.25), fin & (np.abs(a - 2.0) <= 0.25)
+        out[near1] = _lgamma_near(a[near1] - 1.0, _AT1)
+        out[near2] = _lgamma_near(a[near2] - 2.0, _AT2)
+        pos = fin & (a >= 0.5) & ~near1 & ~near2
+        if pos.any():
+            out[pos] = _lgamma_pos(a[pos])
+        neg = fin & (a < 0.5)
+        if neg.any():
+            v = a[neg]
+            # Gamma(x) Gamma(1 - x) = pi / sin(pi x)
+            out[neg] = (math.log(math.pi) - np.log(_abs_sinpi(v))
+                        - _lgamma_pos(1.0 - v))
+    return _finish(out, np.asarray(x))
+
+
+# ---------------- digamma and polygamma ----------------
+
+def _cot_derivative_polys(n):
+    """Coefficients (lowest first) of P_n with d^n/dx^n cot(pi x) = pi^n P_n(cot(pi x))."""
+    p = np.array([0.0, 1.0])                   # P_0(c) = c
+    for _ in range(n):
+        dp = p[1:] * np.arange(1, len(p))       # P'
+        # -(1 + c^2) P'
+        q = np.zeros(len(dp) + 2)
+        q[:len(dp)] -= dp
+        q[2:2 + len(dp)] -= dp
+        p = q
+    return p
+
+
+def _psi_n_pos(n, x):
+    """psi^(n)(x) for finite x > 0."""
+    z = x.copy()
+    acc = np.zeros_like(z)
+    lim = 15.0 + n
+    fact = math.factorial(n)
+    sign = -1.0 if n % 2 == 0 else 1.0        # (-1)^(n+1)
+    for _ in range(int(lim) + 1):
+        small = z < lim
+        if not small.any():
+            break
+        if n == 0:
+            acc = np.where(small, acc - 1.0 / z, acc)
+        else:
+            acc = np.where(small, acc + sign * fact / z ** (n + 1), acc)
+        z = np.where(small, z + 1.0, z)
+    iz2 = 1.0 / (z * z)
+    if n == 0:
+        s = np.zeros_like(z)
+        for k in range(10, 0, -1):              # sum B_2k / (2k z^2k)
+            s = s * iz2 + _B2K[k - 1] / (2 * k)
+        return acc + np.log(z) - 0.5 / z - s * iz2
+    # (-1)^(n+1) [ (n-1)!/z^n + n!/(2 z^(n+1)) + sum_k B_2k (2k+n-1)!/(2k)! / z^(2k+n) ]
+    s = np.zeros_like(z)
+    for k in range(12, 0, -1):
+        s = s * iz2 + _B2K[k - 1] * math.factorial(2 * k + n - 1) / math.factorial(2 * k)
+    s = s * iz2
+    head = math.factorial(n - 1) + fact * 0.5 / z
+    return acc + sign * (head + s) / z ** n
+
+
+def polygamma(n, x):
+    """The n-th derivative of digamma elementwise (n = 0 is digamma)."""
+    n = int(n)
+    a = _f64(x)
+    with np.errstate(all="ignore"):
+        out = np.empty(a.shape)
+        nan = np.isnan(a)
+        pole = _is_pole(a) & np.isfinite(a)
+        posinf, neginf = a == np.inf, a == -np.inf
+        sign = -1.0 if n % 2 == 0 else 1.0     # (-1)^(n+1)
+        out[nan] = np.nan
+        if n == 0:
+            out[pole] = np.where(a[pole] == 0, np.where(np.signbit(a[pole]), np.inf, -np.inf),
+                                 np.nan)
+            out[posinf], out[neginf] = np.inf, np.nan
+        else:
+            out[pole] = sign * np.inf
+            out[posinf] = 0.0 if n == 1 else np.nan
+            out[neginf] = np.nan if n == 1 else sign * np.inf
+        fin = np.isfinite(a) & ~pole
+        pos = fin & (a > 0)
+        if pos.any():
+            out[pos] = _psi_n_pos(n, a[pos])
+        neg = fin & (a < 0)
+        if neg.any():
+            v = a[neg]
+            c = _cotpi(v)
+            pn = np.polynomial.polynomial.polyval(c, _cot_derivative_polys(n))
+            out[neg] = -math.pi ** (n + 1) * pn - sign * _psi_n_pos(n, 1.0 - v)
+    return _finish(out, np.asarray(x))
+
+
+def digamma(x):
+    """The logarithmic derivative of Gamma elementwise."""
+    return polygamma(0, x)
+
+
+# ---------------- erf, erfc, erfinv ----------------
+
+_ERF = np.frompyfunc(math.erf, 1, 1)
+_ERFC = np.frompyfunc(math.erfc, 1, 1)
+
+
+def _erf64(a):
+    return np.asarray(_ERF(a), dtype=np.float64).reshape(a.shape)
+
+
+def _erfc64(a):
+    return np.asarray(_ERFC(a), dtype=np.float64).reshape(a.shape)
+
+
+def erf(x):
+    a = np.asarray(x)
+    return _finish(_erf64(_f64(a)), a)
+
+
+def erfc(x):
+    """1 - erf(x) without cancellation."""
+    a = np.asarray(x)
+    return _finish(_erfc64(_f64(a)), a)
+
+
+_ERFINV_CENTRAL = [2.81022636e-08, 3.43273939e-07, -3.5233877e-06, -4.39150654e-06,
+                   0.00021858087, -0.00125372503, -0.00417768164, 0.246640727, 1.50140941]
+_ERFINV_TAIL = [-0.000200214257, 0.000100950558, 0.00134934322, -0.00367342844,
+                0.00573950773, -0.0076224613, 0.00943887047, 1.00167406, 2.83297682]
+_TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
+
+
+def _horner(coefs, w):
+    p = np.full_like(w, coefs[0])
+    for c in coefs[1:]:
+        p = p * w + c
+    return p
+
+
+def erfinv(y):
+    """The inverse of erf elementwise: +-inf at +-1, nan outside [-1, 1]."""
+    a = np.asarray(y)
+    v = _f64(a)
+    with np.errstate(all="ignore"):
+        out = np.full(v.shape, np.nan)
+        out[v == 1.0], out[v == -1.0] = np.inf, -np.inf
+        ok = np.abs(v) < 1.0
+        if ok.any():
+            t = v[ok]
+            s, m = np.sign(t), np.abs(t)
+            one_minus = 1.0 - m                       # exact for m >= 0.5 (Sterbenz)
+            w = -np.log(one_minus * (1.0 + m))
+            x = np.where(w < 5.0, _horner(_ERFINV_CENTRAL, w - 2.5) * m,
+                         _horner(_ERFINV_TAIL, np.sqrt(w) - 3.0) * m)
+            # far tail (1 - |y| < ~1e-7, beyond float32's range where the guess was fitted):
+            # erfc(x) ~ exp(-x^2) / (x sqrt(pi)) solved by two fixed-point steps
+            far = w > 16.0
+            if far.any():
+                lg = -np.log(one_minus)
+                g = np.sqrt(lg)
+                for _ in range(2):
+                    g = np.sqrt(lg - np.log(g * math.sqrt(math.pi)))
+                x = np.where(far, g, x)
+            tail = m > 0.5
+            for _ in range(3):                        # Halley: f = erf(x) - m or erfc-based
+                d = np.where(tail, one_minus - _erfc64(x), _erf64(x) - m)
+                d = d / (_TWO_OVER_SQRT_PI * np.exp(-x * x))
+                x = x - d / (1.0 + x * d)
+            out[ok] = np.where(t == 0.0, t, s * x)    # keeps the sign of -0.0
+    return _finish(out, a)
