@@ -37,6 +37,8 @@ from .ops import special_prim as _SP  # noqa: E402
 _attach("lgamma digamma erfc erfinv mvlgamma lgamma_ digamma_ erfc_ erfinv_ erf_ polygamma_ "
         "mvlgamma_".split(), _SP)
 Tensor.polygamma = _SP.polygamma_method
+from .ops import special_more as _SM  # noqa: E402
+_attach("sinc sinc_ exp2".split(), _SM)
 from .ops.composite_more import nan_to_num_ as _nan_to_num_  # noqa: E402
 Tensor.nan_to_num_ = _nan_to_num_
 from .ops.fmod_prim import fmod_ as _fmod_  # noqa: E402

@@ -25,7 +25,7 @@ import math
 
 import numpy as np
 
-__all__ = ["lgamma", "digamma", "polygamma", "erf", "erfc", "erfinv"]
+__all__ = ["lgamma", "digamma", "polygamma", "erf", "erfc", "erfinv", "ndtri", "log_ndtr"]
 
 _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
 # Bernoulli numbers B_2k, k = 1..12
@@ -54,8 +54,12 @@ def _abs_sinpi(x):
 
 
 def _cotpi(x):
-    r = x - np.round(x)                        # in [-1/2, 1/2]
-    return 1.0 / np.tan(np.pi * r)
+    """cot(pi x), relatively accurate also near the half-integers (its zeros): there it is
+    tan(pi (1/2 - |r|)) with 1/2 - |r| exact."""
+    r = x - np.round(x)                        # in [-1/2, 1/2], exact
+    far = np.abs(r) > 0.25
+    near_half = np.copysign(np.tan(np.pi * (0.5 - np.abs(r))), r)
+    return np.where(far, near_half, 1.0 / np.tan(np.pi * r))
 
 
 # ---------------- lgamma ----------------
@@ -106,10 +110,8 @@ def lgamma(x):
     a = _f64(x)
     with np.errstate(all="ignore"):
         out = np.full(a.shape, np.inf)
-        fin = np.isfinite(a) & ~_is_pole(a) & (np.abs(a) < 2.5e305)
+        fin = np.isfinite(a) & ~_is_pole(a)
         out[np.isnan(a)] = np.nan
-        big = np.isfinite(a) & (a >= 2.5e305)
-        out[big] = np.inf
         # near the zeros at 1 and 2 the Taylor series keeps the relative accuracy
         near1, near2 = fin & (np.abs(a - 1.0) <= 0.25), fin & (np.abs(a - 2.0) <= 0.25)
         out[near1] = _lgamma_near(a[near1] - 1.0, _AT1)
@@ -248,6 +250,28 @@ def _horner(coefs, w):
     return p
 
 
+def _erfinv_core(m, one_minus):
+    """x >= 0 with erf(x) = m for 0 <= m < 1, given `one_minus` = 1 - m exactly."""
+    w = -np.log(one_minus * (1.0 + m))
+    x = np.where(w < 5.0, _horner(_ERFINV_CENTRAL, w - 2.5) * m,
+                 _horner(_ERFINV_TAIL, np.sqrt(w) - 3.0) * m)
+    # far tail (1 - m < ~1e-7, beyond float32's range where the guess was fitted):
+    # erfc(x) ~ exp(-x^2) / (x sqrt(pi)) solved by two fixed-point steps
+    far = w > 16.0
+    if far.any():
+        lg = -np.log(one_minus)
+        g = np.sqrt(lg)
+        for _ in range(2):
+            g = np.sqrt(lg - np.log(g * math.sqrt(math.pi)))
+        x = np.where(far, g, x)
+    tail = m > 0.5
+    for _ in range(3):                        # Halley steps on erf(x) - m, or on erfc
+        d = np.where(tail, one_minus - _erfc64(x), _erf64(x) - m)
+        d = d / (_TWO_OVER_SQRT_PI * np.exp(-x * x))
+        x = x - d / (1.0 + x * d)
+    return x
+
+
 def erfinv(y):
     """The inverse of erf elementwise: +-inf at +-1, nan outside [-1, 1]."""
     a = np.asarray(y)
@@ -258,24 +282,49 @@ def erfinv(y):
         ok = np.abs(v) < 1.0
         if ok.any():
             t = v[ok]
-            s, m = np.sign(t), np.abs(t)
-            one_minus = 1.0 - m                       # exact for m >= 0.5 (Sterbenz)
-            w = -np.log(one_minus * (1.0 + m))
-            x = np.where(w < 5.0, _horner(_ERFINV_CENTRAL, w - 2.5) * m,
-                         _horner(_ERFINV_TAIL, np.sqrt(w) - 3.0) * m)
-            # far tail (1 - |y| < ~1e-7, beyond float32's range where the guess was fitted):
-            # erfc(x) ~ exp(-x^2) / (x sqrt(pi)) solved by two fixed-point steps
-            far = w > 16.0
-            if far.any():
-                lg = -np.log(one_minus)
-                g = np.sqrt(lg)
-                for _ in range(2):
-                    g = np.sqrt(lg - np.log(g * math.sqrt(math.pi)))
-                x = np.where(far, g, x)
-            tail = m > 0.5
-            for _ in range(3):                        # Halley: f = erf(x) - m or erfc-based
-                d = np.where(tail, one_minus - _erfc64(x), _erf64(x) - m)
-                d = d / (_TWO_OVER_SQRT_PI * np.exp(-x * x))
-                x = x - d / (1.0 + x * d)
-            out[ok] = np.where(t == 0.0, t, s * x)    # keeps the sign of -0.0
+            m = np.abs(t)
+            x = _erfinv_core(m, 1.0 - m)               # 1 - m is exact for m >= 0.5
+            out[ok] = np.where(t == 0.0, t, np.sign(t) * x)    # keeps the sign of -0.0
+    return _finish(out, a)
+
+
+def ndtri(p):
+    """The inverse of the standard normal CDF: -inf at 0, +inf at 1, nan outside [0, 1].
+    Accurate in both tails: the tail mass min(p, 1 - p) is passed on exactly."""
+    a = np.asarray(p)
+    v = _f64(a)
+    with np.errstate(all="ignore"):
+        out = np.full(v.shape, np.nan)
+        out[v == 0.0], out[v == 1.0] = -np.inf, np.inf
+        ok = (v > 0.0) & (v < 1.0)
+        if ok.any():
+            t = v[ok]
+            q = np.minimum(t, 1.0 - t)                 # 1 - t is exact for t >= 0.5
+            x = _erfinv_core(np.abs(1.0 - 2.0 * t), 2.0 * q)
+            out[ok] = np.where(t < 0.5, -x, np.where(t == 0.5, 0.0, x)) * math.sqrt(2.0)
+    return _finish(out, a)
+
+
+_SQRT_HALF = math.sqrt(0.5)
+
+
+def log_ndtr(x):
+    """log of the standard normal CDF, accurate for very negative x (asymptotic series)."""
+    a = np.asarray(x)
+    v = _f64(a)
+    with np.errstate(all="ignore"):
+        out = np.empty(v.shape)
+        hi = v > 0.0
+        out[hi] = np.log1p(-0.5 * _erfc64(v[hi] * _SQRT_HALF))
+        mid = (v <= 0.0) & (v >= -20.0)
+        out[mid] = np.log(0.5 * _erfc64(-v[mid] * _SQRT_HALF))
+        lo = ~hi & ~mid                                   # x < -20, -inf and nan
+        z = v[lo]
+        iz2 = 1.0 / (z * z)
+        s, term = np.ones_like(z), np.ones_like(z)
+        for k in range(1, 12):                            # 1 - 1/z^2 + 3/z^4 - 15/z^6 ...
+            term = -term * (2 * k - 1) * iz2
+            s = s + term
+        out[lo] = -0.5 * z * z - np.log(-z) - _HALF_LOG_2PI + np.log(s)
+        out[lo & np.isnan(v)] = np.nan
     return _finish(out, a)
