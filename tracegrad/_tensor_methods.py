@@ -39,6 +39,8 @@ _attach("lgamma digamma erfc erfinv mvlgamma lgamma_ digamma_ erfc_ erfinv_ erf_
 Tensor.polygamma = _SP.polygamma_method
 from .ops import special_more as _SM  # noqa: E402
 _attach("sinc sinc_ exp2".split(), _SM)
+from .ops.mode import mode as _mode_op  # noqa: E402
+Tensor.mode = _mode_op
 from .ops.composite_more import nan_to_num_ as _nan_to_num_  # noqa: E402
 Tensor.nan_to_num_ = _nan_to_num_
 from .ops.fmod_prim import fmod_ as _fmod_  # noqa: E402

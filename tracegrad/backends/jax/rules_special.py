@@ -69,3 +69,40 @@ def _xlog1py(ctx, node, x, y):
 simple(SM.NDTRI, jss.ndtri)
 simple(SM.LOG_NDTR, jss.log_ndtr)
 simple(SM.SINC, jnp.sinc)
+
+
+from ...ops.mode import MODE, MODE_INDEX  # noqa: E402  (ops.mode is also a function)
+
+
+def _mode_positions(x, axis):
+    """The jax twin of ops/mode.py's `mode_positions` (Note [Mode's ties]): kept axis."""
+    moved = jnp.moveaxis(x, axis, -1)
+    iota = lax.broadcasted_iota(jnp.int32, moved.shape, moved.ndim - 1)
+    s, order = lax.sort((moved, iota), dimension=moved.ndim - 1, is_stable=True, num_keys=1)
+    pos = iota
+    differs = s[..., 1:] != s[..., :-1]
+    ones = jnp.ones(moved.shape[:-1] + (1,), bool)
+    starts = jnp.concatenate([ones, differs], axis=-1)
+    ends = jnp.concatenate([differs, ones], axis=-1)
+    run_start = lax.cummax(jnp.where(starts, pos, 0), axis=moved.ndim - 1)
+    length = jnp.where(ends, pos - run_start + 1, 0)
+    best = jnp.argmax(length, axis=-1)[..., None]
+    idx = jnp.take_along_axis(order, best, axis=-1)
+    return jnp.moveaxis(idx, -1, axis)
+
+
+@register(MODE_INDEX)
+def _mode_index(ctx, node, x):
+    if x.ndim == 0:
+        return jnp.zeros((), jnp.int64 if ctx.x64 else jnp.int32)
+    idx = _mode_positions(x, node.attrs["dim"])
+    return idx if node.attrs["keepdim"] else jnp.squeeze(idx, node.attrs["dim"])
+
+
+@register(MODE)
+def _mode_values(ctx, node, x):
+    if x.ndim == 0:
+        return x
+    d = node.attrs["dim"]
+    v = jnp.take_along_axis(x, _mode_positions(x, d), axis=d)
+    return v if node.attrs["keepdim"] else jnp.squeeze(v, d)
