@@ -39,3 +39,4 @@ from .composite_select import masked_select, unique  # noqa: F401
 from .special_prim import lgamma, digamma, polygamma, erfc, erfinv, mvlgamma  # noqa: F401
 from .special_more import sinc, exp2  # noqa: F401
 from .mode import mode  # noqa: F401
+from .random_dists import poisson  # noqa: F401

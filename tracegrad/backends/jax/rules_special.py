@@ -1,7 +1,8 @@
 """Lowering rules of the special-function primitives (ops/special_prim.py, ops/special_more.py):
 jax's own lgamma, digamma, polygamma, erfc, erf_inv, ndtri and log_ndtr, with the values at
 the edges (zeros, poles, infinities) set to what the numpy kernels (and PyTorch) give, where
-jax's differ: digamma(+-0) = -+inf, polygamma at poles and +-inf.
+jax's differ: digamma(+-0) = -+inf, polygamma at poles and +-inf. Also `mode` (ops/mode.py,
+by a stable sort) and the rejection-sampled draws of ops/random_dists.py (not lowered).
 """
 import jax.numpy as jnp
 import jax.scipy.special as jss
@@ -106,3 +107,14 @@ def _mode_values(ctx, node, x):
     d = node.attrs["dim"]
     v = jnp.take_along_axis(x, _mode_positions(x, d), axis=d)
     return v if node.attrs["keepdim"] else jnp.squeeze(v, d)
+
+
+from ...ops.random_dists import POISSON, STANDARD_GAMMA  # noqa: E402
+from .table import Unsupported  # noqa: E402
+
+
+@register(POISSON, STANDARD_GAMMA)
+def _rejection_draw(ctx, node, gen, params):
+    # numpy's rejection samplers consume a data-dependent count of raw numbers: no host draw
+    # of a fixed shape reproduces them, so the path runs on the numpy backend
+    raise Unsupported(node.prim, "a rejection sampler (its raw draws depend on the values)")
