@@ -27,7 +27,7 @@ MODULES = ["tracegrad", "tracegrad.nn", "tracegrad.nn.functional", "tracegrad.nn
            "tracegrad.nn.utils", "tracegrad.optim", "tracegrad.optim.lr_scheduler",
            "tracegrad.autograd", "tracegrad.func", "tracegrad.viz", "tracegrad.utils.data",
            "tracegrad.random", "tracegrad.amp", "tracegrad.utils.checkpoint",
-           "tracegrad.linalg", "tracegrad.distributions"]
+           "tracegrad.linalg", "tracegrad.distributions", "tracegrad.special"]
 CLASSES = ["tracegrad.Tensor", "tracegrad.nn.Module", "tracegrad.optim.Optimizer"]
 ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
 

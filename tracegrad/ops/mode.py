@@ -84,8 +84,10 @@ class _Mode(_MinMax):
 
 
 def mode(input, dim=-1, keepdim=False):
-    """The most frequent value along `dim` and the index of (its last occurrence, Note
-    [Mode's ties]), as a (values, indices) named tuple.
+    """The most frequent value along `dim` and its index, a (values, indices) named tuple.
+
+    Ties go to the smallest value, and the index is that of its last occurrence
+    (Note [Mode's ties]).
 
     >>> mode(tensor([1., 2., 2., 1., 3., 1.]))
     torch.return_types.mode(

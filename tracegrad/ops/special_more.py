@@ -175,6 +175,7 @@ def exp2(input):
 
 
 def sinc_(self):
+    """In-place `sinc` (bumps `_version`)."""
     return dispatch(SINC_, (self,))
 
 

@@ -111,7 +111,8 @@ def erfinv(input):
 
 
 def mvlgamma(input, p):
-    """The multivariate log-gamma of dimension `p`:
+    """The multivariate log-gamma of dimension `p`, elementwise.
+
     `p (p - 1) / 4 log(pi) + sum_{j < p} lgamma(input - j / 2)` (integers promote to float;
     like PyTorch 2.x, no domain check: +inf where an lgamma term is at a pole).
 
@@ -133,6 +134,7 @@ def _inplace(prim):
     def method(self):
         return dispatch(prim, (self,))
     method.__name__ = prim.name
+    method.__doc__ = f"In-place `{prim.functional.name}` (bumps `_version`)."
     return method
 
 
@@ -141,13 +143,15 @@ lgamma_, digamma_, erfc_, erfinv_, erf_ = (_inplace(LGAMMA_), _inplace(DIGAMMA_)
 
 
 def polygamma_method(self, n):
-    """`x.polygamma(n)` (the Tensor method takes `n` first, as torch's)."""
+    """`x.polygamma(n)` is `polygamma(n, x)`."""
     return polygamma(n, self)
 
 
 def polygamma_(self, n):
+    """In-place `polygamma(n, self)` (bumps `_version`)."""
     return dispatch(POLYGAMMA_, (self,), {"n": _check_n(n)})
 
 
 def mvlgamma_(self, p):
+    """In-place `mvlgamma(self, p)` (bumps `_version`)."""
     return self.copy_(mvlgamma(self, p))
