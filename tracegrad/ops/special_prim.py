@@ -50,7 +50,11 @@ def _erfinv_vjp(g, ins, out, n):
 
 LGAMMA = E._unary("lgamma", _kernel(K.lgamma), _lgamma_vjp, saves=(0,))
 DIGAMMA = E._unary("digamma", _kernel(K.digamma), _digamma_vjp, saves=(0,))
-POLYGAMMA = E._unary("polygamma", _kernel(lambda x, n: K.polygamma(n, x)), _polygamma_vjp, saves=(0,))
+def _polygamma_kernel(x, n):
+    return K.polygamma(n, x)
+
+
+POLYGAMMA = E._unary("polygamma", _kernel(_polygamma_kernel), _polygamma_vjp, saves=(0,))
 ERFC = E._unary("erfc", _kernel(K.erfc), _erfc_vjp, saves=(0,))
 ERFINV = E._unary("erfinv", _kernel(K.erfinv), _erfinv_vjp, saves_out=True)
 LGAMMA_, DIGAMMA_, POLYGAMMA_ = inplace_of(LGAMMA), inplace_of(DIGAMMA), inplace_of(POLYGAMMA)
