@@ -38,6 +38,11 @@ CASES = {
     "entr": (S.entr, torch.special.entr, np.linspace(-2, 20, 2001)),
     "sinc": (S.sinc, torch.special.sinc, np.linspace(-20, 20, 4001)),
     "ndtr": (S.ndtr, torch.special.ndtr, np.linspace(-40, 40, 4001)),
+    "i0": (tg.i0, torch.i0, np.concatenate([np.linspace(-40, 40, 4001),
+                                            np.linspace(-720, 720, 1001)])),
+    "i1": (S.i1, torch.special.i1, np.linspace(-720, 720, 4001)),
+    "i0e": (S.i0e, torch.special.i0e, np.linspace(-800, 800, 4001)),
+    "i1e": (S.i1e, torch.special.i1e, np.linspace(-800, 800, 4001)),
 }
 
 
@@ -67,6 +72,9 @@ def test_values_match_torch_on_grids(name, dtype):
         tol = dict(rtol=1e-8, atol=1e-9) if dtype == np.float64 else dict(rtol=2e-6, atol=3e-6)
     if name == "lgamma" and dtype == np.float64:
         tol["atol"] = 1e-12                 # near the zeros of lgamma below 0
+    if name in ("i0", "i1") and dtype == np.float32:
+        x = x[np.abs(x) < 88]            # PyTorch's float32 exp(x) overflows first beyond
+        ours, theirs = f(tg.tensor(x)).numpy(), tf(torch.tensor(x)).numpy()
     if name in ("log_ndtr", "ndtr", "entr") and dtype == np.float32:
         tol["rtol"] = 1e-5                  # PyTorch evaluates these in float32 arithmetic
     _cmp(ours, theirs, **tol)
@@ -131,7 +139,8 @@ def test_integer_and_bool_operands_promote_like_torch():
     for f, tf in [(tg.lgamma, torch.lgamma), (tg.digamma, torch.digamma),
                   (tg.erfc, torch.erfc), (tg.erfinv, torch.erfinv), (S.entr, torch.special.entr),
                   (S.ndtri, torch.special.ndtri), (S.sinc, torch.special.sinc),
-                  (S.exp2, torch.special.exp2), (S.log_ndtr, torch.special.log_ndtr)]:
+                  (S.exp2, torch.special.exp2), (S.log_ndtr, torch.special.log_ndtr),
+                  (S.i0, torch.special.i0), (S.i1e, torch.special.i1e)]:
         for data in ([0, 1, 2, -3], [True, False]):
             ours, theirs = f(tg.tensor(data)), tf(torch.tensor(data))
             assert str(ours.dtype) == str(theirs.dtype)
@@ -158,6 +167,10 @@ GRAD_FUNCS = {
     "sinc": (S.sinc, [-1.3, 0.2, 0.5, 2.7]),
     "ndtr": (S.ndtr, [-3.0, 0.0, 1.5]),
     "exp2": (S.exp2, [-1.0, 0.5, 3.0]),
+    "i0": (tg.i0, [-2.5, 0.3, 4.0]),
+    "i1": (S.i1, [-2.5, 0.3, 4.0]),
+    "i0e": (S.i0e, [-2.5, 0.3, 25.0]),
+    "i1e": (S.i1e, [-2.5, 0.3, 25.0]),
 }
 
 
@@ -198,6 +211,10 @@ TORCH_GRAD_POINTS = {
     "sinc": ([0.0, 1e-20, 0.5, 3.0], torch.special.sinc),
     "ndtri": ([0.2, 0.5, 0.999], torch.special.ndtri),
     "log_ndtr": ([-50.0, -2.0, 0.0, 8.0], torch.special.log_ndtr),
+    "i0": ([0.0, 0.5, -3.0, 30.0], torch.special.i0),
+    "i1": ([0.0, 0.5, -3.0, 30.0], torch.special.i1),
+    "i0e": ([0.0, 0.5, -3.0, 30.0], torch.special.i0e),
+    "i1e": ([0.0, 0.5, -3.0, 30.0], torch.special.i1e),
 }
 
 
@@ -225,7 +242,8 @@ def test_grad_fn_names_match_torch():
                   (lambda t: tg.polygamma(0, t), lambda t: torch.polygamma(0, t)),
                   (tg.erfc, torch.erfc), (tg.erfinv, torch.erfinv), (S.entr, torch.special.entr),
                   (S.ndtri, torch.special.ndtri), (S.log_ndtr, torch.special.log_ndtr),
-                  (S.sinc, torch.special.sinc)]:
+                  (S.sinc, torch.special.sinc), (tg.i0, torch.i0), (S.i1, torch.special.i1),
+                  (S.i0e, torch.special.i0e), (S.i1e, torch.special.i1e)]:
         assert type(f(x).grad_fn).__name__ == type(tf(tx).grad_fn).__name__
 
 
@@ -261,7 +279,8 @@ def test_compiled_matches_eager(backend, dtype):
 def test_compiled_edge_values_match_eager(backend):
     if backend == "jax":
         pytest.importorskip("jax")
-    fns = [tg.lgamma, tg.digamma, tg.erfc, S.entr, S.sinc, S.log_ndtr]
+    fns = [tg.lgamma, tg.digamma, tg.erfc, S.entr, S.sinc, S.log_ndtr, S.i0, S.i1, S.i0e,
+           S.i1e]
     fns += [lambda t, n=n: tg.polygamma(n, t) for n in (1, 2, 3)]
     for dtype in (tg.float32, tg.float64):
         x = tg.tensor(EDGES32 if dtype == tg.float32 else EDGES, dtype=dtype)
@@ -275,7 +294,7 @@ def test_compiled_edge_values_match_eager(backend):
 
 
 def test_in_place_variants():
-    for name in ["lgamma", "digamma", "erfc", "erfinv", "erf", "sinc"]:
+    for name in ["lgamma", "digamma", "erfc", "erfinv", "erf", "sinc", "i0"]:
         x = tg.tensor([0.3, 0.5])
         v = x._version
         r = getattr(x, name + "_")()
@@ -343,3 +362,17 @@ def test_special_namespace_names_and_aliases():
                                                                      else v for k, v in kw.items()})
         np.testing.assert_allclose(ours.numpy(), theirs.numpy(), rtol=1e-12, atol=1e-14)
     assert set(S.__all__) <= set(dir(torch.special))
+
+
+@pytest.mark.parametrize("name", ["i0", "i1", "i0e", "i1e"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_bessel_edge_values_match_torch(name, dtype):
+    x = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 800.0, -800.0, 88.0, -88.0, 1e-30],
+                 dtype=dtype)           # (float32 i0/i1 overflow to inf at 800 in both)
+    ours = getattr(S, name)(tg.tensor(x)).numpy()
+    theirs = getattr(torch.special, name)(torch.tensor(x)).numpy()
+    assert ours.dtype == theirs.dtype
+    assert np.array_equal(np.isnan(ours), np.isnan(theirs))
+    fin = ~np.isnan(theirs)
+    np.testing.assert_allclose(ours[fin], theirs[fin], rtol=2e-6, atol=0)
+    assert np.array_equal(np.signbit(ours[fin]), np.signbit(theirs[fin]))

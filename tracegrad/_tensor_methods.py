@@ -39,6 +39,8 @@ _attach("lgamma digamma erfc erfinv mvlgamma lgamma_ digamma_ erfc_ erfinv_ erf_
 Tensor.polygamma = _SP.polygamma_method
 from .ops import special_more as _SM  # noqa: E402
 _attach("sinc sinc_ exp2".split(), _SM)
+from .ops import special_bessel as _SB  # noqa: E402
+_attach(["i0", "i0_"], _SB)
 from .ops.mode import mode as _mode_op  # noqa: E402
 Tensor.mode = _mode_op
 from .ops.composite_more import nan_to_num_ as _nan_to_num_  # noqa: E402

@@ -14,9 +14,11 @@ from .ops.reduction import logsumexp, softmax, log_softmax  # noqa: F401
 from .ops.special_prim import (lgamma as gammaln, digamma, polygamma, erfc, erfinv,  # noqa: F401
                                mvlgamma as multigammaln)
 from .ops.special_more import entr, xlog1py, ndtr, ndtri, log_ndtr, sinc, exp2  # noqa: F401
+from .ops.special_bessel import i0, i1, i0e, i1e  # noqa: F401
 
 psi = digamma
 
 __all__ = ["gammaln", "digamma", "psi", "polygamma", "multigammaln", "erf", "erfc", "erfinv",
            "expit", "logit", "xlogy", "xlog1py", "entr", "ndtr", "ndtri", "log_ndtr", "log1p",
-           "expm1", "exp2", "logsumexp", "softmax", "log_softmax", "sinc", "round"]
+           "expm1", "exp2", "logsumexp", "softmax", "log_softmax", "sinc", "round", "i0", "i1",
+           "i0e", "i1e"]

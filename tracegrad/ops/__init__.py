@@ -40,3 +40,4 @@ from .special_prim import lgamma, digamma, polygamma, erfc, erfinv, mvlgamma  # 
 from .special_more import sinc, exp2  # noqa: F401
 from .mode import mode  # noqa: F401
 from .random_dists import poisson  # noqa: F401
+from .special_bessel import i0  # noqa: F401

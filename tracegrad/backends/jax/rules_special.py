@@ -118,3 +118,24 @@ def _rejection_draw(ctx, node, gen, params):
     # numpy's rejection samplers consume a data-dependent count of raw numbers: no host draw
     # of a fixed shape reproduces them, so the path runs on the numpy backend
     raise Unsupported(node.prim, "a rejection sampler (its raw draws depend on the values)")
+
+
+from ...ops import special_bessel as SB  # noqa: E402
+
+
+def _bessel_rule(f, scaled, odd):
+    def rule(ctx, node, x):
+        v = f(x)
+        if odd:
+            v = jnp.where(x == 0, jnp.zeros((), x.dtype), v)       # +0 at -0
+        if scaled:          # PyTorch (and the numpy kernels): 0 at +-inf, signed for i1e
+            zero = jnp.zeros((), x.dtype)
+            return jnp.where(jnp.isinf(x), zero * jnp.sign(x) if odd else zero, v)
+        return jnp.where(jnp.isinf(x), jnp.asarray(jnp.nan, x.dtype), v)
+    return rule
+
+
+register(SB.I0)(_bessel_rule(jss.i0, False, False))
+register(SB.I1)(_bessel_rule(jss.i1, False, True))
+register(SB.I0E)(_bessel_rule(jss.i0e, True, False))
+register(SB.I1E)(_bessel_rule(jss.i1e, True, True))
