@@ -143,12 +143,20 @@ def _cot_derivative_polys(n):
     return p
 
 
+def _fact_ratio(a, b=0):
+    """a! / b! as a float, inf past float64's range (polygamma of order > 170)."""
+    try:
+        return math.factorial(a) / math.factorial(b)
+    except OverflowError:
+        return math.inf
+
+
 def _psi_n_pos(n, x):
     """psi^(n)(x) for finite x > 0."""
     z = x.copy()
     acc = np.zeros_like(z)
     lim = 15.0 + n
-    fact = math.factorial(n)
+    fact = _fact_ratio(n)
     sign = -1.0 if n % 2 == 0 else 1.0        # (-1)^(n+1)
     for _ in range(int(lim) + 1):
         small = z < lim
@@ -168,9 +176,9 @@ def _psi_n_pos(n, x):
     # (-1)^(n+1) [ (n-1)!/z^n + n!/(2 z^(n+1)) + sum_k B_2k (2k+n-1)!/(2k)! / z^(2k+n) ]
     s = np.zeros_like(z)
     for k in range(12, 0, -1):
-        s = s * iz2 + _B2K[k - 1] * math.factorial(2 * k + n - 1) / math.factorial(2 * k)
+        s = s * iz2 + _B2K[k - 1] * _fact_ratio(2 * k + n - 1, 2 * k)
     s = s * iz2
-    head = math.factorial(n - 1) + fact * 0.5 / z
+    head = _fact_ratio(n - 1) + fact * 0.5 / z
     return acc + sign * (head + s) / z ** n
 
 
