@@ -263,7 +263,7 @@ def _special(x, m):
         outs.append(getattr(x * 1.0, name)())
     outs += [(p * 0.5).erfinv_(), (x * 1.0).polygamma_(1)]
     v, i = tg.mode(m, 1)
-    outs += [v, i.double(), tg.poisson(p.detach() * 3), D._standard_gamma(p.detach() + 0.5)]
+    outs += [v, i.double(), tg.poisson(p.detach() * 3), D._standard_gamma(p + 0.5)]
     return outs
 
 

@@ -1,10 +1,10 @@
 """`Dirichlet(concentration)` and `Beta(concentration1, concentration0)` (a Dirichlet over
 (x, 1 - x), as PyTorch builds it): PyTorch's log_prob, mean, mode, variance and entropy
 formulas over lgamma/digamma/xlogy; samples are normalised Gamma draws from tracegrad's
-generator. No `rsample` (see gamma.py: no reparameterized gamma gradient)."""
+generator, and `rsample` differentiates through them (implicit reparameterization of each
+Gamma draw: an unbiased pathwise gradient, though not PyTorch's per-sample formula)."""
 import numbers
 
-from .. import _mode
 from .. import ops as O
 from .._settings import finfo
 from ..ops.random_dists import _standard_gamma
@@ -20,6 +20,7 @@ class Dirichlet(Distribution):
     tensor(1.5041)
     """
 
+    has_rsample = True
     _params = ("concentration",)
 
     def __init__(self, concentration, validate_args=None):
@@ -53,13 +54,13 @@ class Dirichlet(Distribution):
         c0 = O.sum(c, -1, keepdim=True)
         return O.div(O.mul(c, O.sub(c0, c)), O.mul(O.pow(c0, 2), O.add(c0, 1)))
 
-    def sample(self, sample_shape=()):
+    def rsample(self, sample_shape=()):
         shape = self._extended_shape(sample_shape)
-        with _mode.no_grad():
-            g = _standard_gamma(O.expand(self.concentration, shape))
-            x = O.div(g, O.sum(g, -1, keepdim=True))
-            tiny = finfo(x.dtype).tiny
-            return O.clamp(x, min=tiny, max=1 - finfo(x.dtype).eps)
+        g = _standard_gamma(O.expand(self.concentration, shape))
+        x = O.div(g, O.sum(g, -1, keepdim=True))
+        # clamped away from 0 and 1 as PyTorch's sampler, on the detached value
+        x.detach().clamp_(min=finfo(x.dtype).tiny, max=1 - finfo(x.dtype).eps)
+        return x
 
     def _simplex(self, v):
         ok = O.logical_and(O.all(O.ge(v, 0), dim=-1),
@@ -88,6 +89,7 @@ class Beta(Distribution):
     tensor(0.4055)
     """
 
+    has_rsample = True
     _params = ()
 
     def __init__(self, concentration1, concentration0, validate_args=None):
@@ -112,8 +114,8 @@ class Beta(Distribution):
         return O.div(O.mul(self.concentration1, self.concentration0),
                      O.mul(O.pow(total, 2), O.add(total, 1)))
 
-    def sample(self, sample_shape=()):
-        return self._dirichlet.sample(sample_shape)[..., 0]
+    def rsample(self, sample_shape=()):
+        return self._dirichlet.rsample(sample_shape)[..., 0]
 
     def log_prob(self, value):
         if isinstance(value, numbers.Number):

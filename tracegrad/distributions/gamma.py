@@ -1,8 +1,7 @@
 """`Gamma(concentration, rate)` and `Poisson(rate)`: PyTorch's log_prob, mean, mode,
 variance and entropy formulas over lgamma/digamma/xlogy; samples from tracegrad's generator
-(`manual_seed` reproduces them). Gamma has no `rsample` here: its reparameterized gradient
-with respect to the concentration needs the derivative of the incomplete gamma function,
-which tracegrad does not provide (PyTorch's Gamma has one)."""
+(`manual_seed` reproduces them). `Gamma.rsample` is differentiable in both parameters (the
+implicit reparameterization gradient of ops/random_dists.py for the concentration)."""
 import numbers
 
 from .. import _mode
@@ -27,6 +26,7 @@ class Gamma(Distribution):
     tensor(0.0041)
     """
 
+    has_rsample = True
     _params = ("concentration", "rate")
 
     def __init__(self, concentration, rate, validate_args=None):
@@ -49,12 +49,14 @@ class Gamma(Distribution):
     def variance(self):
         return O.div(self.concentration, O.pow(self.rate, 2))
 
-    def sample(self, sample_shape=()):
+    def rsample(self, sample_shape=()):
         shape = self._extended_shape(sample_shape)
-        with _mode.no_grad():
-            value = O.div(_standard_gamma(O.expand(self.concentration, shape)),
-                          O.expand(self.rate, shape))
-            return O.clamp(value, min=finfo(value.dtype).tiny)
+        value = O.div(_standard_gamma(O.expand(self.concentration, shape)),
+                      O.expand(self.rate, shape))
+        # as PyTorch: the smallest normal number at least, so log(value) is finite (the
+        # clamp is on the detached value: gradients pass as if unclamped)
+        value.detach().clamp_(min=finfo(value.dtype).tiny)
+        return value
 
     def log_prob(self, value):
         value = _value(value, self.rate)

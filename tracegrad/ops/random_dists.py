@@ -6,13 +6,18 @@ Each is a primitive taking the generator as an explicit operand and marked impur
 `multinomial` in sampling.py: a compiled program draws anew on every call. numpy's samplers
 use rejection, so how many raw numbers a draw consumes depends on the parameters: the jax
 backend does not lower them (the path runs on the numpy backend, still correct).
-The draws carry no gradient (PyTorch's poisson gradient is zero; a reparameterized gamma
-gradient is not provided: `Gamma.rsample` is absent).
+Poisson draws carry no gradient (PyTorch's is zero). Gamma draws are differentiable in the
+concentration by the implicit reparameterization gradient dx/dalpha = -(dP/dalpha) / pdf
+(`standard_gamma_grad`, computed exactly by a series; PyTorch approximates it to ~1e-4),
+first order only: like PyTorch, its own derivative raises NotImplementedError.
 """
 import numpy as np
 
 from .._dispatch import dispatch
 from .._errors import TracegradNotImplementedError, TracegradRuntimeError, op_error
+from . import elementwise as E
+from . import shape_rules as SR
+from . import special_kernels as K
 from .creation import default_generator
 from .primitive import Primitive
 
@@ -41,10 +46,27 @@ def _operand1(shapes, attrs):
     return tuple(shapes[1])
 
 
+def _standard_gamma_vjp(g, ins, out, n):
+    return (None, E.mul(g, dispatch(STANDARD_GAMMA_GRAD, (ins[1], out))))
+
+
+def _standard_gamma_grad_kernel(alpha, x):
+    return np.asarray(K.standard_gamma_grad(alpha, x), dtype=alpha.dtype)
+
+
+def _no_double_backward(g, ins, out, n):
+    raise op_error(TracegradNotImplementedError, "_standard_gamma_grad",
+                   "the derivative for '_standard_gamma_grad' is not implemented.")
+
+
 POISSON = Primitive("poisson", _poisson_kernel, impure=True, shape_rule=_operand1,
                     may_raise=True)
 STANDARD_GAMMA = Primitive("standard_gamma", _standard_gamma_kernel, impure=True,
-                           shape_rule=_operand1)
+                           shape_rule=_operand1, vjp=_standard_gamma_vjp, saves=(1,),
+                           saves_out=True, grad_fn_name="StandardGammaBackward0")
+STANDARD_GAMMA_GRAD = Primitive("standard_gamma_grad", _standard_gamma_grad_kernel,
+                                vjp=_no_double_backward, saves=(0, 1),
+                                shape_rule=SR.broadcast, grad_fn_name="StandardGammaGradBackward0")
 
 
 def _float_only(input, op, kernel):
@@ -65,6 +87,8 @@ def poisson(input, generator=None):
 
 
 def _standard_gamma(input, generator=None):
-    """Gamma(input, 1) draws (concentration `input` > 0), in `input`'s dtype."""
+    """Gamma(input, 1) draws (concentration `input` > 0), in `input`'s dtype, differentiable
+    in `input` by the implicit reparameterization gradient (special_kernels.standard_gamma_grad;
+    first order only, as PyTorch's)."""
     _float_only(input, "_standard_gamma", "gamma_cpu")
-    return dispatch(STANDARD_GAMMA, (generator or default_generator, input.detach()))
+    return dispatch(STANDARD_GAMMA, (generator or default_generator, input))

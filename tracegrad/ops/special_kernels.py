@@ -410,3 +410,50 @@ def i0e(x):
 def i1e(x):
     """exp(-|x|) i1(x)."""
     return _bessel(1, x, True)
+
+
+# ---------------- the reparameterized gradient of Gamma draws ----------------
+
+def standard_gamma_grad(alpha, x):
+    """d x / d alpha at a fixed CDF value, for x drawn from Gamma(alpha, 1): the implicit
+    reparameterization gradient -(dP(alpha, x)/d alpha) / pdf(x; alpha).
+
+    From the series P(alpha, x) = x^alpha e^-x sum_k x^k / Gamma(alpha + k + 1), the ratio is
+    -sum_k r_k (log x - psi(alpha + k + 1)) with r_0 = x / alpha, r_k = r_(k-1) x / (alpha + k)
+    (positive terms times a slowly varying factor; psi by its recurrence). Exact to ~1e-14;
+    each element sums until its terms are negligible (about x - alpha + 12 sqrt(x) terms).
+    Above alpha = 1e5 the Wilson-Hilferty transform (x = alpha (1 - 1/(9 alpha) +
+    z / (3 sqrt(alpha)))^3 at fixed z) gives it instead (relative error ~1e-8)."""
+    a = np.asarray(alpha, dtype=np.float64)
+    v = np.asarray(x, dtype=np.float64)
+    a, v = np.broadcast_arrays(a, v)
+    out = np.empty(a.shape)
+    with np.errstate(all="ignore"):
+        big = a > 1e5
+        if big.any():
+            ab, xb = a[big], v[big]
+            c = 1.0 - 1.0 / (9.0 * ab)
+            z = (np.cbrt(xb / ab) - c) * 3.0 * np.sqrt(ab)
+            w = c + z / (3.0 * np.sqrt(ab))
+            dw = 1.0 / (9.0 * ab * ab) - z / (6.0 * ab ** 1.5)
+            out[big] = w ** 3 + 3.0 * ab * w * w * dw
+        idx = np.flatnonzero(~big)
+        aa, xx = a.ravel()[idx], v.ravel()[idx]
+        lx = np.log(xx)
+        r = xx / aa
+        psi = digamma(aa + 1.0)
+        s = r * (lx - psi)
+        kmax = np.maximum(0.0, xx - aa) + 12.0 * np.sqrt(xx) + 40.0
+        k = 1
+        while idx.size:
+            psi = psi + 1.0 / (aa + k)
+            r = r * xx / (aa + k)
+            s = s + r * (lx - psi)
+            k += 1
+            done = kmax < k
+            if done.any():
+                out.ravel()[idx[done]] = -s[done]
+                keep = ~done
+                idx, aa, xx, lx, r, psi, s, kmax = (t[keep] for t in (idx, aa, xx, lx, r, psi,
+                                                                       s, kmax))
+    return out

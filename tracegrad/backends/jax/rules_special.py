@@ -109,7 +109,7 @@ def _mode_values(ctx, node, x):
     return v if node.attrs["keepdim"] else jnp.squeeze(v, d)
 
 
-from ...ops.random_dists import POISSON, STANDARD_GAMMA  # noqa: E402
+from ...ops.random_dists import POISSON, STANDARD_GAMMA, STANDARD_GAMMA_GRAD  # noqa: E402
 from .table import Unsupported  # noqa: E402
 
 
@@ -139,3 +139,9 @@ register(SB.I0)(_bessel_rule(jss.i0, False, False))
 register(SB.I1)(_bessel_rule(jss.i1, False, True))
 register(SB.I0E)(_bessel_rule(jss.i0e, True, False))
 register(SB.I1E)(_bessel_rule(jss.i1e, True, True))
+
+
+@register(STANDARD_GAMMA_GRAD)
+def _standard_gamma_grad(ctx, node, alpha, x):
+    # a series summed until each element's terms are negligible (a data-dependent length)
+    raise Unsupported(node.prim, "a series of data-dependent length")
