@@ -7,7 +7,7 @@ i1e' = i0e - i1e (sign(x) + 1 / x) (1/2 at 0).
 """
 from .._dispatch import dispatch
 from . import elementwise as E
-from . import special_kernels as K
+from . import special_kernels_bessel as K
 from .primitive import inplace_of
 
 __all__ = ["i0", "i1", "i0e", "i1e"]

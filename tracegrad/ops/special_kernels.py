@@ -1,31 +1,31 @@
-"""numpy kernels of the special functions numpy lacks: `lgamma`, `digamma`, `polygamma`,
-`erfc`, `erfinv` (plain functions of arrays; the primitives live in ops/special_prim.py).
+"""numpy kernels of the gamma family numpy lacks: `lgamma`, `digamma`, `polygamma` and the
+reparameterization gradient of Gamma draws (plain functions of arrays; the primitives live in
+ops/special_prim.py and ops/random_dists.py; erf-family kernels are in special_kernels_erf.py,
+Bessel ones in special_kernels_bessel.py).
 
 Every kernel computes in float64 and rounds once to the operand's dtype, so float32 results
 are (nearly always) the correctly rounded ones. Edge values follow PyTorch 2.x:
 lgamma is +inf at 0, the negative integers and +-inf; digamma(+0) = -inf, digamma(-0) = +inf,
 nan at the negative integers and -inf; polygamma(n >= 1) is (-1)^(n+1) inf at the poles,
-0 (n = 1) or nan (n >= 2) at +inf as PyTorch's Hurwitz zeta gives; erfinv(+-1) = +-inf and
-nan outside [-1, 1]. One difference: PyTorch's trigamma at a negative integer is a huge finite
-number (its sin(pi x) is not exactly 0 there); here it is +inf, the value at the pole.
+0 (n = 1) or nan (n >= 2) at +inf as PyTorch's Hurwitz zeta gives. One difference: PyTorch's
+trigamma at a negative integer is a huge finite number (its sin(pi x) is not exactly 0
+there); here it is +inf, the value at the pole.
 
 Methods (all vectorised over the array):
-- lgamma: Stirling's series after shifting x up to >= 15 by the recurrence; the reflection
-  formula below 0.5, with sin(pi x) taken on x reduced mod 2 so large |x| stays exact.
+- lgamma: Taylor series about the zeros 1 and 2; elsewhere Stirling's series after shifting
+  x up to >= 15 by the recurrence; the reflection formula below 0.5, with sin(pi x) taken on
+  x reduced to [-1/2, 1/2] so large |x| stays exact.
 - digamma / polygamma(n): the recurrence psi^(n)(x) = psi^(n)(x+1) - (-1)^n n! / x^(n+1) up
   to x >= 15 + n, then the asymptotic (Bernoulli) series; negative x by the reflection
   formula psi^(n)(x) = -pi^(n+1) P_n(cot(pi x)) - (-1)^(n+1) psi^(n)(1-x), where
   P_0 = c, P_(k+1)(c) = -(1 + c^2) P_k'(c) are the derivatives of cot.
-- erf / erfc: math.erf / math.erfc per element (correctly rounded in float64; one Python
-  call per element, as the repo's erf already does).
-- erfinv: Giles' single-precision rational guess, then Halley steps on erf (or on erfc
-  near +-1, where 1 - |y| is exact) to full float64 precision.
+- standard_gamma_grad: see its docstring.
 """
 import math
 
 import numpy as np
 
-__all__ = ["lgamma", "digamma", "polygamma", "erf", "erfc", "erfinv", "ndtri", "log_ndtr"]
+__all__ = ["lgamma", "digamma", "polygamma", "standard_gamma_grad"]
 
 _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
 # Bernoulli numbers B_2k, k = 1..12
@@ -217,199 +217,6 @@ def polygamma(n, x):
 def digamma(x):
     """The logarithmic derivative of Gamma elementwise."""
     return polygamma(0, x)
-
-
-# ---------------- erf, erfc, erfinv ----------------
-
-_ERF = np.frompyfunc(math.erf, 1, 1)
-_ERFC = np.frompyfunc(math.erfc, 1, 1)
-
-
-def _erf64(a):
-    return np.asarray(_ERF(a), dtype=np.float64).reshape(a.shape)
-
-
-def _erfc64(a):
-    return np.asarray(_ERFC(a), dtype=np.float64).reshape(a.shape)
-
-
-def erf(x):
-    a = np.asarray(x)
-    return _finish(_erf64(_f64(a)), a)
-
-
-def erfc(x):
-    """1 - erf(x) without cancellation."""
-    a = np.asarray(x)
-    return _finish(_erfc64(_f64(a)), a)
-
-
-_ERFINV_CENTRAL = [2.81022636e-08, 3.43273939e-07, -3.5233877e-06, -4.39150654e-06,
-                   0.00021858087, -0.00125372503, -0.00417768164, 0.246640727, 1.50140941]
-_ERFINV_TAIL = [-0.000200214257, 0.000100950558, 0.00134934322, -0.00367342844,
-                0.00573950773, -0.0076224613, 0.00943887047, 1.00167406, 2.83297682]
-_TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
-
-
-def _horner(coefs, w):
-    p = np.full_like(w, coefs[0])
-    for c in coefs[1:]:
-        p = p * w + c
-    return p
-
-
-def _erfinv_core(m, one_minus):
-    """x >= 0 with erf(x) = m for 0 <= m < 1, given `one_minus` = 1 - m exactly."""
-    w = -np.log(one_minus * (1.0 + m))
-    x = np.where(w < 5.0, _horner(_ERFINV_CENTRAL, w - 2.5) * m,
-                 _horner(_ERFINV_TAIL, np.sqrt(w) - 3.0) * m)
-    # far tail (1 - m < ~1e-7, beyond float32's range where the guess was fitted):
-    # erfc(x) ~ exp(-x^2) / (x sqrt(pi)) solved by two fixed-point steps
-    far = w > 16.0
-    if far.any():
-        lg = -np.log(one_minus)
-        g = np.sqrt(lg)
-        for _ in range(2):
-            g = np.sqrt(lg - np.log(g * math.sqrt(math.pi)))
-        x = np.where(far, g, x)
-    # Halley steps on erf(x) - m (on erfc(x) - (1 - m) in the tail): two from the rational
-    # guess reach full precision; the far-tail guesses take more, so later steps run only on
-    # the elements whose last correction was still large
-    todo = np.ones(x.shape, bool)
-    for step in range(5):
-        xs, ms, oms = x[todo], m[todo], one_minus[todo]
-        tail = ms > 0.5
-        d = np.where(tail, oms - _erfc64(xs), _erf64(xs) - ms)
-        d = d / (_TWO_OVER_SQRT_PI * np.exp(-xs * xs))
-        delta = d / (1.0 + xs * d)
-        x[todo] = xs - delta
-        if step >= 1:         # a correction below 1e-9 leaves an error of ~1e-27 (cubic)
-            moved = np.abs(delta) > 1e-9 * np.abs(xs)
-            todo[todo] = moved
-            if not todo.any():
-                break
-    return x
-
-
-def erfinv(y):
-    """The inverse of erf elementwise: +-inf at +-1, nan outside [-1, 1]."""
-    a = np.asarray(y)
-    v = _f64(a)
-    with np.errstate(all="ignore"):
-        out = np.full(v.shape, np.nan)
-        out[v == 1.0], out[v == -1.0] = np.inf, -np.inf
-        ok = np.abs(v) < 1.0
-        if ok.any():
-            t = v[ok]
-            m = np.abs(t)
-            x = _erfinv_core(m, 1.0 - m)               # 1 - m is exact for m >= 0.5
-            out[ok] = np.where(t == 0.0, t, np.sign(t) * x)    # keeps the sign of -0.0
-    return _finish(out, a)
-
-
-def ndtri(p):
-    """The inverse of the standard normal CDF: -inf at 0, +inf at 1, nan outside [0, 1].
-    Accurate in both tails: the tail mass min(p, 1 - p) is passed on exactly."""
-    a = np.asarray(p)
-    v = _f64(a)
-    with np.errstate(all="ignore"):
-        out = np.full(v.shape, np.nan)
-        out[v == 0.0], out[v == 1.0] = -np.inf, np.inf
-        ok = (v > 0.0) & (v < 1.0)
-        if ok.any():
-            t = v[ok]
-            q = np.minimum(t, 1.0 - t)                 # 1 - t is exact for t >= 0.5
-            x = _erfinv_core(np.abs(1.0 - 2.0 * t), 2.0 * q)
-            out[ok] = np.where(t < 0.5, -x, np.where(t == 0.5, 0.0, x)) * math.sqrt(2.0)
-    return _finish(out, a)
-
-
-_SQRT_HALF = math.sqrt(0.5)
-
-
-def log_ndtr(x):
-    """log of the standard normal CDF, accurate for very negative x (asymptotic series)."""
-    a = np.asarray(x)
-    v = _f64(a)
-    with np.errstate(all="ignore"):
-        out = np.empty(v.shape)
-        hi = v > 0.0
-        out[hi] = np.log1p(-0.5 * _erfc64(v[hi] * _SQRT_HALF))
-        mid = (v <= 0.0) & (v >= -20.0)
-        out[mid] = np.log(0.5 * _erfc64(-v[mid] * _SQRT_HALF))
-        lo = ~hi & ~mid                                   # x < -20, -inf and nan
-        z = v[lo]
-        iz2 = 1.0 / (z * z)
-        s, term = np.ones_like(z), np.ones_like(z)
-        for k in range(1, 12):                            # 1 - 1/z^2 + 3/z^4 - 15/z^6 ...
-            term = -term * (2 * k - 1) * iz2
-            s = s + term
-        out[lo] = -0.5 * z * z - np.log(-z) - _HALF_LOG_2PI + np.log(s)
-        out[lo & np.isnan(v)] = np.nan
-    return _finish(out, a)
-
-
-# ---------------- modified Bessel functions I0, I1 (and exponentially scaled) ----------------
-
-def _bessel_i_scaled(nu, a):
-    """exp(-|x|) I_nu(|x|) for finite a = |x| >= 0 (nu = 0 or 1): the power series
-    (positive terms, no cancellation) up to 20, Hankel's asymptotic series beyond."""
-    out = np.empty(a.shape)
-    small = a <= 20.0
-    z = a[small]
-    q = 0.25 * z * z
-    term = np.ones_like(z) if nu == 0 else 0.5 * z
-    s = term.copy()
-    for k in range(1, 80):
-        term = term * q / (k * (k + nu))
-        s = s + term
-    out[small] = s * np.exp(-z)
-    z = a[~small]
-    mu = 4.0 * nu * nu
-    term, s = np.ones_like(z), np.ones_like(z)
-    for k in range(1, 30):                        # sum (-1)^k prod(mu - (2j-1)^2) / (k! (8z)^k)
-        term = -term * (mu - (2 * k - 1) ** 2) / (k * 8.0 * z)
-        s = s + term
-    out[~small] = s / np.sqrt(2.0 * np.pi * z)
-    return out
-
-
-def _bessel(nu, x, scaled):
-    a = np.asarray(x)
-    v = _f64(a)
-    with np.errstate(all="ignore"):
-        fin = np.isfinite(v)
-        out = np.full(v.shape, np.nan)
-        r = _bessel_i_scaled(nu, np.abs(v[fin]))
-        if not scaled:
-            r = r * np.exp(np.abs(v[fin]))
-        if nu == 1:                                    # I1 is odd; +0 at -0 as PyTorch
-            r = np.where(v[fin] == 0, 0.0, np.copysign(r, v[fin]))
-        out[fin] = r
-        if scaled:                                     # PyTorch: 0 (signed for i1e) at +-inf
-            inf = np.isinf(v)
-            out[inf] = 0.0 if nu == 0 else np.copysign(0.0, v[inf])
-    return _finish(out, a)
-
-
-def i0(x):
-    """The modified Bessel function of the first kind of order 0 (nan at +-inf, as PyTorch)."""
-    return _bessel(0, x, False)
-
-
-def i1(x):
-    """Order 1 (odd)."""
-    return _bessel(1, x, False)
-
-
-def i0e(x):
-    """exp(-|x|) i0(x)."""
-    return _bessel(0, x, True)
-
-
-def i1e(x):
-    """exp(-|x|) i1(x)."""
-    return _bessel(1, x, True)
 
 
 # ---------------- the reparameterized gradient of Gamma draws ----------------

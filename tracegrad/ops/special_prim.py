@@ -15,6 +15,7 @@ from .._dispatch import dispatch
 from .._errors import TracegradRuntimeError
 from . import elementwise as E
 from . import special_kernels as K
+from . import special_kernels_erf as KE
 from .primitive import inplace_of
 
 __all__ = ["lgamma", "digamma", "polygamma", "erfc", "erfinv", "mvlgamma"]
@@ -55,8 +56,8 @@ def _polygamma_kernel(x, n):
 
 
 POLYGAMMA = E._unary("polygamma", _kernel(_polygamma_kernel), _polygamma_vjp, saves=(0,))
-ERFC = E._unary("erfc", _kernel(K.erfc), _erfc_vjp, saves=(0,))
-ERFINV = E._unary("erfinv", _kernel(K.erfinv), _erfinv_vjp, saves_out=True)
+ERFC = E._unary("erfc", _kernel(KE.erfc), _erfc_vjp, saves=(0,))
+ERFINV = E._unary("erfinv", _kernel(KE.erfinv), _erfinv_vjp, saves_out=True)
 LGAMMA_, DIGAMMA_, POLYGAMMA_ = inplace_of(LGAMMA), inplace_of(DIGAMMA), inplace_of(POLYGAMMA)
 ERFC_, ERFINV_, ERF_ = inplace_of(ERFC), inplace_of(ERFINV), inplace_of(E.ERF)
 
