@@ -188,6 +188,13 @@ def test_poisson_function():
         tg.poisson(tg.tensor([-1.0]))
     with pytest.raises(NotImplementedError, match="\"poisson_cpu\" not implemented for 'Long'"):
         tg.poisson(tg.tensor([1, 2]))
+    rate = tg.tensor([2.0, 3.0], requires_grad=True)
+    drawn = tg.poisson(rate)
+    assert drawn.requires_grad        # as PyTorch: a node whose gradient is zero
+    drawn.sum().backward()
+    assert rate.grad.tolist() == [0.0, 0.0]
+    with tg.no_grad():
+        assert not tg.poisson(rate).requires_grad
     g = tg.Generator().manual_seed(3)
     a = tg.poisson(tg.full((5,), 4.0), generator=g)
     g.manual_seed(3)

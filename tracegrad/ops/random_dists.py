@@ -6,7 +6,7 @@ Each is a primitive taking the generator as an explicit operand and marked impur
 `multinomial` in sampling.py: a compiled program draws anew on every call. numpy's samplers
 use rejection, so how many raw numbers a draw consumes depends on the parameters: the jax
 backend does not lower them (the path runs on the numpy backend, still correct).
-Poisson draws carry no gradient (PyTorch's is zero). Gamma draws are differentiable in the
+Poisson draws pass a zero gradient to a rate that requires grad (as PyTorch). Gamma draws are differentiable in the
 concentration by the implicit reparameterization gradient dx/dalpha = -(dP/dalpha) / pdf
 (`standard_gamma_grad`, computed exactly by a series; PyTorch approximates it to ~1e-4),
 first order only: like PyTorch, its own derivative raises NotImplementedError.
@@ -83,7 +83,12 @@ def poisson(input, generator=None):
     [0.0, 0.0]
     """
     _float_only(input, "poisson", "poisson_cpu")
-    return dispatch(POISSON, (generator or default_generator, input.detach()))
+    out = dispatch(POISSON, (generator or default_generator, input.detach()))
+    if input.requires_grad:
+        from .._mode import is_grad_enabled
+        if is_grad_enabled():       # PyTorch records a node whose gradient is zero
+            out = E.where(E.eq(out, out), out, input)
+    return out
 
 
 def _standard_gamma(input, generator=None):
