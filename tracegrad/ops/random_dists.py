@@ -6,8 +6,9 @@ Each is a primitive taking the generator as an explicit operand and marked impur
 `multinomial` in sampling.py: a compiled program draws anew on every call. numpy's samplers
 use rejection, so how many raw numbers a draw consumes depends on the parameters: the jax
 backend does not lower them (the path runs on the numpy backend, still correct).
-Poisson draws pass a zero gradient to a rate that requires grad (as PyTorch). Gamma draws are differentiable in the
-concentration by the implicit reparameterization gradient dx/dalpha = -(dP/dalpha) / pdf
+Poisson draws pass a zero gradient to a rate that requires grad (as PyTorch). Gamma draws
+are differentiable in the concentration by the implicit reparameterization gradient
+dx/dalpha = -(dP/dalpha) / pdf
 (`standard_gamma_grad`, computed exactly by a series; PyTorch approximates it to ~1e-4),
 first order only: like PyTorch, its own derivative raises NotImplementedError.
 """
