@@ -266,6 +266,31 @@ EXTRA["linalg"] = (_linalg, lambda: [
 EXTRA["once_differentiable"] = (lambda x: [_Cube.apply(x)], lambda: [_t(2, 3)])
 
 
+def _special(x, m):
+    """Special functions (ops/special_*.py), their in-place variants, mode and the
+    parameterised draws of ops/random_dists.py."""
+    S = tg.special
+    p = x.sigmoid()
+    outs = [x.lgamma(), x.digamma(), tg.polygamma(2, x), x.erfc(), (p * 2 - 1).erfinv(),
+            S.entr(p), S.xlog1py(x, p), S.xlog1py(x, 0.5), S.xlog1py(2.0, p), S.ndtri(p),
+            S.log_ndtr(x), S.sinc(x), tg.i0(x), S.i1(x), S.i0e(x), S.i1e(x)]
+    for name in ("lgamma_", "digamma_", "erfc_", "erf_", "sinc_", "i0_"):
+        outs.append(getattr(x * 1.0, name)())
+    outs += [(p * 0.5).erfinv_(), (x * 1.0).polygamma_(1)]
+    v, i = tg.mode(m, 1)
+    outs += [v, i.double(), tg.poisson(p.detach() * 3), D._standard_gamma(p + 0.5)]
+    return outs
+
+
+def _special_inputs():
+    return [_t(2, 3), tg.tensor([[1.0, 2.0, 2.0], [0.5, 0.5, 3.0]], dtype=tg.float64,
+                                requires_grad=True)]
+
+
+from tracegrad.ops import random_dists as D  # noqa: E402
+EXTRA["special"] = (_special, _special_inputs)
+
+
 def extra_prims(name):
     if ("extra", name) in _CHECKED:
         return _CHECKED["extra", name]

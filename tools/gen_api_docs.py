@@ -46,6 +46,7 @@ MODULES = [   # one per line: branches adding modules then merge cleanly
     "tracegrad.linalg",
     "tracegrad.distributions",
     "tracegrad.compiler",
+    "tracegrad.special",
 ]
 CLASSES = ["tracegrad.Tensor", "tracegrad.nn.Module", "tracegrad.optim.Optimizer"]
 ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")

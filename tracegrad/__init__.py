@@ -68,7 +68,7 @@ def __getattr__(name):
     # nn / optim / compile / func / viz load lazily so `import tracegrad` stays light.
     import importlib
     if name in ("nn", "optim", "func", "viz", "utils", "cuda", "backends", "amp",
-                "distributions", "_dynamo"):
+                "distributions", "_dynamo", "special"):
         return importlib.import_module(f".{name}", __name__)
     if name == "autocast":
         return importlib.import_module(".amp", __name__).autocast

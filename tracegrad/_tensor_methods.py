@@ -33,6 +33,16 @@ isfinite isposinf isneginf roll diag nan_to_num xlogy fmod bincount bernoulli tr
 atan sinh cosh asinh acosh atanh log10 atan2 arcsin arccos arctan arcsinh arccosh arctanh arctan2
 logaddexp logaddexp2 clamp_min clamp_max nansum nanmean count_nonzero addcmul addcdiv logit median
 quantile rot90 fliplr flipud movedim moveaxis tile kron diff masked_select unique""".split())
+from .ops import special_prim as _SP  # noqa: E402
+_attach("lgamma digamma erfc erfinv mvlgamma lgamma_ digamma_ erfc_ erfinv_ erf_ polygamma_ "
+        "mvlgamma_".split(), _SP)
+Tensor.polygamma = _SP.polygamma_method
+from .ops import special_more as _SM  # noqa: E402
+_attach("sinc sinc_ exp2".split(), _SM)
+from .ops import special_bessel as _SB  # noqa: E402
+_attach(["i0", "i0_"], _SB)
+from .ops.mode import mode as _mode_op  # noqa: E402
+Tensor.mode = _mode_op
 from .ops.composite_more import nan_to_num_ as _nan_to_num_  # noqa: E402
 Tensor.nan_to_num_ = _nan_to_num_
 from .ops.fmod_prim import fmod_ as _fmod_  # noqa: E402

@@ -120,6 +120,9 @@ class Distribution:
 
 
 def _param_repr(t):
+    # PyTorch formats a 0-d tensor as its number (Tensor.__format__), one element as a tensor
+    if t.ndim == 0:
+        return format(t.item())
     return str(t) if t.numel() == 1 else str(t.size())
 
 

@@ -1,9 +1,12 @@
 """`kl_divergence(p, q)` and `register_kl`: closed forms by the pair of types, PyTorch's
-formulas for Normal, Bernoulli, Categorical and Uniform pairs (inf where q has no mass)."""
+formulas for Normal, Bernoulli, Categorical, Uniform, Gamma, Poisson, Beta and Dirichlet
+pairs (inf where q has no mass)."""
 from .. import ops as O
 from ..nn import functional as F
 from .bernoulli import Bernoulli
 from .categorical import Categorical
+from .dirichlet import Beta, Dirichlet
+from .gamma import Gamma, Poisson
 from .normal import Normal
 from .uniform import Uniform
 
@@ -59,3 +62,39 @@ def _kl_uniform_uniform(p, q):
     result = O.log(O.div(O.sub(q.high, q.low), O.sub(p.high, p.low)))
     outside = O.logical_or(O.gt(q.low, p.low), O.lt(q.high, p.high))
     return O.where(outside, float("inf"), result)
+
+
+@register_kl(Gamma, Gamma)
+def _kl_gamma_gamma(p, q):
+    t1 = O.mul(q.concentration, O.log(O.div(p.rate, q.rate)))
+    t2 = O.sub(O.lgamma(q.concentration), O.lgamma(p.concentration))
+    t3 = O.mul(O.sub(p.concentration, q.concentration), O.digamma(p.concentration))
+    t4 = O.mul(O.sub(q.rate, p.rate), O.div(p.concentration, p.rate))
+    return O.add(O.add(O.add(t1, t2), t3), t4)
+
+
+@register_kl(Poisson, Poisson)
+def _kl_poisson_poisson(p, q):
+    return O.sub(O.mul(p.rate, O.sub(O.log(p.rate), O.log(q.rate))), O.sub(p.rate, q.rate))
+
+
+@register_kl(Beta, Beta)
+def _kl_beta_beta(p, q):
+    sp = O.add(p.concentration1, p.concentration0)
+    sq = O.add(q.concentration1, q.concentration0)
+    t1 = O.add(O.add(O.lgamma(q.concentration1), O.lgamma(q.concentration0)), O.lgamma(sp))
+    t2 = O.add(O.add(O.lgamma(p.concentration1), O.lgamma(p.concentration0)), O.lgamma(sq))
+    t3 = O.mul(O.sub(p.concentration1, q.concentration1), O.digamma(p.concentration1))
+    t4 = O.mul(O.sub(p.concentration0, q.concentration0), O.digamma(p.concentration0))
+    t5 = O.mul(O.sub(sq, sp), O.digamma(sp))
+    return O.add(O.add(O.add(O.sub(t1, t2), t3), t4), t5)
+
+
+@register_kl(Dirichlet, Dirichlet)
+def _kl_dirichlet_dirichlet(p, q):
+    sp, sq = O.sum(p.concentration, -1), O.sum(q.concentration, -1)
+    t1 = O.sub(O.lgamma(sp), O.lgamma(sq))
+    t2 = O.sum(O.sub(O.lgamma(p.concentration), O.lgamma(q.concentration)), -1)
+    t3 = O.sub(p.concentration, q.concentration)
+    t4 = O.sub(O.digamma(p.concentration), O.unsqueeze(O.digamma(sp), -1))
+    return O.add(O.sub(t1, t2), O.sum(O.mul(t3, t4), -1))

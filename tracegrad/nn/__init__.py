@@ -35,3 +35,4 @@ from ._modules_gaps2 import (AdaptiveAvgPool1d, Bilinear, CosineEmbeddingLoss,  
                              PoissonNLLLoss, SoftMarginLoss, TripletMarginLoss)
 from ._conv_transpose_1d import ConvTranspose1d  # noqa: F401,E402
 from ._embedding_bag import EmbeddingBag  # noqa: F401,E402
+from ._fold import Fold, Unfold  # noqa: F401,E402

@@ -350,3 +350,4 @@ from ._conv_transpose_1d import conv_transpose1d  # noqa: E402,F401
 __all__ += ["conv_transpose1d"]
 from ._embedding_bag import embedding_bag  # noqa: E402,F401
 __all__ += ["embedding_bag"]
+from ._fold import fold, unfold  # noqa: E402,F401

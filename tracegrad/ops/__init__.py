@@ -40,6 +40,11 @@ from .linalg_solvers import inverse, det, logdet, slogdet, cholesky_solve  # noq
 from .linalg_solvers import cholesky_legacy as cholesky  # noqa: F401
 from .linalg_functions import (matrix_exp, pinverse, matrix_power,  # noqa: F401
                                cholesky_inverse)
+from .special_prim import lgamma, digamma, polygamma, erfc, erfinv, mvlgamma  # noqa: F401
+from .special_more import sinc, exp2  # noqa: F401
+from .mode import mode  # noqa: F401
+from .random_dists import poisson  # noqa: F401
+from .special_bessel import i0  # noqa: F401
 # importing the submodule `ops.select` above rebound the package attribute `select` to that
 # module: `select(input, dim, index)` is the function (torch.select, Tensor.select)
 from .shape import select  # noqa: F401,E402

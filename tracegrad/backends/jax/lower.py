@@ -45,7 +45,7 @@ from ...ir.interpret import guard_outcome, same_outcome
 from ...ops import creation as K
 from ...ops.dropout import DROPOUT_NOISE
 from . import rules_elementwise, rules_misc, rules_reduction, rules_shape  # noqa: F401
-from . import rules_fused, rules_more, rules_linalg  # noqa: F401
+from . import rules_fused, rules_more, rules_linalg, rules_special  # noqa: F401
 from ...tracing.custom_function import OPAQUE
 from .callback import opaque_rule
 from .rules_more import scan_needs_x64
