@@ -35,3 +35,7 @@ from ._modules_gaps2 import (AdaptiveAvgPool1d, Bilinear, CosineEmbeddingLoss,  
                              PoissonNLLLoss, SoftMarginLoss, TripletMarginLoss)
 from ._conv_transpose_1d import ConvTranspose1d  # noqa: F401,E402
 from ._embedding_bag import EmbeddingBag  # noqa: F401,E402
+from ._buffer import Buffer  # noqa: F401,E402
+from ._norm_more import (InstanceNorm1d, InstanceNorm2d, InstanceNorm3d,  # noqa: F401,E402
+                         RMSNorm)
+from ._dropout_nd import Dropout1d, Dropout2d, Dropout3d  # noqa: F401,E402

@@ -350,3 +350,6 @@ from ._conv_transpose_1d import conv_transpose1d  # noqa: E402,F401
 __all__ += ["conv_transpose1d"]
 from ._embedding_bag import embedding_bag  # noqa: E402,F401
 __all__ += ["embedding_bag"]
+from ._norm_more import rms_norm, instance_norm  # noqa: E402,F401
+from ._dropout_nd import dropout1d, dropout2d, dropout3d  # noqa: E402,F401
+__all__ += ["rms_norm", "instance_norm", "dropout1d", "dropout2d", "dropout3d"]
