@@ -22,8 +22,7 @@ from . import utils  # noqa: F401,E402
 from ._rnn import GRU, LSTM, RNN, RNNBase  # noqa: F401,E402
 from ._rnn_cells import GRUCell, LSTMCell, RNNCell  # noqa: F401,E402
 from ._layers_1d import AvgPool1d, Conv1d, MaxPool1d, Upsample  # noqa: F401,E402
-from ._transformer import (Transformer, TransformerEncoder,  # noqa: F401,E402
-                           TransformerEncoderLayer)
+from ._transformer import TransformerEncoder, TransformerEncoderLayer  # noqa: F401,E402
 from ._conv_transpose import ConvTranspose2d  # noqa: F401,E402
 from ._layers_reshape import Unflatten  # noqa: F401,E402
 from ._activation_more import (CELU, ELU, GLU, SELU, Hardshrink, Hardsigmoid,  # noqa: F401,E402
@@ -39,3 +38,5 @@ from ._buffer import Buffer  # noqa: F401,E402
 from ._norm_more import (InstanceNorm1d, InstanceNorm2d, InstanceNorm3d,  # noqa: F401,E402
                          RMSNorm)
 from ._dropout_nd import Dropout1d, Dropout2d, Dropout3d  # noqa: F401,E402
+from ._transformer_decoder import (Transformer, TransformerDecoder,  # noqa: F401,E402
+                                   TransformerDecoderLayer)

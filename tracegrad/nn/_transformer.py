@@ -5,7 +5,8 @@ causal mask helper `Transformer.generate_square_subsequent_mask`.
 Composites of `MultiheadAttention`, `Linear`, `LayerNorm` and `Dropout`, with PyTorch's
 submodule names (so `state_dict`s load either way). PyTorch's inference fast path (a fused
 kernel taken in eval mode without grad) computes the same function; here it is the same
-code in both modes. The full encoder-decoder `Transformer` is not implemented.
+code in both modes. The decoder and the full encoder-decoder `Transformer` are in
+`_transformer_decoder.py`.
 """
 import copy
 
@@ -112,6 +113,11 @@ class TransformerEncoder(Module):
         return self.norm(out) if self.norm is not None else out
 
 
+def _seq_len(x, batch_first):
+    """The sequence length of (S, E), (S, N, E) or, batch first, (N, S, E) input."""
+    return x.shape[1 if batch_first and x.ndim == 3 else 0]
+
+
 def _detect_is_causal_mask(mask, is_causal, size):
     """PyTorch's rule: an explicit `is_causal` wins; otherwise a mask equal to the causal
     mask of its size counts as causal (a value check: a guard when compiled)."""
@@ -121,15 +127,3 @@ def _detect_is_causal_mask(mask, is_causal, size):
     if tuple(mask.shape) != tuple(causal.shape):
         return False
     return bool(R.all(E.eq(mask, causal)))
-
-
-class Transformer(Module):
-    """Only the static helper `generate_square_subsequent_mask` (the full encoder-decoder
-    model is not implemented in tracegrad)."""
-
-    generate_square_subsequent_mask = staticmethod(generate_square_subsequent_mask)
-
-    def __init__(self, *args, **kwargs):
-        raise NotImplementedError("tracegrad: nn.Transformer (the encoder-decoder model) is not "
-                                  "implemented; use TransformerEncoder / "
-                                  "TransformerEncoderLayer")
