@@ -285,3 +285,109 @@ def test_instance_norm_functional_and_errors():
     sd._metadata = {}
     raises_like(lambda m: m.nn.InstanceNorm1d(3).load_state_dict(
         {k: m.tensor(v.numpy()) for k, v in sd.items()} | {}))
+
+
+# ---------------- padding modules, upsampling modules, Softmax2d, leaky_relu_ ----------------
+PAD_CASES = [("ZeroPad1d", (2,), (2, 3, 5)), ("ZeroPad2d", ((1, 2, 0, 3),), (2, 3, 4, 5)),
+             ("ConstantPad1d", ((1, 3), 2.5), (3, 5)), ("ConstantPad2d", (1, -1.0), (3, 4, 5)),
+             ("ReflectionPad1d", (2,), (2, 3, 5)), ("ReflectionPad2d", ((1, 2, 3, 0),),
+                                                    (2, 2, 4, 5)),
+             ("ReplicationPad1d", ((3, 1),), (3, 5)), ("ReplicationPad2d", (2,), (1, 2, 3, 3)),
+             ("CircularPad1d", (2,), (2, 3, 5)), ("CircularPad2d", ((1, 2, 2, 1),), (3, 4, 5))]
+
+
+@pytest.mark.parametrize("name,args,shape", PAD_CASES)
+def test_padding_modules_like_torch(name, args, shape):
+    check_like_torch(lambda m, x: getattr(m.nn, name)(*args)(x) * 1.5, [shape],
+                     jax=name in ("ReflectionPad2d", "CircularPad1d"))
+    tm, gm = same_repr_and_keys(lambda nn: getattr(nn, name)(*args))
+    assert gm.padding == tm.padding and getattr(gm, "value", None) == getattr(tm, "value", None)
+
+
+def test_padding_and_softmax2d_errors():
+    for f in (lambda m: m.nn.CircularPad2d(1)(m.ones(2, 3)),
+              lambda m: m.nn.CircularPad1d(1)(m.ones(3)),
+              lambda m: m.nn.Softmax2d()(m.ones(2)),
+              lambda m: m.nn.ReflectionPad1d(3)(m.ones(1, 2, 3))):
+        te, ge = raises_like(f)
+        if not isinstance(te, RuntimeError):
+            assert str(te) == str(ge)
+
+
+@pytest.mark.parametrize("name,kw,shape", [("UpsamplingNearest2d", dict(scale_factor=2),
+                                            (1, 2, 3, 3)),
+                                           ("UpsamplingBilinear2d", dict(size=(5, 7)),
+                                            (2, 2, 3, 4)),
+                                           ("UpsamplingBilinear2d", dict(scale_factor=2),
+                                            (1, 1, 3, 3))])
+def test_upsampling_modules_like_torch(name, kw, shape):
+    check_like_torch(lambda m, x: getattr(m.nn, name)(**kw)(x), [shape],
+                     jax=name == "UpsamplingBilinear2d" and "size" in kw)
+    tm, gm = same_repr_and_keys(lambda nn: getattr(nn, name)(**kw))
+    assert (gm.mode, gm.align_corners, gm.size, gm.scale_factor, gm.name) == \
+        (tm.mode, tm.align_corners, tm.size, tm.scale_factor, tm.name)
+
+
+def test_softmax2d_and_leaky_relu_inplace_like_torch():
+    check_like_torch(lambda m, x: m.nn.Softmax2d()(x), [(2, 3, 4, 4)], jax=False)
+    check_like_torch(lambda m, x: m.nn.Softmax2d()(x), [(3, 2, 2)], jax=False,
+                     gradcheck=False)
+    assert repr(tg.nn.Softmax2d()) == "Softmax2d()"
+
+    def leaky(m, x):
+        y = x * 2
+        out = m.nn.functional.leaky_relu_(y, 0.2)
+        assert out is y
+        return y
+    check_like_torch(leaky, [(3, 4)], jax=False)
+
+
+# ---------------- LazyLinear ----------------
+def test_lazy_linear_materializes_on_first_call_like_torch():
+    torch = _torch()
+    seen = {}
+    for m in (torch, tg):
+        m.manual_seed(0)
+        lin = m.nn.LazyLinear(3)
+        w0 = lin.weight
+        before = (repr(lin), repr(lin.weight), lin.in_features, lin.has_uninitialized_params(),
+                  type(lin.weight).__name__, list(lin.state_dict()))
+        with pytest.raises(RuntimeError, match="uninitialized parameter"):
+            lin.weight.shape
+        y = lin(m.ones(2, 5))
+        after = (repr(lin), type(lin).__name__, type(lin.weight).__name__, lin.in_features,
+                 tuple(lin.weight.shape), tuple(lin.bias.shape), lin.weight is w0,
+                 tuple(y.shape), lin.weight.requires_grad)
+        nobias = m.nn.LazyLinear(4, bias=False, dtype=m.float64)
+        nobias(m.ones(1, 2, dtype=m.float64))
+        seen[m.__name__] = (before, after, repr(nobias), str(nobias.weight.dtype).split(".")[-1])
+        bound = 1 / 5 ** 0.5                    # Linear's init for in_features=5
+        assert float(lin.weight.detach().abs().max()) <= bound
+        assert float(lin.bias.detach().abs().max()) <= bound
+    assert seen["tracegrad"] == seen["torch"]
+
+
+def test_lazy_linear_loads_torch_checkpoint_trains_and_compiles_after_dry_run():
+    torch = _torch()
+    tm = torch.nn.Sequential(torch.nn.Linear(6, 4), torch.nn.Tanh(), torch.nn.Linear(4, 2))
+    gm = tg.nn.Sequential(tg.nn.LazyLinear(4), tg.nn.Tanh(), tg.nn.LazyLinear(2))
+    gm.load_state_dict({k: tg.tensor(v.detach().numpy()) for k, v in tm.state_dict().items()})
+    x = np.random.default_rng(0).standard_normal((3, 6)).astype(np.float32)
+    np.testing.assert_allclose(_np(gm(tg.tensor(x))), _np(tm(torch.tensor(x))), rtol=1e-6)
+    # a dry run, then an optimizer and a compiled training step
+    model = tg.nn.Sequential(tg.nn.LazyLinear(4), tg.nn.ReLU(), tg.nn.LazyLinear(1))
+    with pytest.raises(RuntimeError, match="dry run"):
+        tg.compile(tg.nn.Sequential(tg.nn.LazyLinear(2)))(tg.ones(1, 3))
+    model(tg.ones(1, 6))
+    opt = tg.optim.SGD(model.parameters(), lr=0.1)
+    assert len(opt.param_groups[0]["params"]) == 4
+
+    @tg.compile
+    def step(xb):
+        opt.zero_grad()
+        loss = model(xb).pow(2).mean()
+        loss.backward()
+        opt.step()
+        return loss
+    losses = [float(step(tg.tensor(x))) for _ in range(3)]
+    assert losses[2] < losses[0] and step.stats.eager_calls == 0

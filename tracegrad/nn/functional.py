@@ -143,8 +143,9 @@ def relu_(input):
 
 def leaky_relu(input, negative_slope=0.01, inplace=False):
     """`x` where x > 0, else `negative_slope * x` (gradient at 0 is the slope, as in torch)."""
-    if inplace:
-        return input.mul_(O.where(O.gt(input, 0), 1.0, negative_slope))
+    if inplace:      # the factor in input's dtype (a Python-scalar where would be float32)
+        return input.mul_(O.where(O.gt(input, 0), O.ones_like(input),
+                                  O.full_like(input, negative_slope)))
     return O.where(O.gt(input, 0), input, O.mul(input, negative_slope))
 
 
@@ -353,3 +354,11 @@ __all__ += ["embedding_bag"]
 from ._norm_more import rms_norm, instance_norm  # noqa: E402,F401
 from ._dropout_nd import dropout1d, dropout2d, dropout3d  # noqa: E402,F401
 __all__ += ["rms_norm", "instance_norm", "dropout1d", "dropout2d", "dropout3d"]
+
+
+def leaky_relu_(input, negative_slope=0.01):
+    """In-place `leaky_relu` (returns `input`)."""
+    return leaky_relu(input, negative_slope, inplace=True)
+
+
+__all__ += ["leaky_relu_"]
