@@ -46,3 +46,7 @@ from ._padding_modules import (CircularPad1d, CircularPad2d, ConstantPad1d,  # n
                                UpsamplingBilinear2d, UpsamplingNearest2d, ZeroPad1d, ZeroPad2d)
 from ._lazy import LazyLinear  # noqa: F401,E402
 from .parameter import UninitializedParameter  # noqa: F401,E402
+from ._modules_layers3 import (AdaptiveMaxPool1d, AdaptiveMaxPool2d,  # noqa: F401,E402
+                               LocalResponseNorm, MaxUnpool1d, MaxUnpool2d, MultiLabelMarginLoss,
+                               MultiLabelSoftMarginLoss, MultiMarginLoss,
+                               TripletMarginWithDistanceLoss)
