@@ -50,15 +50,15 @@ def affine_grid(theta, size, align_corners=None):
     if not theta.dtype.is_floating_point:
         raise TracegradValueError(f"Expected theta to have floating point type, but got "
                                   f"{theta.dtype}")
-    size = [int(s) for s in size]
+    given, size = size, [int(s) for s in size]
     k = len(size) - 2
     if k not in (2, 3):
         raise TracegradNotImplementedError(
             "affine_grid only supports 4D and 5D sizes, for 2D and 3D affine transforms, "
-            f"respectively. Got size {size}.")
+            f"respectively. Got size {given}.")
     if theta.ndim != 3 or tuple(theta.shape[1:]) != (k, k + 1):
         raise TracegradValueError(f"Expected a batch of {k}D affine matrices of shape "
-                                  f"Nx{k}x{k + 1} for size {size}. Got {theta.shape}.")
+                                  f"Nx{k}x{k + 1} for size {given}. Got {theta.shape}.")
     spatial = size[2:]
     if align_corners and min(spatial) == 1:
         warnings.warn("Since version 1.3.0, affine_grid behavior has changed for unit-size "
@@ -66,7 +66,7 @@ def affine_grid(theta, size, align_corners=None):
                       "affine_grid. See the documentation of affine_grid for details.",
                       stacklevel=2)
     elif min(size) <= 0:
-        raise TracegradValueError(f"Expected non-zero, positive output size. Got {size}")
+        raise TracegradValueError(f"Expected non-zero, positive output size. Got {given}")
     axes = [_linspace(n, align_corners) for n in reversed(spatial)]        # x, y(, z)
     mesh = list(np.meshgrid(*axes[::-1], indexing="ij"))[::-1]              # each (D,)H,W
     base = np.stack(mesh + [np.ones_like(mesh[0])], axis=-1).reshape(1, -1, k + 1)
@@ -124,6 +124,14 @@ def _read(flat, xi, yi, h, w):
     return O.mul(vals, O.unsqueeze(valid, 1).to(flat.dtype))
 
 
+def _zero_through(grid):
+    """A zero (N, Ho, Wo) that depends on `grid`: nearest sampling gives the grid a zero
+    gradient (PyTorch's kernel), not none. Non-finite entries are masked first so the zero
+    stays a zero (inf - inf would be nan)."""
+    g = O.sum(O.where(O.isfinite(grid), grid, O.zeros_like(grid)), -1)
+    return O.mul(O.sub(g, g.detach()), 0.0)
+
+
 def _check(input, grid, mode, padding_mode):
     if mode not in ("bilinear", "nearest", "bicubic"):
         raise TracegradValueError("nn.functional.grid_sample(): expected mode to be 'bilinear', "
@@ -172,7 +180,8 @@ def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corner
     y = _source(grid[..., 1], h, padding_mode, align_corners)
     flat = O.reshape(input, (n, c, h * w))
     if mode == "nearest":
-        return _read(flat, O.round(x).detach(), O.round(y).detach(), h, w)
+        out = _read(flat, O.round(x).detach(), O.round(y).detach(), h, w)
+        return O.add(out, O.unsqueeze(_zero_through(grid), 1)) if grid.requires_grad else out
     x0, y0 = O.floor(x).detach(), O.floor(y).detach()
     x1, y1 = O.add(x0, 1.0), O.add(y0, 1.0)
     out = None

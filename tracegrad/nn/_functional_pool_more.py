@@ -31,7 +31,7 @@ def _out_sizes(output_size, spatial, k, op):
     sizes = tuple(output_size) if isinstance(output_size, (tuple, list)) else (output_size,) * k
     if len(sizes) != k:
         raise op_error(TracegradRuntimeError, op,
-                       f"internal error: output_size.size() must be {k}")
+                       f"{op}(): internal error: output_size.size() must be {k}")
     return tuple(s if o is None else int(o) for o, s in zip(sizes, spatial))
 
 
