@@ -218,3 +218,19 @@ def test_seq2seq_transformer_trains_like_torch_compiled_step():
     assert losses["torch"][-1] < losses["torch"][0]
     for (k, a), (_, b) in zip(gmodel.state_dict().items(), tmodel.state_dict().items()):
         np.testing.assert_allclose(_np(a), _np(b), rtol=1e-7, atol=1e-9, err_msg=k)
+
+
+def test_activation_flags_and_defaults_like_torch():
+    torch = _torch()
+    for act in (None, "relu", "gelu", "relu_fn", "gelu_fn", "ReLU", "silu_fn"):
+        got = []
+        for m in (torch, tg):
+            a = {None: None, "relu": "relu", "gelu": "gelu", "relu_fn": m.nn.functional.relu,
+                 "gelu_fn": m.nn.functional.gelu, "ReLU": m.nn.ReLU(),
+                 "silu_fn": m.nn.functional.silu}[act]
+            kw = {} if a is None else dict(activation=a)
+            enc = m.nn.TransformerEncoderLayer(8, 2, 16, **kw)
+            dec = m.nn.TransformerDecoderLayer(8, 2, 16, **kw)
+            got.append((enc.activation_relu_or_gelu, repr(enc) == repr(enc), repr(dec)))
+        assert got[0] == got[1], act
+    assert tg.nn.Transformer(8, 2, 1, 1, 16).encoder.layers[0].activation_relu_or_gelu == 1

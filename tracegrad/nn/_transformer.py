@@ -45,16 +45,24 @@ def _activation(activation):
     raise TracegradRuntimeError(f"activation should be relu/gelu, not {activation}")
 
 
+def _relu_or_gelu(fn):
+    """PyTorch's `activation_relu_or_gelu` flag: 1 for relu, 2 for gelu, else 0."""
+    from .layers import GELU as GELU_, ReLU as ReLU_
+    if fn is F.relu or isinstance(fn, ReLU_):
+        return 1
+    return 2 if fn is F.gelu or isinstance(fn, GELU_) else 0
+
+
 class TransformerEncoderLayer(Module):
     """`TransformerEncoderLayer(d_model, nhead, dim_feedforward=2048, dropout=0.1,
-    activation="relu", layer_norm_eps=1e-5, batch_first=False, norm_first=False,
+    activation=F.relu, layer_norm_eps=1e-5, batch_first=False, norm_first=False,
     bias=True)`; `forward(src, src_mask=None, src_key_padding_mask=None, is_causal=False)`.
 
     Post-norm: `x = norm1(x + sa(x)); x = norm2(x + ff(x))`; pre-norm (`norm_first`):
     `x = x + sa(norm1(x)); x = x + ff(norm2(x))`.
     """
 
-    def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1, activation="relu",
+    def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1, activation=F.relu,
                  layer_norm_eps=1e-5, batch_first=False, norm_first=False, bias=True,
                  device=None, dtype=None):
         super().__init__()
@@ -68,8 +76,7 @@ class TransformerEncoderLayer(Module):
         self.norm2 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, dtype=dtype)
         self.dropout1, self.dropout2 = Dropout(dropout), Dropout(dropout)
         self.activation = _activation(activation)
-        self.activation_relu_or_gelu = {"relu": 1, "gelu": 2}.get(
-            activation if isinstance(activation, str) else None, 0)
+        self.activation_relu_or_gelu = _relu_or_gelu(self.activation)
         self.batch_first = batch_first
 
     def forward(self, src, src_mask=None, src_key_padding_mask=None, is_causal=False):
