@@ -293,7 +293,11 @@ PAD_CASES = [("ZeroPad1d", (2,), (2, 3, 5)), ("ZeroPad2d", ((1, 2, 0, 3),), (2, 
              ("ReflectionPad1d", (2,), (2, 3, 5)), ("ReflectionPad2d", ((1, 2, 3, 0),),
                                                     (2, 2, 4, 5)),
              ("ReplicationPad1d", ((3, 1),), (3, 5)), ("ReplicationPad2d", (2,), (1, 2, 3, 3)),
-             ("CircularPad1d", (2,), (2, 3, 5)), ("CircularPad2d", ((1, 2, 2, 1),), (3, 4, 5))]
+             ("CircularPad1d", (2,), (2, 3, 5)), ("CircularPad2d", ((1, 2, 2, 1),), (3, 4, 5)),
+             ("ZeroPad3d", (1,), (1, 2, 2, 3, 2)), ("ConstantPad3d", ((1, 0, 2, 1, 0, 1), 0.5),
+                                                    (2, 2, 3, 2)),
+             ("ReflectionPad3d", ((1, 1, 2, 0, 1, 1),), (1, 1, 3, 3, 3)),
+             ("ReplicationPad3d", (1,), (2, 2, 2, 3)), ("CircularPad3d", (1,), (1, 2, 2, 3, 2))]
 
 
 @pytest.mark.parametrize("name,args,shape", PAD_CASES)
@@ -307,6 +311,7 @@ def test_padding_modules_like_torch(name, args, shape):
 def test_padding_and_softmax2d_errors():
     for f in (lambda m: m.nn.CircularPad2d(1)(m.ones(2, 3)),
               lambda m: m.nn.CircularPad1d(1)(m.ones(3)),
+              lambda m: m.nn.CircularPad3d(1)(m.ones(2, 3, 4)),
               lambda m: m.nn.Softmax2d()(m.ones(2)),
               lambda m: m.nn.ReflectionPad1d(3)(m.ones(1, 2, 3))):
         te, ge = raises_like(f)

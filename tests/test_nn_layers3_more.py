@@ -27,7 +27,9 @@ def _distinct(shape, dtype, seed=0):
                                              ("adaptive_max_pool1d", (3, 5), 5),
                                              ("adaptive_max_pool2d", (2, 3, 5, 7), (3, 4)),
                                              ("adaptive_max_pool2d", (3, 6, 5), (2, None)),
-                                             ("adaptive_max_pool2d", (1, 2, 3, 3), 5)])
+                                             ("adaptive_max_pool2d", (1, 2, 3, 3), 5),
+                                             ("adaptive_max_pool3d", (1, 2, 4, 5, 3), (2, None, 2)),
+                                             ("adaptive_max_pool3d", (2, 3, 5, 4), 2)])
 def test_adaptive_max_pool_like_torch(name, shape, size):
     def fn(m, x):
         vals, idx = getattr(m.nn.functional, name)(x, size, return_indices=True)
@@ -53,7 +55,8 @@ def test_adaptive_max_pool_errors():
     for f in (lambda m: F(m).adaptive_max_pool1d(m.ones(3), 2),
               lambda m: F(m).adaptive_max_pool2d(m.ones(3, 4), 2),
               lambda m: F(m).adaptive_max_pool2d(m.ones(1, 3, 4, 4), (2,)),
-              lambda m: F(m).adaptive_max_pool1d(m.ones(2, 3, 0), 2)):
+              lambda m: F(m).adaptive_max_pool1d(m.ones(2, 3, 0), 2),
+              lambda m: F(m).adaptive_max_pool3d(m.ones(2, 3, 4), 2)):
         te, ge = raises_like(f)
         assert str(te) in str(ge)
 
@@ -67,8 +70,8 @@ def test_adaptive_max_pool_errors():
 def test_max_unpool_inverts_max_pool_like_torch(k, shape, kw):
     def fn(m, x):
         F = m.nn.functional
-        pool = F.max_pool1d if k == 1 else F.max_pool2d
-        unpool = F.max_unpool1d if k == 1 else F.max_unpool2d
+        pool = getattr(F, f"max_pool{k}d")
+        unpool = getattr(F, f"max_unpool{k}d")
         v, i = pool(x, return_indices=True, **kw)
         return unpool(v * 2, i, output_size=tuple(x.shape[-k:]), **kw)
     # overlapping windows (stride < kernel) can pick one position twice: both copies get
@@ -78,6 +81,16 @@ def test_max_unpool_inverts_max_pool_like_torch(k, shape, kw):
                      gradcheck=not overlap)
     name = f"MaxUnpool{k}d"
     same_repr_and_keys(lambda nn: getattr(nn, name)(**kw))
+
+
+def test_max_unpool3d_like_torch():
+    torch = _torch()          # (tracegrad has no max_pool3d: PyTorch's indices, as data)
+    big = _distinct((1, 2, 4, 5, 4), "float64")
+    _, idx = torch.nn.functional.max_pool3d(torch.tensor(big), 2, return_indices=True)
+    idx = idx.numpy()
+    check_like_torch(lambda m, v: m.nn.MaxUnpool3d(2)(v, m.tensor(idx), output_size=(4, 5, 4)),
+                     [idx.shape], jax=False)
+    same_repr_and_keys(lambda nn: nn.MaxUnpool3d(2, stride=1))
 
 
 def test_max_unpool_module_default_size_and_errors():

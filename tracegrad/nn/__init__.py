@@ -40,13 +40,16 @@ from ._norm_more import (InstanceNorm1d, InstanceNorm2d, InstanceNorm3d,  # noqa
 from ._dropout_nd import Dropout1d, Dropout2d, Dropout3d  # noqa: F401,E402
 from ._transformer_decoder import (Transformer, TransformerDecoder,  # noqa: F401,E402
                                    TransformerDecoderLayer)
-from ._padding_modules import (CircularPad1d, CircularPad2d, ConstantPad1d,  # noqa: F401,E402
-                               ConstantPad2d, ReflectionPad1d, ReflectionPad2d,
-                               ReplicationPad1d, ReplicationPad2d, Softmax2d,
-                               UpsamplingBilinear2d, UpsamplingNearest2d, ZeroPad1d, ZeroPad2d)
+from ._padding_modules import (CircularPad1d, CircularPad2d, CircularPad3d,  # noqa: F401,E402
+                               ConstantPad1d, ConstantPad2d, ConstantPad3d, ReflectionPad1d,
+                               ReflectionPad2d, ReflectionPad3d, ReplicationPad1d,
+                               ReplicationPad2d, ReplicationPad3d, Softmax2d,
+                               UpsamplingBilinear2d, UpsamplingNearest2d, ZeroPad1d, ZeroPad2d,
+                               ZeroPad3d)
 from ._lazy import LazyLinear  # noqa: F401,E402
 from .parameter import UninitializedParameter  # noqa: F401,E402
 from ._modules_layers3 import (AdaptiveMaxPool1d, AdaptiveMaxPool2d,  # noqa: F401,E402
-                               LocalResponseNorm, MaxUnpool1d, MaxUnpool2d, MultiLabelMarginLoss,
+                               AdaptiveMaxPool3d, LocalResponseNorm, MaxUnpool1d, MaxUnpool2d,
+                               MaxUnpool3d, MultiLabelMarginLoss,
                                MultiLabelSoftMarginLoss, MultiMarginLoss,
                                TripletMarginWithDistanceLoss)

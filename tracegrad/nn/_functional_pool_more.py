@@ -1,5 +1,5 @@
-"""Adaptive max pooling (`F.adaptive_max_pool1d/2d`, with `return_indices`) and max
-unpooling (`F.max_unpool1d/2d`), as composites of gathers and scatters.
+"""Adaptive max pooling (`F.adaptive_max_pool1d/2d/3d`, with `return_indices`) and max
+unpooling (`F.max_unpool1d/2d/3d`), as composites of gathers and scatters.
 
 Adaptive windows follow PyTorch: output cell i of n over a length L covers
 [floor(i * L / n), ceil((i + 1) * L / n)). Each window's positions are listed in a
@@ -27,6 +27,21 @@ def _windows(length, n):
     return np.minimum(idx, (ends - 1)[:, None]).astype(np.int64)
 
 
+def _window_table(spatial, outs):
+    """Flat positions (row-major over `spatial`) of every output cell's window:
+    shape outs + (K,), K the product of the per-dim window lengths. Row-major window order
+    makes `max` pick the first maximum in PyTorch's scan order."""
+    table = np.zeros((1,) * len(outs) + (1,), np.int64)
+    for d, (n, o) in enumerate(zip(spatial, outs)):
+        w = _windows(n, o)                                          # (o, Kd)
+        expand = [1] * len(outs)
+        expand[d] = o
+        w = w.reshape(expand + [1, w.shape[1]])
+        table = (table[..., :, None] * n + w).reshape(
+            [max(a, b) for a, b in zip(table.shape[:-1], expand)] + [-1])
+    return table
+
+
 def _out_sizes(output_size, spatial, k, op):
     sizes = tuple(output_size) if isinstance(output_size, (tuple, list)) else (output_size,) * k
     if len(sizes) != k:
@@ -42,8 +57,8 @@ def _adaptive_max(input, output_size, return_indices, k, op):
                            f"Expected 2 to 3 dimensions, but got {input.ndim}-dimensional "
                            "tensor for argument #1 'self' (while checking arguments for "
                            f"{op})")
-        raise op_error(TracegradRuntimeError, op, f"{op}(): Expected 3D or 4D tensor, but got: "
-                       f"{list(input.shape)}")
+        raise op_error(TracegradRuntimeError, op, f"{op}(): Expected {k + 1}D or {k + 2}D "
+                       f"tensor, but got: {list(input.shape)}")
     for d in range(1, input.ndim):
         if input.shape[d] == 0:
             raise op_error(TracegradRuntimeError, op,
@@ -53,12 +68,7 @@ def _adaptive_max(input, output_size, return_indices, k, op):
     spatial = tuple(input.shape[-k:])
     outs = _out_sizes(output_size, spatial, k, op)
     lead = tuple(input.shape[:-k])
-    if k == 1:
-        table = _windows(spatial[0], outs[0])                       # (o, K)
-    else:
-        rows, cols = _windows(spatial[0], outs[0]), _windows(spatial[1], outs[1])
-        table = (rows[:, None, :, None] * spatial[1] + cols[None, :, None, :])
-        table = table.reshape(outs[0], outs[1], -1)                 # (oh, ow, Kh*Kw)
+    table = _window_table(spatial, outs)                            # outs + (K,)
     flat = O.reshape(input, lead + (-1,))
     if table.size == 0:
         shape = lead + outs
@@ -91,6 +101,23 @@ def adaptive_max_pool2d(input, output_size, return_indices=False):
     return _adaptive_max(input, output_size, return_indices, 2, "adaptive_max_pool2d")
 
 
+
+
+def adaptive_max_pool3d(input, output_size, return_indices=False):
+    """Max over adaptive windows of (N, C, D, H, W) or (C, D, H, W) input."""
+    return _adaptive_max(input, output_size, return_indices, 3, "adaptive_max_pool3d")
+
+
+def adaptive_max_pool1d_with_indices(input, output_size, return_indices=False):
+    return adaptive_max_pool1d(input, output_size, True)
+
+
+def adaptive_max_pool2d_with_indices(input, output_size, return_indices=False):
+    return adaptive_max_pool2d(input, output_size, True)
+
+
+def adaptive_max_pool3d_with_indices(input, output_size, return_indices=False):
+    return adaptive_max_pool3d(input, output_size, True)
 
 
 def _tuple(v, k):
@@ -154,6 +181,12 @@ def max_unpool1d(input, indices, kernel_size, stride=None, padding=0, output_siz
     zero signal (other positions 0)."""
     return _max_unpool(input, indices, kernel_size, stride, padding, output_size, 1,
                        "max_unpool1d")
+
+
+def max_unpool3d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
+    """The partial inverse of `max_pool3d(return_indices=True)`."""
+    return _max_unpool(input, indices, kernel_size, stride, padding, output_size, 3,
+                       "max_unpool3d")
 
 
 def max_unpool2d(input, indices, kernel_size, stride=None, padding=0, output_size=None):

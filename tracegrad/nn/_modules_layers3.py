@@ -1,4 +1,4 @@
-"""Modules over this round's functionals: `AdaptiveMaxPool1d/2d`, `MaxUnpool1d/2d`,
+"""Modules over this round's functionals: `AdaptiveMaxPool1d/2d/3d`, `MaxUnpool1d/2d/3d`,
 `LocalResponseNorm` and the losses `MultiMarginLoss`, `MultiLabelMarginLoss`,
 `MultiLabelSoftMarginLoss`, `TripletMarginWithDistanceLoss`; PyTorch's constructors,
 attributes, buffers (a loss's `weight`) and repr."""
@@ -36,6 +36,13 @@ class AdaptiveMaxPool2d(_AdaptiveMaxPoolNd):
 
     def forward(self, input):
         return P.adaptive_max_pool2d(input, self.output_size, self.return_indices)
+
+
+class AdaptiveMaxPool3d(_AdaptiveMaxPoolNd):
+    """Max over adaptive windows of (N, C, D, H, W) input to `output_size`."""
+
+    def forward(self, input):
+        return P.adaptive_max_pool3d(input, self.output_size, self.return_indices)
 
 
 class _MaxUnpoolNd(Module):
@@ -136,3 +143,12 @@ class TripletMarginWithDistanceLoss(_Loss):
         return ML.triplet_margin_with_distance_loss(
             anchor, positive, negative, distance_function=self.distance_function,
             margin=self.margin, swap=self.swap, reduction=self.reduction)
+
+
+class MaxUnpool3d(_MaxUnpoolNd):
+    """Inverse of MaxPool3d: `forward(input, indices, output_size=None)`."""
+    _k = 3
+
+    def forward(self, input, indices, output_size=None):
+        return P.max_unpool3d(input, indices, self.kernel_size, self.stride, self.padding,
+                              output_size)

@@ -1,5 +1,5 @@
-"""Padding modules over `F.pad`: `ZeroPad1d/2d`, `ConstantPad1d/2d`, `ReflectionPad1d/2d`,
-`ReplicationPad1d/2d`, `CircularPad1d/2d`; plus the fixed-mode upsampling modules
+"""Padding modules over `F.pad`: `ZeroPad1d/2d/3d`, `ConstantPad1d/2d/3d`,
+`ReflectionPad1d/2d/3d`, `ReplicationPad1d/2d/3d`, `CircularPad1d/2d/3d`; plus the fixed-mode upsampling modules
 `UpsamplingNearest2d` / `UpsamplingBilinear2d` (align_corners=True) and `Softmax2d`.
 
 PyTorch's constructors, `padding` attribute (an int becomes a 2- or 4-tuple, a sequence is
@@ -42,6 +42,11 @@ class ConstantPad2d(_ConstantPadNd):
     _n = 4
 
 
+class ConstantPad3d(_ConstantPadNd):
+    """Pad the last three dims with `value`: an int or a 6-tuple (last dim first)."""
+    _n = 6
+
+
 class ZeroPad1d(ConstantPad1d):
     """Pad the last dim with zeros.
 
@@ -58,6 +63,16 @@ class ZeroPad1d(ConstantPad1d):
 
 class ZeroPad2d(ConstantPad2d):
     """Pad the last two dims with zeros."""
+
+    def __init__(self, padding):
+        super().__init__(padding, 0.0)
+
+    def extra_repr(self):
+        return f"{self.padding}"
+
+
+class ZeroPad3d(ConstantPad3d):
+    """Pad the last three dims with zeros."""
 
     def __init__(self, padding):
         super().__init__(padding, 0.0)
@@ -94,6 +109,11 @@ class ReflectionPad2d(_ModePadNd):
     _n, _mode = 4, "reflect"
 
 
+class ReflectionPad3d(_ModePadNd):
+    """Pad the last three dims with their reflection."""
+    _n, _mode = 6, "reflect"
+
+
 class ReplicationPad1d(_ModePadNd):
     """Pad the last dim by repeating its edge values."""
     _mode = "replicate"
@@ -102,6 +122,11 @@ class ReplicationPad1d(_ModePadNd):
 class ReplicationPad2d(_ModePadNd):
     """Pad the last two dims by repeating their edge values."""
     _n, _mode = 4, "replicate"
+
+
+class ReplicationPad3d(_ModePadNd):
+    """Pad the last three dims by repeating their edge values."""
+    _n, _mode = 6, "replicate"
 
 
 class _CircularPadNd(_ModePadNd):
@@ -121,6 +146,11 @@ class CircularPad1d(_CircularPadNd):
 class CircularPad2d(_CircularPadNd):
     """Pad the last two dims by wrapping around."""
     _n = 4
+
+
+class CircularPad3d(_CircularPadNd):
+    """Pad the last three dims by wrapping around."""
+    _n = 6
 
 
 class UpsamplingNearest2d(Upsample):

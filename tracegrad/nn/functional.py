@@ -363,13 +363,18 @@ def leaky_relu_(input, negative_slope=0.01):
 
 __all__ += ["leaky_relu_"]
 from ._functional_pool_more import (adaptive_max_pool1d, adaptive_max_pool2d,  # noqa: E402,F401
-                                    max_unpool1d, max_unpool2d)
+                                    adaptive_max_pool3d, adaptive_max_pool1d_with_indices,
+                                    adaptive_max_pool2d_with_indices,
+                                    adaptive_max_pool3d_with_indices, max_unpool1d, max_unpool2d,
+                                    max_unpool3d)
 from ._functional_grid import affine_grid, grid_sample  # noqa: E402,F401
 from ._functional_misc_more import gumbel_softmax, pdist, local_response_norm  # noqa: E402,F401
 from ._functional_margin_losses import (multi_margin_loss,  # noqa: E402,F401
                                         multilabel_margin_loss, multilabel_soft_margin_loss,
                                         triplet_margin_with_distance_loss)
-__all__ += ["adaptive_max_pool1d", "adaptive_max_pool2d", "max_unpool1d", "max_unpool2d",
+__all__ += ["adaptive_max_pool1d", "adaptive_max_pool2d", "adaptive_max_pool3d",
+            "adaptive_max_pool1d_with_indices", "adaptive_max_pool2d_with_indices",
+            "adaptive_max_pool3d_with_indices", "max_unpool1d", "max_unpool2d", "max_unpool3d",
             "affine_grid", "grid_sample", "gumbel_softmax", "pdist", "local_response_norm",
             "multi_margin_loss", "multilabel_margin_loss", "multilabel_soft_margin_loss",
             "triplet_margin_with_distance_loss"]
