@@ -170,14 +170,14 @@ def test_transformer_gradcheck_float64():
 
 
 # ---------------- a seq2seq model trained with the whole step compiled ----------------
-def _seq2seq(m, vocab=11, d=16):
+def _seq2seq(m, dtype, vocab=11, d=16):
     nn = m.nn
 
     class Seq2Seq(nn.Module):
         def __init__(self):
             super().__init__()
             self.src_emb, self.tgt_emb = nn.Embedding(vocab, d), nn.Embedding(vocab, d)
-            self.pos = nn.Parameter(m.zeros(1, 8, d, dtype=m.float64))
+            self.pos = nn.Parameter(m.zeros(1, 8, d, dtype=getattr(m, dtype)))
             self.transformer = nn.Transformer(d, 2, 1, 1, 32, dropout=0.0, batch_first=True)
             self.head = nn.Linear(d, vocab)
 
@@ -185,16 +185,17 @@ def _seq2seq(m, vocab=11, d=16):
             s = self.src_emb(src) + self.pos[:, :src.shape[1]]
             t = self.tgt_emb(tgt_in) + self.pos[:, :tgt_in.shape[1]]
             mask = nn.Transformer.generate_square_subsequent_mask(tgt_in.shape[1],
-                                                                 dtype=m.float64)
+                                                                 dtype=getattr(m, dtype))
             return self.head(self.transformer(s, t, tgt_mask=mask, tgt_is_causal=True))
     return Seq2Seq()
 
 
-def test_seq2seq_transformer_trains_like_torch_compiled_step():
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_seq2seq_transformer_trains_like_torch_compiled_step(dtype):
     torch = _torch()
     torch.manual_seed(0)
-    tmodel = _seq2seq(torch).double()     # float64: Adam would amplify float32 noise in the
-    gmodel = _seq2seq(tg).double()        # key bias gradients (zero in exact arithmetic)
+    tmodel = _seq2seq(torch, dtype).to(getattr(torch, dtype))
+    gmodel = _seq2seq(tg, dtype).to(getattr(tg, dtype))
     gmodel.load_state_dict({k: tg.tensor(v.detach().numpy().copy())
                             for k, v in tmodel.state_dict().items()})
     rng = np.random.default_rng(0)
@@ -214,8 +215,11 @@ def test_seq2seq_transformer_trains_like_torch_compiled_step():
         losses[m.__name__] = [float(run(m.tensor(s), m.tensor(t))) for s, t in data]
         if m is tg:
             assert run.stats.traces <= 2 and run.stats.eager_calls == 0   # optimizer state
-    np.testing.assert_allclose(losses["tracegrad"], losses["torch"], rtol=1e-10)
+    np.testing.assert_allclose(losses["tracegrad"], losses["torch"],
+                               rtol=1e-10 if dtype == "float64" else 1e-5)
     assert losses["torch"][-1] < losses["torch"][0]
+    if dtype == "float32":
+        return      # Adam amplifies float32 noise in the key-bias gradients (zero exactly)
     for (k, a), (_, b) in zip(gmodel.state_dict().items(), tmodel.state_dict().items()):
         np.testing.assert_allclose(_np(a), _np(b), rtol=1e-7, atol=1e-9, err_msg=k)
 
