@@ -367,3 +367,36 @@ def test_margin_losses_gradcheck_float64():
     x, t = _multilabel("float64")
     assert tg.autograd.gradcheck(lambda a: F.multilabel_margin_loss(a, tg.tensor(t)),
                                  [tg.tensor(x, requires_grad=True)])
+
+
+# ---------------- LPPool, ChannelShuffle, upsample aliases ----------------
+@pytest.mark.parametrize("name,args,shape", [("LPPool1d", (2, 3), (2, 3, 8)),
+                                             ("LPPool1d", (1.5, 2, 1, True), (3, 7)),
+                                             ("LPPool2d", (2, 2), (1, 2, 4, 6)),
+                                             ("LPPool2d", (3, (2, 3), (1, 2)), (2, 5, 7)),
+                                             ("LPPool2d", (float("inf"), 2), (1, 2, 4, 4))])
+def test_lp_pool_like_torch(name, args, shape):
+    domain = "pos" if args[0] not in (2, float("inf")) else "real"
+    check_like_torch(lambda m, x: getattr(m.nn, name)(*args)(x), [shape], domain=domain,
+                     jax=name == "LPPool2d" and args[0] == 2,
+                     arrays=(lambda dt: [_distinct(shape, dt) - 0.5])
+                     if args[0] == float("inf") else None)
+    same_repr_and_keys(lambda nn: getattr(nn, name)(*args))
+
+
+def test_channel_shuffle_and_upsample_aliases_like_torch():
+    check_like_torch(lambda m, x: m.nn.ChannelShuffle(3)(x) * x, [(2, 6, 2, 2)], jax=False)
+    check_like_torch(lambda m, x: m.nn.functional.channel_shuffle(x, 2), [(1, 4, 3)],
+                     jax=False, gradcheck=False)
+    same_repr_and_keys(lambda nn: nn.ChannelShuffle(4))
+    for f in (lambda m: m.nn.functional.channel_shuffle(m.ones(1, 6, 2), 4),
+              lambda m: m.nn.functional.channel_shuffle(m.ones(3), 1)):
+        te, ge = raises_like(f)
+        assert str(te) in str(ge)
+    for name, kw in (("upsample", dict(scale_factor=2, mode="bilinear", align_corners=False)),
+                     ("upsample_nearest", dict(size=(5, 3))),
+                     ("upsample_bilinear", dict(scale_factor=2))):
+        def fn(m, x):
+            with pytest.warns(UserWarning, match="deprecated"):
+                return getattr(m.nn.functional, name)(x, **kw)
+        check_like_torch(fn, [(1, 2, 3, 3)], jax=False, compiled=False, gradcheck=False)

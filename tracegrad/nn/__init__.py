@@ -53,3 +53,4 @@ from ._modules_layers3 import (AdaptiveMaxPool1d, AdaptiveMaxPool2d,  # noqa: F4
                                MaxUnpool3d, MultiLabelMarginLoss,
                                MultiLabelSoftMarginLoss, MultiMarginLoss,
                                TripletMarginWithDistanceLoss)
+from ._functional_pool_shuffle import ChannelShuffle, LPPool1d, LPPool2d  # noqa: F401,E402

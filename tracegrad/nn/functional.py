@@ -378,3 +378,7 @@ __all__ += ["adaptive_max_pool1d", "adaptive_max_pool2d", "adaptive_max_pool3d",
             "affine_grid", "grid_sample", "gumbel_softmax", "pdist", "local_response_norm",
             "multi_margin_loss", "multilabel_margin_loss", "multilabel_soft_margin_loss",
             "triplet_margin_with_distance_loss"]
+from ._functional_pool_shuffle import (lp_pool1d, lp_pool2d, channel_shuffle,  # noqa: E402,F401
+                                       upsample, upsample_nearest, upsample_bilinear)
+__all__ += ["lp_pool1d", "lp_pool2d", "channel_shuffle", "upsample", "upsample_nearest",
+            "upsample_bilinear"]
