@@ -396,3 +396,47 @@ def test_lazy_linear_loads_torch_checkpoint_trains_and_compiles_after_dry_run():
         return loss
     losses = [float(step(tg.tensor(x))) for _ in range(3)]
     assert losses[2] < losses[0] and step.stats.eager_calls == 0
+
+
+def _lazy_net(nn):
+    return nn.Sequential(nn.LazyConv2d(4, 3, padding=1), nn.LazyBatchNorm2d(), nn.ReLU(),
+                         nn.Flatten(), nn.LazyLinear(5), nn.LazyBatchNorm1d(affine=False),
+                         nn.Tanh(), nn.LazyLinear(2))
+
+
+def test_lazy_conv_batchnorm_network_like_torch():
+    """A d2l-style network of lazy layers: the same repr before and after the dry run, the
+    same state_dict keys and shapes, and PyTorch's outputs and gradients once its weights
+    are loaded."""
+    torch = _torch()
+    tm, gm = _lazy_net(torch.nn), _lazy_net(tg.nn)
+    assert repr(gm) == repr(tm)
+    assert list(gm.state_dict()) == list(tm.state_dict())
+    assert type(gm[1].running_mean).__name__ == "UninitializedBuffer"
+    x = np.random.default_rng(0).standard_normal((4, 3, 5, 5))
+    tm(torch.tensor(x, dtype=torch.float32))
+    gm(tg.tensor(x, dtype=tg.float32))
+    assert repr(gm) == repr(tm)
+    sd = {k: tg.tensor(v.detach().numpy()) for k, v in tm.state_dict().items()}
+    assert [tuple(v.shape) for v in gm.state_dict().values()] == [tuple(v.shape)
+                                                                  for v in sd.values()]
+    gm.load_state_dict(sd)
+    tx, gx = torch.tensor(x, requires_grad=True), tg.tensor(x, requires_grad=True)
+    tm.double(), gm.double()
+    ty, gy = tm(tx), gm(gx)
+    np.testing.assert_allclose(_np(gy), _np(ty), rtol=1e-10, atol=1e-12)
+    (ty ** 2).sum().backward()
+    (gy ** 2).sum().backward()
+    np.testing.assert_allclose(_np(gx.grad), _np(tx.grad), rtol=1e-8, atol=1e-10)
+    for (k, a), (_, b) in zip(gm.named_parameters(), tm.named_parameters()):
+        np.testing.assert_allclose(_np(a.grad), _np(b.grad), rtol=1e-8, atol=1e-10, err_msg=k)
+    for (k, a), (_, b) in zip(gm.state_dict().items(), tm.state_dict().items()):
+        np.testing.assert_allclose(_np(a), _np(b), rtol=1e-6, atol=1e-7, err_msg=k)
+    # a lazy checkpoint load: torch's trained weights straight into fresh lazy modules
+    fresh = _lazy_net(tg.nn).double()          # uninitialized, converted: materializes float64
+    fresh.load_state_dict({k: tg.tensor(v.detach().numpy()) for k, v in tm.state_dict().items()})
+    fresh.eval(), tm.eval()
+    assert fresh[0].weight.dtype == tg.float64 and type(fresh[0]).__name__ == "LazyConv2d"
+    np.testing.assert_allclose(_np(fresh(tg.tensor(x))), _np(tm(torch.tensor(x))), rtol=1e-10)
+    te, ge = raises_like(lambda m: m.nn.LazyConv2d(4, 3)(m.ones(5)))
+    assert str(te) in str(ge)

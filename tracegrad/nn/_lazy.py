@@ -1,30 +1,74 @@
-"""`nn.LazyLinear` (with `nn.parameter.UninitializedParameter`): a Linear whose `in_features`
-is read from the first input, as PyTorch's lazy modules do.
+"""Lazy modules: `nn.LazyLinear`, `nn.LazyConv1d/2d`, `nn.LazyBatchNorm1d/2d/3d`, whose
+input size (`in_features`, `in_channels`, `num_features`) is read from the first input, as
+PyTorch's lazy modules do (d2l-style model code builds networks this way).
 
 What users see, as in PyTorch: before the first call the parameters are
-`UninitializedParameter`s (printed `<UninitializedParameter>`, `in_features=0`, their shape
-unreadable); the first forward materializes them in place -- the same Parameter objects, so
-references taken earlier stay valid -- initializes them as Linear does, and the module
-becomes a plain `Linear`. Loading a state_dict into an uninitialized module materializes
-from the checkpoint's shapes. Build optimizers after a dry run, as PyTorch advises.
+`UninitializedParameter`s (and running statistics `UninitializedBuffer`s), printed
+`<UninitializedParameter>`, their shape unreadable, the size attribute 0; the first
+forward materializes them in place -- the same objects, so references taken earlier stay
+valid -- initializes them as the eager module does, and the module becomes that module
+(`LazyConv2d` -> `Conv2d`). Loading a state_dict into an uninitialized module
+materializes from the checkpoint's shapes. Build optimizers after a dry run, as PyTorch
+advises.
 
 Note [Lazy modules and compile]: a compiled call reads parameters as inputs fixed before
 tracing starts, so materializing inside a trace cannot be recorded faithfully; it raises,
 asking for one eager dry run first.
 """
 from .. import _effects, _mode
+from .. import _dtype as D
 from .._errors import TracegradRuntimeError
-from .layers import Linear
+from ..ops import creation as C
+from .batchnorm import BatchNorm1d, BatchNorm2d, BatchNorm3d
+from .layers import Conv2d, Linear
+from ._layers_1d import Conv1d
 from .module import Module
-from .parameter import UninitializedParameter
+from .parameter import UninitializedBuffer, UninitializedParameter
 
 
-def _uninitialized(module):
-    return [(k, p) for k, p in module._parameters.items()
-            if isinstance(p, UninitializedParameter)]
+class LazyModuleMixin:
+    """Shared machinery: `has_uninitialized_params()`, the first-call materialization
+    (subclasses define `initialize_parameters(input)` and `_lazy_size()`), checkpoint
+    loading, and the class swap to `cls_to_become`."""
+
+    cls_to_become = None
+
+    def has_uninitialized_params(self):
+        for reg in (self._parameters, self._buffers):
+            for v in reg.values():
+                if isinstance(v, (UninitializedParameter, UninitializedBuffer)):
+                    return True
+        return False
+
+    def reset_parameters(self):
+        if not self.has_uninitialized_params() and self._lazy_size() != 0:
+            self.cls_to_become.reset_parameters(self)
+
+    def forward(self, input, *args, **kwargs):
+        if self.has_uninitialized_params():
+            if _effects.active() is not None:          # Note [Lazy modules and compile]
+                raise TracegradRuntimeError(
+                    f"{type(self).__name__}: its parameters are created by the first call, "
+                    "which cannot happen inside tracegrad.compile. Call the model once "
+                    "eagerly (a dry run with an example batch) before compiling it.")
+            with _mode.no_grad():
+                self.initialize_parameters(input)
+        self.__class__ = self.cls_to_become
+        return self.forward(input, *args, **kwargs)
+
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict,
+                              missing_keys, unexpected_keys, error_msgs):
+        for reg in (self._parameters, self._buffers):
+            for name, v in reg.items():
+                key = prefix + name
+                if isinstance(v, (UninitializedParameter, UninitializedBuffer)) \
+                        and key in state_dict and hasattr(state_dict[key], "shape"):
+                    v.materialize(tuple(state_dict[key].shape))
+        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict,
+                                      missing_keys, unexpected_keys, error_msgs)
 
 
-class LazyLinear(Linear):
+class LazyLinear(LazyModuleMixin, Linear):
     """`LazyLinear(out_features, bias=True)`: a Linear whose in_features is the last dim of
     the first input.
 
@@ -44,39 +88,91 @@ class LazyLinear(Linear):
         else:
             self.register_parameter("bias", None)
 
-    def has_uninitialized_params(self):
-        return bool(_uninitialized(self))
-
-    def reset_parameters(self):
-        if not self.has_uninitialized_params() and self.in_features != 0:
-            Linear.reset_parameters(self)
+    def _lazy_size(self):
+        return self.in_features
 
     def initialize_parameters(self, input):
-        """Materialize weight (out, input.shape[-1]) and bias, then Linear's init."""
-        if self.has_uninitialized_params():
-            with _mode.no_grad():
-                self.in_features = input.shape[-1]
-                self.weight.materialize((self.out_features, self.in_features))
-                if self.bias is not None:
-                    self.bias.materialize((self.out_features,))
-                self.reset_parameters()
+        self.in_features = input.shape[-1]
+        self.weight.materialize((self.out_features, self.in_features))
+        if self.bias is not None:
+            self.bias.materialize((self.out_features,))
+        self.reset_parameters()
 
-    def forward(self, input):
-        if self.has_uninitialized_params() and _effects.active() is not None:
-            raise TracegradRuntimeError(          # Note [Lazy modules and compile]
-                f"{type(self).__name__}: its parameters are created by the first call, which "
-                "cannot happen inside tracegrad.compile. Call the model once eagerly (a dry "
-                "run with an example batch) before compiling it.")
-        self.initialize_parameters(input)
-        self.__class__ = self.cls_to_become
-        return Linear.forward(self, input)
 
-    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict,
-                              missing_keys, unexpected_keys, error_msgs):
-        for name, p in _uninitialized(self):
-            key = prefix + name
-            if key in state_dict and hasattr(state_dict[key], "shape"):
-                with _mode.no_grad():
-                    p.materialize(tuple(state_dict[key].shape))
-        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict,
-                                      missing_keys, unexpected_keys, error_msgs)
+class _LazyConvNd(LazyModuleMixin):
+    def __init__(self, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1,
+                 bias=True, padding_mode="zeros", device=None, dtype=None):
+        self.cls_to_become.__init__(self, 0, 0, kernel_size, stride, padding, dilation,
+                                    groups, False, padding_mode, dtype=dtype)
+        self.weight = UninitializedParameter(dtype=dtype)
+        self.out_channels = out_channels
+        if bias:
+            self.bias = UninitializedParameter(dtype=dtype)
+
+    def _lazy_size(self):
+        return self.in_channels
+
+    def initialize_parameters(self, input):
+        n = self._dims
+        if input.ndim not in (n + 1, n + 2):
+            raise TracegradRuntimeError(
+                f"Expected {n + 1}D (unbatched) or {n + 2}D (batched) input to "
+                f"{type(self).__name__}, but got input of size: {input.shape}")
+        self.in_channels = input.shape[1] if input.ndim == n + 2 else input.shape[0]
+        if self.in_channels % self.groups:
+            raise TracegradRuntimeError("in_channels must be divisible by groups")
+        self.weight.materialize((self.out_channels, self.in_channels // self.groups)
+                                + tuple(self.kernel_size))
+        if self.bias is not None:
+            self.bias.materialize((self.out_channels,))
+        self.reset_parameters()
+
+
+class LazyConv1d(_LazyConvNd, Conv1d):
+    """`LazyConv1d(out_channels, kernel_size, ...)`: in_channels from the first input."""
+    cls_to_become = Conv1d
+
+
+class LazyConv2d(_LazyConvNd, Conv2d):
+    """`LazyConv2d(out_channels, kernel_size, ...)`: in_channels from the first input."""
+    cls_to_become = Conv2d
+
+
+class _LazyBatchNorm(LazyModuleMixin):
+    def __init__(self, eps=1e-5, momentum=0.1, affine=True, track_running_stats=True,
+                 device=None, dtype=None):
+        self.cls_to_become.__init__(self, 0, eps, momentum, False, False, dtype=dtype)
+        self.affine, self.track_running_stats = affine, track_running_stats
+        if affine:
+            self.weight = UninitializedParameter(dtype=dtype)
+            self.bias = UninitializedParameter(dtype=dtype)
+        if track_running_stats:
+            self.running_mean = UninitializedBuffer(dtype=dtype)
+            self.running_var = UninitializedBuffer(dtype=dtype)
+            self.num_batches_tracked = C.tensor(0, dtype=D.int64)
+
+    def _lazy_size(self):
+        return self.num_features
+
+    def initialize_parameters(self, input):
+        self.num_features = input.shape[1]
+        shape = (self.num_features,)
+        for t in (self.weight, self.bias, self.running_mean, self.running_var):
+            if t is not None:
+                t.materialize(shape)
+        self.reset_parameters()
+
+
+class LazyBatchNorm1d(_LazyBatchNorm, BatchNorm1d):
+    """BatchNorm1d with num_features from the first input."""
+    cls_to_become = BatchNorm1d
+
+
+class LazyBatchNorm2d(_LazyBatchNorm, BatchNorm2d):
+    """BatchNorm2d with num_features from the first input."""
+    cls_to_become = BatchNorm2d
+
+
+class LazyBatchNorm3d(_LazyBatchNorm, BatchNorm3d):
+    """BatchNorm3d with num_features from the first input."""
+    cls_to_become = BatchNorm3d
