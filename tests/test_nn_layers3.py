@@ -440,3 +440,65 @@ def test_lazy_conv_batchnorm_network_like_torch():
     np.testing.assert_allclose(_np(fresh(tg.tensor(x))), _np(tm(torch.tensor(x))), rtol=1e-10)
     te, ge = raises_like(lambda m: m.nn.LazyConv2d(4, 3)(m.ones(5)))
     assert str(te) in str(ge)
+
+
+# ---------------- AlphaDropout, FeatureAlphaDropout, RReLU ----------------
+@pytest.mark.parametrize("feature", [False, True])
+def test_alpha_dropout_formula_seed_and_compile(feature):
+    F = tg.nn.functional
+    fn = F.feature_alpha_dropout if feature else F.alpha_dropout
+    x = tg.tensor(np.random.default_rng(0).standard_normal((3, 4, 5)), requires_grad=True)
+    shape = (3, 4, 1) if feature else (3, 4, 5)
+    tg.manual_seed(2)
+    keep = (tg.rand(shape, dtype=tg.float64) < 0.7).double()
+    tg.manual_seed(2)
+    y = fn(x, 0.3, training=True)
+    alpha = 1.7580993408473766
+    a = 1 / ((alpha ** 2 * 0.3 + 1) * 0.7) ** 0.5
+    expect = _np(x) * _np(keep) * a + alpha * a * (_np(keep) - 1 + 0.3)
+    np.testing.assert_allclose(_np(y), expect, rtol=1e-12)
+    y.sum().backward()
+    np.testing.assert_allclose(_np(x.grad), np.broadcast_to(_np(keep) * a, x.shape), rtol=1e-12)
+    assert fn(x, 0.3) is x                                  # PyTorch's training=False default
+    cf = tg.compile(lambda t: fn(t, 0.3, training=True) * 2)
+    for seed in (3, 4):
+        tg.manual_seed(seed)
+        e = fn(x, 0.3, training=True) * 2
+        tg.manual_seed(seed)
+        assert cf(x).tolist() == e.tolist()
+    assert cf.stats.traces == 1
+    raises_like(lambda m: m.nn.functional.alpha_dropout(m.ones(2), 1.5))
+    name = "FeatureAlphaDropout" if feature else "AlphaDropout"
+    same_repr_and_keys(lambda nn: getattr(nn, name)(0.2))
+    m = getattr(tg.nn, name)(0.2).eval()
+    assert m(x) is x
+
+
+def test_alpha_dropout_keeps_selu_statistics():
+    tg.manual_seed(0)
+    x = tg.nn.functional.selu(tg.randn(400000, dtype=tg.float64))
+    y = tg.nn.AlphaDropout(0.4)(x)
+    assert abs(float(y.mean())) < 0.01 and abs(float(y.std()) - 1) < 0.01
+
+
+def test_rrelu_like_torch_and_random_slopes():
+    check_like_torch(lambda m, x: m.nn.RReLU(0.1, 0.3).eval()(x), [(3, 4)], jax=False)
+    check_like_torch(lambda m, x: m.nn.functional.rrelu(x * 1), [(3, 4)], jax=False,
+                     gradcheck=False)
+    same_repr_and_keys(lambda nn: nn.RReLU(0.1, 0.3, True))
+    same_repr_and_keys(lambda nn: nn.RReLU())
+    raises_like(lambda m: m.nn.functional.rrelu(m.ones(2), 0.5, 0.2, True))
+    x = tg.tensor(np.linspace(-2, 2, 41), requires_grad=True)
+    tg.manual_seed(1)
+    y = tg.nn.RReLU(0.1, 0.3)(x)
+    y.sum().backward()
+    slope = _np(x.grad)
+    neg = _np(x) < 0
+    assert np.all(slope[~neg] == 1) and np.all((slope[neg] >= 0.1) & (slope[neg] <= 0.3))
+    assert len(np.unique(slope[neg])) > 5
+    np.testing.assert_allclose(_np(y), _np(x) * slope, rtol=1e-12)
+    cf = tg.compile(lambda t: tg.nn.functional.rrelu(t, training=True))
+    tg.manual_seed(5)
+    e = tg.nn.functional.rrelu(x, training=True)
+    tg.manual_seed(5)
+    assert cf(x).tolist() == e.tolist()

@@ -382,3 +382,6 @@ from ._functional_pool_shuffle import (lp_pool1d, lp_pool2d, channel_shuffle,  #
                                        upsample, upsample_nearest, upsample_bilinear)
 __all__ += ["lp_pool1d", "lp_pool2d", "channel_shuffle", "upsample", "upsample_nearest",
             "upsample_bilinear"]
+from ._random_layers import (alpha_dropout, feature_alpha_dropout, rrelu,  # noqa: E402,F401
+                             rrelu_)
+__all__ += ["alpha_dropout", "feature_alpha_dropout", "rrelu", "rrelu_"]
