@@ -156,6 +156,22 @@ def test_grid_sample_random_grid_grad_and_boundaries():
                 gradcheck=False, compiled=pm == "border", jax=False)
 
 
+@pytest.mark.parametrize("mode,padding_mode", [("bilinear", "zeros"), ("bilinear", "reflection"),
+                                               ("nearest", "border")])
+def test_grid_sample_volumes_like_torch(mode, padding_mode):
+    def arrays(dt):
+        rng = np.random.default_rng(6)
+        return [rng.standard_normal((2, 2, 3, 4, 3)).astype(dt), _theta(dt, k=3)]
+
+    def fn(m, x, theta):
+        F = m.nn.functional
+        grid = F.affine_grid(theta, (2, 2, 2, 3, 4), align_corners=False) * 1.3
+        return F.grid_sample(x, grid, mode=mode, padding_mode=padding_mode,
+                             align_corners=False)
+    check_like_torch(fn, None, arrays=arrays, jax=padding_mode == "reflection",
+                     gradcheck=mode == "bilinear" and padding_mode == "zeros")
+
+
 def test_affine_grid_3d_unit_sizes_and_errors():
     check_like_torch(lambda m, th: m.nn.functional.affine_grid(th, (2, 1, 3, 4, 5),
                                                                align_corners=False),

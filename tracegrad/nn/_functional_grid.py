@@ -10,9 +10,9 @@ grid_sample, per output position, PyTorch's order of steps:
    -0.5 and size - 0.5 without align_corners, the centres 0 and size - 1 with it), then
    clip. Clipping passes gradient only strictly inside (0, size - 1), as PyTorch's kernel;
 3. bilinear: the four neighbours floor(x), floor(x) + 1 (and y) weighted by distance, each
-   read through a gather, zero where outside the image; nearest: the pixel at
-   round-half-to-even(x), whose position has no gradient.
-Only 4-D input (2-D images) is sampled; 'bicubic' and 5-D volumes raise.
+   read through a gather, zero where outside the image (5-D input: trilinear, eight
+   neighbours); nearest: the pixel at round-half-to-even(x), whose position has no gradient.
+4-D input (images) and 5-D input (volumes) are sampled; 'bicubic' raises.
 """
 import warnings
 
@@ -110,17 +110,22 @@ def _source(g, size, padding_mode, align_corners):
     return x
 
 
-def _read(flat, xi, yi, h, w):
-    """input values at integer positions (xi, yi) (float tensors, (N, Ho, Wo)), zero
-    outside the image: (N, C, Ho, Wo)."""
+def _read(flat, coords, sizes):
+    """input values at integer positions `coords` (float tensors (N, *out), x first) of an
+    image of `sizes` (W, H(, D)), zero outside it: (N, C, *out)."""
     n, c = flat.shape[0], flat.shape[1]
-    valid = O.logical_and(O.logical_and(O.ge(xi, 0.0), O.le(xi, float(w - 1))),
-                          O.logical_and(O.ge(yi, 0.0), O.le(yi, float(h - 1))))
-    xc, yc = O.clamp(xi, 0.0, float(w - 1)), O.clamp(yi, 0.0, float(h - 1))
-    idx = O.add(O.mul(yc, float(w)), xc).detach().long()
-    ho, wo = idx.shape[1], idx.shape[2]
-    idx = O.expand(O.reshape(idx, (n, 1, ho * wo)), (n, c, ho * wo))
-    vals = O.reshape(O.gather(flat, 2, idx), (n, c, ho, wo))
+    valid, idx, stride = None, None, 1.0
+    for x, size in zip(coords, sizes):
+        inside = O.logical_and(O.ge(x, 0.0), O.le(x, float(size - 1)))
+        valid = inside if valid is None else O.logical_and(valid, inside)
+        term = O.mul(O.clamp(x, 0.0, float(size - 1)), stride)
+        idx = term if idx is None else O.add(idx, term)
+        stride *= size
+    idx = idx.detach().long()
+    out = tuple(idx.shape[1:])
+    cells = idx.numel() // n
+    idx = O.expand(O.reshape(idx, (n, 1, cells)), (n, c, cells))
+    vals = O.reshape(O.gather(flat, 2, idx), (n, c) + out)
     return O.mul(vals, O.unsqueeze(valid, 1).to(flat.dtype))
 
 
@@ -144,18 +149,19 @@ def _check(input, grid, mode, padding_mode):
         raise op_error(TracegradRuntimeError, "grid_sampler",
                        "grid_sampler(): expected input and grid to have same dtype, but input "
                        f"has {input.dtype} and grid has {grid.dtype}")
-    if input.ndim == 5 or mode == "bicubic":
+    if mode == "bicubic":
         raise TracegradNotImplementedError(
-            "tracegrad grid_sample: only 2-D sampling (4-D input) in modes 'bilinear' and "
-            "'nearest' is implemented")
-    if input.ndim != 4 or grid.ndim != 4:
+            "tracegrad grid_sample: mode 'bicubic' is not implemented (use 'bilinear' or "
+            "'nearest')")
+    if input.ndim not in (4, 5) or grid.ndim != input.ndim:
         raise op_error(TracegradRuntimeError, "grid_sampler",
                        "grid_sampler(): expected 4D or 5D input and grid with same number of "
                        f"dimensions, but got input with sizes {list(input.shape)} and grid "
                        f"with sizes {list(grid.shape)}")
-    if grid.shape[-1] != 2:
+    k = input.ndim - 2
+    if grid.shape[-1] != k:
         raise op_error(TracegradRuntimeError, "grid_sampler",
-                       "grid_sampler(): expected grid to have size 2 in last dimension, but "
+                       f"grid_sampler(): expected grid to have size {k} in last dimension, but "
                        f"got grid with sizes {list(grid.shape)}")
     if input.shape[0] != grid.shape[0]:
         raise op_error(TracegradRuntimeError, "grid_sampler",
@@ -170,25 +176,32 @@ def _check(input, grid, mode, padding_mode):
 
 def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corners=None):
     """Sample input (N, C, H, W) at grid (N, Ho, Wo, 2) positions ([-1, 1], x first):
-    (N, C, Ho, Wo). Differentiable in input and (bilinear) grid."""
+    (N, C, Ho, Wo); or input (N, C, D, H, W) at grid (N, Do, Ho, Wo, 3). Differentiable in
+    input and (bilinear) grid."""
     _check(input, grid, mode, padding_mode)
     if align_corners is None:
         warnings.warn(_ALIGN_WARNING, stacklevel=2)
         align_corners = False
-    n, c, h, w = input.shape
-    x = _source(grid[..., 0], w, padding_mode, align_corners)
-    y = _source(grid[..., 1], h, padding_mode, align_corners)
-    flat = O.reshape(input, (n, c, h * w))
+    n, c = input.shape[0], input.shape[1]
+    sizes = tuple(reversed(input.shape[2:]))                   # (W, H(, D)): x first
+    coords = [_source(grid[..., d], size, padding_mode, align_corners)
+              for d, size in enumerate(sizes)]
+    flat = O.reshape(input, (n, c, -1))
     if mode == "nearest":
-        out = _read(flat, O.round(x).detach(), O.round(y).detach(), h, w)
+        out = _read(flat, [O.round(x).detach() for x in coords], sizes)
         return O.add(out, O.unsqueeze(_zero_through(grid), 1)) if grid.requires_grad else out
-    x0, y0 = O.floor(x).detach(), O.floor(y).detach()
-    x1, y1 = O.add(x0, 1.0), O.add(y0, 1.0)
+    lows = [O.floor(x).detach() for x in coords]
     out = None
-    for xi, yi, wx, wy in ((x0, y0, O.sub(x1, x), O.sub(y1, y)),
-                           (x1, y0, O.sub(x, x0), O.sub(y1, y)),
-                           (x0, y1, O.sub(x1, x), O.sub(y, y0)),
-                           (x1, y1, O.sub(x, x0), O.sub(y, y0))):
-        term = O.mul(_read(flat, xi, yi, h, w), O.unsqueeze(O.mul(wx, wy), 1))
+    for corner in range(2 ** len(coords)):              # (bi/tri)linear: 4 or 8 neighbours
+        at, weight = [], None
+        for d, (x, lo) in enumerate(zip(coords, lows)):
+            if corner >> d & 1:
+                at.append(O.add(lo, 1.0))
+                wd = O.sub(x, lo)
+            else:
+                at.append(lo)
+                wd = O.sub(O.add(lo, 1.0), x)
+            weight = wd if weight is None else O.mul(weight, wd)
+        term = O.mul(_read(flat, at, sizes), O.unsqueeze(weight, 1))
         out = term if out is None else O.add(out, term)
     return out
