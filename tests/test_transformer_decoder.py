@@ -190,8 +190,12 @@ def _seq2seq(m, dtype, vocab=11, d=16):
     return Seq2Seq()
 
 
-@pytest.mark.parametrize("dtype", ["float64", "float32"])
-def test_seq2seq_transformer_trains_like_torch_compiled_step(dtype):
+@pytest.mark.parametrize("dtype,backend", [
+    ("float64", "numpy"), ("float32", "numpy"),
+    pytest.param("float64", "jax", marks=pytest.mark.slow)])
+def test_seq2seq_transformer_trains_like_torch_compiled_step(dtype, backend):
+    if backend == "jax":
+        pytest.importorskip("jax")
     torch = _torch()
     torch.manual_seed(0)
     tmodel = _seq2seq(torch, dtype).to(getattr(torch, dtype))
@@ -211,7 +215,7 @@ def test_seq2seq_transformer_trains_like_torch_compiled_step(dtype):
             loss.backward()
             opt.step()
             return loss
-        run = tg.compile(step) if m is tg else step
+        run = tg.compile(step, backend=backend) if m is tg else step
         losses[m.__name__] = [float(run(m.tensor(s), m.tensor(t))) for s, t in data]
         if m is tg:
             assert run.stats.traces <= 2 and run.stats.eager_calls == 0   # optimizer state
