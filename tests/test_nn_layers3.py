@@ -502,3 +502,33 @@ def test_rrelu_like_torch_and_random_slopes():
     e = tg.nn.functional.rrelu(x, training=True)
     tg.manual_seed(5)
     assert cf(x).tolist() == e.tolist()
+
+
+# ---------------- interpolate: bicubic, antialias ----------------
+@pytest.mark.parametrize("kw", [dict(size=(9, 11)), dict(size=(3, 4)),
+                                dict(scale_factor=2.5), dict(size=(7, 2), align_corners=True),
+                                dict(scale_factor=(0.5, 1.5), align_corners=False)])
+def test_interpolate_bicubic_like_torch(kw):
+    check_like_torch(lambda m, x: m.nn.functional.interpolate(x, mode="bicubic", **kw),
+                     [(2, 2, 5, 6)], jax="size" in kw and not kw.get("align_corners"),
+                     gradcheck="scale_factor" in kw, dtypes=("float64",))
+    x = np.random.default_rng(0).standard_normal((2, 2, 5, 6)).astype(np.float32)
+    torch = _torch()             # float32: PyTorch's weights are float32 arithmetic
+    np.testing.assert_allclose(
+        _np(tg.nn.functional.interpolate(tg.tensor(x), mode="bicubic", **kw)),
+        _np(torch.nn.functional.interpolate(torch.tensor(x), mode="bicubic", **kw)),
+        rtol=1e-4, atol=1e-5)
+    check_like_torch(lambda m, x: m.nn.Upsample(mode="bicubic", **kw)(x), [(1, 1, 4, 4)],
+                     jax=False, gradcheck=False, compiled=False)
+
+
+def test_interpolate_antialias_supported_or_loud():
+    check_like_torch(lambda m, x: m.nn.functional.interpolate(
+        x, size=(9, 11), mode="bilinear", antialias=True), [(1, 2, 5, 6)], jax=False,
+        gradcheck=False)
+    te, ge = raises_like(lambda m: m.nn.functional.interpolate(
+        m.ones(1, 2, 3), size=5, mode="linear", antialias=True))
+    assert str(te) == str(ge)
+    for kw in (dict(size=(3, 4), mode="bilinear"), dict(size=(9, 11), mode="bicubic")):
+        with pytest.raises(NotImplementedError, match="antialias"):
+            tg.nn.functional.interpolate(tg.ones(1, 2, 5, 6), antialias=True, **kw)
