@@ -11,8 +11,10 @@ grid_sample, per output position, PyTorch's order of steps:
    clip. Clipping passes gradient only strictly inside (0, size - 1), as PyTorch's kernel;
 3. bilinear: the four neighbours floor(x), floor(x) + 1 (and y) weighted by distance, each
    read through a gather, zero where outside the image (5-D input: trilinear, eight
-   neighbours); nearest: the pixel at round-half-to-even(x), whose position has no gradient.
-4-D input (images) and 5-D input (volumes) are sampled; 'bicubic' raises.
+   neighbours); nearest: the pixel at round-half-to-even(x), whose position has no gradient;
+   bicubic (4-D only): the 4x4 integer taps around floor(x) of the unclipped position, each
+   mapped through the padding mode, weighted by Keys' cubic convolution (A = -0.75).
+4-D input (images) and 5-D input (volumes) are sampled.
 """
 import warnings
 
@@ -129,6 +131,50 @@ def _read(flat, coords, sizes):
     return O.mul(vals, O.unsqueeze(valid, 1).to(flat.dtype))
 
 
+_A = -0.75
+
+
+def _cubic_weights(t):
+    """Keys' cubic convolution weights (A = -0.75) of the taps at -1, 0, 1, 2 for the
+    fraction t (a tensor: the grid's gradient flows through them)."""
+    def near(x):
+        return O.add(O.mul(O.mul(O.sub(O.mul(x, _A + 2), _A + 3), x), x), 1.0)
+
+    def far(x):
+        inner = O.add(O.mul(O.sub(O.mul(x, _A), 5 * _A), x), 8 * _A)
+        return O.sub(O.mul(inner, x), 4 * _A)
+    one_minus = O.rsub(t, 1.0)
+    return [far(O.add(t, 1.0)), near(t), near(one_minus), far(O.add(one_minus, 1.0))]
+
+
+def _tap(c, size, padding_mode, align_corners):
+    """An integer tap coordinate after the padding mode (no gradient: PyTorch's
+    compute_coordinates on the tap, then a bounds check in the read)."""
+    if padding_mode == "border":
+        return O.clamp(c, 0.0, float(size - 1))
+    if padding_mode == "reflection":
+        c = _reflect(c, 0, 2 * (size - 1)) if align_corners else _reflect(c, -1, 2 * size - 1)
+        return O.clamp(c, 0.0, float(size - 1))
+    return c
+
+
+def _bicubic(flat, grid, sizes, padding_mode, align_corners):
+    """4x4 taps around floor of the unnormalized (unclipped) position, each through the
+    padding mode, weighted by cubic convolution in x and y."""
+    x = _unnormalize(grid[..., 0], sizes[0], align_corners)
+    y = _unnormalize(grid[..., 1], sizes[1], align_corners)
+    x0, y0 = O.floor(x).detach(), O.floor(y).detach()
+    wx, wy = _cubic_weights(O.sub(x, x0)), _cubic_weights(O.sub(y, y0))
+    out = None
+    for i in range(4):
+        yi = _tap(O.add(y0, float(i - 1)), sizes[1], padding_mode, align_corners).detach()
+        for j in range(4):
+            xj = _tap(O.add(x0, float(j - 1)), sizes[0], padding_mode, align_corners).detach()
+            term = O.mul(_read(flat, [xj, yi], sizes), O.unsqueeze(O.mul(wx[j], wy[i]), 1))
+            out = term if out is None else O.add(out, term)
+    return out
+
+
 def _zero_through(grid):
     """A zero (N, Ho, Wo) that depends on `grid`: nearest sampling gives the grid a zero
     gradient (PyTorch's kernel), not none. Non-finite entries are masked first so the zero
@@ -149,10 +195,9 @@ def _check(input, grid, mode, padding_mode):
         raise op_error(TracegradRuntimeError, "grid_sampler",
                        "grid_sampler(): expected input and grid to have same dtype, but input "
                        f"has {input.dtype} and grid has {grid.dtype}")
-    if mode == "bicubic":
-        raise TracegradNotImplementedError(
-            "tracegrad grid_sample: mode 'bicubic' is not implemented (use 'bilinear' or "
-            "'nearest')")
+    if mode == "bicubic" and input.ndim == 5:
+        raise op_error(TracegradRuntimeError, "grid_sampler",
+                       "grid_sampler(): bicubic interpolation only supports 4D input")
     if input.ndim not in (4, 5) or grid.ndim != input.ndim:
         raise op_error(TracegradRuntimeError, "grid_sampler",
                        "grid_sampler(): expected 4D or 5D input and grid with same number of "
@@ -187,6 +232,8 @@ def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corner
     coords = [_source(grid[..., d], size, padding_mode, align_corners)
               for d, size in enumerate(sizes)]
     flat = O.reshape(input, (n, c, -1))
+    if mode == "bicubic":
+        return _bicubic(flat, grid, sizes, padding_mode, align_corners)
     if mode == "nearest":
         out = _read(flat, [O.round(x).detach() for x in coords], sizes)
         return O.add(out, O.unsqueeze(_zero_through(grid), 1)) if grid.requires_grad else out
