@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import tracegrad as tg
-from test_ops_training_more import _np, _torch, check_compiled, check_like_torch, raises_like
+from test_ops_training_more import _np, _torch, check_like_torch, raises_like
 from test_nn_layers3 import same_repr_and_keys
 
 

@@ -1,8 +1,9 @@
 """`F.interpolate` for modes 'nearest', 'nearest-exact', 'linear', 'bilinear', 'trilinear',
-'bicubic' (and `align_corners`), and 'area' (adaptive average pooling to the output size, 3-D and 4-D
-input, as PyTorch). The resampling modes are separable: each spatial dim is resampled by `index_select` with source
-indices (and, for linear modes, blend weights) computed in numpy from the sizes alone, so
-the gradient is index_select's and mul's and a trace records no data-dependent decision.
+'bicubic' (and `align_corners`), and 'area' (adaptive average pooling to the output size,
+3-D and 4-D input, as PyTorch). The resampling modes are separable: each spatial dim is
+resampled by `index_select` with source indices (and, for linear modes, blend weights)
+computed in numpy from the sizes alone, so the gradient is index_select's and mul's and a
+trace records no data-dependent decision.
 
 PyTorch's source coordinates for output position j of a dim resized from `n` to `m`
 (scale = n / m, or 1 / scale_factor when a scale_factor is given and

@@ -102,8 +102,8 @@ class MultiMarginLoss(_WeightedLoss):
         if p not in (1, 2):
             raise TracegradValueError("only p == 1 and p == 2 supported")
         if weight is not None and weight.dim() != 1:
-            raise TracegradValueError(f"MultiMarginLoss: expected weight to be None or 1D tensor, got "
-                             f"{weight.dim()}D instead")
+            raise TracegradValueError("MultiMarginLoss: expected weight to be None or 1D "
+                                      f"tensor, got {weight.dim()}D instead")
         self.p, self.margin = p, margin
 
     def forward(self, input, target):
@@ -133,8 +133,8 @@ class TripletMarginWithDistanceLoss(_Loss):
     def __init__(self, *, distance_function=None, margin=1.0, swap=False, reduction="mean"):
         super().__init__(size_average=None, reduce=None, reduction=reduction)
         if margin <= 0:
-            raise TracegradValueError(f"TripletMarginWithDistanceLoss: expected margin to be greater "
-                             f"than 0, got {margin} instead")
+            raise TracegradValueError("TripletMarginWithDistanceLoss: expected margin to be "
+                                      f"greater than 0, got {margin} instead")
         self.distance_function = (distance_function if distance_function is not None
                                   else PairwiseDistance())
         self.margin, self.swap = margin, swap

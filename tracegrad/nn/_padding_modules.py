@@ -1,8 +1,9 @@
 """Padding modules over `F.pad`: `ZeroPad1d/2d/3d`, `ConstantPad1d/2d/3d`,
-`ReflectionPad1d/2d/3d`, `ReplicationPad1d/2d/3d`, `CircularPad1d/2d/3d`; plus the fixed-mode upsampling modules
-`UpsamplingNearest2d` / `UpsamplingBilinear2d` (align_corners=True) and `Softmax2d`.
+`ReflectionPad1d/2d/3d`, `ReplicationPad1d/2d/3d`, `CircularPad1d/2d/3d`; plus the
+fixed-mode upsampling modules `UpsamplingNearest2d` / `UpsamplingBilinear2d`
+(align_corners=True) and `Softmax2d`.
 
-PyTorch's constructors, `padding` attribute (an int becomes a 2- or 4-tuple, a sequence is
+PyTorch's constructors, `padding` attribute (an int becomes a 2-, 4- or 6-tuple, a sequence is
 kept as a tuple), repr and checks; the computation is `F.pad`'s (its gradients included).
 """
 from .._errors import TracegradValueError

@@ -155,3 +155,6 @@ class UninitializedBuffer(Tensor):
         if id(self) not in memo:
             memo[id(self)] = UninitializedBuffer(dtype=self.dtype)
         return memo[id(self)]
+
+
+from ._buffer import Buffer  # noqa: E402,F401  (PyTorch: torch.nn.parameter.Buffer)
