@@ -47,7 +47,8 @@ from ._padding_modules import (CircularPad1d, CircularPad2d, CircularPad3d,  # n
                                UpsamplingBilinear2d, UpsamplingNearest2d, ZeroPad1d, ZeroPad2d,
                                ZeroPad3d)
 from ._lazy import (LazyBatchNorm1d, LazyBatchNorm2d, LazyBatchNorm3d,  # noqa: F401,E402
-                    LazyConv1d, LazyConv2d, LazyLinear)
+                    LazyConv1d, LazyConv2d, LazyConvTranspose1d, LazyConvTranspose2d,
+                    LazyInstanceNorm1d, LazyInstanceNorm2d, LazyInstanceNorm3d, LazyLinear)
 from .parameter import UninitializedBuffer, UninitializedParameter  # noqa: F401,E402
 from ._modules_layers3 import (AdaptiveMaxPool1d, AdaptiveMaxPool2d,  # noqa: F401,E402
                                AdaptiveMaxPool3d, LocalResponseNorm, MaxUnpool1d, MaxUnpool2d,

@@ -1,4 +1,5 @@
-"""Lazy modules: `nn.LazyLinear`, `nn.LazyConv1d/2d`, `nn.LazyBatchNorm1d/2d/3d`, whose
+"""Lazy modules: `nn.LazyLinear`, `nn.LazyConv1d/2d`, `nn.LazyConvTranspose1d/2d`,
+`nn.LazyBatchNorm1d/2d/3d`, `nn.LazyInstanceNorm1d/2d/3d`, whose
 input size (`in_features`, `in_channels`, `num_features`) is read from the first input, as
 PyTorch's lazy modules do (d2l-style model code builds networks this way).
 
@@ -21,7 +22,10 @@ from .._errors import TracegradRuntimeError
 from ..ops import creation as C
 from .batchnorm import BatchNorm1d, BatchNorm2d, BatchNorm3d
 from .layers import Conv2d, Linear
+from ._conv_transpose import ConvTranspose2d
+from ._conv_transpose_1d import ConvTranspose1d
 from ._layers_1d import Conv1d
+from ._norm_more import InstanceNorm1d, InstanceNorm2d, InstanceNorm3d
 from .module import Module
 from .parameter import UninitializedBuffer, UninitializedParameter
 
@@ -51,8 +55,11 @@ class LazyModuleMixin:
                     f"{type(self).__name__}: its parameters are created by the first call, "
                     "which cannot happen inside tracegrad.compile. Call the model once "
                     "eagerly (a dry run with an example batch) before compiling it.")
-            with _mode.no_grad():
-                self.initialize_parameters(input)
+        with _mode.no_grad():
+            self.initialize_parameters(input)
+        if self.has_uninitialized_params():
+            raise TracegradRuntimeError(f"module {type(self).__name__} has not been fully "
+                                        "initialized")
         self.__class__ = self.cls_to_become
         return self.forward(input, *args, **kwargs)
 
@@ -92,18 +99,30 @@ class LazyLinear(LazyModuleMixin, Linear):
         return self.in_features
 
     def initialize_parameters(self, input):
-        self.in_features = input.shape[-1]
-        self.weight.materialize((self.out_features, self.in_features))
-        if self.bias is not None:
-            self.bias.materialize((self.out_features,))
-        self.reset_parameters()
+        if self.has_uninitialized_params():
+            self.in_features = input.shape[-1]
+            self.weight.materialize((self.out_features, self.in_features))
+            if self.bias is not None:
+                self.bias.materialize((self.out_features,))
+            self.reset_parameters()
+        if self.in_features == 0:        # loaded from a checkpoint: PyTorch reads it here
+            if input.shape[-1] != self.weight.shape[-1]:
+                raise TracegradRuntimeError(
+                    f"The in_features inferred from input: {input.shape[-1]} is not equal to "
+                    f"in_features from self.weight: {self.weight.shape[-1]}")
+            self.in_features = input.shape[-1]
 
 
 class _LazyConvNd(LazyModuleMixin):
+    _transposed = False
+
     def __init__(self, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1,
                  bias=True, padding_mode="zeros", device=None, dtype=None):
         self.cls_to_become.__init__(self, 0, 0, kernel_size, stride, padding, dilation,
                                     groups, False, padding_mode, dtype=dtype)
+        self._lazy_weight_and_bias(out_channels, bias, dtype)
+
+    def _lazy_weight_and_bias(self, out_channels, bias, dtype):
         self.weight = UninitializedParameter(dtype=dtype)
         self.out_channels = out_channels
         if bias:
@@ -113,6 +132,8 @@ class _LazyConvNd(LazyModuleMixin):
         return self.in_channels
 
     def initialize_parameters(self, input):
+        if not self.has_uninitialized_params():
+            return                       # loaded from a checkpoint (in_channels stays 0)
         n = self._dims
         if input.ndim not in (n + 1, n + 2):
             raise TracegradRuntimeError(
@@ -121,8 +142,11 @@ class _LazyConvNd(LazyModuleMixin):
         self.in_channels = input.shape[1] if input.ndim == n + 2 else input.shape[0]
         if self.in_channels % self.groups:
             raise TracegradRuntimeError("in_channels must be divisible by groups")
-        self.weight.materialize((self.out_channels, self.in_channels // self.groups)
-                                + tuple(self.kernel_size))
+        if self._transposed:             # (in, out / groups, *k)
+            shape = (self.in_channels, self.out_channels // self.groups)
+        else:                            # (out, in / groups, *k)
+            shape = (self.out_channels, self.in_channels // self.groups)
+        self.weight.materialize(shape + tuple(self.kernel_size))
         if self.bias is not None:
             self.bias.materialize((self.out_channels,))
         self.reset_parameters()
@@ -136,6 +160,27 @@ class LazyConv1d(_LazyConvNd, Conv1d):
 class LazyConv2d(_LazyConvNd, Conv2d):
     """`LazyConv2d(out_channels, kernel_size, ...)`: in_channels from the first input."""
     cls_to_become = Conv2d
+
+
+class _LazyConvTransposeNd(_LazyConvNd):
+    _transposed = True
+
+    def __init__(self, out_channels, kernel_size, stride=1, padding=0, output_padding=0,
+                 groups=1, bias=True, dilation=1, padding_mode="zeros", device=None,
+                 dtype=None):
+        self.cls_to_become.__init__(self, 0, 0, kernel_size, stride, padding, output_padding,
+                                    groups, False, dilation, padding_mode, dtype=dtype)
+        self._lazy_weight_and_bias(out_channels, bias, dtype)
+
+
+class LazyConvTranspose1d(_LazyConvTransposeNd, ConvTranspose1d):
+    """`LazyConvTranspose1d(out_channels, kernel_size, ...)`: in_channels from the input."""
+    cls_to_become = ConvTranspose1d
+
+
+class LazyConvTranspose2d(_LazyConvTransposeNd, ConvTranspose2d):
+    """`LazyConvTranspose2d(out_channels, kernel_size, ...)`: in_channels from the input."""
+    cls_to_become = ConvTranspose2d
 
 
 class _LazyBatchNorm(LazyModuleMixin):
@@ -155,6 +200,8 @@ class _LazyBatchNorm(LazyModuleMixin):
         return self.num_features
 
     def initialize_parameters(self, input):
+        if not self.has_uninitialized_params():
+            return                       # loaded from a checkpoint (num_features stays 0)
         self.num_features = input.shape[1]
         shape = (self.num_features,)
         for t in (self.weight, self.bias, self.running_mean, self.running_var):
@@ -176,3 +223,24 @@ class LazyBatchNorm2d(_LazyBatchNorm, BatchNorm2d):
 class LazyBatchNorm3d(_LazyBatchNorm, BatchNorm3d):
     """BatchNorm3d with num_features from the first input."""
     cls_to_become = BatchNorm3d
+
+
+class _LazyInstanceNorm(_LazyBatchNorm):
+    """As PyTorch's: the lazy norms' defaults (affine and running statistics on), and
+    num_features from `input.shape[1]` (so an unbatched input is refused by the size
+    check, as in PyTorch)."""
+
+
+class LazyInstanceNorm1d(_LazyInstanceNorm, InstanceNorm1d):
+    """InstanceNorm1d with num_features from the first input."""
+    cls_to_become = InstanceNorm1d
+
+
+class LazyInstanceNorm2d(_LazyInstanceNorm, InstanceNorm2d):
+    """InstanceNorm2d with num_features from the first input."""
+    cls_to_become = InstanceNorm2d
+
+
+class LazyInstanceNorm3d(_LazyInstanceNorm, InstanceNorm3d):
+    """InstanceNorm3d with num_features from the first input."""
+    cls_to_become = InstanceNorm3d
