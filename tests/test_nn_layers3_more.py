@@ -421,3 +421,20 @@ def test_channel_shuffle_and_upsample_aliases_like_torch():
             with pytest.warns(UserWarning, match="deprecated"):
                 return getattr(m.nn.functional, name)(x, **kw)
         check_like_torch(fn, [(1, 2, 3, 3)], jax=False, compiled=False, gradcheck=False)
+
+
+def test_grid_sample_non_finite_grid_like_torch():
+    """nan and inf grid entries: PyTorch's values (clipping maps nan to 0), never a crash."""
+    torch = _torch()
+    x = np.random.default_rng(0).standard_normal((2, 1, 3, 3))
+    g = np.array([[[[np.nan, 0.0], [0.2, 0.3]]], [[[0.5, np.inf], [-np.inf, 0.1]]]])
+    for mode in ("bilinear", "nearest", "bicubic"):
+        for pm in ("zeros", "border", "reflection"):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                a = tg.nn.functional.grid_sample(tg.tensor(x), tg.tensor(g), mode=mode,
+                                                 padding_mode=pm, align_corners=False)
+            b = torch.nn.functional.grid_sample(torch.tensor(x), torch.tensor(g), mode=mode,
+                                                padding_mode=pm, align_corners=False)
+            np.testing.assert_allclose(_np(a), _np(b), rtol=1e-10, atol=1e-12,
+                                       equal_nan=True, err_msg=f"{mode} {pm}")

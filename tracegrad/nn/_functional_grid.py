@@ -84,10 +84,13 @@ def _unnormalize(g, size, align_corners):
 
 
 def _clip(x, size):
-    """clamp to [0, size - 1]; gradient 1 strictly inside, else 0 (PyTorch's kernel)."""
+    """clamp to [0, size - 1]; gradient 1 strictly inside, else 0; nan to 0 (PyTorch's
+    kernel)."""
     hi = float(size - 1)
     inside = O.logical_and(O.gt(x, 0.0), O.lt(x, hi))
-    return O.where(inside, x, O.clamp(x, 0.0, hi).detach())
+    clamped = O.clamp(x, 0.0, hi).detach()
+    clamped = O.where(O.eq(clamped, clamped), clamped, O.zeros_like(clamped))
+    return O.where(inside, x, clamped)
 
 
 def _reflect(x, twice_low, twice_high):
@@ -118,6 +121,7 @@ def _read(flat, coords, sizes):
     n, c = flat.shape[0], flat.shape[1]
     valid, idx, stride = None, None, 1.0
     for x, size in zip(coords, sizes):
+        x = O.where(O.isfinite(x), x, O.full_like(x, -1.0))   # nan/inf: outside, index 0
         inside = O.logical_and(O.ge(x, 0.0), O.le(x, float(size - 1)))
         valid = inside if valid is None else O.logical_and(valid, inside)
         term = O.mul(O.clamp(x, 0.0, float(size - 1)), stride)
