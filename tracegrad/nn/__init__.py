@@ -22,8 +22,7 @@ from . import utils  # noqa: F401,E402
 from ._rnn import GRU, LSTM, RNN, RNNBase  # noqa: F401,E402
 from ._rnn_cells import GRUCell, LSTMCell, RNNCell  # noqa: F401,E402
 from ._layers_1d import AvgPool1d, Conv1d, MaxPool1d, Upsample  # noqa: F401,E402
-from ._transformer import (Transformer, TransformerEncoder,  # noqa: F401,E402
-                           TransformerEncoderLayer)
+from ._transformer import TransformerEncoder, TransformerEncoderLayer  # noqa: F401,E402
 from ._conv_transpose import ConvTranspose2d  # noqa: F401,E402
 from ._layers_reshape import Unflatten  # noqa: F401,E402
 from ._activation_more import (CELU, ELU, GLU, SELU, Hardshrink, Hardsigmoid,  # noqa: F401,E402
@@ -36,3 +35,26 @@ from ._modules_gaps2 import (AdaptiveAvgPool1d, Bilinear, CosineEmbeddingLoss,  
 from ._conv_transpose_1d import ConvTranspose1d  # noqa: F401,E402
 from ._embedding_bag import EmbeddingBag  # noqa: F401,E402
 from ._fold import Fold, Unfold  # noqa: F401,E402
+from ._buffer import Buffer  # noqa: F401,E402
+from ._norm_more import (InstanceNorm1d, InstanceNorm2d, InstanceNorm3d,  # noqa: F401,E402
+                         RMSNorm)
+from ._dropout_nd import Dropout1d, Dropout2d, Dropout3d  # noqa: F401,E402
+from ._transformer_decoder import (Transformer, TransformerDecoder,  # noqa: F401,E402
+                                   TransformerDecoderLayer)
+from ._padding_modules import (CircularPad1d, CircularPad2d, CircularPad3d,  # noqa: F401,E402
+                               ConstantPad1d, ConstantPad2d, ConstantPad3d, ReflectionPad1d,
+                               ReflectionPad2d, ReflectionPad3d, ReplicationPad1d,
+                               ReplicationPad2d, ReplicationPad3d, Softmax2d,
+                               UpsamplingBilinear2d, UpsamplingNearest2d, ZeroPad1d, ZeroPad2d,
+                               ZeroPad3d)
+from ._lazy import (LazyBatchNorm1d, LazyBatchNorm2d, LazyBatchNorm3d,  # noqa: F401,E402
+                    LazyConv1d, LazyConv2d, LazyConvTranspose1d, LazyConvTranspose2d,
+                    LazyInstanceNorm1d, LazyInstanceNorm2d, LazyInstanceNorm3d, LazyLinear)
+from .parameter import UninitializedBuffer, UninitializedParameter  # noqa: F401,E402
+from ._modules_layers3 import (AdaptiveMaxPool1d, AdaptiveMaxPool2d,  # noqa: F401,E402
+                               AdaptiveMaxPool3d, LocalResponseNorm, MaxUnpool1d, MaxUnpool2d,
+                               MaxUnpool3d, MultiLabelMarginLoss,
+                               MultiLabelSoftMarginLoss, MultiMarginLoss,
+                               TripletMarginWithDistanceLoss)
+from ._functional_pool_shuffle import ChannelShuffle, LPPool1d, LPPool2d  # noqa: F401,E402
+from ._random_layers import AlphaDropout, FeatureAlphaDropout, RReLU  # noqa: F401,E402

@@ -1,8 +1,9 @@
-"""`F.interpolate` for modes 'nearest', 'nearest-exact', 'linear', 'bilinear', 'trilinear'
-(and `align_corners`), and 'area' (adaptive average pooling to the output size, 3-D and 4-D
-input, as PyTorch). The resampling modes are separable: each spatial dim is resampled by `index_select` with source
-indices (and, for linear modes, blend weights) computed in numpy from the sizes alone, so
-the gradient is index_select's and mul's and a trace records no data-dependent decision.
+"""`F.interpolate` for modes 'nearest', 'nearest-exact', 'linear', 'bilinear', 'trilinear',
+'bicubic' (and `align_corners`), and 'area' (adaptive average pooling to the output size,
+3-D and 4-D input, as PyTorch). The resampling modes are separable: each spatial dim is
+resampled by `index_select` with source indices (and, for linear modes, blend weights)
+computed in numpy from the sizes alone, so the gradient is index_select's and mul's and a
+trace records no data-dependent decision.
 
 PyTorch's source coordinates for output position j of a dim resized from `n` to `m`
 (scale = n / m, or 1 / scale_factor when a scale_factor is given and
@@ -12,7 +13,11 @@ recompute_scale_factor is not True):
     linear, align_corners:   j * (n - 1) / (m - 1)               (0 when m == 1)
     linear, otherwise:       max((j + 0.5) * scale - 0.5, 0)
 A linear source x blends positions floor(x) and min(floor(x) + 1, n - 1) with weight
-x - floor(x).
+x - floor(x). Bicubic (4-D input) uses the linear modes' source x without the clamp at 0
+and blends the four positions floor(x) - 1 .. floor(x) + 2 (clamped into [0, n - 1]) with
+Keys' cubic convolution weights (A = -0.75), as PyTorch's upsample_bicubic2d.
+`antialias=True` changes nothing when no dim shrinks in bilinear mode (PyTorch's result is
+then the plain one); other antialiased resizes raise rather than differ.
 """
 import math
 
@@ -21,7 +26,8 @@ import numpy as np
 from .. import ops as O
 from .._errors import TracegradNotImplementedError, TracegradValueError, op_error
 
-_LINEAR = {"linear": 3, "bilinear": 4, "trilinear": 5}
+_LINEAR = {"linear": 3, "bilinear": 4, "trilinear": 5, "bicubic": 4}
+_A = -0.75
 
 
 def _sizes(input, size, scale_factor, recompute):
@@ -73,6 +79,30 @@ def _linear(x, d, n, m, sf, align_corners):
     return O.add(a, O.mul(O.sub(b, a), w1))
 
 
+def _cubic_weights(t):
+    """Keys' cubic convolution weights of the taps at -1, 0, 1, 2 for fraction t."""
+    def near(x):                 # |x| <= 1
+        return ((_A + 2) * x - (_A + 3)) * x * x + 1
+
+    def far(x):                  # 1 < |x| < 2
+        return ((_A * x - 5 * _A) * x + 8 * _A) * x - 4 * _A
+    return [far(t + 1), near(t), near(1 - t), far(2 - t)]
+
+
+def _bicubic(x, d, n, m, sf, align_corners):
+    scale = _scale(n, m, sf, align_corners)
+    j = np.arange(m, dtype=np.float64)
+    src = j * scale if align_corners else (j + 0.5) * scale - 0.5
+    i0 = np.floor(src).astype(np.int64)
+    t = (src - i0).reshape((m,) + (1,) * (x.ndim - 1 - d))
+    out = None
+    for k, w in enumerate(_cubic_weights(t)):
+        taps = O.index_select(x, d, O.tensor(np.clip(i0 - 1 + k, 0, n - 1)))
+        term = O.mul(taps, O.tensor(w.astype(x.dtype.np)))
+        out = term if out is None else O.add(out, term)
+    return out
+
+
 def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None,
                 recompute_scale_factor=None, antialias=False):
     """Resize the spatial dims of (N, C, d1, ...) input by `size` or `scale_factor`.
@@ -83,10 +113,13 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
     if mode not in ("nearest", "nearest-exact", "area") + tuple(_LINEAR):
         raise op_error(TracegradNotImplementedError, "interpolate",
                        f"tracegrad: interpolate mode={mode!r} is not supported (nearest, "
-                       "nearest-exact, area, linear, bilinear, trilinear)")
+                       "nearest-exact, area, linear, bilinear, trilinear, bicubic)")
     if mode in ("nearest", "nearest-exact", "area") and align_corners is not None:
         raise TracegradValueError("align_corners option can only be set with the "
                                   "interpolating modes: linear | bilinear | bicubic | trilinear")
+    if antialias and (mode not in ("bilinear", "bicubic") or input.ndim != 4):
+        raise TracegradValueError("Anti-alias option is restricted to bilinear, bicubic, and "
+                                  "lanczos modes and requires a 4-D tensor as input")
     if mode in _LINEAR and input.ndim != _LINEAR[mode]:
         raise op_error(TracegradNotImplementedError, "interpolate",
                        f"Got {input.ndim}D input, but {mode} mode needs "
@@ -97,6 +130,10 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
                                   "bilinear | bicubic | trilinear | area | nearest-exact "
                                   f"(got {mode})")
     sizes, sfs = _sizes(input, size, scale_factor, recompute_scale_factor)
+    if antialias and (mode == "bicubic" or any(m < n for m, n in zip(sizes, input.shape[2:]))):
+        raise op_error(TracegradNotImplementedError, "interpolate",
+                       "tracegrad: antialias=True is implemented only where it changes nothing "
+                       "(bilinear, no dim shrinking); use antialias=False")
     if mode == "area":
         return _area(input, sizes)
     out = input
@@ -104,6 +141,8 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
         d, n = 2 + k, input.shape[2 + k]
         if mode in ("nearest", "nearest-exact"):
             out = _nearest(out, d, n, m, sf, mode == "nearest-exact")
+        elif mode == "bicubic":
+            out = _bicubic(out, d, n, m, sf, bool(align_corners))
         else:
             out = _linear(out, d, n, m, sf, bool(align_corners))
     return out

@@ -5,7 +5,8 @@ causal mask helper `Transformer.generate_square_subsequent_mask`.
 Composites of `MultiheadAttention`, `Linear`, `LayerNorm` and `Dropout`, with PyTorch's
 submodule names (so `state_dict`s load either way). PyTorch's inference fast path (a fused
 kernel taken in eval mode without grad) computes the same function; here it is the same
-code in both modes. The full encoder-decoder `Transformer` is not implemented.
+code in both modes. The decoder and the full encoder-decoder `Transformer` are in
+`_transformer_decoder.py`.
 """
 import copy
 
@@ -44,16 +45,24 @@ def _activation(activation):
     raise TracegradRuntimeError(f"activation should be relu/gelu, not {activation}")
 
 
+def _relu_or_gelu(fn):
+    """PyTorch's `activation_relu_or_gelu` flag: 1 for relu, 2 for gelu, else 0."""
+    from .layers import GELU as GELU_, ReLU as ReLU_
+    if fn is F.relu or isinstance(fn, ReLU_):
+        return 1
+    return 2 if fn is F.gelu or isinstance(fn, GELU_) else 0
+
+
 class TransformerEncoderLayer(Module):
     """`TransformerEncoderLayer(d_model, nhead, dim_feedforward=2048, dropout=0.1,
-    activation="relu", layer_norm_eps=1e-5, batch_first=False, norm_first=False,
+    activation=F.relu, layer_norm_eps=1e-5, batch_first=False, norm_first=False,
     bias=True)`; `forward(src, src_mask=None, src_key_padding_mask=None, is_causal=False)`.
 
     Post-norm: `x = norm1(x + sa(x)); x = norm2(x + ff(x))`; pre-norm (`norm_first`):
     `x = x + sa(norm1(x)); x = x + ff(norm2(x))`.
     """
 
-    def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1, activation="relu",
+    def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1, activation=F.relu,
                  layer_norm_eps=1e-5, batch_first=False, norm_first=False, bias=True,
                  device=None, dtype=None):
         super().__init__()
@@ -67,8 +76,7 @@ class TransformerEncoderLayer(Module):
         self.norm2 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, dtype=dtype)
         self.dropout1, self.dropout2 = Dropout(dropout), Dropout(dropout)
         self.activation = _activation(activation)
-        self.activation_relu_or_gelu = {"relu": 1, "gelu": 2}.get(
-            activation if isinstance(activation, str) else None, 0)
+        self.activation_relu_or_gelu = _relu_or_gelu(self.activation)
         self.batch_first = batch_first
 
     def forward(self, src, src_mask=None, src_key_padding_mask=None, is_causal=False):
@@ -112,6 +120,11 @@ class TransformerEncoder(Module):
         return self.norm(out) if self.norm is not None else out
 
 
+def _seq_len(x, batch_first):
+    """The sequence length of (S, E), (S, N, E) or, batch first, (N, S, E) input."""
+    return x.shape[1 if batch_first and x.ndim == 3 else 0]
+
+
 def _detect_is_causal_mask(mask, is_causal, size):
     """PyTorch's rule: an explicit `is_causal` wins; otherwise a mask equal to the causal
     mask of its size counts as causal (a value check: a guard when compiled)."""
@@ -121,15 +134,3 @@ def _detect_is_causal_mask(mask, is_causal, size):
     if tuple(mask.shape) != tuple(causal.shape):
         return False
     return bool(R.all(E.eq(mask, causal)))
-
-
-class Transformer(Module):
-    """Only the static helper `generate_square_subsequent_mask` (the full encoder-decoder
-    model is not implemented in tracegrad)."""
-
-    generate_square_subsequent_mask = staticmethod(generate_square_subsequent_mask)
-
-    def __init__(self, *args, **kwargs):
-        raise NotImplementedError("tracegrad: nn.Transformer (the encoder-decoder model) is not "
-                                  "implemented; use TransformerEncoder / "
-                                  "TransformerEncoderLayer")

@@ -99,3 +99,20 @@ class ModuleList(_IndexedModules):
 
     def _sliced(self, items):
         return ModuleList(m for _, m in items)
+
+    def __repr__(self):
+        """PyTorch's form: runs of equal consecutive children print once, as
+        `(0-5): 6 x TransformerEncoderLayer(...)`."""
+        from ._module_helpers import _indent
+        reprs = [repr(m) for m in self]
+        if not reprs:
+            return self._get_name() + "()"
+        runs = []                               # [first, last, repr]
+        for i, r in enumerate(reprs):
+            if runs and runs[-1][2] == r:
+                runs[-1][1] = i
+            else:
+                runs.append([i, i, r])
+        lines = [_indent(f"({a}): {r}" if a == b else f"({a}-{b}): {b - a + 1} x {r}", 2)
+                 for a, b, r in runs]
+        return self._get_name() + "(\n  " + "\n  ".join(lines) + "\n)"

@@ -143,8 +143,9 @@ def relu_(input):
 
 def leaky_relu(input, negative_slope=0.01, inplace=False):
     """`x` where x > 0, else `negative_slope * x` (gradient at 0 is the slope, as in torch)."""
-    if inplace:
-        return input.mul_(O.where(O.gt(input, 0), 1.0, negative_slope))
+    if inplace:      # the factor in input's dtype (a Python-scalar where would be float32)
+        return input.mul_(O.where(O.gt(input, 0), O.ones_like(input),
+                                  O.full_like(input, negative_slope)))
     return O.where(O.gt(input, 0), input, O.mul(input, negative_slope))
 
 
@@ -351,3 +352,37 @@ __all__ += ["conv_transpose1d"]
 from ._embedding_bag import embedding_bag  # noqa: E402,F401
 __all__ += ["embedding_bag"]
 from ._fold import fold, unfold  # noqa: E402,F401
+from ._norm_more import rms_norm, instance_norm  # noqa: E402,F401
+from ._dropout_nd import dropout1d, dropout2d, dropout3d  # noqa: E402,F401
+__all__ += ["rms_norm", "instance_norm", "dropout1d", "dropout2d", "dropout3d"]
+
+
+def leaky_relu_(input, negative_slope=0.01):
+    """In-place `leaky_relu` (returns `input`)."""
+    return leaky_relu(input, negative_slope, inplace=True)
+
+
+__all__ += ["leaky_relu_"]
+from ._functional_pool_more import (adaptive_max_pool1d, adaptive_max_pool2d,  # noqa: E402,F401
+                                    adaptive_max_pool3d, adaptive_max_pool1d_with_indices,
+                                    adaptive_max_pool2d_with_indices,
+                                    adaptive_max_pool3d_with_indices, max_unpool1d, max_unpool2d,
+                                    max_unpool3d)
+from ._functional_grid import affine_grid, grid_sample  # noqa: E402,F401
+from ._functional_misc_more import gumbel_softmax, pdist, local_response_norm  # noqa: E402,F401
+from ._functional_margin_losses import (multi_margin_loss,  # noqa: E402,F401
+                                        multilabel_margin_loss, multilabel_soft_margin_loss,
+                                        triplet_margin_with_distance_loss)
+__all__ += ["adaptive_max_pool1d", "adaptive_max_pool2d", "adaptive_max_pool3d",
+            "adaptive_max_pool1d_with_indices", "adaptive_max_pool2d_with_indices",
+            "adaptive_max_pool3d_with_indices", "max_unpool1d", "max_unpool2d", "max_unpool3d",
+            "affine_grid", "grid_sample", "gumbel_softmax", "pdist", "local_response_norm",
+            "multi_margin_loss", "multilabel_margin_loss", "multilabel_soft_margin_loss",
+            "triplet_margin_with_distance_loss"]
+from ._functional_pool_shuffle import (lp_pool1d, lp_pool2d, channel_shuffle,  # noqa: E402,F401
+                                       upsample, upsample_nearest, upsample_bilinear)
+__all__ += ["lp_pool1d", "lp_pool2d", "channel_shuffle", "upsample", "upsample_nearest",
+            "upsample_bilinear"]
+from ._random_layers import (alpha_dropout, feature_alpha_dropout, rrelu,  # noqa: E402,F401
+                             rrelu_)
+__all__ += ["alpha_dropout", "feature_alpha_dropout", "rrelu", "rrelu_"]

@@ -16,6 +16,7 @@ from .._tensor import Tensor
 from ._module_helpers import (_Handle, _IncompatibleKeys, _check_name, _copy_entry,  # noqa
                               _indent, _typename, _zero_grad)
 from ._module_hooks import call_with_hooks, has_hooks  # noqa: F401
+from ._buffer import is_buffer
 from .parameter import Parameter
 
 
@@ -179,11 +180,15 @@ class Module:
                 raise TracegradTypeError(f"cannot assign '{_typename(value)}' as child module "
                                          f"'{name}' (torch.nn.Module or None expected)")
             self._modules[name] = None
-        elif d.get("_buffers") is not None and name in self._buffers:
+        elif is_buffer(value) or d.get("_buffers") is not None and name in self._buffers:
             if value is not None and not isinstance(value, Tensor):
                 raise TracegradTypeError(f"cannot assign '{_typename(value)}' as buffer '{name}' "
                                          "(torch.nn.Buffer, torch.Tensor or None expected)")
-            self._buffers[name] = value
+            if is_buffer(value):                 # `self.x = nn.Buffer(t, persistent=...)`
+                persistent = value.persistent
+            else:
+                persistent = name not in self._non_persistent_buffers_set
+            self.register_buffer(name, value, persistent)
         else:
             object.__setattr__(self, name, value)
 
