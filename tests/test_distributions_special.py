@@ -122,18 +122,23 @@ def test_kl_matches_torch(name):
 
 
 def test_validation_errors_match_torch():
-    for make in (lambda m: m.Gamma(m_t(m, [-1.0]), 1.0), lambda m: m.Gamma(1.0, m_t(m, [0.0])),
-                 lambda m: m.Beta(m_t(m, [0.0]), 1.0), lambda m: m.Poisson(m_t(m, [-0.5])),
-                 lambda m: m.Dirichlet(m_t(m, [1.0, -1.0]))):
+    # validate_args=True on both sides: once torch.compile or torch.func has run in the
+    # process, torch turns its default validation off (dynamo's TorchPatcher)
+    v = dict(validate_args=True)
+    for make in (lambda m: m.Gamma(m_t(m, [-1.0]), 1.0, **v),
+                 lambda m: m.Gamma(1.0, m_t(m, [0.0]), **v),
+                 lambda m: m.Beta(m_t(m, [0.0]), 1.0, **v),
+                 lambda m: m.Poisson(m_t(m, [-0.5]), **v),
+                 lambda m: m.Dirichlet(m_t(m, [1.0, -1.0]), **v)):
         with pytest.raises(ValueError) as theirs:
             make(TD)
         with pytest.raises(ValueError) as ours:
             make(D)
         head = str(theirs.value).split(" of distribution")[0]
         assert str(ours.value).startswith(head)
-    for dist, tdist, bad in [(D.Gamma(2.0, 1.0), TD.Gamma(2.0, 1.0), -1.0),
-                             (D.Poisson(2.0), TD.Poisson(2.0), 1.5),
-                             (D.Beta(2.0, 1.0), TD.Beta(2.0, 1.0), 1.5)]:
+    for dist, tdist, bad in [(D.Gamma(2.0, 1.0, **v), TD.Gamma(2.0, 1.0, **v), -1.0),
+                             (D.Poisson(2.0, **v), TD.Poisson(2.0, **v), 1.5),
+                             (D.Beta(2.0, 1.0, **v), TD.Beta(2.0, 1.0, **v), 1.5)]:
         with pytest.raises(ValueError) as theirs:
             tdist.log_prob(torch.tensor(bad))
         with pytest.raises(ValueError) as ours:
