@@ -455,7 +455,7 @@ Tensor.type = lambda self, dtype=None: (
     "torch." + {"float32": "FloatTensor", "float64": "DoubleTensor", "float16": "HalfTensor",
                 "int64": "LongTensor", "int32": "IntTensor", "bool": "BoolTensor"}[
         self._data.dtype.name] if dtype is None else S.to_dtype(self, dtype))
-# selection, ordering, scans and structure (ops/select.py, sort.py, scan.py, structure.py, ...)
+# selection, ordering, scans and structure (ops/gather_scatter.py, sort.py, scan.py, structure.py, ...)
 _attach("""gather scatter scatter_add index_select masked_fill masked_fill_ scatter_
 scatter_add_ sort argsort topk cumsum cumprod tril triu tril_ triu_ repeat_interleave baddbmm
 multinomial""".split())

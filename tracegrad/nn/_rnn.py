@@ -19,7 +19,7 @@ import warnings
 from .. import _dtype as D
 from ..ops import creation as C
 from ..ops import shape as S
-from ..ops.select import index_select
+from ..ops.gather_scatter import index_select
 from .._errors import TracegradRuntimeError, TracegradValueError, op_error
 from . import functional as F
 from ._rnn_cells import GATES, _mode_of, reset_uniform, rnn_step

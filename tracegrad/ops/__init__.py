@@ -13,7 +13,7 @@ from .creation import *  # noqa: F401,F403
 from .creation import Generator, default_generator  # noqa: F401
 from .conv import im2col, col2im  # noqa: F401
 from . import loss as _loss  # noqa: F401  (primitives used by nn.functional's losses)
-from .select import (gather, scatter, scatter_add, index_select, masked_fill,  # noqa: F401
+from .gather_scatter import (gather, scatter, scatter_add, index_select, masked_fill,  # noqa: F401
                      masked_fill_, scatter_, scatter_add_)
 from .sort import sort, argsort, topk  # noqa: F401
 from .scan import cumsum, cumprod  # noqa: F401
@@ -45,6 +45,3 @@ from .special_more import sinc, exp2  # noqa: F401
 from .mode import mode  # noqa: F401
 from .random_dists import poisson  # noqa: F401
 from .special_bessel import i0  # noqa: F401
-# importing the submodule `ops.select` above rebound the package attribute `select` to that
-# module: `select(input, dim, index)` is the function (torch.select, Tensor.select)
-from .shape import select  # noqa: F401,E402

@@ -219,7 +219,7 @@ def searchsorted(sorted_sequence, input, *, out_int32=False, right=False, side=N
                            "set to opposites, got side of left while right was True")
         right = side == "right"
     if sorter is not None:
-        from .select import gather
+        from .gather_scatter import gather
         sorted_sequence = gather(sorted_sequence, -1, sorter)
     scalar = not isinstance(input, Tensor)
     if scalar:

@@ -15,7 +15,7 @@ from .._errors import TracegradNotImplementedError, TracegradRuntimeError, op_er
 from .._tensor import Tensor
 from . import creation as C
 from . import reduction as R
-from .select import scatter_add
+from .gather_scatter import scatter_add
 
 __all__ = ["bincount"]
 

@@ -49,7 +49,7 @@ def _argsort_kernel(x, dim, descending):
 
 def _scatter_back(g, idx, n):
     from .creation import zeros
-    from .select import SCATTER_ADD
+    from .gather_scatter import SCATTER_ADD
     if not n.shapes[0]:
         return g
     return dispatch(SCATTER_ADD, (zeros(n.shapes[0], dtype=g.dtype), idx, g),

@@ -132,7 +132,7 @@ def _by_int(input, repeats, d):
 
 
 def _by_counts(input, repeats, d):
-    from .select import index_select
+    from .gather_scatter import index_select
     if repeats.ndim != 1 or repeats.dtype not in (D.int64, D.int32):
         raise op_error(TracegradRuntimeError, "repeat_interleave",
                        "repeats has to be a 1D int64/int32 tensor")

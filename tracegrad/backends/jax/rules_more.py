@@ -1,5 +1,5 @@
 """Lowering rules of the selection, ordering, scan, structure, normalization, activation,
-pooling, binary cross-entropy and sampling primitives (ops/select.py, sort.py, scan.py,
+pooling, binary cross-entropy and sampling primitives (ops/gather_scatter.py, sort.py, scan.py,
 structure.py, baddbmm.py, normalization.py, activation.py, pool.py, bce.py, sampling.py, and
 `data` from ops/shape.py).
 
@@ -27,7 +27,7 @@ from ...ops.normalization import LAYER_NORM
 from ...ops import pool as P
 from ...ops.sampling import MULTINOMIAL
 from ...ops.scan import CUMPROD, CUMSUM, acc_float
-from ...ops.select import (GATHER, INDEX_SELECT, MASKED_FILL, MASKED_FILL_TENSOR, SCATTER,
+from ...ops.gather_scatter import (GATHER, INDEX_SELECT, MASKED_FILL, MASKED_FILL_TENSOR, SCATTER,
                            SCATTER_ADD, SCATTER_VALUE)
 from ...ops.shape import DATA
 from ...ops.sort import ARGSORT, SORT, SORT_STABLE, TOPK, TOPK_INDICES
@@ -47,7 +47,7 @@ def _in_range(ctx, index, size):
 
 
 def _along(index, dim):
-    """The index tuple of ops/select.py's Note [Along a dim]: static positions, `index` in
+    """The index tuple of ops/gather_scatter.py's Note [Along a dim]: static positions, `index` in
     `dim`."""
     grid = list(np.indices(index.shape, sparse=True))
     grid[dim] = index

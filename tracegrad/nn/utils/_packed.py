@@ -25,7 +25,7 @@ from ..._errors import TracegradRuntimeError, TracegradValueError, op_error
 from ..._tensor import Tensor
 from ...ops import creation as C
 from ...ops import shape as S
-from ...ops.select import index_select
+from ...ops.gather_scatter import index_select
 from ...ops.sort import argsort
 
 __all__ = ["PackedSequence", "pack_padded_sequence", "pad_packed_sequence", "pack_sequence",
