@@ -37,13 +37,7 @@ ENTR = E._unary("entr", E._quiet(_entr_kernel), _entr_vjp, saves=(0,),
                 grad_fn_name="SpecialEntrBackward0")
 
 
-def _xlog1py_kernel(x, y):
-    ly = np.log1p(y)
-    if not isinstance(y, np.ndarray):
-        ly = float(ly)
-    r = np.multiply(x, ly)
-    zero = np.logical_and(np.equal(x, 0), np.logical_not(np.isnan(y)))
-    return np.where(zero, np.zeros((), r.dtype), r)
+_xlog1py_kernel = E.x_times_log(np.log1p)
 
 
 def _xlog1py_vjp(g, ins, out, n):

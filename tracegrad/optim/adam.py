@@ -30,6 +30,20 @@ def _lerp_(t, end, weight):
     return t.copy_(O.sub(end, O.mul(diff, as_scalar_for(1 - weight, diff))))
 
 
+
+def check_adam_args(lr, eps, betas, weight_decay):
+    """PyTorch's checks (and messages) of the options Adam's relatives share."""
+    if not 0.0 <= lr:
+        raise TracegradValueError(f"Invalid learning rate: {lr}")
+    if not 0.0 <= eps:
+        raise TracegradValueError(f"Invalid epsilon value: {eps}")
+    if not 0.0 <= betas[0] < 1.0:
+        raise TracegradValueError(f"Invalid beta parameter at index 0: {betas[0]}")
+    if not 0.0 <= betas[1] < 1.0:
+        raise TracegradValueError(f"Invalid beta parameter at index 1: {betas[1]}")
+    if not 0.0 <= weight_decay:
+        raise TracegradValueError(f"Invalid weight_decay value: {weight_decay}")
+
 class Adam(Optimizer):
     """`Adam(params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, amsgrad=False,
     *, maximize=False, decoupled_weight_decay=False)`."""
@@ -39,16 +53,7 @@ class Adam(Optimizer):
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
                  amsgrad=False, *, foreach=None, maximize=False, capturable=False,
                  differentiable=False, fused=None, decoupled_weight_decay=False):
-        if not 0.0 <= lr:
-            raise TracegradValueError(f"Invalid learning rate: {lr}")
-        if not 0.0 <= eps:
-            raise TracegradValueError(f"Invalid epsilon value: {eps}")
-        if not 0.0 <= betas[0] < 1.0:
-            raise TracegradValueError(f"Invalid beta parameter at index 0: {betas[0]}")
-        if not 0.0 <= betas[1] < 1.0:
-            raise TracegradValueError(f"Invalid beta parameter at index 1: {betas[1]}")
-        if not 0.0 <= weight_decay:
-            raise TracegradValueError(f"Invalid weight_decay value: {weight_decay}")
+        check_adam_args(lr, eps, betas, weight_decay)
         _check_unsupported(capturable=capturable, differentiable=differentiable, fused=fused)
         defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
                         amsgrad=amsgrad, maximize=maximize, foreach=foreach,

@@ -24,22 +24,8 @@ from .. import ops as O
 from .._effects import as_scalar_for, hyper
 from .._errors import TracegradValueError
 from .._tensor import Tensor
-from .adam import _lerp_
+from .adam import _lerp_, check_adam_args
 from .optimizer import Optimizer, _check_unsupported, scalar_state, step_counter, step_value
-
-
-def check_adam_args(lr, eps, betas, weight_decay):
-    """PyTorch's checks (and messages) of the options Adam's relatives share."""
-    if not 0.0 <= lr:
-        raise TracegradValueError(f"Invalid learning rate: {lr}")
-    if not 0.0 <= eps:
-        raise TracegradValueError(f"Invalid epsilon value: {eps}")
-    if not 0.0 <= betas[0] < 1.0:
-        raise TracegradValueError(f"Invalid beta parameter at index 0: {betas[0]}")
-    if not 0.0 <= betas[1] < 1.0:
-        raise TracegradValueError(f"Invalid beta parameter at index 1: {betas[1]}")
-    if not 0.0 <= weight_decay:
-        raise TracegradValueError(f"Invalid weight_decay value: {weight_decay}")
 
 
 class _Moments(Optimizer):
