@@ -124,12 +124,6 @@ class OneCycleLR(LRScheduler):
                 start = end
         return lrs
 
-    def _set_momentum(self, group, value):
-        if self.use_beta1:
-            group["betas"] = (value, *group["betas"][1:])
-        else:
-            group["momentum"] = value
-
 
 class SequentialLR(LRScheduler):
     """Run `schedulers[i]` between `milestones[i-1]` and `milestones[i]`; at a milestone

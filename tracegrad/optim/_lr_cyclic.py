@@ -157,12 +157,6 @@ class CyclicLR(LRScheduler):
                 self._set_momentum(group, mx - (mx - base) * scale_factor * self.scale_fn(at))
         return lrs
 
-    def _set_momentum(self, group, value):
-        if self.use_beta1:
-            group["betas"] = (value, *group["betas"][1:])
-        else:
-            group["momentum"] = value
-
     def state_dict(self):
         """As the base class; a custom `scale_fn` is saved as its `__dict__` when it is a
         callable object, and not at all when it is a function or lambda."""

@@ -125,6 +125,14 @@ class LRScheduler:
     def _chain_lr(self):
         raise NotImplementedError
 
+    def _set_momentum(self, group, value):
+        """Cycle a group's momentum (`use_beta1`: Adam's beta1), as CyclicLR and OneCycleLR
+        do."""
+        if self.use_beta1:
+            group["betas"] = (value, *group["betas"][1:])
+        else:
+            group["momentum"] = value
+
     @replayed
     def step(self, epoch=None):
         """Advance one epoch (or jump to `epoch`, deprecated) and update the groups' lr."""

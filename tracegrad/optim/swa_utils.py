@@ -15,7 +15,6 @@ of a model's weights, with PyTorch's names, defaults and numbers.
 """
 import itertools
 import math
-import warnings
 from copy import deepcopy
 
 from .. import _dtype as D
@@ -228,13 +227,6 @@ class SWALR(LRScheduler):
         self._anneal_strategy = anneal_strategy
         self.anneal_func = self._cosine_anneal if anneal_strategy == "cos" \
             else self._linear_anneal
-
-    def get_lr(self):
-        """The rates for the current step (call `get_last_lr()` from outside)."""
-        if not self._get_lr_called_within_step:
-            warnings.warn("To get the last learning rate computed by the scheduler, please "
-                          "use `get_last_lr()`.", UserWarning, stacklevel=2)
-        return self._chain_lr()
 
     def _chain_lr(self):
         # the lr before annealing is recovered from the current one (the chainable form)
