@@ -856,7 +856,7 @@ from . import fused_backward as _fused_backward  # noqa: E402
 # xlogy: PyTorch's kernel (0 where x == 0 unless y is nan, else x * log(y)) and derivatives
 # (self: xlogy(grad, other), 0 where self == 0 and other <= 0; other: grad * self / other), so kl_div built on it
 # has PyTorch's values and gradients, with no warning for 0 * log(0).
-def x_times_log(log):
+def _x_times_log(log):
     """The kernel `x * log(y)`, 0 where x == 0 unless y is nan (xlogy with `np.log`,
     special.xlog1py with `np.log1p`)."""
     def kernel(x, y):
@@ -869,7 +869,7 @@ def x_times_log(log):
     return kernel
 
 
-_xlogy_kernel = x_times_log(np.log)
+_xlogy_kernel = _x_times_log(np.log)
 
 
 def _xlogy_vjp(g, ins, out, n):

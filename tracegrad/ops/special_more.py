@@ -37,7 +37,7 @@ ENTR = E._unary("entr", E._quiet(_entr_kernel), _entr_vjp, saves=(0,),
                 grad_fn_name="SpecialEntrBackward0")
 
 
-_xlog1py_kernel = E.x_times_log(np.log1p)
+_xlog1py_kernel = E._x_times_log(np.log1p)
 
 
 def _xlog1py_vjp(g, ins, out, n):
