@@ -82,7 +82,7 @@ def checked_call(cf, args, kwargs):
         with _inside():                  # inline (recorded once), nothing to compare
             return cf(*args, **kwargs)
     from ..ops.creation import _entropy_replay
-    from .state import advanced
+    from .state_iterators import advanced
     tensors, places, gens, owners, iterators = _involved(cf, args, kwargs)
     snap = _Snapshot(tensors, places, gens, owners, _argument_containers(args, kwargs))
     with _entropy_replay() as seeds:      # Note [Fresh entropy in check mode] (creation.py)
@@ -313,7 +313,7 @@ def _refill(h, entries):
 
 
 def _put(guard, v):
-    from .state import _MISSING
+    from .state_guards import _MISSING
     h, k = guard.holder, guard.key
     try:
         if k is None:

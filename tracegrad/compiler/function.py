@@ -56,7 +56,9 @@ from .foreign_rng import drawn
 from .binding import Binder, changed_argument
 from .dynamic_numbers import DynamicFloats
 from ..tracing.numbers import concrete_outputs
-from .state import advanced, changed_by_trace, optimizer_state_growth, owned_holders, scan
+from .state import optimizer_state_growth, owned_holders, scan
+from .state_guards import changed_by_trace
+from .state_iterators import advanced
 from .state_unread import (all_names, hooks_of, keys_user_code_may_read, unread_attribute_guards,
                            unread_hyper_guards, unused_hook_guards)
 

@@ -21,7 +21,7 @@ from .._effects import attr_now, is_number
 from .._errors import RerunEagerly
 from ..ir.interpret import GuardFailed
 from .._tensor_storage import _root
-from .state import checker, first_failing
+from .state_guards import checker, first_failing
 from .trace_plan import leaf_hooks
 
 

@@ -32,6 +32,10 @@ not guarded: pass such values as arguments. A function
 that changes scalar state it reads (a call counter) re-traces on each call until
 `cache_limit`, then runs eagerly, which is what eager gives. After the trace, guards on what
 user code cannot have read are dropped (compiler/state_unread.py).
+
+This file is the walk; the guards and their per-call check are compiler/state_guards.py,
+what the walk meets (user or library code, plain data) compiler/state_kinds.py, iterators
+compiler/state_iterators.py.
 """
 import collections
 import collections.abc as abc
@@ -42,17 +46,14 @@ import types
 
 import numpy as np
 
-from .._effects import is_library_module
 from .._tensor import Tensor
 from .foreign_rng import GENERATORS, fingerprint
+from .state_guards import _LEN, _MISSING, _SCALARS, StateGuard, _short
+from .state_iterators import progress
+from .state_kinds import (MAX_DEPTH, MAX_ITEMS, MAX_NEST, _dotted, _is_library_name, _is_module,
+                          _is_plain_object, _is_user, _is_user_class, _names, _plain_data, _pure)
 from .state_slots import SlotView, slot_names
 
-MAX_ITEMS = 4096        # larger containers are not walked
-MAX_DEPTH = 3           # user functions reached through user functions
-MAX_NEST = 4            # containers and objects reached through containers and objects
-_SCALARS = (bool, int, float, complex, str, type(None))
-_WALKED_LIBRARY = ("tracegrad.optim", "tracegrad.utils")   # their objects hold user state
-_MISSING = object()
 # nn.Module's own registries: walked above (parameters, buffers, submodules, hooks) or not
 # state a forward reads (a compiled module's compiled function)
 # (the with_kwargs / always_call flag dicts follow the hook dicts: Note [Module hook
@@ -63,8 +64,6 @@ _MODULE_INTERNALS = frozenset(_HOOK_REGISTRIES + (
     "_parameters", "_buffers", "_modules", "_non_persistent_buffers_set", "_orig_mod",
     "_compiled", "_compiled_call_impl", "_forward_pre_hooks_with_kwargs", "_forward_hooks_with_kwargs",
     "_forward_hooks_always_called"))
-_LEN = object()         # key of a length guard
-_MAPPINGS = (dict, types.MappingProxyType, SlotView)   # places read by .get(key, _MISSING)
 # Note [Container kinds]
 # Containers are recognised by kind, not by exact type: a list subclass, an OrderedDict or
 # defaultdict, a deque (walked like lists and dicts: their items by place, their length)
@@ -73,129 +72,6 @@ _MAPPINGS = (dict, types.MappingProxyType, SlotView)   # places read by .get(key
 # types alone let `q = deque(maxlen=2); q.append(x)` or `seen = set(); seen.add(k)` in a
 # closure change on every eager call while a cached path replayed the first call's contents.
 MUTABLE_COLLECTIONS = (set, bytearray, abc.MutableSet, abc.MutableSequence, abc.MutableMapping)
-
-
-class StateGuard:
-    """`holder[key]` (a dict, list, tuple or closure cell with key None; the container's
-    length with key _LEN) must still hold `expected`, by `mode`: "is" (the same object),
-    "eq" (an equal value of the same type), "len", "array" (the same numpy array with
-    the same values: `expected` is (array, snapshot)) or "data" (the same container of
-    plain data with equal contents: (container, deep copy), Note [Data beyond the walk])."""
-
-    __slots__ = ("holder", "key", "expected", "mode", "where", "current")
-
-    def __init__(self, holder, key, expected, mode, where):
-        self.holder, self.key, self.expected = holder, key, expected
-        self.mode, self.where = mode, where
-        self.current = _getter(holder, key)     # () -> what the place holds now
-
-    @property
-    def same(self):
-        return self.mode == "is"
-
-    def holds(self):
-        cur, exp = self.current(), self.expected
-        if self.mode == "is":
-            return cur is exp
-        if self.mode == "array":
-            return cur is exp[0] and _array_eq(cur, exp[1])
-        if self.mode == "data":
-            return cur is exp[0] and cur == exp[1]
-        return cur is exp or (type(cur) is type(exp) and cur == exp)
-
-    def reason(self):
-        cur = self.current()
-        now = "deleted" if cur is _MISSING else _short(cur)
-        if self.mode == "is":
-            return f"{self.where} was rebound to another object ({now})"
-        if self.mode == "len":
-            return f"{self.where} changed length: {self.expected} -> {now}"
-        if self.mode == "array":
-            return f"{self.where} (a numpy array) changed"
-        if self.mode == "data":
-            return f"{self.where} changed in place"
-        return f"{self.where} changed: {_short(self.expected)} -> {now}"
-
-    def describe(self):
-        if self.mode == "len":
-            return f"len({self.where}) == {self.expected}"
-        exp = self.expected[1] if self.mode in ("array", "data") else self.expected
-        return f"{self.where} {'is' if self.mode == 'is' else '=='} {_short(exp)}"
-
-
-def _array_eq(a, snap):
-    return a.shape == snap.shape and a.dtype == snap.dtype and np.array_equal(a, snap)
-
-
-def checker(guards):
-    """A generated `() -> bool`: True while every guard holds (the per-call check).
-
-    One line per guard, its holder and expected value bound as globals: a third of the
-    cost of calling each guard's getter. On False, `first_failing` says which and why."""
-    if not guards:
-        return lambda: True
-    env = {"_M": _MISSING, "_aeq": _array_eq}
-    lines = ["def check():", "    try:"]
-    for i, g in enumerate(guards):
-        env[f"h{i}"], env[f"k{i}"], env[f"e{i}"] = g.holder, g.key, g.expected
-        if g.key is _LEN:
-            get = f"len(h{i})"
-        elif g.key is None:
-            get = f"h{i}.cell_contents"
-        elif isinstance(g.holder, _MAPPINGS):
-            get = f"h{i}.get(k{i}, _M)"
-        else:
-            get = f"h{i}[k{i}]"
-        test = {"is": f"v is not e{i}",
-                "array": f"v is not e{i}[0] or not _aeq(v, e{i}[1])",
-                "data": f"v is not e{i}[0] or v != e{i}[1]"}.get(
-            g.mode, f"v is not e{i} and (type(v) is not type(e{i}) or v != e{i})")
-        lines += [f"        v = {get}", f"        if {test}: return False"]
-    lines += ["    except (ValueError, IndexError, KeyError, TypeError):", "        return False",
-              "    return True"]
-    exec(compile("\n".join(lines), "<tracegrad state guards>", "exec"), env)
-    return env["check"]
-
-
-def first_failing(guards):
-    """The first guard that no longer holds, or None."""
-    for g in guards:
-        try:
-            if not g.holds():
-                return g
-        except (ValueError, IndexError, KeyError, TypeError):
-            return g
-    return None
-
-
-def _getter(holder, key):
-    if key is _LEN:
-        return lambda: len(holder)
-    if key is None:
-        def cell():
-            try:
-                return holder.cell_contents
-            except ValueError:
-                return _MISSING
-        return cell
-    if isinstance(holder, _MAPPINGS):
-        return lambda: holder.get(key, _MISSING)
-    return lambda: holder[key] if -len(holder) <= key < len(holder) else _MISSING
-
-
-def _short(x):
-    if isinstance(x, Tensor):
-        return f"tensor of shape {tuple(x.shape)}"
-    if isinstance(x, np.ndarray):
-        return f"array of shape {x.shape}"
-    if not isinstance(x, _SCALARS + (list, tuple, dict, type, types.FunctionType)):
-        return f"<{type(x).__name__} object>"
-    try:
-        r = repr(x)
-    except Exception:
-        r = f"<{type(x).__name__}>"
-    r = " ".join(r.split())
-    return r if len(r) <= 60 else r[:57] + "..."
 
 
 def owned_holders(objects):
@@ -218,69 +94,6 @@ def owned_holders(objects):
 def _holders(scanner):
     return {id(g.holder) for g in scanner.guards} | {
         id(g.holder) for gs in scanner.bindings.values() for g in gs}
-
-
-# Note [Iterators]
-# `x, y = next(batches)` or `for b in it: ...; break` on an iterator from outside the
-# function (a DataLoader's iterator, a generator, `itertools.count()`) advances it: an effect
-# no IR node replays, and no call a profile hook reliably sees (`next` does not say on
-# what, a `for` loop calls nothing). A cached path would replay the first call's items on
-# every call. So the scan notes every iterator it reaches with a fingerprint of how far it
-# is (`progress`), and a trace that moved one runs such calls eagerly, with a warning.
-
-def progress(it, depth=0):
-    """A value that changes when iterator `it` advances; None when unknown (then `advanced`
-    assumes it did): a generator's suspended position and locals (and the generator it
-    delegates to), a builtin iterator's pickled state, a Python iterator's attributes."""
-    if depth > 4:
-        return None
-    if hasattr(it, "gi_frame"):                      # a generator
-        frame = it.gi_frame
-        if frame is None:
-            return ("exhausted",)
-        inner = it.gi_yieldfrom
-        return (frame.f_lasti, tuple(_fingerprint(v, depth) for v in frame.f_locals.values()),
-                None if inner is None else progress(inner, depth + 1))
-    d = getattr(it, "__dict__", None)
-    if d is not None:
-        return tuple((k, _fingerprint(v, depth)) for k, v in d.items())
-    try:
-        return _fingerprint(it.__reduce__(), depth)
-    except Exception:                                # noqa: BLE001 -- unknown: None
-        return None
-
-
-def _fingerprint(x, depth):
-    if isinstance(x, _SCALARS):
-        return x
-    if type(x) is tuple:
-        return tuple(_fingerprint(v, depth) for v in x)
-    if isinstance(x, abc.Iterator):
-        return (id(x), progress(x, depth + 1))
-    return id(x)
-
-
-def advanced(iterators):
-    """The `where` of the first iterator the trace moved (Note [Iterators]), or None."""
-    for it, where, before in iterators:
-        if before is None or progress(it) != before:
-            return where
-    return None
-
-
-def changed_by_trace(guards, owned):
-    """(dropped, changed): guards that no longer hold right after the trace, split into
-    those on state that replayed calls own (dropped: replaying rewrites it) and the others
-    (the function changed Python state it reads; a cached path would not)."""
-    dropped, changed = [], []
-    for g in guards:
-        try:
-            holds = g.holds()
-        except (ValueError, IndexError, KeyError, TypeError):
-            holds = False
-        if not holds:
-            (dropped if id(g.holder) in owned else changed).append(g)
-    return dropped, changed
 
 
 def optimizer_state_growth(changed, scanned):
@@ -741,43 +554,6 @@ def _function_methods(cls):
     return out
 
 
-def _dotted(where, k):
-    """Parameter names as `named_parameters` gives them (`0.weight`, `fc.bias`)."""
-    return k if "." not in where else where.split(".", 1)[1] + "." + k
-
-
-def _names(code):
-    """Global and attribute names read by `code` and by the code objects nested in it."""
-    out = list(code.co_names)
-    for c in code.co_consts:
-        if isinstance(c, types.CodeType):
-            out += _names(c)
-    return out
-
-
-def _is_module(v):
-    return callable(getattr(v, "named_parameters", None)) and "_modules" in getattr(
-        v, "__dict__", {})
-
-
-def _is_library_name(mod):
-    return is_library_module(mod) and not (mod or "").startswith(_WALKED_LIBRARY)
-
-
-def _is_user(fn):
-    return not is_library_module(fn.__module__)
-
-
-def _pure(x, nest):
-    """Plain data: a scalar, or (within `nest` levels) a list, tuple or dict of it."""
-    if isinstance(x, _SCALARS):
-        return True
-    if type(x) in (list, tuple, dict) and nest > 0 and len(x) <= MAX_ITEMS:
-        items = list(x.items()) if type(x) is dict else [(None, i) for i in x]
-        return all(isinstance(k, _SCALARS) and _pure(i, nest - 1) for k, i in items)
-    return False
-
-
 # Note [Environment variables]
 # `float(os.environ.get("AUG_SCALE", 1))` or `os.getenv("DEBUG")` inside a step is read on
 # every eager call; `os` is a library module, whose attributes the scan does not walk, and
@@ -787,45 +563,3 @@ def _pure(x, nest):
 # environment's contents are guarded by a copy ("data"). (Only then: the check costs a
 # copy of the environment per call.)
 _ENVIRON_READS = frozenset(("environ", "getenv"))
-
-
-# Note [Data beyond the walk]
-# The walk stops MAX_NEST containers deep and at containers of more than MAX_ITEMS items,
-# where it used to guard nothing more than the container's identity: a setting four dicts
-# down a config (`cfg["train"]["aug"]["noise"]["std"]`, read through `self.cfg` or a
-# closure) or an item of a long list of class weights, changed in place between calls,
-# left a cached path on the first call's value. Such a container, when it holds only plain
-# data (scalars in lists, tuples and dicts, up to DATA_ITEMS values in all), is guarded by
-# a deep copy: the place must hold the same container with equal contents. (Containers
-# holding tensors or objects beyond the walk stay unguarded: pass them as arguments.)
-DATA_ITEMS = 100_000
-
-
-def _plain_data(v):
-    """Whether `v` is scalars in lists, tuples and dicts, DATA_ITEMS values at most."""
-    stack, n = [v], 0
-    while stack:
-        x = stack.pop()
-        n += 1
-        if n > DATA_ITEMS:
-            return False
-        if type(x) in (list, tuple):
-            stack.extend(x)
-        elif type(x) is dict:
-            for k, i in x.items():
-                if not isinstance(k, _SCALARS):
-                    return False
-                stack.append(i)
-        elif not isinstance(x, _SCALARS):
-            return False
-    return True
-
-
-def _is_user_class(cls):
-    return not is_library_module(cls.__module__)
-
-
-def _is_plain_object(v, callable_ok=False):
-    t = type(v)
-    return ((hasattr(v, "__dict__") or (_is_user_class(t) and bool(slot_names(t))))
-            and (callable_ok or not callable(v)) and not _is_library_name(t.__module__))

@@ -9,7 +9,7 @@ did not run (Note [Gradient hooks' state]). Their guards would only re-trace for
 import re
 import types
 
-from .state import _is_user_class
+from .state_kinds import _is_user_class
 
 
 # Note [Unread attributes]

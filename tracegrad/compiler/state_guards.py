@@ -1,0 +1,153 @@
+"""The guards on Python state a compiled path checks on every call (Note [Captured state]
+in compiler/state.py): `StateGuard` (one place and what it must still hold), `checker`
+(all of a path's guards as one generated function), and the first failing guard's reason.
+"""
+import types
+
+import numpy as np
+
+from .._tensor import Tensor
+from .state_slots import SlotView
+
+_SCALARS = (bool, int, float, complex, str, type(None))
+_MISSING = object()
+_LEN = object()         # key of a length guard
+_MAPPINGS = (dict, types.MappingProxyType, SlotView)   # places read by .get(key, _MISSING)
+
+
+class StateGuard:
+    """`holder[key]` (a dict, list, tuple or closure cell with key None; the container's
+    length with key _LEN) must still hold `expected`, by `mode`: "is" (the same object),
+    "eq" (an equal value of the same type), "len", "array" (the same numpy array with
+    the same values: `expected` is (array, snapshot)) or "data" (the same container of
+    plain data with equal contents: (container, deep copy), Note [Data beyond the walk])."""
+
+    __slots__ = ("holder", "key", "expected", "mode", "where", "current")
+
+    def __init__(self, holder, key, expected, mode, where):
+        self.holder, self.key, self.expected = holder, key, expected
+        self.mode, self.where = mode, where
+        self.current = _getter(holder, key)     # () -> what the place holds now
+
+    @property
+    def same(self):
+        return self.mode == "is"
+
+    def holds(self):
+        cur, exp = self.current(), self.expected
+        if self.mode == "is":
+            return cur is exp
+        if self.mode == "array":
+            return cur is exp[0] and _array_eq(cur, exp[1])
+        if self.mode == "data":
+            return cur is exp[0] and cur == exp[1]
+        return cur is exp or (type(cur) is type(exp) and cur == exp)
+
+    def reason(self):
+        cur = self.current()
+        now = "deleted" if cur is _MISSING else _short(cur)
+        if self.mode == "is":
+            return f"{self.where} was rebound to another object ({now})"
+        if self.mode == "len":
+            return f"{self.where} changed length: {self.expected} -> {now}"
+        if self.mode == "array":
+            return f"{self.where} (a numpy array) changed"
+        if self.mode == "data":
+            return f"{self.where} changed in place"
+        return f"{self.where} changed: {_short(self.expected)} -> {now}"
+
+    def describe(self):
+        if self.mode == "len":
+            return f"len({self.where}) == {self.expected}"
+        exp = self.expected[1] if self.mode in ("array", "data") else self.expected
+        return f"{self.where} {'is' if self.mode == 'is' else '=='} {_short(exp)}"
+
+
+def _array_eq(a, snap):
+    return a.shape == snap.shape and a.dtype == snap.dtype and np.array_equal(a, snap)
+
+
+def checker(guards):
+    """A generated `() -> bool`: True while every guard holds (the per-call check).
+
+    One line per guard, its holder and expected value bound as globals: a third of the
+    cost of calling each guard's getter. On False, `first_failing` says which and why."""
+    if not guards:
+        return lambda: True
+    env = {"_M": _MISSING, "_aeq": _array_eq}
+    lines = ["def check():", "    try:"]
+    for i, g in enumerate(guards):
+        env[f"h{i}"], env[f"k{i}"], env[f"e{i}"] = g.holder, g.key, g.expected
+        if g.key is _LEN:
+            get = f"len(h{i})"
+        elif g.key is None:
+            get = f"h{i}.cell_contents"
+        elif isinstance(g.holder, _MAPPINGS):
+            get = f"h{i}.get(k{i}, _M)"
+        else:
+            get = f"h{i}[k{i}]"
+        test = {"is": f"v is not e{i}",
+                "array": f"v is not e{i}[0] or not _aeq(v, e{i}[1])",
+                "data": f"v is not e{i}[0] or v != e{i}[1]"}.get(
+            g.mode, f"v is not e{i} and (type(v) is not type(e{i}) or v != e{i})")
+        lines += [f"        v = {get}", f"        if {test}: return False"]
+    lines += ["    except (ValueError, IndexError, KeyError, TypeError):", "        return False",
+              "    return True"]
+    exec(compile("\n".join(lines), "<tracegrad state guards>", "exec"), env)
+    return env["check"]
+
+
+def first_failing(guards):
+    """The first guard that no longer holds, or None."""
+    for g in guards:
+        try:
+            if not g.holds():
+                return g
+        except (ValueError, IndexError, KeyError, TypeError):
+            return g
+    return None
+
+
+def _getter(holder, key):
+    if key is _LEN:
+        return lambda: len(holder)
+    if key is None:
+        def cell():
+            try:
+                return holder.cell_contents
+            except ValueError:
+                return _MISSING
+        return cell
+    if isinstance(holder, _MAPPINGS):
+        return lambda: holder.get(key, _MISSING)
+    return lambda: holder[key] if -len(holder) <= key < len(holder) else _MISSING
+
+
+def _short(x):
+    if isinstance(x, Tensor):
+        return f"tensor of shape {tuple(x.shape)}"
+    if isinstance(x, np.ndarray):
+        return f"array of shape {x.shape}"
+    if not isinstance(x, _SCALARS + (list, tuple, dict, type, types.FunctionType)):
+        return f"<{type(x).__name__} object>"
+    try:
+        r = repr(x)
+    except Exception:
+        r = f"<{type(x).__name__}>"
+    r = " ".join(r.split())
+    return r if len(r) <= 60 else r[:57] + "..."
+
+
+def changed_by_trace(guards, owned):
+    """(dropped, changed): guards that no longer hold right after the trace, split into
+    those on state that replayed calls own (dropped: replaying rewrites it) and the others
+    (the function changed Python state it reads; a cached path would not)."""
+    dropped, changed = [], []
+    for g in guards:
+        try:
+            holds = g.holds()
+        except (ValueError, IndexError, KeyError, TypeError):
+            holds = False
+        if not holds:
+            (dropped if id(g.holder) in owned else changed).append(g)
+    return dropped, changed
