@@ -21,7 +21,6 @@ import functools
 import itertools
 import logging
 import os
-import re
 import threading
 import types
 import warnings
@@ -46,7 +45,7 @@ from .keys import (alias_eager_reason, alias_groups, describe_difference, entry_
                    key_checker)
 from .backward_node import eager_saves
 from ..autograd.engine import leaf_ranks
-from .path import CompiledPath
+from .path import CompiledPath, prefix_eq, rewind, rng_states
 from ..passes.vjp import BackwardDecides
 from .pipeline import run_pipeline, stages_for
 from .record import Options
@@ -56,8 +55,9 @@ from .foreign_rng import drawn
 from .binding import Binder, changed_argument
 from .dynamic_numbers import DynamicFloats
 from ..tracing.numbers import concrete_outputs
-from .state import optimizer_state_growth, owned_holders, scan
-from .state_guards import changed_by_trace
+from .state import optimizer_state_growth, scan
+from .fallbacks import EagerFallbacks
+from .trace_settle import grad_outputs, set_grad_mode, settle_state, warn_effects
 from .state_iterators import advanced
 from .state_unread import (all_names, hooks_of, keys_user_code_may_read, unread_attribute_guards,
                            unread_hyper_guards, unused_hook_guards)
@@ -116,7 +116,7 @@ class _Entry:
         self.check = _UNBUILT       # Note [Checking the last key] in keys.py
 
 
-class CompiledFunction:
+class CompiledFunction(EagerFallbacks):
     """A function compiled by `tracegrad.compile` (callable like the original)."""
 
     def __init__(self, fn, cache_limit=8, passes=None, backend="numpy", name=None,
@@ -297,19 +297,19 @@ class CompiledFunction:
         while path is not None:
             tried.add(id(path))
             next_attempt()
-            rng = _rng_states(path)
+            rng = rng_states(path)
             try:
                 outs, bad = path.call(tensors)
             except RerunEagerly as e:            # Note [Errors inside compiled programs]
-                _rewind(rng)                     # in codegen.py: eager raises eager's error
+                rewind(rng)                     # in codegen.py: eager raises eager's error
                 log.info("tracegrad: '%s' failed inside its compiled program before "
                          "writing into any input; running the call eagerly", self.name)
                 return None, e
             except GuardFailed as gf:
-                _rewind(rng)                     # undo draws made before the failed guard
+                rewind(rng)                     # undo draws made before the failed guard
                 prefix = path.outcomes[:gf.index] + [gf.actual]
                 nxt = next((p for p in entry.paths if id(p) not in tried
-                            and _prefix_eq(p.outcomes, prefix)), None)
+                            and prefix_eq(p.outcomes, prefix)), None)
                 if nxt is None:
                     gd = path.guards[gf.index]
                     v = value_names(path.part.forward).get(gd.value, "?")
@@ -324,27 +324,6 @@ class CompiledFunction:
             entry.last = path
             return path.rebuild_outputs(outs), None
         return None, first_bad or getattr(entry, "unstable_reason", "no path")
-
-    def _rerun(self, rerun, args, kwargs):
-        """Run the call eagerly after its program raised `rerun` (a RerunEagerly: Note
-        [Errors inside compiled programs] in codegen.py); eager raising the same error
-        gets the program's note."""
-        self.stats.eager_calls += 1
-        next_attempt()
-        try:
-            return self.fn(*args, **kwargs)
-        except Exception as e:
-            err = rerun.error
-            if type(e) is type(err) and str(e) == str(err):
-                for note in getattr(err, "__notes__", ()):
-                    e.add_note(note)
-            raise
-
-    def _warn_alias(self, why):
-        if not getattr(self, "_alias_warned", False):
-            self._alias_warned = True
-            warnings.warn(f"tracegrad.compile: '{self.name}' runs eagerly for arguments like "
-                          f"these: {why}", UserWarning, stacklevel=4)
 
     def _trace(self, key, entry, args, kwargs, leaves, reason, containers=()):
         """Run the call eagerly while recording it, and cache the path (Note [Paths])."""
@@ -368,7 +347,7 @@ class CompiledFunction:
             if self._floats.static.intersection(positions):
                 key = self._floats.valued(key, leaves)
                 entry = self.entries.get(key)
-        grad_sets = _grad_outputs(tracer, outs)
+        grad_sets = grad_outputs(tracer, outs)
         reached = [o for o, _ in grad_sets] + tracer.leaves_reached
         # Note [Gradient hooks' state] in state_unread.py
         scanned.unread = scanned.unread | unused_hook_guards(
@@ -379,7 +358,7 @@ class CompiledFunction:
             tracer.note_effect("hook", "gradient hooks of a tensor reached only through "
                                "state the scan does not walk", unseen,
                                site=f"{self.name}")
-        state_guards, runtime, changed = _settle_state(
+        state_guards, runtime, changed = settle_state(
             tracer, scanned, read_keys, tracer.placed)
         if entry is None:
             entry = self.entries[key] = _Entry(key)
@@ -418,7 +397,7 @@ class CompiledFunction:
 
     def _record(self, args, kwargs, leaves, containers, positions=()):
         """Trace one call: the tracer, what the state scan found, the outputs, and the
-        string constants of the user code the trace ran (`_settle_state`). The floats at
+        string constants of the user code the trace ran (`settle_state`). The floats at
         `positions` are passed as Numbers (Note [Float arguments that change])."""
         tracer = Tracer(self.name)
         names = self.binder.leaf_names(args, kwargs)      # `batch[0]`, `packed.data`
@@ -468,7 +447,7 @@ class CompiledFunction:
                     "Its Python effects have run once. Later calls key floats by value "
                     "(Note [Float arguments that change]).")
         if _mode.grad_enabled() != grad_mode:   # Note [Grad mode left changed]
-            tracer.replays.append((_mode.grad_enabled(), _set_grad_mode, (), {}, frozenset()))
+            tracer.replays.append((_mode.grad_enabled(), set_grad_mode, (), {}, frozenset()))
         code = getattr(self.fn, "__code__", None)
         site = code and f"{code.co_filename}:{code.co_firstlineno} in {self.name}"
         moved = advanced(scanned.iterators)
@@ -491,79 +470,10 @@ class CompiledFunction:
         read_keys = keys_user_code_may_read(scanned, watch)
         scanned.unread_hyper = {id(g) for g in unread_hyper_guards(scanned, read_keys)}
         outs, build = flatten(out, strict=True)
-        _warn_effects(self.name, tracer)
+        warn_effects(self.name, tracer)
         if isinstance(out, Tensor):
             build = _single
         return tracer, scanned, out, outs, build, n_args, read_keys
-
-    def _over_limit(self, args, kwargs, reason):
-        if not self._warned:
-            hint = ("Raise cache_limit or make the control flow depend less on tensor "
-                    "values.")
-            if reason and re.match(r"argument [^ ]+( \('[^']*'\))? changed \(", reason):
-                hint = ("A Python value passed as an argument is part of the path's key, so "
-                        "each new value traces again (a float is read per call, other values "
-                        "are not): pass a value that changes on every call, such as a step "
-                        "counter, as a tensor (`tracegrad.tensor(step)`), or compute what "
-                        "depends on it outside the compiled function.")
-            elif reason and re.match(r"(global|closure variable|attribute) .* changed", reason):
-                hint = ("The function reads Python state that changed between calls, and "
-                        "each new value traces again: pass a value that changes on every "
-                        "call as an argument (a float argument is read per call) or as a "
-                        "tensor.")
-            elif reason and reason.startswith(("guard item(", "guard float(", "guard int(")):
-                hint = ("A Python number taken from a tensor (.item(), float(), int()) is a "
-                        "guard and differs on every call: return or compute with the tensor "
-                        "itself (return `loss`, not `loss.item()`), and take the number "
-                        "outside the compiled function.")
-            warnings.warn(f"tracegrad.compile: '{self.name}' reached cache_limit="
-                          f"{self.cache_limit} paths (last reason: {reason}); running "
-                          f"eagerly from now on. {hint}", UserWarning, stacklevel=4)
-            self._warned = True
-        self.stats.eager_calls += 1
-        next_attempt()
-        return self.fn(*args, **kwargs)
-
-    def _saved_hooks_call(self, args, kwargs):
-        """saved_tensors_hooks are active: run eagerly, so saved tensors go through them."""
-        if not getattr(self, "_warned_saved_hooks", False):
-            self._warned_saved_hooks = True
-            warnings.warn(f"tracegrad.compile: '{self.name}' runs eagerly while "
-                          "saved_tensors_hooks are active (a compiled program keeps its "
-                          "saved values as arrays, not through the hooks)", UserWarning,
-                          stacklevel=3)
-        self.stats.eager_calls += 1
-        return self.fn(*args, **kwargs)
-
-    def _anomaly_call(self, args, kwargs):
-        """Anomaly detection is on: run eagerly, so every node's gradients are checked."""
-        if not getattr(self, "_warned_anomaly", False):
-            self._warned_anomaly = True
-            warnings.warn(f"tracegrad.compile: '{self.name}' runs eagerly while anomaly "
-                          "detection is enabled (each backward node's gradients are "
-                          "checked)", UserWarning, stacklevel=3)
-        self.stats.eager_calls += 1
-        return self.fn(*args, **kwargs)
-
-    def _not_cached(self, entry, changed, out, growth=False):
-        """The trace changed Python state it reads (Note [Captured state]): replaying the
-        path would skip that change, so it is not cached. The call itself ran eagerly. A
-        second such trace in a row makes calls like these run eagerly, with a warning;
-        an optimizer creating state for more parameters does not count (`growth`, Note
-        [Optimizer state growth] in state.py) up to `cache_limit` times."""
-        entry.growths = getattr(entry, "growths", 0) + growth
-        if growth and entry.growths <= self.cache_limit:
-            return out
-        g = changed[0]
-        why = (f"it changes {g.where} ({g.reason().split(': ', 1)[-1]}), which it also "
-               "reads")
-        entry.unstable = getattr(entry, "unstable", 0) + 1
-        entry.unstable_reason = f"the last trace changed state it reads: {g.where}"
-        if entry.unstable >= 2:
-            entry.eager = why
-            warnings.warn(f"tracegrad.compile: '{self.name}' runs eagerly for arguments like "
-                          f"these: {why}", UserWarning, stacklevel=4)
-        return out
 
     def _store(self, entry, path, reason):
         entry.paths.append(path)
@@ -656,106 +566,8 @@ def _codes_of(fn):
     return {code} if code is not None else set()
 
 
-def _grad_outputs(tracer, outs):
-    """`.grad` assignments of the trace (backward() or `p.grad = ...` inside): [(owner, final
-    .grad)], the tensors among them becoming hidden outputs after the user's (Note [Effects])."""
-    grad_sets = tracer.grad_results()
-    for o, g in grad_sets:
-        if g is not None and id(g) not in tracer.env:
-            tracer.note_effect("grad_write", "assigning .grad a tensor from outside the trace", o)
-    grad_sets = [(o, g) for o, g in grad_sets if g is None or id(g) in tracer.env]
-    for o, _ in grad_sets:
-        # Note [Owners of .grad writes]: a parameter the trace never computed with whose
-        # .grad it assigns (zero_grad() clearing an unused head's gradient) becomes a
-        # captured input, so the program can replay the assignment on it every call
-        if id(o) not in tracer.env:
-            tracer.value_of(o)
-    tracer.graph.outputs = [tracer.value_of(o) for o in outs if isinstance(o, Tensor)] + [
-        tracer.env[id(g)] for _, g in grad_sets if g is not None]
-    return grad_sets
-
-
-def _settle_state(tracer, scanned, read_keys=frozenset(), placed=()):
-    """(state guards of the path, guards of places read as runtime numbers, guards the trace
-    itself broke). Captured tensors' bindings come first, then every container and scalar
-    guard (Note [Captured state]); places replayed calls rewrite are theirs, not guards;
-    places read through `hyper` are program inputs, not guards, unless user code the trace
-    ran may also read them directly (`loss * opt.param_groups[0]["lr"]`: a constant of the
-    trace, which only the guard keeps from going stale). `read_keys`: the keys that user
-    code may have read (`state.keys_user_code_may_read`, Note [Hyper-parameters unread]).
-    `placed`: places that held a Number during the trace, read only through it (Note
-    [Float attributes that change] in dynamic_numbers.py)."""
-    bindings = scanned.bindings
-    unread = getattr(scanned, "unread", ())   # Note [Unread attributes] in state_unread.py
-    guards = [g for _, t in tracer.captured for g in bindings.get(id(t), ())] + [
-        g for g in scanned.guards if id(g) not in unread]
-    owned = owned_holders([o for o, *_ in tracer.replays])
-    places = tracer.scalar_places()
-    runtime = [g for g in guards if any(g.holder is h and g.key == k for h, k in places)
-               and (g.key not in read_keys or any(g.holder is h and g.key == k
-                                                  for h, k in placed))]
-    guards = [g for g in guards if all(g is not r for r in runtime)]
-    # and those of a path that never read them (Note [Hyper-parameters unread] in state_unread.py)
-    unread_hyper = getattr(scanned, "unread_hyper", ())
-    guards = [g for g in guards if id(g) not in unread_hyper]
-    dropped, changed = changed_by_trace(guards + [g for gs in bindings.values() for g in gs],
-                                        owned)
-    guards = [g for g in guards if all(g is not d for d in dropped)]
-    # training flags a train()/eval() call of the trace set: guarded at their values on
-    # entry, and set again after each call (Note [Mode set while tracing] in module.py)
-    moded = {id(vars(m)) for obj, *_ in tracer.mode_replays for m in obj.modules()}
-    changed = [g for g in changed if not (g.key == "training" and id(g.holder) in moded)]
-    return guards, runtime, changed
-
-
-def _set_grad_mode(flag):
-    """Note [Grad mode left changed]
-    `tg.set_grad_enabled(False)` called as a plain function (not as a `with` block) inside
-    the function leaves grad mode changed after it returns. The entry key fixes the mode a
-    call starts in, and the trace the mode it ends in: each cached call of the path sets it
-    again after its program (a replayed call, `PathRecord.replays`)."""
-    _mode._grad_enabled.set(flag)
-
-
-def _warn_effects(name, tracer):
-    """Once per trace, name the Python side effects that run only while tracing."""
-    for e in tracer.effects:
-        if not e.eager and e.kind == "print":
-            warnings.warn(f"tracegrad.compile: '{name}' calls {e.describe()}; it runs only "
-                          "while tracing, not on cached calls. Print outside the compiled "
-                          "function, or return the value.", UserWarning, stacklevel=4)
-
-
 def _single(outs):
     return outs[0]
-
-
-def _rng_states(path):
-    """Snapshot of the generators the path's random draws use (empty for most paths): a
-    guard failing after a draw must not advance them, or eager's sequence is lost."""
-    gens = path._generators
-    if not gens:
-        if gens is not None:
-            return ()
-        from ..ops.creation import Generator
-        found = {id(a): a for n in path.part.forward.nodes if n.prim.impure
-                 for a in n.inputs if isinstance(a, Generator)}
-        gens = path._generators = list(found.values())
-    return [(g, g._rng, g._rng.bit_generator.state, g._seed) for g in gens]
-
-
-def _rewind(rng):
-    """Put the generators back as `_rng_states` found them."""
-    for gen, r, state, seed in rng:
-        gen._rng, gen._seed = r, seed
-        r.bit_generator.state = state
-
-
-def _prefix_eq(outcomes, prefix):
-    from ..ir.interpret import same_outcome
-    if len(outcomes) < len(prefix):
-        return False
-    return all(same_outcome(a, b) for a, b in zip(outcomes, prefix))
 
 
 def _arg_names(fn, n):

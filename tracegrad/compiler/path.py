@@ -107,7 +107,7 @@ class CompiledPath:
         self._grad_outs = [k for k, req in enumerate(self.out_requires)
                            if req and k not in self.alias_out and k not in self.dup_out
                            and k not in self.view_out]
-        self._generators = None              # compiler/function.py: _rng_states
+        self._generators = None              # rng_states below
         self.eager_saves = True              # set by the trace (Note [Second backward])
 
     # -- a call: checks, then the run --
@@ -416,3 +416,31 @@ def _view(prim, t, attrs):
     if prim is DATA:
         v._vc = type(t._vc)()
     return v
+
+
+def rng_states(path):
+    """Snapshot of the generators the path's random draws use (empty for most paths): a
+    guard failing after a draw must not advance them, or eager's sequence is lost."""
+    gens = path._generators
+    if not gens:
+        if gens is not None:
+            return ()
+        from ..ops.creation import Generator
+        found = {id(a): a for n in path.part.forward.nodes if n.prim.impure
+                 for a in n.inputs if isinstance(a, Generator)}
+        gens = path._generators = list(found.values())
+    return [(g, g._rng, g._rng.bit_generator.state, g._seed) for g in gens]
+
+
+def rewind(rng):
+    """Put the generators back as `rng_states` found them."""
+    for gen, r, state, seed in rng:
+        gen._rng, gen._seed = r, seed
+        r.bit_generator.state = state
+
+
+def prefix_eq(outcomes, prefix):
+    from ..ir.interpret import same_outcome
+    if len(outcomes) < len(prefix):
+        return False
+    return all(same_outcome(a, b) for a, b in zip(outcomes, prefix))

@@ -101,7 +101,7 @@ def unread_attribute_guards(scanned, watch, classes=()):
 # guarded. Two things follow, both decided from what the user code the trace ran may have
 # read itself (`keys_user_code_may_read`):
 # - A path whose trace ran `opt.step()` drops the guards on those places unless user code
-#   may have read them too (`_settle_state` in function.py): then the value it read is a
+#   may have read them too (`settle_state` in trace_settle.py): then the value it read is a
 #   constant of the trace, which only the guard keeps from going stale. Spelling the key
 #   (`g["lr"]`) is one way; reaching items by computed keys is another (`{k: v for k, v in
 #   g.items()}` returned for logging, `opt.state_dict()["param_groups"]`), and so is

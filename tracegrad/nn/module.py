@@ -302,7 +302,7 @@ class Module:
         those; reads after it see what it set, the same on every call that passes the
         guards), and runs `train(mode)` again after each compiled call so the flags end
         as eager leaves them. The trace's own change of a flag is then not a reason to
-        run eagerly (compiler/function.py `_settle_state`)."""
+        run eagerly (compiler/trace_settle.py `settle_state`)."""
         if not isinstance(mode, bool):
             raise TracegradValueError("training mode is expected to be boolean")
         tracer = _effects.active()

@@ -1,0 +1,102 @@
+"""When and how a compiled function runs a call eagerly instead of a compiled path, and the
+warning that says why: past `cache_limit`, a trace that changed state it reads, an error
+inside a program, arguments sharing memory, saved_tensors_hooks, anomaly mode.
+
+`EagerFallbacks` is a base of `CompiledFunction` (compiler/function.py): it uses its `fn`,
+`name`, `stats`, `cache_limit` and `_warned`."""
+import re
+import warnings
+
+from ..tracing.forward_memo import next_attempt
+
+
+class EagerFallbacks:
+    def _rerun(self, rerun, args, kwargs):
+        """Run the call eagerly after its program raised `rerun` (a RerunEagerly: Note
+        [Errors inside compiled programs] in codegen.py); eager raising the same error
+        gets the program's note."""
+        self.stats.eager_calls += 1
+        next_attempt()
+        try:
+            return self.fn(*args, **kwargs)
+        except Exception as e:
+            err = rerun.error
+            if type(e) is type(err) and str(e) == str(err):
+                for note in getattr(err, "__notes__", ()):
+                    e.add_note(note)
+            raise
+
+    def _warn_alias(self, why):
+        if not getattr(self, "_alias_warned", False):
+            self._alias_warned = True
+            warnings.warn(f"tracegrad.compile: '{self.name}' runs eagerly for arguments like "
+                          f"these: {why}", UserWarning, stacklevel=4)
+
+    def _over_limit(self, args, kwargs, reason):
+        if not self._warned:
+            hint = ("Raise cache_limit or make the control flow depend less on tensor "
+                    "values.")
+            if reason and re.match(r"argument [^ ]+( \('[^']*'\))? changed \(", reason):
+                hint = ("A Python value passed as an argument is part of the path's key, so "
+                        "each new value traces again (a float is read per call, other values "
+                        "are not): pass a value that changes on every call, such as a step "
+                        "counter, as a tensor (`tracegrad.tensor(step)`), or compute what "
+                        "depends on it outside the compiled function.")
+            elif reason and re.match(r"(global|closure variable|attribute) .* changed", reason):
+                hint = ("The function reads Python state that changed between calls, and "
+                        "each new value traces again: pass a value that changes on every "
+                        "call as an argument (a float argument is read per call) or as a "
+                        "tensor.")
+            elif reason and reason.startswith(("guard item(", "guard float(", "guard int(")):
+                hint = ("A Python number taken from a tensor (.item(), float(), int()) is a "
+                        "guard and differs on every call: return or compute with the tensor "
+                        "itself (return `loss`, not `loss.item()`), and take the number "
+                        "outside the compiled function.")
+            warnings.warn(f"tracegrad.compile: '{self.name}' reached cache_limit="
+                          f"{self.cache_limit} paths (last reason: {reason}); running "
+                          f"eagerly from now on. {hint}", UserWarning, stacklevel=4)
+            self._warned = True
+        self.stats.eager_calls += 1
+        next_attempt()
+        return self.fn(*args, **kwargs)
+
+    def _saved_hooks_call(self, args, kwargs):
+        """saved_tensors_hooks are active: run eagerly, so saved tensors go through them."""
+        if not getattr(self, "_warned_saved_hooks", False):
+            self._warned_saved_hooks = True
+            warnings.warn(f"tracegrad.compile: '{self.name}' runs eagerly while "
+                          "saved_tensors_hooks are active (a compiled program keeps its "
+                          "saved values as arrays, not through the hooks)", UserWarning,
+                          stacklevel=3)
+        self.stats.eager_calls += 1
+        return self.fn(*args, **kwargs)
+
+    def _anomaly_call(self, args, kwargs):
+        """Anomaly detection is on: run eagerly, so every node's gradients are checked."""
+        if not getattr(self, "_warned_anomaly", False):
+            self._warned_anomaly = True
+            warnings.warn(f"tracegrad.compile: '{self.name}' runs eagerly while anomaly "
+                          "detection is enabled (each backward node's gradients are "
+                          "checked)", UserWarning, stacklevel=3)
+        self.stats.eager_calls += 1
+        return self.fn(*args, **kwargs)
+
+    def _not_cached(self, entry, changed, out, growth=False):
+        """The trace changed Python state it reads (Note [Captured state]): replaying the
+        path would skip that change, so it is not cached. The call itself ran eagerly. A
+        second such trace in a row makes calls like these run eagerly, with a warning;
+        an optimizer creating state for more parameters does not count (`growth`, Note
+        [Optimizer state growth] in state.py) up to `cache_limit` times."""
+        entry.growths = getattr(entry, "growths", 0) + growth
+        if growth and entry.growths <= self.cache_limit:
+            return out
+        g = changed[0]
+        why = (f"it changes {g.where} ({g.reason().split(': ', 1)[-1]}), which it also "
+               "reads")
+        entry.unstable = getattr(entry, "unstable", 0) + 1
+        entry.unstable_reason = f"the last trace changed state it reads: {g.where}"
+        if entry.unstable >= 2:
+            entry.eager = why
+            warnings.warn(f"tracegrad.compile: '{self.name}' runs eagerly for arguments like "
+                          f"these: {why}", UserWarning, stacklevel=4)
+        return out
