@@ -45,6 +45,7 @@ from .._saved_hooks import ACTIVE as _SAVED_HOOKS, active as saved_hooks_active
 from .keys import (alias_eager_reason, alias_groups, describe_difference, entry_key,
                    key_checker)
 from .backward_node import eager_saves
+from .hyper_order import written_before_read
 from ..autograd.engine import leaf_ranks
 from .path import CompiledPath
 from ..passes.vjp import BackwardDecides
@@ -379,6 +380,7 @@ class CompiledFunction:
                                site=f"{self.name}")
         state_guards, runtime, changed = _settle_state(
             tracer, scanned, read_keys, tracer.placed)
+        written_before_read(tracer, runtime)   # Note [Hyper-parameters written in a call]
         if entry is None:
             entry = self.entries[key] = _Entry(key)
             # objects keyed by id() must outlive the entry, or a new object could reuse the id
