@@ -46,6 +46,7 @@ from .keys import (alias_eager_reason, alias_groups, describe_difference, entry_
                    key_checker)
 from .backward_node import eager_saves
 from .hyper_order import written_before_read
+from .warning_replay import recording_warnings
 from ..autograd.engine import leaf_ranks
 from .path import CompiledPath
 from ..passes.vjp import BackwardDecides
@@ -445,7 +446,8 @@ class CompiledFunction:
             _, call_args, call_kwargs = self._floats.substitute(
                 tracer, self.binder, args, kwargs, leaves, positions, names)
         numbers = tracer.numbers
-        with tracer, watch_python(tracer, external, _codes_of(self.fn)) as watch:
+        with tracer, watch_python(tracer, external, _codes_of(self.fn)) as watch, \
+                recording_warnings(tracer):      # Note [Warnings replayed]
             if numbers is None:
                 out = self.fn(*args, **kwargs)
             else:
