@@ -13,7 +13,10 @@ registry, so filters and "once per location" behave as eagerly) and recorded as 
 call of the path (`PathRecord.replays`), issued again after each cached call, in order.
 Not recorded: warnings of replayed calls (they run again anyway: a scheduler's order
 warning), warnings the compiler issues about the trace itself, calls from other threads,
-and warnings issued by C code (numpy's floating-point RuntimeWarnings).
+and warnings issued by C code (numpy's floating-point RuntimeWarnings). A replayed warning
+comes after the cached call's program: under a filter turned into "error" after the trace,
+the cached call raises eager's error after the step's updates, where eager raised before
+them.
 """
 import os
 import sys
