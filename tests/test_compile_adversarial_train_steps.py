@@ -558,3 +558,39 @@ def test_a_schedulers_warnings_name_the_line_that_stepped_it():
         sched.step()
         sched.step(3)
     assert [x.filename for x in w] == [__file__] * 2
+
+
+class _Scaled(tg.autograd.Function):
+    """Saves a tensor it computed: compiling its backward runs forward again, which the
+    compiler says once per class (a guard: replayed warnings exclude the compiler's and
+    the tracer's own)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        h = x * 3
+        ctx.save_for_backward(h)
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, g):
+        h, = ctx.saved_tensors
+        return g * 2 + 0 * h
+
+
+def test_the_compilers_own_warnings_about_a_trace_are_not_replayed():
+    m = _mlp()
+    opt = tg.optim.SGD(m.parameters(), lr=0.1)
+
+    @tg.compile
+    def step(x, y):
+        opt.zero_grad()
+        loss = F.cross_entropy(_Scaled.apply(m(x)), y)
+        loss.backward()
+        opt.step()
+        return loss
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        for i in range(5):
+            step(*_data(i))
+    assert step.stats.cache_hits >= 2
+    assert len([x for x in w if "runs forward once more" in str(x.message)]) == 1

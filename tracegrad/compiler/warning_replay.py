@@ -12,7 +12,8 @@ eager issues it (`warn_explicit` with the location `stacklevel` names and that m
 registry, so filters and "once per location" behave as eagerly) and recorded as a replayed
 call of the path (`PathRecord.replays`), issued again after each cached call, in order.
 Not recorded: warnings of replayed calls (they run again anyway: a scheduler's order
-warning), warnings the compiler issues about the trace itself, calls from other threads,
+warning), warnings the compiler and tracer issue about the trace itself (a custom
+Function's forward run again: once per class), calls from other threads,
 and warnings issued by C code (numpy's floating-point RuntimeWarnings). A replayed warning
 comes after the cached call's program: under a filter turned into "error" after the trace,
 the cached call raises eager's error after the step's updates, where eager raised before
@@ -25,7 +26,9 @@ import warnings
 
 from .._effects import active
 
-_COMPILER = os.path.dirname(os.path.abspath(__file__)) + os.sep
+_PKG = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# warnings about the trace itself, issued once by the code that compiles
+_COMPILER = tuple(os.path.join(_PKG, d, "") for d in ("compiler", "tracing"))
 _lock = threading.Lock()
 _users = [0]
 _real = [None]
