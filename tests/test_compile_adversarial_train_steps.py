@@ -594,3 +594,17 @@ def test_the_compilers_own_warnings_about_a_trace_are_not_replayed():
             step(*_data(i))
     assert step.stats.cache_hits >= 2
     assert len([x for x in w if "runs forward once more" in str(x.message)]) == 1
+
+
+def test_betas_set_as_a_list_are_read_per_call_without_retracing():
+    # `g["betas"] = [0.8, 0.99]` (Adam unpacks a list as well): the per-call read wanted a
+    # tuple, so every later call re-traced until cache_limit, then ran eagerly
+    def betas(step, objs, i):
+        g = objs["opt"].param_groups[0]
+        if i == 2:
+            g["betas"] = [0.8, 0.99]
+        if i == 4:
+            g["betas"][1] = 0.9                  # the list changed in place
+        return step(*_data(i))
+    stats = _compare(_standard(_std_step, lambda ps: tg.optim.Adam(ps, lr=0.01)), betas, 6)
+    assert stats.traces == 2

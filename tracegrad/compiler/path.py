@@ -174,8 +174,8 @@ class CompiledPath:
         for j, holder, key, index, n, narrow in self.scalar_sources:
             value = holder.get(key) if isinstance(holder, dict) else holder[key]
             if index is not None:
-                if type(value) is not tuple or len(value) != n:
-                    return None, f"{key!r} is no longer a tuple of {n} ({value!r})"
+                if type(value) not in (tuple, list) or len(value) != n:   # (a list
+                    return None, f"{key!r} is no longer a tuple of {n} ({value!r})"  # too)
                 value = value[index]
             if not is_number(value, narrow):
                 return None, f"{key!r} is no longer a number ({value!r})"

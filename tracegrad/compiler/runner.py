@@ -76,8 +76,9 @@ def build_runner(path):
         env[f"h{j}"], env[f"k{j}"], env[f"p{j}"] = holder, key, [(_UNSET, None)]
         get = f"h{j}.get(k{j})" if isinstance(holder, dict) else f"h{j}[k{j}]"
         lines.append(f"    v = {get}")
-        if index is not None:            # an item of a tuple of n: (betas[0], betas[1])
-            lines += [f"    if type(v) is not tuple or len(v) != {n}: {miss}",
+        if index is not None:            # an item of a tuple of n: (betas[0], betas[1]),
+            # or of a list of n (`g["betas"] = [0.9, 0.99]`: Adam unpacks either)
+            lines += [f"    if type(v) not in (tuple, list) or len(v) != {n}: {miss}",
                       f"    v = v[{index}]"]
         lines += [f"    last = p{j}[0]", "    if v is not last[0]:",
                   f"        if not _number(v, {narrow}): {miss}",
