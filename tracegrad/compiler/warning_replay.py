@@ -13,8 +13,10 @@ registry, so filters and "once per location" behave as eagerly) and recorded as 
 call of the path (`PathRecord.replays`), issued again after each cached call, in order.
 Not recorded: warnings of replayed calls (they run again anyway: a scheduler's order
 warning), warnings the compiler and tracer issue about the trace itself (a custom
-Function's forward run again: once per class), calls from other threads,
-and warnings issued by C code (numpy's floating-point RuntimeWarnings). A replayed warning
+Function's forward run again: once per class), calls from other threads, warnings issued
+by C code (numpy's floating-point RuntimeWarnings), and those of code that bound the
+function before the trace (`from warnings import warn`): the wrapper is the module's
+attribute `warnings.warn`, which tracegrad and most code call through. A replayed warning
 comes after the cached call's program: under a filter turned into "error" after the trace,
 the cached call raises eager's error after the step's updates, where eager raised before
 them.
