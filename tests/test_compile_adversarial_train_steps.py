@@ -608,3 +608,100 @@ def test_betas_set_as_a_list_are_read_per_call_without_retracing():
         return step(*_data(i))
     stats = _compare(_standard(_std_step, lambda ps: tg.optim.Adam(ps, lr=0.01)), betas, 6)
     assert stats.traces == 2
+
+
+# --- optimizer hooks (missing before: AttributeError where PyTorch runs them) ---
+
+def _hook_log(lib, register_global_pre):
+    """What the step and state-dict hooks of `lib`'s SGD see, in order."""
+    log = []
+    w = lib.tensor([1.0, 2.0], dtype=lib.float64, requires_grad=True)
+    opt = lib.optim.SGD([w], lr=0.1)
+    pre = opt.register_step_pre_hook(
+        lambda o, a, k: log.append(("pre", o is opt, len(a), a[0] is opt, k)))
+    opt.register_step_post_hook(lambda o, a, k: log.append(("post", a[0] is opt, k)))
+    glob = register_global_pre(lambda o, a, k: log.append(("global pre", o is opt)))
+    try:
+        w.grad = lib.ones(2, dtype=lib.float64)
+        opt.step()
+        pre.remove()
+        opt.step()
+    finally:
+        glob.remove()
+    opt.step()
+    opt.register_step_pre_hook(lambda o, a, k: 5)
+    try:
+        opt.step()
+    except RuntimeError as e:
+        log.append(("error", str(e).split(" must ")[1]))
+    opt.register_state_dict_pre_hook(lambda o: log.append("state_dict pre"))
+    opt.register_state_dict_post_hook(lambda o, sd: {**sd, "extra": 1})
+    sd = opt.state_dict()
+    log.append(sorted(sd))
+    opt.register_load_state_dict_pre_hook(lambda o, s: log.append(("load pre", s is sd)))
+    opt.register_load_state_dict_post_hook(lambda o: log.append("load post"))
+    del sd["extra"]
+    opt.load_state_dict(sd)
+    import copy
+    log.append(len(copy.deepcopy(opt)._optimizer_step_post_hooks))
+    return log, w.detach().numpy().tolist()
+
+
+def test_optimizer_hooks_behave_as_pytorchs():
+    torch = pytest.importorskip("torch")
+    from torch.optim.optimizer import register_optimizer_step_pre_hook as torch_global
+    from tracegrad.optim.optimizer import register_optimizer_step_pre_hook as tg_global
+    assert _hook_log(tg, tg_global) == _hook_log(torch, torch_global)
+
+
+def _clamping_post_hook(make_opt):
+    def make(comp):
+        m = _mlp()
+        opt = make_opt(m.parameters())
+
+        def clamp(o, args, kwargs):
+            with tg.no_grad():
+                for p in m.parameters():
+                    p.clamp_(-0.3, 0.3)
+        opt.register_step_post_hook(clamp)
+        return comp(lambda x, y: _std_step(m, opt, None, x, y)), dict(m=m, opt=opt)
+    return make
+
+
+def test_a_step_hook_updating_weights_compiles_into_the_step():
+    stats = _compare(_clamping_post_hook(_sgd(momentum=0.9)), _plain, 5)
+    assert stats.cache_hits >= 3
+
+
+def test_a_global_step_hook_added_between_calls_is_seen_by_the_compiled_step():
+    from tracegrad.optim.optimizer import register_optimizer_step_post_hook
+    handles = []
+
+    def calls(step, objs, i):
+        if i == 2:
+            def halve(o, args, kwargs):
+                with tg.no_grad():
+                    for p in objs["m"].parameters():
+                        p.mul_(0.5)
+            handles.append(register_optimizer_step_post_hook(halve))
+        if i == 4:
+            handles.pop().remove()
+        return step(*_data(i))
+    try:
+        _compare(_standard(_std_step, _sgd(momentum=0.9)), calls, 6)
+    finally:
+        for h in handles:
+            h.remove()
+
+
+def test_a_step_hook_counting_its_calls_runs_the_step_eagerly_with_a_warning():
+    def make(comp):
+        m = _mlp()
+        opt = tg.optim.SGD(m.parameters(), lr=0.1)
+        seen = {"steps": 0}
+
+        def count(o, args, kwargs):
+            seen["steps"] += 1
+        opt.register_step_pre_hook(count)
+        return comp(lambda x, y: _std_step(m, opt, None, x, y)), dict(m=m, opt=opt, seen=seen)
+    _compare(make, _plain, 4, loud="must")
