@@ -705,3 +705,22 @@ def test_a_step_hook_counting_its_calls_runs_the_step_eagerly_with_a_warning():
         opt.register_step_pre_hook(count)
         return comp(lambda x, y: _std_step(m, opt, None, x, y)), dict(m=m, opt=opt, seen=seen)
     _compare(make, _plain, 4, loud="must")
+
+
+@pytest.mark.parametrize("dtype", [tg.float32, tg.float64])
+def test_a_clipping_threshold_passed_as_a_changing_float_is_read_per_call(dtype):
+    # clip_grad_norm_ took float(max_norm): the exact value, so every new threshold re-traced
+    def make(comp):
+        m = _mlp().to(dtype)
+        opt = tg.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
+
+        def step(x, y, max_norm):
+            opt.zero_grad()
+            loss = F.cross_entropy(m(x.to(dtype)), y)
+            loss.backward()
+            norm = nn.utils.clip_grad_norm_(m.parameters(), max_norm)
+            opt.step()
+            return loss, norm
+        return comp(step), dict(m=m, opt=opt)
+    stats = _compare(make, lambda step, objs, i: step(*_data(i), 0.5 / (i + 1)), 6)
+    assert stats.traces <= 3
