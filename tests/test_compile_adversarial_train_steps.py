@@ -724,3 +724,14 @@ def test_a_clipping_threshold_passed_as_a_changing_float_is_read_per_call(dtype)
         return comp(step), dict(m=m, opt=opt)
     stats = _compare(make, lambda step, objs, i: step(*_data(i), 0.5 / (i + 1)), 6)
     assert stats.traces <= 3
+
+
+def test_a_warning_turned_into_an_error_after_the_trace_raises_before_the_update():
+    # a replayed warning comes after the program: under `simplefilter("error")` the cached
+    # call raised only after updating the parameters, where eager raises mid-step
+    def calls(step, objs, i):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error" if i == 3 else "ignore")
+            return step(*_data(i))
+    stats = _compare(_standard(_mse_broadcast, _sgd(momentum=0.9)), calls, 5)
+    assert stats.cache_hits >= 1

@@ -29,6 +29,7 @@ from .._tensor import Tensor
 from ..ir.interpret import GuardFailed
 from ..ops.elementwise import quiet_enter, quiet_exit
 from .backward_node import ConsumedBackward
+from .warning_replay import would_raise
 
 
 def build_runner(path):
@@ -50,6 +51,9 @@ def build_runner(path):
     if n_args:
         lines.append(f"    {', '.join(names[:n_args])}{',' if n_args == 1 else ''} = args")
     miss = "return _miss(args)"
+    if path.warnings:                    # Note [Warnings replayed]
+        env["_werr"], env["_warns"] = would_raise, path.warnings
+        lines.append(f"    if _werr(_warns): {miss}")
     if path.state_guards:
         lines.append(f"    if not _state(): {miss}")
 

@@ -17,9 +17,10 @@ Function's forward run again: once per class), calls from other threads, warning
 by C code (numpy's floating-point RuntimeWarnings), and those of code that bound the
 function before the trace (`from warnings import warn`): the wrapper is the module's
 attribute `warnings.warn`, which tracegrad and most code call through. A replayed warning
-comes after the cached call's program: under a filter turned into "error" after the trace,
-the cached call raises eager's error after the step's updates, where eager raised before
-them.
+comes after the cached call's program, so before running a path whose warnings the
+filters now turn into errors (`simplefilter("error")` after the trace), the path misses
+(`would_raise`): the call re-traces, which runs it eagerly, raising where eager raises,
+after eager's partial effects.
 """
 import os
 import sys
@@ -63,6 +64,30 @@ def _warn(message, category=None, stacklevel=1, source=None, **kwargs):
     _rewarn(None, message, category, filename, lineno, globs)
     tracer.replays.append((None, _rewarn, (message, category, filename, lineno, globs), {},
                            frozenset()))
+
+
+def recorded(replays):
+    """The warnings among a path's replayed calls: [(message, category, filename, lineno,
+    module globals)]."""
+    return [a for _, method, a, _ in replays if method is _rewarn]
+
+
+def would_raise(recorded):
+    """Whether the warning filters now make one of `recorded` an error (Python's filter
+    matching: the first filter matching message, category, module and line decides)."""
+    filters = warnings.filters
+    for message, category, _, lineno, globs in recorded:
+        text = str(message)
+        module = globs.get("__name__", "<string>")
+        action = warnings.defaultaction
+        for act, msg, cat, mod, line in filters:
+            if ((msg is None or msg.match(text)) and issubclass(category, cat)
+                    and (mod is None or mod.match(module)) and (line == 0 or line == lineno)):
+                action = act
+                break
+        if action == "error":
+            return True
+    return False
 
 
 class recording_warnings:
