@@ -148,7 +148,7 @@ def hyper(holder, key, index=None, narrow=False):
         return value
     if not is_number(value, narrow):
         return value
-    return tracer.scalar_source(holder, key, value, index, narrow)
+    return tracer.hyper_source(holder, key, value, index, narrow)
 
 
 def as_scalar_for(value, like):

@@ -37,8 +37,8 @@ The user's hooks on the collected leaves are muted during the comparison's backw
 registered inside the function on intermediate tensors run there too. A call that advances an
 iterator from outside the function (`next(batches)`) is not checked: its eager run is the
 result, with a warning (an iterator cannot be rewound). Caveats: other Python side effects of
-the function (prints, appends to objects' lists) happen twice; objects reached only through
-deeper state than the scan walks are neither restored nor compared; concurrent checked calls
+the function (prints, warnings, appends to objects' lists) happen twice; objects reached only
+through deeper state than the scan walks are neither restored nor compared; concurrent checked calls
 on shared state (threads) may see each other's snapshots: check mode is a debugging aid.
 Inside another function's trace a checked function runs inline, as any compiled one does.
 """

@@ -44,6 +44,8 @@ from .._saved_hooks import ACTIVE as _SAVED_HOOKS, active as saved_hooks_active
 from .keys import (alias_eager_reason, alias_groups, describe_difference, entry_key,
                    key_checker)
 from .backward_node import eager_saves
+from .hyper_order import written_before_read
+from .warning_replay import recording_warnings
 from ..autograd.engine import leaf_ranks
 from .path import CompiledPath, prefix_eq, rewind, rng_states
 from ..passes.vjp import BackwardDecides
@@ -360,6 +362,7 @@ class CompiledFunction(EagerFallbacks):
                                site=f"{self.name}")
         state_guards, runtime, changed = settle_state(
             tracer, scanned, read_keys, tracer.placed)
+        written_before_read(tracer, runtime)   # Note [Hyper-parameters written in a call]
         if entry is None:
             entry = self.entries[key] = _Entry(key)
             # objects keyed by id() must outlive the entry, or a new object could reuse the id
@@ -424,7 +427,8 @@ class CompiledFunction(EagerFallbacks):
             _, call_args, call_kwargs = self._floats.substitute(
                 tracer, self.binder, args, kwargs, leaves, positions, names)
         numbers = tracer.numbers
-        with tracer, watch_python(tracer, external, _codes_of(self.fn)) as watch:
+        with tracer, watch_python(tracer, external, _codes_of(self.fn)) as watch, \
+                recording_warnings(tracer):      # Note [Warnings replayed]
             if numbers is None:
                 out = self.fn(*args, **kwargs)
             else:

@@ -23,6 +23,7 @@ from ..ir.interpret import GuardFailed
 from .._tensor_storage import _root
 from .state_guards import checker, first_failing
 from .trace_plan import leaf_hooks
+from .warning_replay import recorded, would_raise
 
 
 class CompiledPath:
@@ -42,6 +43,7 @@ class CompiledPath:
         vars(self).update(vars(rec.effects))   # sources, replayed effects, .grad plan
         self.eager_reason = rec.eager_reason
         self.replays = rec.replays
+        self.warnings = recorded(rec.replays)   # Note [Warnings replayed]
         self.forward_program = rec.forward_program
         if self.forward_program is not None:  # Note [Errors inside compiled programs]
             self.forward_program.rerun_on_error = True
@@ -126,6 +128,9 @@ class CompiledPath:
     def resolve(self, args=()):
         """(captured tensors for this call, None) when captured tensors and guarded Python
         state still match, else (None, why not)."""
+        if self.warnings and would_raise(self.warnings):
+            return None, ("a warning the function issues is an error under the warning "
+                          "filters now (Note [Warnings replayed])")
         if not (self.captured or self.state_guards or self.attr_guards or self.grad_none
                 or self.grad_some or self.hook_checks):
             return self.captured, None
@@ -174,8 +179,8 @@ class CompiledPath:
         for j, holder, key, index, n, narrow in self.scalar_sources:
             value = holder.get(key) if isinstance(holder, dict) else holder[key]
             if index is not None:
-                if type(value) is not tuple or len(value) != n:
-                    return None, f"{key!r} is no longer a tuple of {n} ({value!r})"
+                if type(value) not in (tuple, list) or len(value) != n:   # (a list
+                    return None, f"{key!r} is no longer a tuple of {n} ({value!r})"  # too)
                 value = value[index]
             if not is_number(value, narrow):
                 return None, f"{key!r} is no longer a number ({value!r})"

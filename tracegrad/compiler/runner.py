@@ -29,6 +29,7 @@ from .._tensor import Tensor
 from ..ir.interpret import GuardFailed
 from ..ops.elementwise import quiet_enter, quiet_exit
 from .backward_node import ConsumedBackward
+from .warning_replay import would_raise
 
 
 def build_runner(path):
@@ -50,6 +51,9 @@ def build_runner(path):
     if n_args:
         lines.append(f"    {', '.join(names[:n_args])}{',' if n_args == 1 else ''} = args")
     miss = "return _miss(args)"
+    if path.warnings:                    # Note [Warnings replayed]
+        env["_werr"], env["_warns"] = would_raise, path.warnings
+        lines.append(f"    if _werr(_warns): {miss}")
     if path.state_guards:
         lines.append(f"    if not _state(): {miss}")
 
@@ -76,8 +80,9 @@ def build_runner(path):
         env[f"h{j}"], env[f"k{j}"], env[f"p{j}"] = holder, key, [(_UNSET, None)]
         get = f"h{j}.get(k{j})" if isinstance(holder, dict) else f"h{j}[k{j}]"
         lines.append(f"    v = {get}")
-        if index is not None:            # an item of a tuple of n: (betas[0], betas[1])
-            lines += [f"    if type(v) is not tuple or len(v) != {n}: {miss}",
+        if index is not None:            # an item of a tuple of n: (betas[0], betas[1]),
+            # or of a list of n (`g["betas"] = [0.9, 0.99]`: Adam unpacks either)
+            lines += [f"    if type(v) not in (tuple, list) or len(v) != {n}: {miss}",
                       f"    v = v[{index}]"]
         lines += [f"    last = p{j}[0]", "    if v is not last[0]:",
                   f"        if not _number(v, {narrow}): {miss}",

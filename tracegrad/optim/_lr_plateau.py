@@ -50,7 +50,7 @@ class ReduceLROnPlateau(LRScheduler):
         if epoch is None:
             epoch = self.last_epoch + 1
         else:
-            warnings.warn(_EPOCH_WARNING, UserWarning, stacklevel=2)
+            warnings.warn(_EPOCH_WARNING, UserWarning, stacklevel=3)   # past `replayed`
         self.last_epoch = epoch
         if self._is_better(current, self.best):
             self.best = current

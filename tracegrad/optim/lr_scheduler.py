@@ -139,8 +139,8 @@ class LRScheduler:
         if self._step_count == 1:
             self._warn_order()
         self._step_count += 1
-        if epoch is not None:
-            warnings.warn(_EPOCH_WARNING, UserWarning, stacklevel=2)
+        if epoch is not None:        # (the caller of the `replayed` wrapper)
+            warnings.warn(_EPOCH_WARNING, UserWarning, stacklevel=3)
         self._update_lr(epoch)
 
     def _warn_order(self):
@@ -148,13 +148,13 @@ class LRScheduler:
             warnings.warn("Seems like `optimizer.step()` has been overridden after learning "
                           "rate scheduler initialization. Please, make sure to call "
                           "`optimizer.step()` before `lr_scheduler.step()`.",
-                          UserWarning, stacklevel=3)
+                          UserWarning, stacklevel=4)     # past step()'s `replayed` wrapper
         elif not getattr(self.optimizer, "_opt_called", False):
             warnings.warn("Detected call of `lr_scheduler.step()` before `optimizer.step()`. "
                           "In PyTorch 1.1.0 and later, you should call them in the opposite "
                           "order: `optimizer.step()` before `lr_scheduler.step()`.  Failure "
                           "to do this will result in PyTorch skipping the first value of "
-                          "the learning rate schedule.", UserWarning, stacklevel=3)
+                          "the learning rate schedule.", UserWarning, stacklevel=4)
 
     def _update_lr(self, epoch=None):
         self._get_lr_called_within_step = True

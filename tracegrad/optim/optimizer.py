@@ -16,6 +16,9 @@ from .. import _mode
 from .._errors import TracegradTypeError, TracegradValueError
 from .._tensor import Tensor
 from ..nn._module_helpers import _typename, _zero_grad
+from ._hooks import (HookMethods, add_registries, load_state_dict_hooked,
+                     register_optimizer_step_post_hook, register_optimizer_step_pre_hook,
+                     state_dict_hooked, with_step_hooks)
 
 
 class _RequiredParameter:
@@ -28,7 +31,7 @@ class _RequiredParameter:
 required = _RequiredParameter()
 
 
-class Optimizer:
+class Optimizer(HookMethods):
     """Base class of all optimizers: `Optimizer(params, defaults)`.
 
     `params` is an iterable of Tensors, of `(name, Tensor)` pairs, or of dicts defining
@@ -39,7 +42,18 @@ class Optimizer:
     # guard): Note [Hyper-parameters unread] in compiler/state_unread.py
     _runtime_keys = ()
 
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        # step hooks run around every subclass's step (optim/_hooks.py)
+        if "step" in cls.__dict__:
+            cls.step = with_step_hooks(cls.__dict__["step"])
+        for name, hooked in (("state_dict", state_dict_hooked),
+                             ("load_state_dict", load_state_dict_hooked)):
+            if name in cls.__dict__:
+                setattr(cls, name, hooked(cls.__dict__[name]))
+
     def __init__(self, params, defaults):
+        add_registries(self)
         self.defaults = defaults
         self.state = defaultdict(dict)
         self.param_groups = []
@@ -191,6 +205,11 @@ class Optimizer:
 
     def __setstate__(self, state):
         self.__dict__.update(state)
+        add_registries(self)            # (hooks are not copied or pickled)
+
+
+Optimizer.state_dict = state_dict_hooked(Optimizer.state_dict)
+Optimizer.load_state_dict = load_state_dict_hooked(Optimizer.load_state_dict)
 
 
 def _cast(param, value, key=None):

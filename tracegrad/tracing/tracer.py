@@ -89,6 +89,11 @@ def _hooked(node):
     return bool(node.pre_hooks) and any(node.pre_hooks.values())
 
 
+def same_number(a, b):
+    """Two hyper-parameter values that compute alike (NaN equals NaN)."""
+    return a is b or a == b or (a != a and b != b)
+
+
 class Tracer:
     """Records dispatches into `self.graph`; keeps concrete values for later passes."""
 
@@ -122,6 +127,8 @@ class Tracer:
         self.scalar_sources = {}  # Value of a captured 0-d input -> (holder, key, index, len,
         #                           narrow: numpy float32 values allowed, _effects.hyper)
         self.scalar_tensors = {}  # (id(holder), key, index) -> that input's tensor
+        self.hyper_first = {}    # (id(holder), key, index) -> (holder, key, index, value first
+        #                          read): `hyper_source`, Note [Hyper-parameters written in a call]
         self.numbers = None      # numbers.Numbers: float arguments read per call, if any
         self.placed = ()         # [(holder, key, float, Number)]: Numbers put into places
         self.replays = []        # [(obj, method, args, kwargs, attributes it rewrote)]
@@ -192,6 +199,22 @@ class Tracer:
             n = None if index is None else len(holder[key])
             self.scalar_sources[v] = (holder, key, index, n, narrow)
         return t
+
+    def hyper_source(self, holder, key, value, index=None, narrow=False):
+        """`scalar_source` for an optimizer's hyper-parameter (`_effects.hyper`). A place read
+        again after the call changed it (a scheduler stepped between two `opt.step()`s) is
+        not one runtime value: the call computes with the value it holds now, and calls like
+        it run eagerly (Note [Hyper-parameters written in a call] in compiler/hyper_order.py)."""
+        k = (id(holder), key, index)
+        first = self.hyper_first.get(k)
+        if first is None:
+            self.hyper_first[k] = (holder, key, index, value)
+        elif not same_number(first[3], value):
+            self.note_effect("hyper", f"the hyper-parameter {key!r} changed from {first[3]!r} "
+                             f"to {value!r} between two reads in one call (a scheduler's or "
+                             "the code's change between two optimizer steps)")
+            return value
+        return self.scalar_source(holder, key, value, index, narrow)
 
     def scalar_places(self):
         return [(h, k) for h, k, *_ in self.scalar_sources.values()]

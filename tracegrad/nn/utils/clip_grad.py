@@ -21,6 +21,14 @@ def _as_list(tensors):
     return [tensors] if isinstance(tensors, Tensor) else list(tensors)
 
 
+def _per_call(number):
+    """`float(number)`, except that a float argument a compiled call reads per call (a
+    `Number`: Note [Numbers read per call] in tracing/numbers.py) stays one, so a clipping
+    threshold passed as a changing float never re-traces."""
+    from ...tracing.numbers import Number
+    return number if type(number) is Number else float(number)
+
+
 def _grads(parameters):
     return [p.grad for p in _as_list(parameters) if p.grad is not None]
 
@@ -56,7 +64,7 @@ def clip_grads_with_norm_(parameters, max_norm, total_norm, foreach=None):
     grads = _grads(parameters)
     if not grads:
         return
-    coef = O.clamp(O.div(float(max_norm), O.add(total_norm, 1e-6)), max=1.0)
+    coef = O.clamp(O.div(_per_call(max_norm), O.add(total_norm, 1e-6)), max=1.0)
     for g in grads:
         g.mul_(coef.to(g.dtype) if coef.dtype is not g.dtype else coef)
 
