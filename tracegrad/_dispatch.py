@@ -10,7 +10,7 @@ check PyTorch's in-place rules, bump the version counter, and rebase views (Copy
 import numpy as np
 
 from . import _mode
-from ._dtype import _FROM_NP, can_cast, scalar_type_name
+from ._dtype import _FROM_NP, can_cast, scalar_type_name, wrap_int
 from ._errors import InplaceError, TracegradRuntimeError, op_error
 from . import _tensor
 from ._tensor import Tensor, edge_of
@@ -49,6 +49,8 @@ def _cast(a, want):
             return a.item()               # never a float64/int64 operand numpy would widen to
         if type(a) is not float and isinstance(a, float):
             return float(a)               # a traced Number met outside the trace's recording
+        if type(a) is int and want is not None and want.kind in "iu" and want.itemsize < 8:
+            return wrap_int(a, want)
         return a                          # Python numbers and attributes go in as they are
     dt = a.dtype
     return a if want is None or dt is want or dt == want else a.astype(want)

@@ -33,15 +33,17 @@ class dtype:
 float16 = dtype("float16", np.float16, 2)
 float32 = dtype("float32", np.float32, 2)
 float64 = dtype("float64", np.float64, 2)
+int8 = dtype("int8", np.int8, 1)
+int16 = dtype("int16", np.int16, 1)
+uint8 = dtype("uint8", np.uint8, 1)
 int32 = dtype("int32", np.int32, 1)
 int64 = dtype("int64", np.int64, 1)
 bool_ = dtype("bool", np.bool_, 0)
 
-_ALL = (float16, float32, float64, int32, int64, bool_)
+_ALL = (float16, float32, float64, uint8, int8, int16, int32, int64, bool_)
 _FROM_NP = {d.np: d for d in _ALL}
 # numpy types users may hand us that have a natural PyTorch counterpart
-for _np_t, _d in ((np.int8, int32), (np.int16, int32), (np.uint8, int64), (np.uint16, int32),
-                  (np.uint32, int64), (np.uint64, int64)):
+for _np_t, _d in ((np.uint16, int32), (np.uint32, int64), (np.uint64, int64)):
     _FROM_NP.setdefault(np.dtype(_np_t), _d)
 
 
@@ -56,7 +58,7 @@ def from_numpy_dtype(np_dtype):
     except KeyError:
         raise TypeError(
             f"can't convert np.ndarray of type {np.dtype(np_dtype)}. The only supported types "
-            "are: float64, float32, float16, int64, int32, and bool.") from None
+            "are: float64, float32, float16, int64, int32, int16, int8, uint8, and bool.") from None
 
 
 _state = threading.local()
@@ -85,12 +87,35 @@ for _a in _ALL:
 
 
 _SCALAR_NAMES = {"float16": "Half", "float32": "Float", "float64": "Double", "int32": "Int",
-                 "int64": "Long", "bool": "Bool"}
+                 "int64": "Long", "int16": "Short", "int8": "Char", "uint8": "Byte", "bool": "Bool"}
 
 
 def scalar_type_name(d):
     """PyTorch's C++ scalar-type name used in its error messages (`Float`, `Long`, ...)."""
     return _SCALAR_NAMES[d.name]
+
+
+def tensor_type_name(d):
+    """PyTorch's legacy tensor-type name (`FloatTensor`, `ByteTensor`, ...)."""
+    return _SCALAR_NAMES[d.name] + "Tensor"
+
+
+_SHORT_NAMES = {"float16": "f16", "float32": "f32", "float64": "f64", "int64": "i64",
+                "int32": "i32", "int16": "i16", "int8": "i8", "uint8": "u8", "bool": "bool"}
+
+
+def short_name(d):
+    """The IR's short spelling of a dtype (`f32`, `i8`, `u8`, `bool`)."""
+    return _SHORT_NAMES[d.name]
+
+
+def wrap_int(v, np_dtype):
+    """Python int `v` wrapped into the range of a narrow integer numpy dtype, as PyTorch
+    converts a scalar operand (`int8_tensor + 300` adds 44, `uint8_tensor < 1000` compares
+    with 232); numpy would raise OverflowError instead."""
+    bits = np_dtype.itemsize * 8
+    low = -(1 << (bits - 1)) if np_dtype.kind == "i" else 0
+    return (v - low) % (1 << bits) + low
 
 
 def promote_types(a, b):

@@ -9,7 +9,7 @@ import math
 import numpy as np
 
 from .._dispatch import dispatch
-from .._dtype import scalar_type_name
+from .._dtype import scalar_type_name, wrap_int
 from .._tensor import Tensor
 from . import shape_rules as SR
 from .primitive import Primitive, inplace_of, overload_of, promote, promote_float, promote_tail
@@ -316,6 +316,18 @@ def div(input, other, *, rounding_mode=None):
                      f"found '{rounding_mode}'")
 
 
+divide = div
+
+
+def true_divide(input, other):
+    """`div` without rounding: integer and bool operands divide into the default float dtype.
+
+    >>> true_divide(tensor([3], dtype=int8), 2)
+    tensor([1.5000])
+    """
+    return dispatch(DIV, (input, other))
+
+
 def trunc_div(x, y):
     dt = promote_dtype_of(x, y)
     if dt.category == 1:             # exact in integers: the float quotient rounds past 2**24
@@ -445,6 +457,9 @@ _relu.accepts_out = True
 
 
 def _clamp(x, min=None, max=None):
+    if x.dtype.kind in "iu" and x.dtype.itemsize < 8:    # PyTorch wraps int bounds, numpy raises
+        min = wrap_int(min, x.dtype) if type(min) is int else min
+        max = wrap_int(max, x.dtype) if type(max) is int else max
     if min is not None:
         x = np.maximum(x, min)
     if max is not None:

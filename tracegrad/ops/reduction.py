@@ -130,7 +130,7 @@ def mean(input, dim=None, keepdim=False, *, dtype=None):
 
 
 def _tname(t):
-    return {"int64": "Long", "int32": "Int", "bool": "Bool"}.get(t.dtype.name, t.dtype.name)
+    return D.scalar_type_name(t.dtype)
 
 
 # ---- prod ----
@@ -575,12 +575,15 @@ def _check_float_kernel(input, kernel):
                        "Convert first, e.g. `x.float()`.")
 
 
+# any/all of a uint8 tensor are uint8 in PyTorch (a leftover of uint8 masks); bool otherwise
 def _any_kernel(x, dims, keepdim):
-    return np.any(x, axis=dims, keepdims=keepdim)
+    r = np.any(x, axis=dims, keepdims=keepdim)
+    return r.astype(np.uint8) if x.dtype == np.uint8 else r
 
 
 def _all_kernel(x, dims, keepdim):
-    return np.all(x, axis=dims, keepdims=keepdim)
+    r = np.all(x, axis=dims, keepdims=keepdim)
+    return r.astype(np.uint8) if x.dtype == np.uint8 else r
 
 
 ANY = Primitive("any", _any_kernel, shape_rule=SR.reduce)

@@ -142,9 +142,11 @@ def _log_softmax(ctx, node, x):
 
 @register(R.ANY)
 def _any(ctx, node, x):
-    return jnp.any(x, axis=_ax(node), keepdims=node.attrs["keepdim"])
+    r = jnp.any(x, axis=_ax(node), keepdims=node.attrs["keepdim"])
+    return r.astype(jnp.uint8) if x.dtype == jnp.uint8 else r
 
 
 @register(R.ALL)
 def _all(ctx, node, x):
-    return jnp.all(x, axis=_ax(node), keepdims=node.attrs["keepdim"])
+    r = jnp.all(x, axis=_ax(node), keepdims=node.attrs["keepdim"])
+    return r.astype(jnp.uint8) if x.dtype == jnp.uint8 else r
