@@ -149,7 +149,7 @@ def dispatch(prim, args, attrs=EMPTY):
         res = prim.kernel(*arrays, **attrs) if attrs else prim.kernel(*arrays)
     except TracegradRuntimeError:
         raise
-    except (ValueError, IndexError, TypeError) as e:
+    except (ValueError, IndexError, TypeError, OverflowError) as e:
         raise _translate(prim, e, args) from None
     if type(res) is not np.ndarray:
         res = np.asarray(res)
@@ -321,7 +321,7 @@ def run_inplace(prim, args, attrs):
     arrays = _arrays(func, args)
     try:
         res = func.kernel(*arrays, **attrs)
-    except (ValueError, IndexError, TypeError) as e:
+    except (ValueError, IndexError, TypeError, OverflowError) as e:
         raise _translate(prim, e, args) from None
     res = np.asarray(res)
     tdata = target._data
@@ -479,6 +479,10 @@ def _translate(prim, e, args=()):
                         "Check the operands' shapes: trailing dimensions must be equal or 1.")
     if isinstance(e, IndexError):
         return op_error(TracegradIndexError, prim.name, msg)
+    if isinstance(e, OverflowError) and " out of bounds for " in msg:
+        # numpy: "Python integer 300 out of bounds for uint8" (`where(c, int8_t, 1000)`)
+        return op_error(TracegradRuntimeError, prim.name, "value cannot be converted to type "
+                        f"{msg.rsplit(' ', 1)[-1]}_t without overflow")
     # numpy's TypeErrors inside a kernel mean "no loop for these dtypes" (`-` on bool):
     # PyTorch raises RuntimeError there; kernels raise TracegradTypeError themselves where
     # PyTorch raises TypeError.

@@ -14,13 +14,14 @@ import numpy as np
 class dtype:
     """A tensor element type (`tracegrad.float32`, ...). Compares by identity."""
 
-    __slots__ = ("name", "np", "is_floating_point", "itemsize", "category")
+    __slots__ = ("name", "np", "is_floating_point", "is_signed", "itemsize", "category")
 
     def __init__(self, name, np_dtype, category):
         self.name = name
         self.np = np.dtype(np_dtype)
         self.category = category            # 0 bool, 1 integer, 2 floating
         self.is_floating_point = category == 2
+        self.is_signed = self.np.kind in "if"
         self.itemsize = self.np.itemsize
 
     def __repr__(self):

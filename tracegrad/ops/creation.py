@@ -100,6 +100,9 @@ def tensor(data, dtype=None, device=None, requires_grad=False, pin_memory=False)
             arr = np.array(_to_list(data), dtype=(D.as_dtype(dtype) if dtype else inferred).np)
         except ValueError as e:
             raise op_error(TracegradValueError, "tensor", str(e)) from None
+        except OverflowError as e:        # `tensor([300], dtype=uint8)`: PyTorch refuses too
+            raise op_error(TracegradRuntimeError, "tensor", "value cannot be converted to type "
+                           f"{str(e).rsplit(' ', 1)[-1]} without overflow") from None
     if dtype is not None:
         arr = arr.astype(D.as_dtype(dtype).np, copy=False)
     return _finish(arr, requires_grad)

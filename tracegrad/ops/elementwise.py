@@ -395,7 +395,11 @@ def where(condition, input=None, other=None):
                 raise op_error(TracegradTypeError, "where", "expected a tensor or a number, got "
                                f"{type(a).__name__}", "Make a tensor of it first: "
                                "tracegrad.tensor(...).")
-            a = np.asarray(a, dtype=d)[()]
+            try:
+                a = np.asarray(a, dtype=d)[()]
+            except OverflowError:
+                raise _err("where", f"value cannot be converted to type {np.dtype(d).name}_t "
+                           "without overflow") from None
             a = a.item()
         args.append(a)
     if not any(isinstance(a, Tensor) for a in args):   # two numbers: PyTorch's dtype, not numpy's

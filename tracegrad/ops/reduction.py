@@ -109,11 +109,13 @@ MEAN_DIM = overload_of(MEAN, "mean_dim", "MeanBackward1")
 
 
 def sum(input, dim=None, keepdim=False, *, dtype=None):
-    """Sum over `dim` (all dims when None). Integer and bool inputs sum to int64."""
+    """Sum over `dim` (all dims when None). Integer and bool inputs sum to int64 unless
+    `dtype` names another (`sum(dtype=int8)` wraps, as PyTorch's int8 accumulator does)."""
     if dtype is not None:
         input = input.to(dtype)
-    return dispatch(SUM if dim is None else SUM_DIM, (input,),
-                    {"dims": _dims(dim, input.ndim, "sum"), "keepdim": keepdim})
+    out = dispatch(SUM if dim is None else SUM_DIM, (input,),
+                   {"dims": _dims(dim, input.ndim, "sum"), "keepdim": keepdim})
+    return out if dtype is None or out.dtype is dtype else out.to(dtype)
 
 
 def mean(input, dim=None, keepdim=False, *, dtype=None):
@@ -190,8 +192,9 @@ PROD_DIM = overload_of(PROD, "prod_dim", "ProdBackward1")
 def prod(input, dim=None, keepdim=False, *, dtype=None):
     if dtype is not None:
         input = input.to(dtype)
-    return dispatch(PROD if dim is None else PROD_DIM, (input,),
-                    {"dims": _dims(dim, input.ndim, "prod"), "keepdim": keepdim})
+    out = dispatch(PROD if dim is None else PROD_DIM, (input,),
+                   {"dims": _dims(dim, input.ndim, "prod"), "keepdim": keepdim})
+    return out if dtype is None or out.dtype is dtype else out.to(dtype)   # as sum
 
 
 # ---- amax / amin (gradient shared evenly among ties) ----
