@@ -9,7 +9,7 @@ import math
 import numpy as np
 
 from .._dispatch import dispatch
-from .._dtype import scalar_type_name, wrap_int
+from .._dtype import get_default_dtype, scalar_type_name, wrap_int
 from .._tensor import Tensor
 from . import shape_rules as SR
 from .primitive import Primitive, inplace_of, overload_of, promote, promote_float, promote_tail
@@ -762,7 +762,25 @@ def clamp(input, min=None, max=None):
     """Clamp into [min, max]; either bound may be None (not both)."""
     if min is None and max is None:
         raise _err("clamp", "At least one of 'min' or 'max' must not be None")
-    return dispatch(CLAMP, (input,), _clamp_attrs(min, max))
+    attrs = _clamp_attrs(min, max)
+    if input.dtype.category < 2:
+        if any(isinstance(v, float) for v in (min, max)):
+            input = input.to(get_default_dtype())      # int tensor, float bound: a float result
+        else:
+            _check_int_bounds(input.dtype, min, max)
+    return dispatch(CLAMP, (input,), attrs)
+
+
+def _check_int_bounds(dt, *bounds):
+    """PyTorch's overflow check of integer bounds: into the dtype's range, where an unsigned
+    dtype also takes negatives down to -max (they wrap)."""
+    if dt.itemsize >= 8 or dt.category == 0:
+        return
+    info = np.iinfo(dt.np)
+    low = info.min if info.min else -int(info.max)
+    for v in bounds:
+        if type(v) is int and not low <= v <= info.max:
+            raise _err("clamp", f"value cannot be converted to type {dt.name}_t without overflow")
 
 
 clip = clamp
