@@ -191,7 +191,8 @@ def _program(a, b, w):
     s = a.sum() + b.sum(0).sum()                # int64
     f = (a / 2 + w).sum()                       # default float, differentiable in w
     return (c, d, s, f, a.char().short().byte(), a < 1000, a.clamp(-100, 5), b.clamp(-5, 9), b.any(),
-            tg.where(a > 0, a, b), a.sum(dtype=tg.int8))
+            tg.where(a > 0, a, b), a.sum(dtype=tg.int8),
+            (b > 0).byte().all(1) * 200 + 100 > 250)   # uint8 all() wraps: 300 is 44
 
 
 @pytest.mark.parametrize("backend", ["numpy", "jax"])

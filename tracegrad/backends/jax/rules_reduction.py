@@ -142,11 +142,9 @@ def _log_softmax(ctx, node, x):
 
 @register(R.ANY)
 def _any(ctx, node, x):
-    r = jnp.any(x, axis=_ax(node), keepdims=node.attrs["keepdim"])
-    return r.astype(jnp.uint8) if x.dtype == jnp.uint8 else r
+    return jnp.any(x, axis=_ax(node), keepdims=node.attrs["keepdim"])
 
 
 @register(R.ALL)
 def _all(ctx, node, x):
-    r = jnp.all(x, axis=_ax(node), keepdims=node.attrs["keepdim"])
-    return r.astype(jnp.uint8) if x.dtype == jnp.uint8 else r
+    return jnp.all(x, axis=_ax(node), keepdims=node.attrs["keepdim"])
