@@ -97,7 +97,7 @@ class Tensor:
                            "you can only change requires_grad flags of leaf variables.",
                            "If you want to use a computed variable in a subgraph that doesn't "
                            "require differentiation use var_no_grad = var.detach().")
-        if flag and self._data.dtype.kind != "f":
+        if flag and not D.is_float_np(self._data.dtype):
             raise op_error(TracegradRuntimeError, op,
                            "only Tensors of floating point dtype can require gradients.",
                            "Convert first, e.g. `x.float()`.")
@@ -212,7 +212,7 @@ class Tensor:
         return self._data.itemsize
 
     def is_floating_point(self):
-        return self._data.dtype.kind == "f"
+        return D.is_float_np(self._data.dtype)
 
     def is_inference(self):
         return self._inference

@@ -439,6 +439,7 @@ Tensor.int = lambda self: S.to_dtype(self, D.int32)
 Tensor.short = lambda self: S.to_dtype(self, D.int16)
 Tensor.char = lambda self: S.to_dtype(self, D.int8)
 Tensor.byte = lambda self: S.to_dtype(self, D.uint8)
+Tensor.bfloat16 = lambda self: S.to_dtype(self, D.bfloat16)
 Tensor.bool = lambda self: S.to_dtype(self, D.bool_)
 Tensor.clone = S.clone
 Tensor.view_as = lambda self, other: S.view(self, tuple(other.shape))

@@ -629,6 +629,8 @@ def _view_scatter_vjp(g, ins, o, n):
 VIEW_SCATTER = Primitive("view_scatter", _view_scatter_kernel, vjp=_view_scatter_vjp,
                          grad_fn_name="CopySlices", shape_rule=SR.same)
 _dispatch._layers.VIEW_SCATTER = VIEW_SCATTER   # Note [Layers] in _tensor.py
+# they move or convert values, computing none: bfloat16 operands are fine (views are too)
+_dispatch.BF16_STORAGE_OPS.update((CLONE, TO_COPY, CAT, STACK, INDEX, INDEX_PUT, VIEW_SCATTER))
 
 
 _BAD_INDEX = "tensors used as indices must be long, int, byte or bool tensors"
