@@ -155,8 +155,10 @@ def test_uint8_index_is_a_deprecated_mask_and_small_signed_ints_are_refused():
 
 def test_requires_grad_on_small_ints_raises_like_torch():
     for d in SMALL:
-        with pytest.raises(RuntimeError, match="floating point"):
-            tg.tensor([1, 2], dtype=getattr(tg, d), requires_grad=True)
+        for make in (lambda: tg.tensor([1, 2], dtype=getattr(tg, d), requires_grad=True),
+                     lambda: tg.zeros(2, dtype=getattr(tg, d), requires_grad=True)):
+            with pytest.raises(RuntimeError, match="Only Tensors of floating point and complex"):
+                make()
         with pytest.raises(RuntimeError, match="only Tensors of floating point dtype"):
             tg.ones(2, dtype=getattr(tg, d)).requires_grad_()
 
