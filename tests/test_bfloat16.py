@@ -41,7 +41,8 @@ torch = pytest.importorskip("torch")
 
 def _values():
     rng = np.random.default_rng(0)
-    v = rng.standard_normal(200).astype(np.float32) * np.float32(10.0) ** rng.integers(-40, 38, 200)
+    scale = np.float32(10.0) ** rng.integers(-40, 38, 200)
+    v = rng.standard_normal(200).astype(np.float32) * scale
     special = [0.0, -0.0, np.inf, -np.inf, 1.0 + 2 ** -8, 1.0 + 3 * 2 ** -8, 3.3895e38,
                1e-40, -1e-45, 65504.0]
     return np.concatenate([v, np.array(special, np.float32)])
@@ -55,7 +56,8 @@ def test_conversion_rounds_like_torch():
     np.testing.assert_array_equal(g.float().numpy(), t.float().numpy())
     np.testing.assert_array_equal(g.double().numpy(), t.double().numpy())
     ints = np.array([1.7, -2.5, 300.6], np.float32)
-    assert tg.tensor(ints).bfloat16().long().tolist() == torch.tensor(ints).bfloat16().long().tolist()
+    assert tg.tensor(ints).bfloat16().long().tolist() == \
+        torch.tensor(ints).bfloat16().long().tolist()
     assert repr(tg.tensor([1.5, 2.7, 3.14159], dtype=tg.bfloat16)) == \
         repr(torch.tensor([1.5, 2.7, 3.14159], dtype=torch.bfloat16))
     assert repr(tg.tensor(1.5, dtype=tg.bfloat16)) == repr(torch.tensor(1.5, dtype=torch.bfloat16))

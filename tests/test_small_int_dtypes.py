@@ -88,7 +88,8 @@ UNARY = {
     "pow": lambda m, a: a ** 2, "sqrt": lambda m, a: a.abs().sqrt(), "sin": lambda m, a: a.sin(),
     "clamp": lambda m, a: a.clamp(-5, 5), "clamp_wide": lambda m, a: a.clamp(-500, 5),
     "clamp_float": lambda m, a: a.clamp(-5.5, 5.5),
-    "lt_big": lambda m, a: a < 1000, "eq_int": lambda m, a: a == 3, "eq_float": lambda m, a: a == 3.0,
+    "lt_big": lambda m, a: a < 1000, "eq_int": lambda m, a: a == 3,
+    "eq_float": lambda m, a: a == 3.0,
     "char": lambda m, a: a.char(), "byte": lambda m, a: a.byte(), "short": lambda m, a: a.short(),
     "to_int8": lambda m, a: a.to(m.int8), "to_uint8": lambda m, a: a.to(m.uint8),
     "float": lambda m, a: a.float(), "bitwise_not": lambda m, a: ~a,
@@ -100,12 +101,16 @@ UNARY = {
     "requires_grad_": lambda m, a: a.requires_grad_(),
     "iinfo": lambda m, a: (m.iinfo(a.dtype).min, m.iinfo(a.dtype).max, m.iinfo(a.dtype).bits),
     "finfo": lambda m, a: m.finfo(a.dtype), "element_size": lambda m, a: a.element_size(),
-    "is_floating_point": lambda m, a: a.is_floating_point(), "is_signed": lambda m, a: a.dtype.is_signed,
-    "repr": lambda m, a: repr(a), "dtype_str": lambda m, a: str(a.dtype), "type": lambda m, a: a.type(),
+    "is_floating_point": lambda m, a: a.is_floating_point(),
+    "is_signed": lambda m, a: a.dtype.is_signed,
+    "repr": lambda m, a: repr(a), "dtype_str": lambda m, a: str(a.dtype),
+    "type": lambda m, a: a.type(),
     "item": lambda m, a: type(a[0, 0].item()).__name__, "tolist": lambda m, a: a.tolist(),
-    "promote_types": lambda m, a: (m.promote_types(a.dtype, m.int8), m.promote_types(a.dtype, m.uint8)),
+    "promote_types": lambda m, a: (m.promote_types(a.dtype, m.int8),
+                                   m.promote_types(a.dtype, m.uint8)),
     "zero_dim_operand": lambda m, a: a + m.tensor(-3, dtype=m.int8),
-    "full": lambda m, a: m.full((2,), 3, dtype=a.dtype), "arange": lambda m, a: m.arange(5, dtype=a.dtype),
+    "full": lambda m, a: m.full((2,), 3, dtype=a.dtype),
+    "arange": lambda m, a: m.arange(5, dtype=a.dtype),
     "full_out_of_range": lambda m, a: m.full((2,), 100000, dtype=a.dtype),
     "tensor_out_of_range": lambda m, a: m.tensor([100000], dtype=a.dtype),
     "fill_out_of_range": lambda m, a: a.fill_(100000),
@@ -192,7 +197,8 @@ def _program(a, b, w):
     d = a * 3 + 300                             # wraps
     s = a.sum() + b.sum(0).sum()                # int64
     f = (a / 2 + w).sum()                       # default float, differentiable in w
-    return (c, d, s, f, a.char().short().byte(), a < 1000, a.clamp(-100, 5), b.clamp(-5, 9), b.any(),
+    return (c, d, s, f, a.char().short().byte(), a < 1000, a.clamp(-100, 5), b.clamp(-5, 9),
+            b.any(),
             tg.where(a > 0, a, b), a.sum(dtype=tg.int8),
             (b > 0).byte().all(1) * 200 + 100 > 250)   # uint8 all() wraps: 300 is 44
 

@@ -105,7 +105,8 @@ def from_numpy_dtype(np_dtype):
     except KeyError:
         raise TypeError(
             f"can't convert np.ndarray of type {np.dtype(np_dtype)}. The only supported types "
-            "are: float64, float32, float16, int64, int32, int16, int8, uint8, and bool.") from None
+            "are: float64, float32, float16, int64, int32, int16, int8, uint8, and bool."
+        ) from None
 
 
 _state = threading.local()
@@ -137,8 +138,8 @@ for _a in _ALL:
 
 
 _SCALAR_NAMES = {"float16": "Half", "float32": "Float", "float64": "Double", "int32": "Int",
-                 "int64": "Long", "int16": "Short", "int8": "Char", "uint8": "Byte", "bool": "Bool",
-                 "bfloat16": "BFloat16"}
+                 "int64": "Long", "int16": "Short", "int8": "Char", "uint8": "Byte",
+                 "bool": "Bool", "bfloat16": "BFloat16"}
 
 
 def scalar_type_name(d):

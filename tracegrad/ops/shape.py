@@ -779,7 +779,8 @@ def setitem(x, key, value, prim=None):
             isinstance(i, Tensor) and i.dtype is D.uint8
             for i in (key if isinstance(key, tuple) else (key,))):
         raise op_error(TracegradRuntimeError, "index_put_", "masked_fill_ only supports boolean "
-                       "masks, but got mask with dtype unsigned char", "Use a bool mask: `m.bool()`.")
+                       "masks, but got mask with dtype unsigned char",
+                       "Use a bool mask: `m.bool()`.")
     k, tensors, adv = _normalize_key(x, key)
     if isinstance(value, Tensor):
         if value.dtype is not x.dtype:
