@@ -95,7 +95,7 @@ def _by_name(name):
 
 def is_float_np(np_dtype):
     """Whether a numpy dtype is floating, bfloat16 included (ml_dtypes gives it kind "V")."""
-    return np_dtype.kind == "f" or np_dtype is BF16_NP or np_dtype == BF16_NP
+    return np_dtype.kind == "f" or (BF16_NP is not None and np_dtype == BF16_NP)
 
 
 def from_numpy_dtype(np_dtype):
@@ -152,14 +152,10 @@ def tensor_type_name(d):
     return _SCALAR_NAMES[d.name] + "Tensor"
 
 
+# the IR's and the drawings' short spelling of each dtype (`f32[4,3]`, `u8[2]`)
 _SHORT_NAMES = {"float16": "f16", "float32": "f32", "float64": "f64", "int64": "i64",
                 "int32": "i32", "int16": "i16", "int8": "i8", "uint8": "u8", "bool": "bool",
                 "bfloat16": "bf16"}
-
-
-def short_name(d):
-    """The IR's short spelling of a dtype (`f32`, `i8`, `u8`, `bool`)."""
-    return _SHORT_NAMES[d.name]
 
 
 def wrap_int(v, np_dtype):
