@@ -16,7 +16,8 @@ from .._device import check_device
 from .._dispatch import dispatch
 from .._rng_guard import check_draw as _check_draw
 from .._errors import TracegradRuntimeError, TracegradTypeError, op_error
-from .._tensor import Tensor, check_factory_requires_grad, from_array
+from .._tensor import Tensor, from_array
+from .._tensor import check_factory_requires_grad as _check_requires_grad
 from . import shape_rules as SR
 from . import rng_state
 from .primitive import Primitive
@@ -131,7 +132,7 @@ def _traced_tensor(data, dtype, requires_grad):
         return tensor(d, dtype=want)
     t = build(data)
     if requires_grad:
-        check_factory_requires_grad(t)
+        _check_requires_grad(t)
         t.requires_grad_(True)
     return t
 
@@ -166,7 +167,7 @@ def _fill(value, size, dtype, requires_grad, default=None):
     d = D.as_dtype(dtype) if dtype is not None else (default or D.get_default_dtype())
     t = dispatch(FULL, (), {"shape": _shape(size), "fill_value": value, "dtype": d.np})
     if requires_grad:
-        check_factory_requires_grad(t)
+        _check_requires_grad(t)
         t.requires_grad_(True)
     return t
 
@@ -395,7 +396,7 @@ def _random(prim, size, dtype, requires_grad, generator, **attrs):
     t = dispatch(prim, (generator or default_generator,),
                  dict(attrs, shape=_shape(size), dtype=d.np))
     if requires_grad:
-        check_factory_requires_grad(t)
+        _check_requires_grad(t)
         t.requires_grad_(True)
     return t
 
@@ -437,7 +438,7 @@ def randperm(n, *, generator=None, dtype=None, device=None, requires_grad=False)
     t = dispatch(RANDPERM, (generator or default_generator,),
                  dict(shape=(int(n),), dtype=d.np))
     if requires_grad:
-        check_factory_requires_grad(t)
+        _check_requires_grad(t)
         t.requires_grad_(True)
     return t
 
