@@ -5,6 +5,7 @@
 """
 from . import _dtype
 from ._dtype import (dtype, float16, float32, float64, int32, int64, bool_ as bool,  # noqa
+                     int8, int16, uint8, bfloat16,
                      get_default_dtype, set_default_dtype, promote_types)
 from ._errors import (TracegradError, TracegradRuntimeError, TracegradTypeError,  # noqa: F401
                       TracegradIndexError, TracegradValueError, InplaceError)
@@ -39,10 +40,11 @@ def _svg(obj):
 ir.graph.set_display(_svg)              # the root wires presentation: ir never imports viz
 
 half, float, double, int, long = float16, float32, float64, int32, int64  # noqa: A001
+short = int16
 cfloat = None
 
 from ._legacy import (FloatTensor, DoubleTensor, HalfTensor, LongTensor,  # noqa: F401
-                      IntTensor, BoolTensor)
+                      IntTensor, ShortTensor, CharTensor, ByteTensor, BoolTensor)
 from . import _tensor_device  # noqa: F401  (Tensor.device, to, cpu, cuda)
 from ._device import device, set_default_device, get_default_device  # noqa: F401
 

@@ -193,7 +193,7 @@ class Decoder:
             raise self.bad(f"tensor {i} has unsupported dtype {arr.dtype}")
         t = from_array(arr)
         rg = bool(v.get("requires_grad", False))
-        if rg and arr.dtype.kind != "f":
+        if rg and not D.is_float_np(arr.dtype):
             raise self.bad(f"tensor {i} of dtype {arr.dtype} is marked requires_grad")
         if v.get("parameter"):
             from .nn.parameter import Parameter
@@ -208,6 +208,8 @@ class Decoder:
         if not isinstance(i, int) or isinstance(i, bool) or i < 0:
             raise self.bad(f"bad tensor index {i!r}")
         arr = self._read(i)
+        if dtype == "bfloat16" and arr.dtype.kind == "V" and arr.dtype.itemsize == 2:
+            arr = arr.view(D.bfloat16.np)  # .npy keeps ml_dtypes' bfloat16 as raw 2 bytes
         if dtype is not None and arr.dtype.name != dtype:
             raise self.bad(f"tensor {i} holds {arr.dtype.name} data but the manifest says "
                            f"{dtype}")

@@ -10,7 +10,7 @@ check PyTorch's in-place rules, bump the version counter, and rebase views (Copy
 import numpy as np
 
 from . import _mode
-from ._dtype import _FROM_NP, can_cast, scalar_type_name
+from ._dtype import _FROM_NP, BF16_NP, can_cast, is_float_np, scalar_type_name, wrap_int
 from ._errors import InplaceError, TracegradRuntimeError, op_error
 from . import _tensor
 from ._tensor import Tensor, edge_of
@@ -49,6 +49,8 @@ def _cast(a, want):
             return a.item()               # never a float64/int64 operand numpy would widen to
         if type(a) is not float and isinstance(a, float):
             return float(a)               # a traced Number met outside the trace's recording
+        if type(a) is int and want is not None and want.kind in "iu" and want.itemsize < 8:
+            return wrap_int(a, want)
         return a                          # Python numbers and attributes go in as they are
     dt = a.dtype
     return a if want is None or dt is want or dt == want else a.astype(want)
@@ -115,7 +117,9 @@ def _arrays(prim, args):
                 x = a._data
                 if x.dtype in _FLOATS:
                     return (x,)
-        elif len(args) == 3 and prim.dtype_rule is None and not prim.elementwise:
+        elif len(args) == 3 and prim.dtype_rule is None and not prim.elementwise and (
+                BF16_NP is None or not isinstance(a := args[0], Tensor)
+                or a._data.dtype != BF16_NP):
             # fused ops whose wrappers checked the dtypes (linear, nll_loss): no cast
             a, b, c = args
             return (a._data if isinstance(a, Tensor) else _cast(a, None),
@@ -130,7 +134,26 @@ def _arrays(prim, args):
             if err is not None:
                 raise err
         out.append(_cast(a, want))
+    if BF16_NP is not None and prim.aliases is None and prim not in BF16_STORAGE_OPS:
+        for x in out:
+            if type(x) is np.ndarray and x.dtype == BF16_NP:
+                raise _bf16_arithmetic(prim)
     return tuple(out)
+
+
+# Note [bfloat16 arithmetic]
+# bfloat16 tensors are storage (Note [bfloat16] in _dtype.py): the primitives that move or
+# convert values without computing new ones register here; any other primitive given a
+# bfloat16 operand raises, eagerly and while tracing alike, rather than compute what numpy's
+# ml_dtypes loops give (which differs from PyTorch's float32-then-round results).
+BF16_STORAGE_OPS = set()
+
+
+def _bf16_arithmetic(prim):
+    return op_error(TracegradRuntimeError, prim.name, "tracegrad keeps bfloat16 tensors as "
+                    "storage only: this op would compute on bfloat16 values, which numpy cannot "
+                    "do as PyTorch does (in float32, rounding each result)",
+                    "Convert first, e.g. `x.float()`, and back with `.bfloat16()` if needed.")
 
 
 def dispatch(prim, args, attrs=EMPTY):
@@ -147,7 +170,7 @@ def dispatch(prim, args, attrs=EMPTY):
         res = prim.kernel(*arrays, **attrs) if attrs else prim.kernel(*arrays)
     except TracegradRuntimeError:
         raise
-    except (ValueError, IndexError, TypeError) as e:
+    except (ValueError, IndexError, TypeError, OverflowError) as e:
         raise _translate(prim, e, args) from None
     if type(res) is not np.ndarray:
         res = np.asarray(res)
@@ -158,7 +181,7 @@ def dispatch(prim, args, attrs=EMPTY):
         # A view (or detach) keeps its source's kind: views of normal tensors stay normal.
         out._inference = True if prim.aliases is None else args[prim.aliases]._inference
         return out
-    if prim.nondiff or not _grad_on() or res.dtype not in _FLOATS and res.dtype.kind != "f":
+    if prim.nondiff or not _grad_on() or res.dtype not in _FLOATS and not is_float_np(res.dtype):
         return out
     # `_rg` is where `requires_grad` is stored
     if len(args) == 2:
@@ -319,7 +342,7 @@ def run_inplace(prim, args, attrs):
     arrays = _arrays(func, args)
     try:
         res = func.kernel(*arrays, **attrs)
-    except (ValueError, IndexError, TypeError) as e:
+    except (ValueError, IndexError, TypeError, OverflowError) as e:
         raise _translate(prim, e, args) from None
     res = np.asarray(res)
     tdata = target._data
@@ -334,7 +357,7 @@ def run_inplace(prim, args, attrs):
                        f"shape {list(res.shape)}.",
                        "In-place ops cannot grow a tensor; use the out-of-place op.")
     needs = None
-    if grad_on and tdata.dtype.kind == "f":
+    if grad_on and is_float_np(tdata.dtype):
         needs = tuple(isinstance(a, Tensor) and a.requires_grad for a in args)
         base = target._base
         if base is not None and base.requires_grad:
@@ -477,6 +500,10 @@ def _translate(prim, e, args=()):
                         "Check the operands' shapes: trailing dimensions must be equal or 1.")
     if isinstance(e, IndexError):
         return op_error(TracegradIndexError, prim.name, msg)
+    if isinstance(e, OverflowError) and " out of bounds for " in msg:
+        # numpy: "Python integer 300 out of bounds for uint8" (`where(c, int8_t, 1000)`)
+        return op_error(TracegradRuntimeError, prim.name, "value cannot be converted to type "
+                        f"{msg.rsplit(' ', 1)[-1]}_t without overflow")
     # numpy's TypeErrors inside a kernel mean "no loop for these dtypes" (`-` on bool):
     # PyTorch raises RuntimeError there; kernels raise TracegradTypeError themselves where
     # PyTorch raises TypeError.

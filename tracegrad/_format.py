@@ -215,6 +215,8 @@ def format_tensor(arr: np.ndarray, suffixes: list) -> str:
     ``size=(...)`` suffix is prepended here, unless the caller already gave one.
     """
     arr = np.asarray(arr)
+    if arr.dtype.kind == "V":              # bfloat16 (ml_dtypes): its values, as float32
+        arr = arr.astype(np.float32)
     extra = []
     if arr.size == 0 and arr.ndim != 1 and not any(s.startswith("size=") for s in suffixes):
         extra.append("size=" + str(tuple(int(d) for d in arr.shape)))

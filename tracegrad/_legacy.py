@@ -88,10 +88,14 @@ DoubleTensor = _legacy("DoubleTensor", D.float64)
 HalfTensor = _legacy("HalfTensor", D.float16)
 LongTensor = _legacy("LongTensor", D.int64)
 IntTensor = _legacy("IntTensor", D.int32)
+ShortTensor = _legacy("ShortTensor", D.int16)
+CharTensor = _legacy("CharTensor", D.int8)
+ByteTensor = _legacy("ByteTensor", D.uint8)
 BoolTensor = _legacy("BoolTensor", D.bool_)
 
 _BY_NAME = {f"torch.{c.__name__}": c for c in (FloatTensor, DoubleTensor, HalfTensor,
-                                              LongTensor, IntTensor, BoolTensor)}
+                                              LongTensor, IntTensor, ShortTensor, CharTensor,
+                                              ByteTensor, BoolTensor)}
 _tensor_type = Tensor.type
 
 

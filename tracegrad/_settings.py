@@ -36,7 +36,8 @@ class finfo:
         if not isinstance(d, D.dtype) or not d.is_floating_point:
             raise TracegradTypeError("torch.finfo() requires a floating point input type. Use "
                                      "torch.iinfo to handle 'torch.finfo'")
-        f = np.finfo(d.np)
+        np_dtype = d.np                 # bfloat16 without ml_dtypes raises, naming the fix
+        f = D._ml_dtypes.finfo(np_dtype) if d is D.bfloat16 else np.finfo(np_dtype)
         self.bits, self.dtype = int(f.bits), d.name
         self.eps, self.max, self.min = float(f.eps), float(f.max), float(f.min)
         self.tiny = self.smallest_normal = float(f.smallest_normal)

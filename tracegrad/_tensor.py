@@ -97,7 +97,7 @@ class Tensor:
                            "you can only change requires_grad flags of leaf variables.",
                            "If you want to use a computed variable in a subgraph that doesn't "
                            "require differentiation use var_no_grad = var.detach().")
-        if flag and self._data.dtype.kind != "f":
+        if flag and not D.is_float_np(self._data.dtype):
             raise op_error(TracegradRuntimeError, op,
                            "only Tensors of floating point dtype can require gradients.",
                            "Convert first, e.g. `x.float()`.")
@@ -212,7 +212,7 @@ class Tensor:
         return self._data.itemsize
 
     def is_floating_point(self):
-        return self._data.dtype.kind == "f"
+        return D.is_float_np(self._data.dtype)
 
     def is_inference(self):
         return self._inference
@@ -302,8 +302,18 @@ def from_array(arr, requires_grad=False):
     if hook is not None:
         hook.__self__.constant(t)
     if requires_grad:
+        check_factory_requires_grad(t)
         t._set_requires_grad(True)
     return t
+
+
+def check_factory_requires_grad(t, op="tensor"):
+    """A factory's `requires_grad=True` on a non-floating result: PyTorch's wording there,
+    which differs from `requires_grad_()`'s."""
+    if not D.is_float_np(t._data.dtype):
+        raise op_error(TracegradRuntimeError, op, "Only Tensors of floating point and complex "
+                       "dtype can require gradients",
+                       "Pass a floating dtype, or drop requires_grad=True.")
 
 
 # PyTorch's names of dtypes in `.grad` assignment errors: (the gradient's, the tensor's)

@@ -436,6 +436,10 @@ Tensor.double = lambda self: S.to_dtype(self, D.float64)
 Tensor.half = lambda self: S.to_dtype(self, D.float16)
 Tensor.long = lambda self: S.to_dtype(self, D.int64)
 Tensor.int = lambda self: S.to_dtype(self, D.int32)
+Tensor.short = lambda self: S.to_dtype(self, D.int16)
+Tensor.char = lambda self: S.to_dtype(self, D.int8)
+Tensor.byte = lambda self: S.to_dtype(self, D.uint8)
+Tensor.bfloat16 = lambda self: S.to_dtype(self, D.bfloat16)
 Tensor.bool = lambda self: S.to_dtype(self, D.bool_)
 Tensor.clone = S.clone
 Tensor.view_as = lambda self, other: S.view(self, tuple(other.shape))
@@ -452,9 +456,7 @@ Tensor.new_tensor = lambda self, data, dtype=None, requires_grad=False: O.tensor
 Tensor.new_full = lambda self, size, fill_value, dtype=None, requires_grad=False: O.full(
     size, fill_value, dtype=dtype or self.dtype, requires_grad=requires_grad)
 Tensor.type = lambda self, dtype=None: (
-    "torch." + {"float32": "FloatTensor", "float64": "DoubleTensor", "float16": "HalfTensor",
-                "int64": "LongTensor", "int32": "IntTensor", "bool": "BoolTensor"}[
-        self._data.dtype.name] if dtype is None else S.to_dtype(self, dtype))
+    "torch." + D.tensor_type_name(self._data.dtype) if dtype is None else S.to_dtype(self, dtype))
 # selection, ordering, scans and structure (ops/gather_scatter.py, sort.py, scan.py, structure.py, ...)
 _attach("""gather scatter scatter_add index_select masked_fill masked_fill_ scatter_
 scatter_add_ sort argsort topk cumsum cumprod tril triu tril_ triu_ repeat_interleave baddbmm

@@ -8,7 +8,8 @@ Solvers (`inv`, `inv_ex`, `det`, `slogdet`, `solve`, `cholesky`, `cholesky_ex`,
 `solve_triangular`; top-level `inverse`, `det`, `logdet`, `slogdet`, `cholesky_solve`:
 ops/linalg_solvers.py), decompositions (`qr`, `eigh`, `eigvalsh`, `svd`, `svdvals`:
 ops/linalg_decomp.py) and `matrix_exp`, `pinv`, `lstsq`, `matrix_power`, `multi_dot`
-(top-level `cholesky_inverse`, `pinverse`, `matrix_power`: ops/linalg_functions.py) are
+(top-level `cholesky_inverse`, `pinverse`, `matrix_power`: ops/linalg_functions.py) and
+`householder_product` (top-level `orgqr`, and `geqrf`: ops/householder.py) are
 batched over leading dimensions, take float32 and float64 (integers raise PyTorch's
 RuntimeError), and differentiate twice: each is a primitive whose VJP is written in tracegrad
 ops, or a composite of such.
@@ -117,3 +118,5 @@ __all__ += ["qr", "eigh", "eigvalsh", "svd", "svdvals"]
 from .ops.linalg_functions import (matrix_exp, pinv, lstsq, matrix_power,  # noqa: E402,F401
                                    multi_dot)
 __all__ += ["matrix_exp", "pinv", "lstsq", "matrix_power", "multi_dot"]
+from .ops.householder import householder_product  # noqa: E402,F401
+__all__ += ["householder_product"]

@@ -14,6 +14,7 @@ import types
 import weakref
 
 from .._errors import InplaceError, TracegradRuntimeError, op_error
+from .. import _dtype as D
 from .. import _effects
 from .._effects import _get_hook
 from .. import _tensor
@@ -195,8 +196,7 @@ def node_class(name):
 
 def _version_error(t, expected, node, output=False, output_nr=0):
     shape = list(t._data.shape)
-    kind = {"float32": "FloatTensor", "float64": "DoubleTensor", "float16": "HalfTensor",
-            "int64": "LongTensor", "int32": "IntTensor", "bool": "BoolTensor"}[t._data.dtype.name]
+    kind = D.tensor_type_name(t._data.dtype)
     which = f"output {output_nr} of {saved_by(node.name())}" if output else _describe(t)
     return InplaceError(
         "one of the variables needed for gradient computation has been modified by an inplace "

@@ -4,8 +4,7 @@ from dataclasses import dataclass
 
 from .. import _dtype as D
 
-_SHORT = {"float16": "f16", "float32": "f32", "float64": "f64", "int32": "i32", "int64": "i64",
-          "bool": "bool"}
+_SHORT = D._SHORT_NAMES
 
 
 @dataclass(frozen=True)

@@ -210,8 +210,7 @@ def _broadcast_or(a, b):
 
 
 def _scalar(dtype):
-    return {"float32": "Float", "float64": "Double", "float16": "Half", "int64": "Long",
-            "int32": "Int", "bool": "Bool"}.get(dtype.name, dtype.name)
+    return scalar_type_name(dtype)
 
 
 def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None,

@@ -257,6 +257,14 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
     """
     if scale_grad_by_freq:
         raise NotImplementedError("embedding: scale_grad_by_freq=True is not supported")
+    if input.dtype is not D.int64 and input.dtype is not D.int32:
+        # not left to indexing: a uint8 index would be read as a mask there
+        got = ("CPUBoolType" if input.dtype is D.bool_
+               else "torch." + D.tensor_type_name(input.dtype))
+        raise op_error(TracegradRuntimeError, "embedding", "Expected tensor for argument #1 "
+                       "'indices' to have one of the following scalar types: Long, Int; but got "
+                       f"{got} instead (while checking arguments for embedding)",
+                       "Convert the indices, e.g. `idx.long()`.")
     n = weight.shape[0]
     if padding_idx is not None:
         padding_idx = _padding_index(padding_idx, n)

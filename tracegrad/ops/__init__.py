@@ -45,3 +45,4 @@ from .special_more import sinc, exp2  # noqa: F401
 from .mode import mode  # noqa: F401
 from .random_dists import poisson  # noqa: F401
 from .special_bessel import i0  # noqa: F401
+from .householder import geqrf, householder_product as orgqr  # noqa: F401

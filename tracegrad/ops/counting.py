@@ -40,11 +40,11 @@ def bincount(input, weights=None, minlength=0):
         raise op_error(TracegradRuntimeError, "bincount", _MSG)
     size = max(int(R.amax(input)) + 1 if n else 0, minlength)
     if weights is None:
-        return scatter_add(C.zeros(size, dtype=D.int64), 0, input,
+        return scatter_add(C.zeros(size, dtype=D.int64), 0, input.long(),
                                C.ones(n, dtype=D.int64))
     if not isinstance(weights, Tensor) or weights.ndim != 1 or weights.shape[0] != n:
         raise op_error(TracegradRuntimeError, "bincount",
                        "weights should be 1-d and have the same length as input")
     dt = weights.dtype if weights.dtype.is_floating_point else D.float64
     w = weights.detach().to(dt)
-    return scatter_add(C.zeros(size, dtype=dt), 0, input, w)
+    return scatter_add(C.zeros(size, dtype=dt), 0, input.long(), w)

@@ -17,6 +17,7 @@ from .._dispatch import dispatch
 from .._rng_guard import check_draw as _check_draw
 from .._errors import TracegradRuntimeError, TracegradTypeError, op_error
 from .._tensor import Tensor, from_array
+from .._tensor import check_factory_requires_grad as _check_requires_grad
 from . import shape_rules as SR
 from . import rng_state
 from .primitive import Primitive
@@ -100,6 +101,9 @@ def tensor(data, dtype=None, device=None, requires_grad=False, pin_memory=False)
             arr = np.array(_to_list(data), dtype=(D.as_dtype(dtype) if dtype else inferred).np)
         except ValueError as e:
             raise op_error(TracegradValueError, "tensor", str(e)) from None
+        except OverflowError as e:        # `tensor([300], dtype=uint8)`: PyTorch refuses too
+            raise op_error(TracegradRuntimeError, "tensor", "value cannot be converted to type "
+                           f"{str(e).rsplit(' ', 1)[-1]} without overflow") from None
     if dtype is not None:
         arr = arr.astype(D.as_dtype(dtype).np, copy=False)
     return _finish(arr, requires_grad)
@@ -128,6 +132,7 @@ def _traced_tensor(data, dtype, requires_grad):
         return tensor(d, dtype=want)
     t = build(data)
     if requires_grad:
+        _check_requires_grad(t)
         t.requires_grad_(True)
     return t
 
@@ -162,6 +167,7 @@ def _fill(value, size, dtype, requires_grad, default=None):
     d = D.as_dtype(dtype) if dtype is not None else (default or D.get_default_dtype())
     t = dispatch(FULL, (), {"shape": _shape(size), "fill_value": value, "dtype": d.np})
     if requires_grad:
+        _check_requires_grad(t)
         t.requires_grad_(True)
     return t
 
@@ -390,6 +396,7 @@ def _random(prim, size, dtype, requires_grad, generator, **attrs):
     t = dispatch(prim, (generator or default_generator,),
                  dict(attrs, shape=_shape(size), dtype=d.np))
     if requires_grad:
+        _check_requires_grad(t)
         t.requires_grad_(True)
     return t
 
@@ -431,6 +438,7 @@ def randperm(n, *, generator=None, dtype=None, device=None, requires_grad=False)
     t = dispatch(RANDPERM, (generator or default_generator,),
                  dict(shape=(int(n),), dtype=d.np))
     if requires_grad:
+        _check_requires_grad(t)
         t.requires_grad_(True)
     return t
 

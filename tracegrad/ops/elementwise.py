@@ -9,7 +9,7 @@ import math
 import numpy as np
 
 from .._dispatch import dispatch
-from .._dtype import scalar_type_name
+from .._dtype import get_default_dtype, scalar_type_name, wrap_int
 from .._tensor import Tensor
 from . import shape_rules as SR
 from .primitive import Primitive, inplace_of, overload_of, promote, promote_float, promote_tail
@@ -316,6 +316,18 @@ def div(input, other, *, rounding_mode=None):
                      f"found '{rounding_mode}'")
 
 
+divide = div
+
+
+def true_divide(input, other):
+    """`div` without rounding: integer and bool operands divide into the default float dtype.
+
+    >>> true_divide(tensor([3], dtype=int8), 2)
+    tensor([1.5000])
+    """
+    return dispatch(DIV, (input, other))
+
+
 def trunc_div(x, y):
     dt = promote_dtype_of(x, y)
     if dt.category == 1:             # exact in integers: the float quotient rounds past 2**24
@@ -383,7 +395,11 @@ def where(condition, input=None, other=None):
                 raise op_error(TracegradTypeError, "where", "expected a tensor or a number, got "
                                f"{type(a).__name__}", "Make a tensor of it first: "
                                "tracegrad.tensor(...).")
-            a = np.asarray(a, dtype=d)[()]
+            try:
+                a = np.asarray(a, dtype=d)[()]
+            except OverflowError:
+                raise _err("where", f"value cannot be converted to type {np.dtype(d).name}_t "
+                           "without overflow") from None
             a = a.item()
         args.append(a)
     if not any(isinstance(a, Tensor) for a in args):   # two numbers: PyTorch's dtype, not numpy's
@@ -445,6 +461,9 @@ _relu.accepts_out = True
 
 
 def _clamp(x, min=None, max=None):
+    if x.dtype.kind in "iu" and x.dtype.itemsize < 8:    # PyTorch wraps int bounds, numpy raises
+        min = wrap_int(min, x.dtype) if type(min) is int else min
+        max = wrap_int(max, x.dtype) if type(max) is int else max
     if min is not None:
         x = np.maximum(x, min)
     if max is not None:
@@ -743,7 +762,25 @@ def clamp(input, min=None, max=None):
     """Clamp into [min, max]; either bound may be None (not both)."""
     if min is None and max is None:
         raise _err("clamp", "At least one of 'min' or 'max' must not be None")
-    return dispatch(CLAMP, (input,), _clamp_attrs(min, max))
+    attrs = _clamp_attrs(min, max)
+    if input.dtype.category < 2:
+        if any(isinstance(v, float) for v in (min, max)):
+            input = input.to(get_default_dtype())      # int tensor, float bound: a float result
+        else:
+            _check_int_bounds(input.dtype, min, max)
+    return dispatch(CLAMP, (input,), attrs)
+
+
+def _check_int_bounds(dt, *bounds):
+    """PyTorch's overflow check of integer bounds: into the dtype's range, where an unsigned
+    dtype also takes negatives down to -max (they wrap)."""
+    if dt.itemsize >= 8 or dt.category == 0:
+        return
+    info = np.iinfo(dt.np)
+    low = info.min if info.min else -int(info.max)
+    for v in bounds:
+        if type(v) is int and not low <= v <= info.max:
+            raise _err("clamp", f"value cannot be converted to type {dt.name}_t without overflow")
 
 
 clip = clamp

@@ -4,6 +4,7 @@ single VJP rule covers every case.
 """
 import numpy as np
 
+from .. import _dtype as D
 from .._dispatch import dispatch
 from .._errors import TracegradRuntimeError, op_error
 from . import elementwise as E
@@ -100,11 +101,10 @@ def bmm(input, mat2):
                        f"[{input.shape[0]}, {input.shape[2]}] but got: "
                        f"[{mat2.shape[0]}, {mat2.shape[1]}].")
     if input.dtype is not mat2.dtype:
-        names = {"float32": "Float", "float64": "Double", "float16": "Half", "int64": "Long",
-                 "int32": "Int", "bool": "Bool"}
         raise op_error(TracegradRuntimeError, "bmm",
-                       f"expected scalar type {names[input.dtype.name]} but found "
-                       f"{names[mat2.dtype.name]}", "Convert one operand, e.g. `b.to(a.dtype)`.")
+                       f"expected scalar type {D.scalar_type_name(input.dtype)} but found "
+                       f"{D.scalar_type_name(mat2.dtype)}",
+                       "Convert one operand, e.g. `b.to(a.dtype)`.")
     return matmul(input, mat2)
 
 

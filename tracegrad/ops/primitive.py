@@ -202,7 +202,7 @@ def promote(args):
 def promote_float(args):
     """Promotion, then integers and bools become the default float (true division, exp...)."""
     d = promote(args)
-    return d if d.kind == "f" else D.get_default_dtype().np
+    return d if d.kind == "f" or D.is_float_np(d) else D.get_default_dtype().np
 
 
 # What dispatch relies on to skip calling these rules (see `float_fast` above): with every

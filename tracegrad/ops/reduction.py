@@ -109,11 +109,13 @@ MEAN_DIM = overload_of(MEAN, "mean_dim", "MeanBackward1")
 
 
 def sum(input, dim=None, keepdim=False, *, dtype=None):
-    """Sum over `dim` (all dims when None). Integer and bool inputs sum to int64."""
+    """Sum over `dim` (all dims when None). Integer and bool inputs sum to int64 unless
+    `dtype` names another (`sum(dtype=int8)` wraps, as PyTorch's int8 accumulator does)."""
     if dtype is not None:
         input = input.to(dtype)
-    return dispatch(SUM if dim is None else SUM_DIM, (input,),
-                    {"dims": _dims(dim, input.ndim, "sum"), "keepdim": keepdim})
+    out = dispatch(SUM if dim is None else SUM_DIM, (input,),
+                   {"dims": _dims(dim, input.ndim, "sum"), "keepdim": keepdim})
+    return out if dtype is None or out.dtype is dtype else out.to(dtype)
 
 
 def mean(input, dim=None, keepdim=False, *, dtype=None):
@@ -130,7 +132,7 @@ def mean(input, dim=None, keepdim=False, *, dtype=None):
 
 
 def _tname(t):
-    return {"int64": "Long", "int32": "Int", "bool": "Bool"}.get(t.dtype.name, t.dtype.name)
+    return D.scalar_type_name(t.dtype)
 
 
 # ---- prod ----
@@ -190,8 +192,9 @@ PROD_DIM = overload_of(PROD, "prod_dim", "ProdBackward1")
 def prod(input, dim=None, keepdim=False, *, dtype=None):
     if dtype is not None:
         input = input.to(dtype)
-    return dispatch(PROD if dim is None else PROD_DIM, (input,),
-                    {"dims": _dims(dim, input.ndim, "prod"), "keepdim": keepdim})
+    out = dispatch(PROD if dim is None else PROD_DIM, (input,),
+                   {"dims": _dims(dim, input.ndim, "prod"), "keepdim": keepdim})
+    return out if dtype is None or out.dtype is dtype else out.to(dtype)   # as sum
 
 
 # ---- amax / amin (gradient shared evenly among ties) ----
@@ -575,12 +578,15 @@ def _check_float_kernel(input, kernel):
                        "Convert first, e.g. `x.float()`.")
 
 
+# any/all of a uint8 tensor are uint8 in PyTorch (a leftover of uint8 masks); bool otherwise
 def _any_kernel(x, dims, keepdim):
-    return np.any(x, axis=dims, keepdims=keepdim)
+    r = np.any(x, axis=dims, keepdims=keepdim)
+    return r.astype(np.uint8) if x.dtype == np.uint8 else r
 
 
 def _all_kernel(x, dims, keepdim):
-    return np.all(x, axis=dims, keepdims=keepdim)
+    r = np.all(x, axis=dims, keepdims=keepdim)
+    return r.astype(np.uint8) if x.dtype == np.uint8 else r
 
 
 ANY = Primitive("any", _any_kernel, shape_rule=SR.reduce)

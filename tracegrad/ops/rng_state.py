@@ -6,8 +6,9 @@ PyTorch hands out a generator's state as a 1-D uint8 tensor ("ByteTensor") that 
 in checkpoints, clone, and give back to `set_rng_state`. tracegrad's generator is numpy's
 PCG64, so the bytes are its own: a magic tag, the PCG64 state and increment, the cached
 32-bit half-draw, and the seed `initial_seed()` reports (PyTorch restores that too). The
-tensor is int64 holding byte values, since tracegrad has no uint8 dtype; it is a fresh
-tensor on every call, never aliasing the generator. A state of the wrong type, size or
+tensor is uint8, as PyTorch's; a fresh tensor on every call, never aliasing the generator.
+An int64 tensor of byte values (what tracegrad returned before it had uint8) is still
+accepted, so older checkpoints load. A state of the wrong type, size or
 content raises PyTorch's error type (TypeError / RuntimeError) rather than being
 misread. A numpy `bit_generator.state` dict (what `get_state` returned before) is still
 accepted, so older checkpoints load.
@@ -30,7 +31,7 @@ STATE_SIZE = sum(n for n, _ in _LAYOUT)
 
 
 def encode(gen):
-    """The state of Generator `gen` as a fresh int64 tensor of STATE_SIZE byte values."""
+    """The state of Generator `gen` as a fresh uint8 tensor of STATE_SIZE bytes."""
     from .._tensor import Tensor
     _effects.note("random", "Generator.get_state() / get_rng_state() (a generator state read)")
     st = gen._rng.bit_generator.state
@@ -39,7 +40,7 @@ def encode(gen):
                     st["state"]["inc"].to_bytes(16, "little"), bytes([st["has_uint32"]]),
                     int(st["uinteger"]).to_bytes(4, "little"), bytes([seed is not None]),
                     int(seed or 0).to_bytes(16, "little", signed=True)))
-    return Tensor._wrap(np.frombuffer(raw, np.uint8).astype(np.int64))
+    return Tensor._wrap(np.frombuffer(raw, np.uint8).copy())
 
 
 def decode(new_state):
@@ -53,7 +54,7 @@ def decode(new_state):
             f"expected a torch.ByteTensor, but got {type(new_state).__name__}")
     if new_state.is_floating_point() or new_state.dtype.name == "bool":
         raise TracegradTypeError("RNG state must be a torch.ByteTensor")
-    arr = new_state.detach().numpy().reshape(-1)
+    arr = new_state.detach().numpy().reshape(-1).astype(np.int64)
     if arr.size != STATE_SIZE:
         raise TracegradRuntimeError(
             f"Expected a CPUGeneratorImplState of size {STATE_SIZE} but found the input RNG "

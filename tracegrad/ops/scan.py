@@ -92,14 +92,16 @@ CUMPROD = Primitive("cumprod", _cumprod_kernel, vjp=_cumprod_vjp, saves=(0,),
 
 
 def cumsum(input, dim, *, dtype=None):
-    """Running sums along `dim`."""
+    """Running sums along `dim`; integer inputs give int64 unless `dtype` names another."""
     if dtype is not None:
         input = input.to(dtype)
-    return dispatch(CUMSUM, (input,), {"dim": _wrap_dim(dim, input.ndim, "cumsum")})
+    out = dispatch(CUMSUM, (input,), {"dim": _wrap_dim(dim, input.ndim, "cumsum")})
+    return out if dtype is None or out.dtype is dtype else out.to(dtype)
 
 
 def cumprod(input, dim, *, dtype=None):
     """Running products along `dim`."""
     if dtype is not None:
         input = input.to(dtype)
-    return dispatch(CUMPROD, (input,), {"dim": _wrap_dim(dim, input.ndim, "cumprod")})
+    out = dispatch(CUMPROD, (input,), {"dim": _wrap_dim(dim, input.ndim, "cumprod")})
+    return out if dtype is None or out.dtype is dtype else out.to(dtype)   # as cumsum

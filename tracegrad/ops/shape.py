@@ -7,6 +7,8 @@ counter, and records how to replay itself from the base (see Note [Views and ver
 `_tensor.py`). `view_scatter` is the out-of-place inverse of a view chain: it is what an
 in-place op through a view records on the base (PyTorch's CopySlices).
 """
+import warnings
+
 import numpy as np
 
 from .. import _dtype as D
@@ -627,18 +629,37 @@ def _view_scatter_vjp(g, ins, o, n):
 VIEW_SCATTER = Primitive("view_scatter", _view_scatter_kernel, vjp=_view_scatter_vjp,
                          grad_fn_name="CopySlices", shape_rule=SR.same)
 _dispatch._layers.VIEW_SCATTER = VIEW_SCATTER   # Note [Layers] in _tensor.py
+# they move or convert values, computing none: bfloat16 operands are fine (views are too)
+_dispatch.BF16_STORAGE_OPS.update((CLONE, TO_COPY, CAT, STACK, INDEX, INDEX_PUT, VIEW_SCATTER))
+
+
+_BAD_INDEX = "tensors used as indices must be long, int, byte or bool tensors"
+
+
+def _byte_mask(k):
+    """A uint8 index tensor as PyTorch reads it: a bool mask, with its deprecation warning."""
+    warnings.warn("indexing with dtype torch.uint8 is now deprecated, please use a dtype "
+                  "torch.bool instead.", UserWarning, stacklevel=4)
+    return to_dtype(k, D.bool_)
 
 
 def _normalize_key(x, key):
-    """Split a user index into (basic key, index tensors, is_advanced)."""
+    """Split a user index into (basic key, index tensors, is_advanced).
+
+    Index tensors are int64/int32 (a 0-dim one of any integer dtype is an int), bool masks,
+    or uint8, which PyTorch still reads as a mask with a deprecation warning; int8/int16
+    ones and floats raise IndexError."""
     if not isinstance(key, tuple):
         key = (key,)
     out, tensors, adv = [], [], False
     for k in key:
+        if isinstance(k, np.ndarray) and k.dtype == np.uint8:
+            k = from_array(k)
         if isinstance(k, Tensor):
-            if k.dtype.is_floating_point:
-                raise op_error(TracegradIndexError, "index",
-                               "tensors used as indices must be long, int, byte or bool tensors")
+            if k.dtype is D.uint8:
+                k = _byte_mask(k)
+            if k.dtype.is_floating_point or k.ndim and k.dtype in (D.int8, D.int16):
+                raise op_error(TracegradIndexError, "index", _BAD_INDEX)
             if k.ndim == 0 and k.dtype is not D.bool_:
                 out.append(int(k))          # observed: a guard under the tracer
                 continue
@@ -648,8 +669,7 @@ def _normalize_key(x, key):
         elif isinstance(k, (list, np.ndarray)) or isinstance(k, bool):
             arr = np.asarray(k)
             if arr.dtype.kind == "f":
-                raise op_error(TracegradIndexError, "index",
-                               "tensors used as indices must be long, int, byte or bool tensors")
+                raise op_error(TracegradIndexError, "index", _BAD_INDEX)
             if arr.dtype.kind not in "b":
                 arr = arr.astype(np.int64)
             out.append(Slot(len(tensors)))
@@ -755,6 +775,12 @@ def setitem(x, key, value, prim=None):
 
     `prim` (an `inplace_of(INDEX_PUT)` variant) names the entry point: copy_, fill_, zero_.
     """
+    if (not isinstance(value, Tensor) or value.ndim == 0) and any(
+            isinstance(i, Tensor) and i.dtype is D.uint8
+            for i in (key if isinstance(key, tuple) else (key,))):
+        raise op_error(TracegradRuntimeError, "index_put_", "masked_fill_ only supports boolean "
+                       "masks, but got mask with dtype unsigned char",
+                       "Use a bool mask: `m.bool()`.")
     k, tensors, adv = _normalize_key(x, key)
     if isinstance(value, Tensor):
         if value.dtype is not x.dtype:

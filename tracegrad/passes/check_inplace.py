@@ -22,12 +22,12 @@ so such paths run eagerly, with a warning (`early_input`). The message is eager'
 tracebacks but not part of `str(err)`. A backward inside the compiled function raises
 during the trace itself, which runs the function eagerly.
 """
+from .._dtype import tensor_type_name
 from .._errors import InplaceError
 from ..autograd.graph import saved_by
 from ..ir.types import Value
 
-_KIND = {"float32": "FloatTensor", "float64": "DoubleTensor", "float16": "HalfTensor",
-         "int64": "LongTensor", "int32": "IntTensor", "bool": "BoolTensor"}
+
 
 
 def _isval(a):
@@ -115,7 +115,8 @@ def check_inplace(g, differentiated, requires_grad=()):
         read += 1
         err = InplaceError(             # eager's wording (autograd/graph.py _version_error)
             "one of the variables needed for gradient computation has been modified by an "
-            f"inplace operation: [torch.{_KIND[v.type.dtype.name]} {list(v.type.shape)}], which "
+            f"inplace operation: [torch.{tensor_type_name(v.type.dtype)} "
+            f"{list(v.type.shape)}], which "
             f"is {desc}, is at version {final_ver}; expected version {saved_ver} instead. "
             f"Hint: the value was saved for {n.prim.grad_fn_name}; clone() it before modifying "
             "it in place, or do the in-place op out of place (e.g. `x = x + 1` instead of "

@@ -47,7 +47,7 @@ import weakref
 import numpy as np
 
 from .. import _dispatch, _mode
-from .._dtype import dtype as DType
+from .._dtype import dtype as DType, is_float_np
 from .._effects import is_library_module
 from .._errors import user_site
 from .._tensor import Tensor
@@ -387,7 +387,7 @@ class Tracer:
         if prim.overwrites and not _mode.is_grad_enabled():
             self.graph.nograd_writes.add(v)
         elif (not _mode.is_grad_enabled() and self.phase == "fwd" and not prim.nondiff
-              and out._data.dtype.kind == "f"
+              and is_float_np(out._data.dtype)
               and any(isinstance(a, Tensor) and a.requires_grad for a in args)):
             # computed under no_grad: the result has no history, so gradients stop here
             self.set_value(v, out._data)

@@ -17,6 +17,8 @@ import os
 
 import graphviz
 
+from .._dtype import _SHORT_NAMES as _SHORT_DTYPE   # one table with the IR's
+
 # kind -> node attributes (beyond the defaults in GRAPH_NODE_ATTRS)
 NODE_STYLE = {
     "op": {},
@@ -70,10 +72,6 @@ def short(text, width=MAX_LINE):
     """`text` cut to `width` characters with an ellipsis."""
     text = str(text)
     return text if len(text) <= width else text[:width - 1] + "…"
-
-
-_SHORT_DTYPE = {"float16": "f16", "float32": "f32", "float64": "f64", "int32": "i32",
-                "int64": "i64", "bool": "bool"}
 
 
 def type_str(shape, dtype):

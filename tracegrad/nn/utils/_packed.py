@@ -130,8 +130,7 @@ def _lengths_list(lengths):
 
 
 def _type_name(dtype):
-    return {D.int64: "Long", D.int32: "Int", D.float32: "Float",
-            D.float64: "Double", D.bool_: "Bool"}.get(dtype, str(dtype))
+    return D.scalar_type_name(dtype)
 
 
 def _index(values):

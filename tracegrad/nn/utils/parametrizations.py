@@ -7,6 +7,8 @@ parametrizations (`nn.utils.parametrize`), with PyTorch's names, defaults and nu
   weight = W / sigma(W), sigma estimated by power iteration on the buffers `_u`, `_v`
   (15 iterations when registered, then `n_power_iterations` per access in training mode;
   updated in place, also on every compiled call). 1-D weights are just normalized.
+- `orthogonal(module, name="weight", orthogonal_map=None, *, use_trivialization=True)`:
+  an orthogonal weight through matrix_exp, cayley or householder (_orthogonal.py).
 """
 from ... import ops as O
 from ..._errors import TracegradIndexError, TracegradValueError
@@ -17,7 +19,9 @@ from ..module import Module
 from . import parametrize
 from ._norms import _weight_norm, norm_except_dim, power_iteration_, weight_to_matrix
 
-__all__ = ["weight_norm", "spectral_norm"]
+from ._orthogonal import orthogonal
+
+__all__ = ["weight_norm", "spectral_norm", "orthogonal"]
 
 
 class _WeightNorm(Module):
