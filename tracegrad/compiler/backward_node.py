@@ -73,6 +73,7 @@ class ConsumedBackward(Node):
 class CompiledFunctionBackward(Node):
     __slots__ = ("path", "saved_arrays", "kept_arrays", "checks", "inputs", "out_meta",
                  "stash", "spec_box")
+    leaf_sink = True                     # Note [One node feeding leaves] in engine.py
 
     def apply(self, grads, consume=False):
         """The input gradients for output gradients `grads`. With `consume` (the engine
