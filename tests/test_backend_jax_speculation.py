@@ -247,3 +247,50 @@ def test_paths_that_cannot_fuse_do_not_speculate():
     a, b = two(x, w)
     (a + b).backward()
     assert _path(vec).speculation is None and _path(two).speculation is None
+
+
+def test_other_outputs_and_dtypes_beside_the_loss():
+    """Outputs besides the loss (an integer count, a tensor not requiring grad) leave the
+    speculative program with the gradients (small ones packed per dtype)."""
+    def fn(x, w):
+        return loss_fn(x, w), x > 0, x.detach() * 2, (w * 3).detach()
+
+    comp = tg.compile(fn, backend="jax")
+    x, w = _leaves()
+    ex, ew = _leaves()
+    for it in range(4):
+        got, ref = comp(x, w), fn(ex, ew)
+        if it >= 2:
+            assert got[0].grad_fn.stash is not None
+        got[0].backward()
+        ref[0].backward()
+        for a, b in zip(got, ref):
+            assert a.dtype == b.dtype and a.requires_grad == b.requires_grad
+            _close(a.detach().numpy(), b.detach().numpy())
+        got[2].add_(1)                       # fresh writable arrays of their own
+        _close(x.grad.numpy(), ex.grad.numpy())
+        _close(w.grad.numpy(), ew.grad.numpy())
+
+
+def test_runtime_check_failing_in_the_speculative_program_raises_eagers_error():
+    def fn(x, w, n, d):
+        return loss_fn(x, w) * (n // d).float().sum()
+
+    comp = tg.compile(fn, backend="jax")
+    x, w = _leaves()
+    n, d = tg.tensor([4, 6], dtype=tg.int32), tg.tensor([2, 3], dtype=tg.int32)
+    for _ in range(3):
+        comp(x, w, n, d).backward()
+    assert _path(comp).speculation.on
+    zero = tg.tensor([1, 0], dtype=tg.int32)
+    with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+        fn(x, w, n, zero)
+    with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+        comp(x, w, n, zero)
+    loss = comp(x, w, n, d)                  # and the path still serves
+    x.grad = w.grad = None
+    loss.backward()
+    ex, ew = _leaves()
+    fn(ex, ew, n, d).backward()
+    _close(x.grad.numpy(), ex.grad.numpy())
+    assert comp.stats.traces == 1

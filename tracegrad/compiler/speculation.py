@@ -31,7 +31,14 @@ Adaptivity: a call speculates only when the previous call's node saw a backward 
 gradient of one (`Speculation.on`), and a speculative call whose gradients were never
 used by the time the path is called again (no backward: an evaluation loop) turns it off,
 so an eval loop pays for one fused call at most, then a flag check per call. Memory: the
-stashed gradients live until the backward uses them or the node dies.
+stashed gradients live until the backward uses them or the node dies. The fused program is
+compiled by the first call that speculates (the second call of a training loop), not by
+the tracing call: a path never differentiated this way never pays for it. `explain()`
+says whether it was built and whether the path is speculating.
+
+Measured on the 200-op chain of bench/backends.py (shape (4,), 2 busy cores), together
+with Note [One node feeding leaves] (engine.py) and the x64 and transfer savings of the JAX
+programs: see the commit messages for the figures.
 """
 
 

@@ -12,6 +12,8 @@ Only plain paths fuse (`fusable`): one cotangent output, a floating scalar; no h
 no opaque callbacks, no packed saved values, no data parallelism; a backward program with
 no guards and no runtime checks of its own, and the same 64-bit mode as the forward.
 """
+import time
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -60,35 +62,72 @@ class SpeculativeProgram(JaxProgram):
                 j += 1
         lf, lb = fwd.lowered, bwd.lowered
 
+        # the user's outputs and the gradients become numpy arrays; small ones of one
+        # dtype leave XLA as one buffer, split on the host (a transfer costs about 2 us,
+        # a slice copy a tenth of that)
+        host = list(fwd.graph.outputs[:w]) + list(bwd.graph.outputs)
+        groups = {}
+        for i, v in enumerate(host):
+            if v is not None and not static_big(v):
+                groups.setdefault(np.dtype(v.type.dtype.np), []).append(i)
+        groups = [m for m in groups.values() if len(m) > 1]
+        packed = {i for m in groups for i in m}
+        plain = [i for i in range(len(host)) if i not in packed]
+        where = [None] * len(host)               # ("buf", group, offset, size, shape) or
+        for gi, m in enumerate(groups):          # ("plain", position)
+            off = 0
+            for i in m:
+                shape = tuple(host[i].type.shape)
+                size = int(np.prod(shape))
+                where[i] = (gi, off, size, shape)
+                off += size
+        for j, i in enumerate(plain):
+            where[i] = (None, len(groups) + j, None, None)
+        self._where, self._n_host = where, len(host)
+
         def fn(*arrays):
             outs, gv, cv = lf.fn(*arrays)
             saved = [arrays[i] if kind == "in" else outs[i] for kind, i in saved_at]
             grads, _, _ = lb.fn(jnp.ones((), seed_dtype), *saved)
-            # the user's outputs and the gradients first: they become numpy arrays
-            return list(outs[:w]) + list(grads) + list(outs[w:]), gv, cv
+            vals = list(outs[:w]) + list(grads)
+            bufs = [jnp.concatenate([vals[i].reshape(-1) for i in m]) for m in groups]
+            return bufs + [vals[i] for i in plain] + list(outs[w:]), gv, cv
 
         one = SingleDeviceSharding(device())
         jitted = jax.jit(fn, in_shardings=one, out_shardings=one)
         specs, _ = fwd._specs()
+        t0 = time.perf_counter()
         with jax.enable_x64(lf.x64):
             traced = jitted.trace(*specs)
             self.jaxpr = traced.jaxpr
             self.executable = traced.lower().compile()
+        self.compile_seconds = time.perf_counter() - t0
         self._call = self.executable
         self.fn = self.__call__
-        self.writable = w + n_g
-        self._bigs = ([static_big(v) for v in fwd.graph.outputs[:w]]
-                      + [static_big(v) for v in bwd.graph.outputs])
+        self.writable = len(groups) + len(plain)
+        self._bigs = [False] * len(groups) + [static_big(host[i]) for i in plain]
         self._w_fwd = w
-        assert n_fwd == len(part.forward.outputs)
 
     def __call__(self, *arrays):
         res = JaxProgram.__call__(self, *arrays)
-        if len(res) == self.n_forward:           # rerun on numpy: no gradients
-            return res
-        w, n_g = self._w_fwd, self.n_grads
-        # back to the forward's order, the gradients last
-        return res[:w] + res[w + n_g:] + res[w:w + n_g]
+        if type(res) is _Forward:                # rerun on numpy: no gradients
+            return list(res)
+        host = []
+        for gi, at, size, shape in self._where:
+            if gi is None:
+                host.append(res[at])
+            else:                                # a fresh array of its own (.grad adopts it)
+                host.append(res[gi][at:at + size].reshape(shape).copy())
+        w = self._w_fwd
+        # the forward's order, the gradients last
+        return host[:w] + res[self.writable:] + host[w:]
+
+    def _on_numpy(self, arrays, snap):
+        return _Forward(JaxProgram._on_numpy(self, arrays, snap))
+
+
+class _Forward(list):
+    """The forward program's results alone (a rerun on numpy)."""
 
 
 def speculative_program(path):
