@@ -48,7 +48,6 @@ class SpeculativeProgram(JaxProgram):
         self.__dict__.update(fwd.__dict__)       # the forward's layout, checks and guards
         self.name = fwd.name + "_speculative"
         self._numpy = None
-        self.n_forward = n_fwd = len(fwd.graph.outputs)
         self.n_grads = n_g = len(bwd.graph.outputs)
         w = fwd.writable
         ct = part.forward.outputs[part.cotangent_outputs[0]].type
@@ -62,36 +61,12 @@ class SpeculativeProgram(JaxProgram):
                 j += 1
         lf, lb = fwd.lowered, bwd.lowered
 
-        # the user's outputs and the gradients become numpy arrays; small ones of one
-        # dtype leave XLA as one buffer, split on the host (a transfer costs about 2 us,
-        # a slice copy a tenth of that)
-        host = list(fwd.graph.outputs[:w]) + list(bwd.graph.outputs)
-        groups = {}
-        for i, v in enumerate(host):
-            if v is not None and not static_big(v):
-                groups.setdefault(np.dtype(v.type.dtype.np), []).append(i)
-        groups = [m for m in groups.values() if len(m) > 1]
-        packed = {i for m in groups for i in m}
-        plain = [i for i in range(len(host)) if i not in packed]
-        where = [None] * len(host)               # ("buf", group, offset, size, shape) or
-        for gi, m in enumerate(groups):          # ("plain", position)
-            off = 0
-            for i in m:
-                shape = tuple(host[i].type.shape)
-                size = int(np.prod(shape))
-                where[i] = (gi, off, size, shape)
-                off += size
-        for j, i in enumerate(plain):
-            where[i] = (None, len(groups) + j, None, None)
-        self._where, self._n_host = where, len(host)
-
         def fn(*arrays):
             outs, gv, cv = lf.fn(*arrays)
             saved = [arrays[i] if kind == "in" else outs[i] for kind, i in saved_at]
             grads, _, _ = lb.fn(jnp.ones((), seed_dtype), *saved)
-            vals = list(outs[:w]) + list(grads)
-            bufs = [jnp.concatenate([vals[i].reshape(-1) for i in m]) for m in groups]
-            return bufs + [vals[i] for i in plain] + list(outs[w:]), gv, cv
+            # the user's outputs and the gradients first: they become numpy arrays
+            return list(outs[:w]) + list(grads) + list(outs[w:]), gv, cv
 
         one = SingleDeviceSharding(device())
         jitted = jax.jit(fn, in_shardings=one, out_shardings=one)
@@ -104,23 +79,18 @@ class SpeculativeProgram(JaxProgram):
         self.compile_seconds = time.perf_counter() - t0
         self._call = self.executable
         self.fn = self.__call__
-        self.writable = len(groups) + len(plain)
-        self._bigs = [False] * len(groups) + [static_big(host[i]) for i in plain]
+        self.writable = w + n_g
+        self._bigs = ([static_big(v) for v in fwd.graph.outputs[:w]]
+                      + [static_big(v) for v in bwd.graph.outputs])
         self._w_fwd = w
 
     def __call__(self, *arrays):
         res = JaxProgram.__call__(self, *arrays)
         if type(res) is _Forward:                # rerun on numpy: no gradients
             return list(res)
-        host = []
-        for gi, at, size, shape in self._where:
-            if gi is None:
-                host.append(res[at])
-            else:                                # a fresh array of its own (.grad adopts it)
-                host.append(res[gi][at:at + size].reshape(shape).copy())
-        w = self._w_fwd
-        # the forward's order, the gradients last
-        return host[:w] + res[self.writable:] + host[w:]
+        w, n_g = self._w_fwd, self.n_grads
+        # back to the forward's order, the gradients last
+        return res[:w] + res[w + n_g:] + res[w:w + n_g]
 
     def _on_numpy(self, arrays, snap):
         return _Forward(JaxProgram._on_numpy(self, arrays, snap))
