@@ -294,3 +294,30 @@ def test_runtime_check_failing_in_the_speculative_program_raises_eagers_error():
     fn(ex, ew, n, d).backward()
     _close(x.grad.numpy(), ex.grad.numpy())
     assert comp.stats.traces == 1
+
+
+def test_classifier_loss_whose_backward_has_runtime_checks_speculates():
+    """Advanced indexing's backward checks its indices: the speculative program carries
+    those checks out and keeps no gradients when one fails (none does here)."""
+    rng = np.random.default_rng(0)
+    xs = rng.standard_normal((8, 6)).astype(np.float32)
+    ys = rng.integers(0, 3, 8)
+
+    def fn(w, b, x, y):
+        return -(x @ w + b).log_softmax(dim=1)[tg.arange(x.shape[0]), y].mean()
+
+    comp = tg.compile(fn, backend="jax")
+    w0 = rng.standard_normal((6, 3)).astype(np.float32)
+    b0 = np.zeros(3, np.float32)
+    mine = [tg.tensor(w0, requires_grad=True), tg.tensor(b0, requires_grad=True)]
+    ref = [tg.tensor(w0, requires_grad=True), tg.tensor(b0, requires_grad=True)]
+    x, y = tg.tensor(xs), tg.tensor(ys)
+    for it in range(4):
+        loss = comp(*mine, x, y)
+        if it >= 2:
+            assert loss.grad_fn.stash is not None
+        loss.backward()
+        fn(*ref, x, y).backward()
+        for a, b in zip(mine, ref):
+            _close(a.grad.numpy(), b.grad.numpy())
+    assert _path(comp).speculation.program.lowered_backward.n_checks > 0

@@ -6,11 +6,12 @@ graph with the gradient of the path's single scalar output set to one. A call re
 the forward program returns, followed by the input gradients (fresh writable numpy arrays,
 as the backward program's). When the forward's runtime checks fail, the call reruns on the
 numpy forward program (JaxProgram.__call__) and returns the forward's results alone: the
-caller then has no gradients to keep.
+caller then has no gradients to keep; so does a call whose backward part fails a runtime
+check of its own (its backward program, run later, meets the failure as it always does).
 
 Only plain paths fuse (`fusable`): one cotangent output, a floating scalar; no host draws,
 no opaque callbacks, no packed saved values, no data parallelism; a backward program with
-no guards and no runtime checks of its own, and the same 64-bit mode as the forward.
+no guards of its own, and the same 64-bit mode as the forward.
 """
 import time
 
@@ -37,7 +38,7 @@ def fusable(path):
     lf, lb = fwd.lowered, bwd.lowered
     return (fwd.pack_out is None and bwd.pack_in is None and not fwd.data_parallel
             and not lf.host_nodes and not lb.host_nodes and not lf.opaque and not lb.opaque
-            and lf.x64 == lb.x64 and not bwd.graph.guards and lb.n_checks == 0)
+            and lf.x64 == lb.x64 and not bwd.graph.guards)
 
 
 class SpeculativeProgram(JaxProgram):
@@ -60,13 +61,16 @@ class SpeculativeProgram(JaxProgram):
                 saved_at.append(("out", j))
                 j += 1
         lf, lb = fwd.lowered, bwd.lowered
+        self.lowered_backward = lb
 
         def fn(*arrays):
             outs, gv, cv = lf.fn(*arrays)
             saved = [arrays[i] if kind == "in" else outs[i] for kind, i in saved_at]
-            grads, _, _ = lb.fn(jnp.ones((), seed_dtype), *saved)
-            # the user's outputs and the gradients first: they become numpy arrays
-            return list(outs[:w]) + list(grads) + list(outs[w:]), gv, cv
+            grads, _, bad = lb.fn(jnp.ones((), seed_dtype), *saved)
+            # the user's outputs and the gradients first: they become numpy arrays; the
+            # backward's runtime checks last
+            tail = [bad] if bad is not None else []
+            return list(outs[:w]) + list(grads) + list(outs[w:]) + tail, gv, cv
 
         one = SingleDeviceSharding(device())
         jitted = jax.jit(fn, in_shardings=one, out_shardings=one)
@@ -89,6 +93,8 @@ class SpeculativeProgram(JaxProgram):
         if type(res) is _Forward:                # rerun on numpy: no gradients
             return list(res)
         w, n_g = self._w_fwd, self.n_grads
+        if self.lowered_backward.n_checks and bool(res.pop()):
+            return res[:w] + res[w + n_g:]       # the backward program will meet them
         # back to the forward's order, the gradients last
         return res[:w] + res[w + n_g:] + res[w:w + n_g]
 
