@@ -64,6 +64,9 @@ class Node:
     # PyTorch's highest sequence number (AccumulateGrad, Error): runs as soon as all its
     # inputs arrived (Note [Leaf accumulation order] in engine.py)
     ready_first = False
+    # a compiled call's node, whose edges may all lead to leaves (Note [One node feeding
+    # leaves] in engine.py)
+    leaf_sink = False
 
     def __init__(self, prim, attrs, edges, shapes, dtypes, needs, n_outputs=1):
         self.prim = prim

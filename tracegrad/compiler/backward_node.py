@@ -16,6 +16,7 @@ import numpy as np
 from .. import _mode
 from ..autograd.anomaly_mode import STATE as _ANOMALY
 from ..passes.check_inplace import fresh
+from .speculation import is_one
 from .._errors import TracegradRuntimeError, op_error
 from .._tensor import Tensor, edge_of
 from ..autograd.graph import FREED_MSG, Node, _version_error
@@ -70,7 +71,9 @@ class ConsumedBackward(Node):
 
 
 class CompiledFunctionBackward(Node):
-    __slots__ = ("path", "saved_arrays", "kept_arrays", "checks", "inputs", "out_meta")
+    __slots__ = ("path", "saved_arrays", "kept_arrays", "checks", "inputs", "out_meta",
+                 "stash", "spec_box")
+    leaf_sink = True                     # Note [One node feeding leaves] in engine.py
 
     def apply(self, grads, consume=False):
         """The input gradients for output gradients `grads`. With `consume` (the engine
@@ -91,6 +94,16 @@ class CompiledFunctionBackward(Node):
                 raise _version_error(t, v, self)
         path = self.path
         part = path.part
+        spec = path.speculation
+        if spec is not None:                 # Note [Speculative backward] in speculation.py
+            stash, self.stash = self.stash, None
+            k = part.cotangent_outputs[0]
+            g = grads[k]
+            one = g is not None and not _mode.is_grad_enabled() and is_one(g, self.out_meta[k][1])
+            spec.on = one
+            if stash is not None and one:
+                self.spec_box[0] = True
+                return _fresh_gradients(stash)
         cts = []
         for k in part.cotangent_outputs:
             g = grads[k]

@@ -17,6 +17,7 @@ from .._tensor import Tensor, edge_of
 from .backward_node import CompiledFunctionBackward, ConsumedBackward
 from .replay import replay_backward
 from .runner import build_runner
+from .speculation import Speculation
 from .._effects import attr_now, is_number
 from .._errors import RerunEagerly
 from ..ir.interpret import GuardFailed
@@ -57,6 +58,11 @@ class CompiledPath:
         if rec.host_saved is not None:
             self.host_saved = rec.host_saved
         self._layout()
+        self.speculation = None             # Note [Speculative backward]
+        if getattr(rec, "backend_note", None) == "jax" and self.backward_program is not None:
+            from ..backends.jax.speculative import fusable, speculative_program
+            if fusable(self):
+                self.speculation = Speculation(lambda: speculative_program(self))
         fast = build_runner(self)
         if fast is not None:                # Note [Runner]: straight-line `call` when it can
             self.call = fast
@@ -303,6 +309,8 @@ class CompiledPath:
             if k in checked:
                 checks.append((o._vc, o._vc.v, o._data))
         node.checks = checks
+        node.stash = None
+        return node
 
     def eager_backward(self, node, grads):
         """Differentiable backward of one call (Note [Differentiable backward], replay.py)."""

@@ -149,7 +149,19 @@ def build_runner(path):
     else:
         args_data = [f"{n}._data" for n in names[:n_args]] + [data[n] for n in names[n_args:]]
         call = f"_fn({', '.join(args_data)})"
-    body = ["    try:", f"        res = {call}", "    except _GuardFailed:"]
+    spec = path.speculation               # Note [Speculative backward] in speculation.py
+    if spec is not None and part.backward is not None:
+        env["_spec"] = spec
+        n_res = len(part.forward.outputs)
+        fcall = call.replace("_prog.", "sp.").replace("_fn(", "sp(")
+        body = ["    sp = _spec.start() if _spec.on else None", "    st = None", "    try:",
+                "        if sp is None:", f"            res = {call}", "        else:",
+                f"            res = {fcall}", f"            if len(res) > {n_res}:",
+                f"                st, res = res[{n_res}:], res[:{n_res}]",
+                "    except _GuardFailed:"]
+    else:
+        spec = None
+        body = ["    try:", f"        res = {call}", "    except _GuardFailed:"]
     body += [f"        {r}" for r in restore] + ["        raise", "    except Exception as e:",
                                                  "        err = _prog.failed(e)"]
     if restore:                          # Note [Errors inside compiled programs] in codegen.py
@@ -180,8 +192,10 @@ def build_runner(path):
         kept = f"res[{-keep}:]" if keep else "()"
         ins = [f"_wrap(c{j})" if j in scalar else f"c{j}" for j in range(n_cap)]
         # the trace decided that gradients flow (the entry key fixes the grad mode)
-        lines += [f"    _attach([{', '.join(names[:n_args] + ins)}], outs, "
+        lines += [f"    nd = _attach([{', '.join(names[:n_args] + ins)}], outs, "
                   f"res[{sl.start}:{sl.stop}], {kept})"]
+        if spec is not None:
+            lines += ["    if st is not None:", "        _spec.stashed(nd, st)"]
     for k in path.post_retain:
         lines += [f"    if outs[{k}].requires_grad:", f"        outs[{k}].retain_grad()"]
     for pos in path.retain_inputs:       # `a.retain_grad()` on a non-leaf argument

@@ -73,4 +73,12 @@ def report_lines(path):
         lines.append(f"{title} lowered to XLA: trace {prog.trace_seconds * 1e3:.1f} ms, "
                      f"XLA compile {prog.compile_seconds * 1e3:.1f} ms; jaxpr:")
         lines += ["  " + s for s in prog.code.splitlines()]
+    spec = getattr(path, "speculation", None)     # Note [Speculative backward]
+    if spec is not None:
+        prog = spec.program
+        lines.append("speculative forward+backward program: " + (
+            f"traced and compiled in {prog.compile_seconds * 1e3:.1f} ms, "
+            f"{'speculating' if spec.on else 'not speculating'}" if prog is not None else
+            "not built (it failed)" if spec.failed else
+            "built after a call followed by backward() with the default gradient"))
     return lines
