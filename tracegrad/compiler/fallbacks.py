@@ -62,22 +62,21 @@ class EagerFallbacks:
 
     def _saved_hooks_call(self, args, kwargs):
         """saved_tensors_hooks are active: run eagerly, so saved tensors go through them."""
-        if not getattr(self, "_warned_saved_hooks", False):
-            self._warned_saved_hooks = True
-            warnings.warn(f"tracegrad.compile: '{self.name}' runs eagerly while "
-                          "saved_tensors_hooks are active (a compiled program keeps its "
-                          "saved values as arrays, not through the hooks)", UserWarning,
-                          stacklevel=3)
-        self.stats.eager_calls += 1
-        return self.fn(*args, **kwargs)
+        return self._eager_while(args, kwargs, "_warned_saved_hooks", (
+            "saved_tensors_hooks are active (a compiled program keeps its saved values as "
+            "arrays, not through the hooks)"))
 
     def _anomaly_call(self, args, kwargs):
         """Anomaly detection is on: run eagerly, so every node's gradients are checked."""
-        if not getattr(self, "_warned_anomaly", False):
-            self._warned_anomaly = True
-            warnings.warn(f"tracegrad.compile: '{self.name}' runs eagerly while anomaly "
-                          "detection is enabled (each backward node's gradients are "
-                          "checked)", UserWarning, stacklevel=3)
+        return self._eager_while(args, kwargs, "_warned_anomaly", (
+            "anomaly detection is enabled (each backward node's gradients are checked)"))
+
+    def _eager_while(self, args, kwargs, flag, why):
+        """Run the call eagerly while a mode is on, warning once per function (`flag`)."""
+        if not getattr(self, flag, False):
+            setattr(self, flag, True)
+            warnings.warn(f"tracegrad.compile: '{self.name}' runs eagerly while {why}",
+                          UserWarning, stacklevel=4)
         self.stats.eager_calls += 1
         return self.fn(*args, **kwargs)
 
