@@ -139,3 +139,42 @@ def test_model_compile_in_place_with_a_call_override_runs_the_override_once():
         x = _x(0)
         log += [m(x), m(x, s=2.0), copy.deepcopy(m)(x)]
     _assert_same(program)
+
+
+# --- found: a class attribute shadowed on a subclass (Note [Shadowed class attributes]) ---
+
+def test_a_class_attribute_set_on_a_subclass_shadows_the_base_one_compiled_too():
+    def program(compile, log):
+        class Base(nn.Module):
+            SCALE = 1.0
+
+            def helper(self, x):
+                return x * self.SCALE
+
+        class Child(Base):
+            def __init__(self):
+                super().__init__()
+                self.l = nn.Linear(4, 4)
+
+            def forward(self, x):
+                return self.helper(self.l(x))
+
+        class Cfg:
+            p = 2.0
+
+        class MyCfg(Cfg):
+            pass
+
+        m, cfg = Child(), MyCfg()
+        f = compile(lambda x: m(x) * cfg.p)
+        x = _x(0)
+        log.append(f(x))
+        Base.SCALE = 3.0
+        log.append(f(x))
+        Child.SCALE = 7.0                    # shadows Base.SCALE
+        log.append(f(x))
+        MyCfg.p = 5.0                        # shadows Cfg.p
+        log.append(f(x))
+        m.SCALE = 9.0                        # the instance shadows both
+        log.append(f(x))
+    _assert_same(program)

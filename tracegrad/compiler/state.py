@@ -568,6 +568,7 @@ class _Scanner:
     def instance_class_attrs(self, cls, depth):
         """The data attributes of `cls` and of the user classes it inherits from, read
         through an instance (`self.k`, `self.WEIGHTS[0]`): Note [Class attributes]."""
+        self.shadowing(cls)
         for k in cls.__mro__:
             if not _is_user_class(k) or ("attrs", id(k)) in self.seen:
                 continue
@@ -577,6 +578,21 @@ class _Scanner:
                 if not nm.startswith("__") and (isinstance(x, _CLASS_DATA)
                                                 or _is_plain_object(x)):
                     self.value_in(cd, nm, x, f"{k.__name__}.{nm}", depth, nest=2)
+
+    def shadowing(self, cls):
+        """Guard that no user class earlier in `cls`'s MRO gains a data attribute that a
+        later one defines (Note [Shadowed class attributes])."""
+        if ("shadow", id(cls)) in self.seen:
+            return
+        self.seen.add(("shadow", id(cls)))
+        user = [k for k in cls.__mro__ if _is_user_class(k)]
+        for i, k in enumerate(user):
+            cd = k.__dict__
+            later = {nm for b in user[i + 1:] for nm, x in list(vars(b).items())
+                     if not nm.startswith("__") and nm not in cd
+                     and (isinstance(x, _CLASS_DATA) or _is_plain_object(x))}
+            for nm in sorted(later):
+                self.guards.append(StateGuard(cd, nm, _MISSING, "is", f"{k.__name__}.{nm}"))
 
     def class_attrs(self, cls, where, depth):
         """The attributes of a user class (`Model.k`) that the scanned code names (now, and
@@ -694,6 +710,14 @@ _METHODS = (types.FunctionType, staticmethod, classmethod, property, functools.p
 # and tensors of the object's own class used to be, so a changed class-level list, dict or
 # config object, or anything set on a base class, left a cached path stale.
 _CLASS_DATA = (Tensor, np.ndarray, list, tuple, dict) + _SCALARS
+
+
+# Note [Shadowed class attributes]
+# `self.SCALE` finds the first class in the MRO that defines SCALE. Setting it later on a
+# class that comes earlier (`Child.SCALE = 7.0` when only `Base.SCALE` existed) changes what
+# eager reads without touching the guarded `Base.SCALE`, so each user class is guarded not
+# to hold the data attributes that its later user bases define (as methods are guarded
+# absent where inherited: Note [Methods of user classes]).
 
 
 # Note [Callables' state]
