@@ -178,3 +178,36 @@ def test_a_class_attribute_set_on_a_subclass_shadows_the_base_one_compiled_too()
         m.SCALE = 9.0                        # the instance shadows both
         log.append(f(x))
     _assert_same(program)
+
+
+# --- found: a library function rebound between calls (Note [Patched library functions]) ---
+
+@pytest.mark.parametrize("how", ["F.relu", "tg.relu", "tg.nn.functional.relu", "mock"])
+def test_a_library_function_patched_between_calls_runs_the_patch_compiled_too(how):
+    from unittest import mock
+
+    class Act(nn.Module):
+        def forward(self, x):
+            if how == "F.relu":
+                return F.relu(x) * 2
+            if how == "tg.relu":
+                return tg.relu(x) * 2
+            return tg.nn.functional.relu(x) * 2
+
+    def program(compile, log):
+        f = compile(Act())
+        x = _x(0)
+        log.append(f(x))
+        if how == "mock":
+            with mock.patch("tracegrad.nn.functional.relu", lambda t, inplace=False: -t):
+                log.append(f(x))
+        else:
+            owner = tg if how == "tg.relu" else F
+            old = owner.relu
+            owner.relu = lambda t, inplace=False: t.tanh()
+            try:
+                log.append(f(x))
+            finally:
+                owner.relu = old
+        log.append(f(x))
+    _assert_same(program)

@@ -422,6 +422,10 @@ class _Scanner:
                 self.user_module(v, where, depth)
             elif v is os and self.code_names & _ENVIRON_READS:
                 self.environ()
+            elif v.__name__.split(".")[0] == "tracegrad" and id(v) not in self.seen:
+                self.seen.add(id(v))             # Note [Patched library functions]
+                self.named.append(("library", v, where, depth, set()))
+                self._named_attrs(self.named[-1])
             return
         if isinstance(v, type):
             self.guard(holder, key, v, "is", where)
@@ -620,6 +624,10 @@ class _Scanner:
                 continue
             if kind == "module" and isinstance(x, types.ModuleType):
                 continue
+            if kind == "library":                # Note [Patched library functions]
+                if not nm.startswith("_") and isinstance(x, _LIBRARY_READS):
+                    self.value_in(d, nm, x, f"{where}.{nm}", depth)
+                continue
             self.value_in(d, nm, x, f"{where}.{nm}", depth, nest=2)
         return bool(new)
 
@@ -710,6 +718,19 @@ _METHODS = (types.FunctionType, staticmethod, classmethod, property, functools.p
 # and tensors of the object's own class used to be, so a changed class-level list, dict or
 # config object, or anything set on a base class, left a cached path stale.
 _CLASS_DATA = (Tensor, np.ndarray, list, tuple, dict) + _SCALARS
+
+
+# Note [Patched library functions]
+# `F.relu(x)` or `tg.matmul(a, b)` looks the function up in the library module on every
+# eager call. Rebinding it between calls (`F.relu = my_relu`, a test or an experiment
+# patching one activation, `unittest.mock.patch("tracegrad.nn.functional.gelu", ...)`)
+# changes what eager runs, while a cached path replayed the old function. So for each
+# tracegrad module the scanned code reaches by name (`tg`, `F`, `tg.nn.functional`), the
+# public functions and submodules it names are guarded by identity (cheap: one `is` each,
+# only for names the code uses). Patching a function that a library method calls inside
+# (`nn.ReLU.forward` calls `F.relu`) is not seen: patch it where user code reads it.
+_LIBRARY_READS = (types.FunctionType, types.BuiltinFunctionType, types.ModuleType,
+                  functools.partial)
 
 
 # Note [Shadowed class attributes]
