@@ -386,6 +386,19 @@ class _Scanner:
             if nm in g:
                 self.value_in(g, nm, g[nm], f"global '{nm}'", depth, name=nm)
 
+    def missed_globals(self, first_globals):
+        """After the trace: the globals named by user code it ran that the scan did not
+        reach, at their values when that code was first called (Note [Globals of code the
+        scan missed])."""
+        for code, g, values in first_globals:
+            if id(code) in self.seen:
+                continue
+            self.seen.add(id(code))
+            self.code_names.update(_names(code))
+            for nm, v in values.items():
+                self.value_in(g, nm, v, f"global '{nm}'", 0, name=nm)
+        self.settle()
+
     def guard(self, holder, key, v, mode, where):
         if holder is not None:
             self.guards.append(StateGuard(holder, key, v, mode, where))
@@ -718,6 +731,19 @@ _METHODS = (types.FunctionType, staticmethod, classmethod, property, functools.p
 # and tensors of the object's own class used to be, so a changed class-level list, dict or
 # config object, or anything set on a base class, left a cached path stale.
 _CLASS_DATA = (Tensor, np.ndarray, list, tuple, dict) + _SCALARS
+
+
+# Note [Globals of code the scan missed]
+# The scan before the trace reaches the functions it can name: through globals and
+# closures, MAX_DEPTH calls deep, and the forwards of modules. It cannot name a method
+# called on `self` (`self.helper(x)` reading a global `SCALE` or `USE_NORM`), nor code
+# deeper than MAX_DEPTH, so a global such code read was not guarded and a cached path kept
+# its first value. So the Python monitor of the trace (`_effects.watch_python`) records,
+# when each user function first runs outside replayed calls (a custom Function's forward
+# runs again on every call: it reads its globals itself), the globals its code names and
+# their values then; after the trace, those of code the scan missed are walked like the
+# scan's own (`value_in` from the value on entry, so a trace that changed one is not
+# cached, as for the others).
 
 
 # Note [Patched library functions]
