@@ -288,3 +288,70 @@ def test_a_global_counter_in_a_helper_method_counts_every_call():
         log += [f(_x(0)) for _ in range(4)] + [globals()["_CALLS"]]
     _assert_same(program)
 
+
+# --- found: defaults of helpers changed between calls (Note [Defaults of functions
+# called] in compiler/state.py) ---
+
+@pytest.mark.parametrize("how", ["helper __defaults__", "method __defaults__",
+                                 "forward __kwdefaults__", "lambda attribute",
+                                 "default dict mutated"])
+def test_changed_defaults_of_a_called_function_are_seen(how):
+    def program(compile, log):
+        table = {"k": 2.0}
+
+        def helper(x, k=2.0, cfg=table):
+            return x * k * cfg["k"]
+
+        class M(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fn = lambda x, k=2.0: x * k
+
+            def scale(self, x, k=2.0):
+                return x * k
+
+            def forward(self, x, *, s=1.0):
+                return helper(x) + self.scale(x) + self.fn(x) * s
+
+        f = compile(M())
+        x = _x(0)
+        log.append(f(x))
+        if how == "helper __defaults__":
+            helper.__defaults__ = (5.0, table)
+        elif how == "method __defaults__":
+            M.scale.__defaults__ = (5.0,)
+        elif how == "forward __kwdefaults__":
+            M.forward.__kwdefaults__["s"] = 5.0
+        elif how == "lambda attribute":
+            f.fn.__defaults__ = (5.0,)
+        else:
+            table["k"] = 5.0
+        log.append(f(x))
+    _assert_same(program)
+
+
+# --- found: state behind a weak reference (Note [Weak references] in compiler/state.py) ---
+
+def test_state_read_through_a_weak_reference_is_guarded():
+    import weakref
+
+    def program(compile, log):
+        class Shared:
+            k = 2.0
+
+        class Child(nn.Module):
+            def __init__(self, owner):
+                super().__init__()
+                self._owner = weakref.ref(owner)
+                self.l = nn.Linear(4, 4)
+
+            def forward(self, x):
+                return self.l(x) * self._owner().k
+
+        owner = Shared()
+        f = compile(Child(owner))
+        x = _x(0)
+        log.append(f(x))
+        owner.k = 5.0
+        log.append(f(x))
+    _assert_same(program)

@@ -39,6 +39,7 @@ import copy
 import functools
 import os
 import types
+import weakref
 
 import numpy as np
 
@@ -373,6 +374,7 @@ class _Scanner:
         if code is None or id(code) in self.seen:
             return
         self.seen.add(id(code))
+        self.defaults(fn, getattr(fn, "__qualname__", "function"), depth)
         names = _names(code)
         self.code_names.update(names)
         for nm, cell in zip(code.co_freevars, fn.__closure__ or ()):
@@ -385,6 +387,14 @@ class _Scanner:
         for nm in names:
             if nm in g:
                 self.value_in(g, nm, g[nm], f"global '{nm}'", depth, name=nm)
+
+    def defaults(self, fn, where, depth):
+        """The default values of user function `fn` (Note [Defaults of functions called])."""
+        view = SlotView(fn)
+        for attr in ("__defaults__", "__kwdefaults__"):
+            v = getattr(fn, attr, None)
+            if v is not None:
+                self.value_in(view, attr, v, f"{where}.{attr}", depth, nest=2)
 
     def missed_globals(self, first_globals):
         """After the trace: the globals named by user code it ran that the scan did not
@@ -470,6 +480,10 @@ class _Scanner:
 
 
 # Note [Callables' state]
+        elif isinstance(v, weakref.ref) and type(v) is weakref.ref:
+            target = v()                         # Note [Weak references]
+            if target is not None:
+                self.value_in(None, None, target, f"{where}()", depth, nest=nest - 1)
         elif isinstance(v, (types.MethodType, types.BuiltinFunctionType)) or (
                 callable(v) and not force and not _is_plain_object(v, callable_ok=True)):
             return                           # library callables: identity is enough
@@ -581,6 +595,8 @@ class _Scanner:
             for name in sorted(names):
                 self.guards.append(StateGuard(cd, name, cd.get(name, _MISSING), "is",
                                               f"{k.__name__}.{name}"))
+                if isinstance(cd.get(name), types.FunctionType):
+                    self.defaults(cd[name], f"{k.__name__}.{name}", MAX_DEPTH)
 
     def instance_class_attrs(self, cls, depth):
         """The data attributes of `cls` and of the user classes it inherits from, read
@@ -744,6 +760,22 @@ _CLASS_DATA = (Tensor, np.ndarray, list, tuple, dict) + _SCALARS
 # their values then; after the trace, those of code the scan missed are walked like the
 # scan's own (`value_in` from the value on entry, so a trace that changed one is not
 # cached, as for the others).
+
+
+# Note [Defaults of functions called]
+# A function's defaults are read at each call: `helper(x)` with `def helper(x, k=2.0)`
+# reads `helper.__defaults__`, which `helper.__defaults__ = (5.0,)`, a mutated
+# `__kwdefaults__` dict, or a default dict changed in place (`def f(x, cfg={...})`) change
+# between calls. So the defaults of each user function scanned, and of the methods of the
+# user classes walked, are walked like attributes (the tuple by identity, its items by
+# value). The compiled function's own defaults are its binder's (compiler/binding.py).
+
+
+# Note [Weak references]
+# A module that points back at its parent or a shared registry through `weakref.ref(obj)`
+# (to avoid a reference cycle) reads `self._parent().scale`: the referent is walked as
+# if held directly (the reference itself is guarded by identity), so its attributes are
+# guarded like any other object's.
 
 
 # Note [Patched library functions]
