@@ -355,3 +355,30 @@ def test_state_read_through_a_weak_reference_is_guarded():
         owner.k = 5.0
         log.append(f(x))
     _assert_same(program)
+
+
+# --- found: a compiled lazy model raised where PyTorch initializes it (Note [Lazy modules
+# first] in compiler/module.py) ---
+
+@pytest.mark.parametrize("how", ["tg.compile", "model.compile"])
+def test_a_compiled_lazy_model_initializes_on_its_first_call_then_compiles(how):
+    def program(compile, log):
+        tg.manual_seed(0)
+        m = nn.Sequential(nn.LazyLinear(3), nn.Tanh(), nn.LazyLinear(2))
+        if how == "model.compile" and compile.on:
+            m.compile()
+            f = m
+        else:
+            f = compile(m)
+        x = _x(0, requires_grad=True)
+        for _ in range(3):
+            out = f(x)
+            out.sum().backward()
+            log += [out, x.grad, m[0].weight.grad]
+        log.append([n for n, _ in m.named_parameters()])
+    _assert_same(program)
+    m = nn.Sequential(nn.LazyLinear(3))
+    f = tg.compile(m)
+    for _ in range(3):
+        f(_x(0))
+    assert (f.stats.eager_calls, f.stats.traces) == (1, 1)
