@@ -307,6 +307,12 @@ _DICT_READS = frozenset(("items", "values", "keys", "get", "copy", "pop", "popit
 # like `print` (they run only while tracing). A file written by another library's code
 # (`np.save`, `json.dump`) is not seen: save outside the compiled function.
 _OPEN = open
+# Note [Warnings]
+# `warnings.warn(...)` in a forward (a deprecation, "batch size 1 in BatchNorm") warns on
+# every eager call the filters let through, while a cached path, which replays tensor work,
+# warned only while tracing: reported like `print` (the profile hook sees the call, not
+# its message or stacklevel, so it cannot be replayed exactly).
+_WARN = __import__("warnings").warn
 # Python's generators, the user's subclasses of random.Random included (`class Rng(random.
 # Random)`: its `random()` is the C method of _random.Random, which only this check sees)
 _PY_RANDOM = __import__("_random").Random
@@ -482,6 +488,8 @@ class watch_python:
             self.dict_reads.add(id(owner))
         if fn is print:
             self._report(frame, "print", "print()", eager=False)
+        elif fn is _WARN and not self.tracer.replaying:      # Note [Warnings]
+            self._report(frame, "print", "warnings.warn()", eager=False)
         elif name in _MUTATORS and id(owner) in self.external:
             self._report(frame, "mutation", f"{type(owner).__name__}.{name}() on a "
                          "container the caller can see")

@@ -720,8 +720,9 @@ def _warn_effects(name, tracer):
     """Once per trace, name the Python side effects that run only while tracing."""
     for e in tracer.effects:
         if not e.eager and e.kind == "print":
+            what = "Warn" if e.message.startswith("warnings.") else "Print"
             warnings.warn(f"tracegrad.compile: '{name}' calls {e.describe()}; it runs only "
-                          "while tracing, not on cached calls. Print outside the compiled "
+                          f"while tracing, not on cached calls. {what} outside the compiled "
                           "function, or return the value.", UserWarning, stacklevel=4)
 
 
