@@ -382,3 +382,41 @@ def test_a_compiled_lazy_model_initializes_on_its_first_call_then_compiles(how):
     for _ in range(3):
         f(_x(0))
     assert (f.stats.eager_calls, f.stats.traces) == (1, 1)
+
+
+# --- found: warnings.warn inside a forward ran only while tracing, silently (Note
+# [Warnings] in _effects.py): now reported like print ---
+
+def test_a_warning_issued_by_a_forward_is_reported_when_a_cached_call_skips_it():
+    class Deprecated(nn.Module):
+        def forward(self, x):
+            warnings.warn("old api", DeprecationWarning)
+            return x * 2
+    f = tg.compile(Deprecated())
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        for _ in range(3):
+            f(_x(0))
+    ours = [str(m.message) for m in w if "tracegrad.compile" in str(m.message)]
+    assert len(ours) == 1 and "warnings.warn()" in ours[0] and "only while tracing" in ours[0]
+
+
+# --- found: a compiled function called inside another kept the inner one's closure
+# stale (Note [Compiled functions called] in compiler/state.py) ---
+
+def test_state_of_a_compiled_function_called_by_another_is_guarded():
+    def program(compile, log):
+        table = {"k": 2.0}
+
+        def inner(x):
+            return x * table["k"]
+        fi = compile(inner)
+
+        def outer(x):
+            return fi(x) + 1
+        fo = compile(outer)
+        x = _x(0)
+        log += [fo(x), fi(x)]
+        table["k"] = 3.0
+        log += [fo(x), fi(x)]
+    _assert_same(program)

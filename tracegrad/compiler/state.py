@@ -480,6 +480,8 @@ class _Scanner:
 
 
 # Note [Callables' state]
+        elif _is_compiled_function(v):           # Note [Compiled functions called]
+            self.value_in(None, None, v.fn, f"{where}.fn", depth, force=True)
         elif isinstance(v, weakref.ref) and type(v) is weakref.ref:
             target = v()                         # Note [Weak references]
             if target is not None:
@@ -771,6 +773,13 @@ _CLASS_DATA = (Tensor, np.ndarray, list, tuple, dict) + _SCALARS
 # value). The compiled function's own defaults are its binder's (compiler/binding.py).
 
 
+# Note [Compiled functions called]
+# A compiled function called by another one being traced runs inline (its ops join the
+# outer trace), so the outer path depends on what the inner function reads: its closure
+# and globals are walked as the function it compiles (`inner.fn`), not left behind the
+# CompiledFunction object's identity.
+
+
 # Note [Weak references]
 # A module that points back at its parent or a shared registry through `weakref.ref(obj)`
 # (to avoid a reference cycle) reads `self._parent().scale`: the referent is walked as
@@ -861,6 +870,11 @@ def _names(code):
 def _is_module(v):
     return callable(getattr(v, "named_parameters", None)) and "_modules" in getattr(
         v, "__dict__", {})
+
+
+def _is_compiled_function(v):
+    from .function import CompiledFunction
+    return isinstance(v, CompiledFunction)
 
 
 def _is_library_name(mod):
