@@ -420,3 +420,31 @@ def test_state_of_a_compiled_function_called_by_another_is_guarded():
         table["k"] = 3.0
         log += [fo(x), fi(x)]
     _assert_same(program)
+
+
+def test_code_replaced_in_place_by_a_hot_reload_runs_the_new_code():
+    def program(compile, log):
+        class M(nn.Module):
+            def act(self, x):
+                return x.relu()
+
+            def forward(self, x):
+                return helper(self.act(x))
+
+        def helper(x):
+            return x * 2
+
+        def new_helper(x):
+            return x * 3
+
+        def new_act(self, x):
+            return x.tanh()
+
+        f = compile(M())
+        x = _x(0)
+        log.append(f(x))
+        helper.__code__ = new_helper.__code__        # what %autoreload does
+        log.append(f(x))
+        M.act.__code__ = new_act.__code__
+        log.append(f(x))
+    _assert_same(program)

@@ -389,8 +389,11 @@ class _Scanner:
                 self.value_in(g, nm, g[nm], f"global '{nm}'", depth, name=nm)
 
     def defaults(self, fn, where, depth):
-        """The default values of user function `fn` (Note [Defaults of functions called])."""
+        """The default values and the code of user function `fn` (Note [Defaults of
+        functions called])."""
         view = SlotView(fn)
+        if isinstance(getattr(fn, "__code__", None), types.CodeType):
+            self.guard(view, "__code__", fn.__code__, "is", f"{where}.__code__")
         for attr in ("__defaults__", "__kwdefaults__"):
             v = getattr(fn, attr, None)
             if v is not None:
@@ -771,6 +774,8 @@ _CLASS_DATA = (Tensor, np.ndarray, list, tuple, dict) + _SCALARS
 # between calls. So the defaults of each user function scanned, and of the methods of the
 # user classes walked, are walked like attributes (the tuple by identity, its items by
 # value). The compiled function's own defaults are its binder's (compiler/binding.py).
+# Their `__code__` is guarded by identity too: a hot reload (IPython's `%autoreload`)
+# replaces the code of the existing function objects, which keep their identity.
 
 
 # Note [Compiled functions called]
