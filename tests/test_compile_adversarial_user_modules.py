@@ -448,3 +448,377 @@ def test_code_replaced_in_place_by_a_hot_reload_runs_the_new_code():
         M.act.__code__ = new_act.__code__
         log.append(f(x))
     _assert_same(program)
+
+
+# --- probes that held: a table of programs, each run eagerly and compiled ---
+
+class _Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+        self.scale, self.use_skip, self.act = 1.0, False, nn.ReLU()
+
+    def forward(self, x, mask=None, *, scale=1.0):
+        y = self.act(self.fc(x)) * self.scale * scale
+        if self.use_skip:
+            y = y + x
+        return y if mask is None else y * mask
+
+
+def _kwargs_and_attributes(compile, log):
+    m = _Net()
+    f = compile(m)
+    x = _x(0, requires_grad=True)
+    for step, kw in enumerate([{}, {"scale": 2.0}, {"mask": _x(1)}, {}, {}, {}, {}]):
+        if step == 3:
+            m.scale = 2.0
+        if step == 4:
+            m.use_skip = True
+        if step == 5:
+            m.act = nn.GELU()
+        if step == 6:
+            m.fc = nn.Linear(4, 4)
+        out = f(x, **kw)
+        out.sum().backward()
+        log += [out, x.grad, m.fc.weight.grad]
+
+
+def _registries_change(compile, log):
+    class Stack(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layers = nn.ModuleList([nn.Linear(4, 4)])
+            self.ps = nn.ParameterList([nn.Parameter(tg.ones(4))])
+            self.raw = [tg.ones(4)]
+
+        def forward(self, x):
+            for layer in self.layers:
+                x = layer(x)
+            for p in self.ps:
+                x = x * p
+            return x - self.raw[0]
+    m = Stack()
+    f = compile(m)
+    x = _x(0)
+    log.append(f(x))
+    m.layers.append(nn.Linear(4, 4))
+    log.append(f(x))
+    m.ps.append(nn.Parameter(tg.full((4,), 2.0)))
+    log.append(f(x))
+    m.raw[0] = tg.full((4,), 9.0)
+    log.append(f(x))
+    del m.layers[0]
+    log.append(f(x))
+
+
+def _buffers_and_batchnorm(compile, log):
+    class Counter(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("step", tg.zeros(()))
+            self.bn = nn.BatchNorm1d(4)
+
+        def forward(self, x):
+            self.step.add_(1)
+            return self.bn(x) * self.step
+    m = Counter()
+    f = compile(m)
+    for i in range(3):
+        log += [f(_x(i, (5, 4))), m.step, m.bn.running_mean, m.bn.num_batches_tracked]
+    m.bn.momentum = None
+    log += [f(_x(5, (5, 4))), m.bn.running_var]
+    m.step = tg.tensor(10.0)
+    log += [f(_x(6, (5, 4))), m.step]
+    m.eval()
+    log.append(f(_x(7, (5, 4))))
+
+
+def _weight_tying(compile, log):
+    enc, dec = nn.Linear(4, 4, bias=False), nn.Linear(4, 4, bias=False)
+    m = nn.Sequential(enc, nn.Tanh(), dec)
+    f = compile(m)
+    x = _x(0)
+    f(x).sum().backward()
+    log.append(enc.weight.grad)
+    dec.weight = enc.weight
+    m.zero_grad()
+    f(x).sum().backward()
+    log += [enc.weight.grad, dec.weight.grad is enc.weight.grad]
+    enc.weight.requires_grad_(False)
+    log.append(f(x).requires_grad)
+
+
+def _hooks_added_and_removed(compile, log):
+    m = nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 2))
+    f = compile(m)
+    x = _x(0, requires_grad=True)
+    h1 = m[0].register_forward_pre_hook(lambda mod, inp: (inp[0] * 2,))
+    out = f(x)
+    out.sum().backward()
+    log += [out, x.grad]
+    h2 = m[2].register_forward_hook(lambda mod, inp, out: out * 0 + 1)
+    log.append(f(x))
+    h1.remove()
+    log.append(f(x))
+    h2.remove()
+    log.append(f(x))
+
+
+def _hook_counter_and_errors(compile, log):
+    m = nn.Sequential(nn.Linear(4, 4))
+    f = compile(m)
+    flag, seen = {"raise": False}, []
+
+    def hook(mod, inp, out):
+        seen.append(1)
+        if flag["raise"]:
+            raise RuntimeError("hook says no")
+    m[0].register_forward_hook(hook)
+    log.append(f(_x(0)))
+    flag["raise"] = True
+    try:
+        f(_x(0))
+    except RuntimeError as e:
+        log.append(e)
+    flag["raise"] = False
+    log += [f(_x(0)), len(seen)]
+
+
+def _python_state(compile, log):
+    cache, calls = {}, []
+
+    def fn(x, cfg):
+        k = tuple(x.shape)
+        if k not in cache:
+            cache[k] = tg.ones(x.shape[-1]) * len(cache)
+        return getattr(tg, cfg.act)(x + cache[k]) * cfg.scale
+    f = compile(fn)
+
+    class Cfg:
+        act, scale = "tanh", 1.0
+    cfg = Cfg()
+    for i, shape in enumerate([(3, 4), (3, 4), (2, 5), (3, 4)]):
+        if i == 2:
+            cfg.scale = 2.0
+        if i == 3:
+            cfg.act = "sigmoid"
+        log.append(f(_x(i, shape), cfg))
+    log.append(len(cache))
+
+
+def _counters_in_closures(compile, log):
+    n = 0
+
+    def fn(x):
+        nonlocal n
+        n += 1
+        return x * n
+    f = compile(fn)
+    log += [f(_x(0)) for _ in range(10)] + [n]
+
+
+def _data_dependent_control_flow(compile, log):
+    class Gate(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.l = nn.Linear(4, 4)
+            self.register_buffer("n", tg.zeros(()))
+
+        def forward(self, x):
+            self.n.add_(1)
+            y = self.l(x)
+            if y.sum().item() > 0:
+                return y * 2
+            for i in range(x.shape[0]):
+                if y[i].sum() > 1:
+                    return y[: i + 1]
+            if (y > 3).any():
+                raise ValueError("too big")
+            return -y
+    m = Gate()
+    f = compile(m)
+    for i in [0, 1, 2, 3, 0, 1, 5]:
+        try:
+            log.append(f(_x(i) * (10 if i == 5 else 1)))
+        except ValueError as e:
+            log.append(e)
+        log.append(m.n)
+
+
+def _errors_then_recovery(compile, log):
+    m = nn.Linear(4, 2)
+    f = compile(m)
+    log.append(f(_x(0)))
+    for _ in range(2):
+        try:
+            f(_x(0, (3, 5)))
+        except RuntimeError as e:
+            log.append(e)
+        log.append(f(_x(1)))
+
+
+def _random_in_forward(compile, log):
+    class Noisy(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.l, self.d = nn.Linear(4, 4), nn.Dropout(0.3)
+
+        def forward(self, x):
+            return self.d(self.l(x)) + tg.randn(x.shape) * 0.1
+
+    m = Noisy()
+    f = compile(m)
+    x = _x(0, requires_grad=True)
+    tg.manual_seed(3)
+    for i in range(3):
+        if i == 2:
+            m.d.p = 0.0
+        out = f(x)
+        out.sum().backward()
+        log += [out, x.grad]
+    log.append(tg.rand(2))
+
+
+def _arguments_of_many_kinds(compile, log):
+    import collections
+    NT = collections.namedtuple("NT", "a b")
+
+    def fn(t, d, xs, b=None):
+        out = t.a * 2 + t.b + sum(v * (i + 1) for i, v in enumerate(d.values()))
+        out = out + xs[0][0] * len(xs[1])
+        return out if b is None else out + b
+    f = compile(fn)
+    log.append(f(NT(_x(0), _x(1)), {"a": _x(2)}, [[_x(3)], [_x(4)]]))
+    log.append(f(NT(_x(0), 3.0), {"a": _x(2), "c": _x(5)}, [[_x(3)], [_x(4), _x(5)]]))
+    log.append(f(NT(_x(0), _x(1)), {"c": _x(5), "a": _x(2)}, [[_x(3)], (_x(4),)], b=2))
+    log.append(f(NT(_x(0), _x(1)), {"a": _x(2)}, [[_x(3)], [_x(4)]], _x(6)))
+
+
+def _modules_as_arguments(compile, log):
+    def fn(m, x):
+        return m(x).sum()
+    f = compile(fn)
+    m1, m2, x = nn.Linear(4, 2), nn.Linear(4, 2), _x(0)
+    for m in [m1, m2, m1, nn.Linear(4, 2)]:
+        out = f(m, x)
+        out.backward()
+        log += [out, m.weight.grad]
+
+
+def _grad_modes_around_and_inside(compile, log):
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.l = nn.Linear(4, 4)
+
+        def forward(self, x):
+            with tg.no_grad():
+                t = self.l(x)
+            return self.l(x) * t, tg.is_grad_enabled()
+    m = M()
+    f = compile(m)
+    x = _x(0, requires_grad=True)
+    out, mode = f(x)
+    out.sum().backward()
+    log += [out, mode, x.grad]
+    with tg.no_grad():
+        log.append(f(x))
+    with tg.inference_mode():
+        out, mode = f(x)
+        log += [out, mode, out.is_inference()]
+
+
+def _copies_and_dtype(compile, log):
+    m = nn.Sequential(nn.Linear(4, 4), nn.BatchNorm1d(4))
+    f = compile(m)
+    x = _x(0, (5, 4))
+    log.append(f(x))
+    g = copy.deepcopy(f)
+    log += [g(x), m[1].running_mean]
+    log.append(pickle.loads(pickle.dumps(f))(x))
+    m.float()
+    log.append(f(x.float()))
+    m.double()
+    log.append(f(x))
+
+
+def _lazy_state_on_self(compile, log):
+    class Lazy(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self._cache = None
+
+        def forward(self, x):
+            if not hasattr(self, "w"):
+                self.w = nn.Parameter(tg.ones(x.shape[-1]) * 0.5)
+            if self._cache is None or self._cache.shape != x.shape:
+                self._cache = tg.arange(x.numel(), dtype=x.dtype).reshape(x.shape)
+            return x * self.w + self._cache
+    m = Lazy()
+    f = compile(m)
+    for shape in [(3, 4), (3, 4), (2, 4), (3, 4)]:
+        out = f(_x(0, shape))
+        out.sum().backward()
+        log += [out, m.w.grad]
+
+
+def _class_state(compile, log):
+    class Base(nn.Module):
+        K = 1.0
+
+        def helper(self, x):
+            return x * self.K
+
+    class Child(Base):
+        def forward(self, x):
+            return self.helper(x)
+    m = Child()
+    f = compile(m)
+    x = _x(0)
+    log.append(f(x))
+    Base.K = 3.0
+    log.append(f(x))
+    Base.helper = lambda self, x: x - self.K
+    log.append(f(x))
+    Child.forward = lambda self, x: self.helper(x) * 2
+    log.append(f(x))
+
+
+def _double_backward_and_grad_api(compile, log):
+    m = nn.Sequential(nn.Linear(4, 4), nn.Tanh(), nn.Linear(4, 1))
+    f = compile(m)
+    x = _x(0, requires_grad=True)
+    out = f(x).sum()
+    gx, = tg.autograd.grad(out, x, create_graph=True)
+    gx.pow(2).sum().backward()
+    log += [gx, m[0].weight.grad, x.grad]
+    f(x).sum().backward(inputs=[m[2].weight])
+    log += [m[2].weight.grad, m[0].weight.grad]
+
+
+PROBES = [_kwargs_and_attributes, _registries_change, _buffers_and_batchnorm, _weight_tying,
+          _hooks_added_and_removed, _hook_counter_and_errors, _python_state,
+          _counters_in_closures, _data_dependent_control_flow, _errors_then_recovery,
+          _random_in_forward, _arguments_of_many_kinds, _modules_as_arguments,
+          _grad_modes_around_and_inside, _copies_and_dtype, _lazy_state_on_self,
+          _class_state, _double_backward_and_grad_api]
+
+
+@pytest.mark.parametrize("program", PROBES, ids=lambda p: p.__name__.strip("_"))
+def test_probe_compiled_equals_eager(program):
+    _assert_same(program)
+
+
+@pytest.mark.parametrize("program", [_buffers_and_batchnorm, _data_dependent_control_flow],
+                         ids=lambda p: p.__name__.strip("_"))
+def test_probe_compiled_equals_eager_on_jax(program):
+    pytest.importorskip("jax")
+    eager, compiled = _eager_vs_compiled(program, backend="jax")
+    assert len(eager) == len(compiled)
+    for a, b in zip(eager, compiled):
+        if isinstance(a, tuple) and a and a[0] == "tensor":
+            assert a[:4] == b[:4]
+            np.testing.assert_allclose(np.array(b[4], dtype=float), np.array(a[4], dtype=float),
+                                       rtol=1e-9, atol=1e-12)
+        else:
+            assert a == b
