@@ -289,6 +289,41 @@ def test_a_global_counter_in_a_helper_method_counts_every_call():
     _assert_same(program)
 
 
+
+@pytest.mark.parametrize("what", ["dict", "nonlocal"])
+def test_closure_of_a_helper_method_of_a_class_made_in_a_function_is_guarded(what):
+    def make(cfg):
+        k = 2.0
+
+        class Model(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.l = nn.Linear(4, 4)
+
+            def helper(self, x):
+                return x * cfg["k"] * k
+
+            def set_k(self, v):
+                nonlocal k
+                k = v
+
+            def forward(self, x):
+                return self.helper(self.l(x))
+        return Model
+
+    def program(compile, log):
+        cfg = {"k": 2.0}
+        m = make(cfg)()
+        f = compile(m)
+        x = _x(0)
+        log.append(f(x))
+        if what == "dict":
+            cfg["k"] = 5.0
+        else:
+            m.set_k(5.0)
+        log.append(f(x))
+    _assert_same(program)
+
 # --- found: defaults of helpers changed between calls (Note [Defaults of functions
 # called] in compiler/state.py) ---
 

@@ -354,8 +354,9 @@ class watch_python:
         self.tracer, self.external = tracer, external
         self.roots = frozenset(roots)  # the code of the function traced
         self.user_codes = set()     # code objects of the user functions the trace ran
-        self.first_globals = []     # [(code, its globals, the globals it names, on its
-        #                             first call)] (Note [Globals of code the scan missed])
+        self.first_globals = []     # [(code, its globals, the globals it names, its free
+        #                             variables, on its first call)] (Note [Globals of code
+        #                             the scan missed])
         self._kinds = {}            # code object -> "user" / "library" / "random"
         self.method_calls = []      # [(id(self), its type's name, code, caller code, line)]:
         #                             library methods user code called
@@ -411,8 +412,11 @@ class watch_python:
                     # Note [Globals of code the scan missed] (recording off: a custom
                     # Function's forward, which every compiled call runs again)
                     g = frame.f_globals
+                    free = code.co_freevars and {nm: frame.f_locals[nm]
+                                                 for nm in code.co_freevars
+                                                 if nm in frame.f_locals}
                     self.first_globals.append((code, g, {nm: g[nm] for nm in code.co_names
-                                                         if nm in g}))
+                                                         if nm in g}, free or {}))
                 self.outside_codes.add(code)
             if kind == "random":
                 back = frame.f_back

@@ -363,6 +363,7 @@ class _Scanner:
         self.optimizers = []             # optimizers walked (Note [Hyper-parameters unread])
         self.hook_guards = {}            # {id(leaf): (leaf, [its hooks' guards])}
         self.classes = set()             # ids of the classes whose methods are guarded
+        self.class_list = []             # and those classes
         self.named = []                  # classes and user modules (Note [Names read later])
 
     def function(self, fn, depth):
@@ -403,13 +404,24 @@ class _Scanner:
         """After the trace: the globals named by user code it ran that the scan did not
         reach, at their values when that code was first called (Note [Globals of code the
         scan missed])."""
-        for code, g, values in first_globals:
+        methods = None
+        for code, g, values, free in first_globals:
             if id(code) in self.seen:
                 continue
             self.seen.add(id(code))
             self.code_names.update(_names(code))
             for nm, v in values.items():
                 self.value_in(g, nm, v, f"global '{nm}'", 0, name=nm)
+            if free:                             # a method's closure (a class made in a
+                if methods is None:              # function): the cells of its function
+                    methods = {id(f.__code__): f for k in self.class_list
+                               for f in list(vars(k).values())
+                               if isinstance(f, types.FunctionType)}
+                fn = methods.get(id(code))
+                for nm, cell in zip(code.co_freevars, getattr(fn, "__closure__", None) or ()):
+                    if nm in free:
+                        self.value_in(cell, None, free[nm], f"closure variable '{nm}'", 0,
+                                      name=nm)
         self.settle()
 
     def guard(self, holder, key, v, mode, where):
@@ -593,6 +605,7 @@ class _Scanner:
         if id(cls) in self.classes:
             return
         self.classes.add(id(cls))
+        self.class_list.append(cls)
         user = [k for k in cls.__mro__ if _is_user_class(k)]
         names = {n for k in user for n, f in list(vars(k).items()) if isinstance(f, _METHODS)}
         for k in user:
@@ -762,9 +775,10 @@ _CLASS_DATA = (Tensor, np.ndarray, list, tuple, dict) + _SCALARS
 # its first value. So the Python monitor of the trace (`_effects.watch_python`) records,
 # when each user function first runs outside replayed calls (a custom Function's forward
 # runs again on every call: it reads its globals itself), the globals its code names and
-# their values then; after the trace, those of code the scan missed are walked like the
-# scan's own (`value_in` from the value on entry, so a trace that changed one is not
-# cached, as for the others).
+# their values then, and its free variables; after the trace, those of code the scan
+# missed are walked like the scan's own (the closure cells of a method of a class made
+# inside a function, found on the classes walked), each from its value on entry, so a
+# trace that changed one is not cached, as for the others.
 
 
 # Note [Defaults of functions called]
