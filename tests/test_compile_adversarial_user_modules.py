@@ -392,6 +392,26 @@ def test_state_read_through_a_weak_reference_is_guarded():
     _assert_same(program)
 
 
+
+def test_a_python_attribute_of_a_parameter_read_by_forward_is_guarded():
+    class Scaled(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = nn.Parameter(tg.ones(4))
+            self.w.scale = 2.0                  # Note [Attributes of tensors]
+
+        def forward(self, x):
+            return x * self.w * self.w.scale
+
+    def program(compile, log):
+        m = Scaled()
+        f = compile(m)
+        x = _x(0)
+        log.append(f(x))
+        m.w.scale = 5.0
+        log.append(f(x))
+    _assert_same(program)
+
 # --- found: a compiled lazy model raised where PyTorch initializes it (Note [Lazy modules
 # first] in compiler/module.py) ---
 

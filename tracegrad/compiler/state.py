@@ -438,6 +438,12 @@ class _Scanner:
                 self.names.setdefault(id(v), name)
             if v.__dict__.get("_leaf_hooks"):
                 self.leaf_hooks(v, where, depth)
+            if v.__dict__ and id(v) not in self.seen:      # Note [Attributes of tensors]
+                self.seen.add(id(v))
+                d = v.__dict__
+                for k, x in list(d.items()):
+                    if not k.startswith("_"):
+                        self.value_in(d, k, x, f"{where}.{k}", depth, nest=min(nest, 2) - 1)
             return
         if isinstance(v, _SCALARS):
             self.guard(holder, key, v, "eq", where)
@@ -792,7 +798,14 @@ _CLASS_DATA = (Tensor, np.ndarray, list, tuple, dict) + _SCALARS
 # replaces the code of the existing function objects, which keep their identity.
 
 
-# Note [Compiled functions called]
+# Note [Attributes of tensors]
+# A parameter or buffer can carry Python attributes of its own (`self.w.scale = 2.0`, a
+# quantization flag, `p.group = "decoder"`) that a forward reads. Those a tensor the scan
+# reaches has when the trace starts (public names only: the engine keeps `_grad` and
+# `_accum` there) are walked like an object's attributes.
+
+
+# Note [Compiled functions called]# Note [Compiled functions called]
 # A compiled function called by another one being traced runs inline (its ops join the
 # outer trace), so the outer path depends on what the inner function reads: its closure
 # and globals are walked as the function it compiles (`inner.fn`), not left behind the
