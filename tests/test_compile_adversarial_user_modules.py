@@ -412,6 +412,29 @@ def test_a_python_attribute_of_a_parameter_read_by_forward_is_guarded():
         log.append(f(x))
     _assert_same(program)
 
+
+@pytest.mark.parametrize("holder", ["module", "class"])
+def test_config_data_read_by_a_computed_name_is_guarded(holder):
+    import types
+    cfg = types.ModuleType("adversarial_cfg") if holder == "module" else type("Cfg", (), {})
+    cfg.SCALE, cfg.ACT = 2.0, "tanh"
+    key = "SCALE"                              # Note [Data read by computed names]
+
+    class M(nn.Module):
+        def forward(self, x):
+            return getattr(tg, cfg.ACT)(x) * getattr(cfg, key)
+
+    def program(compile, log):
+        cfg.SCALE, cfg.ACT = 2.0, "tanh"
+        f = compile(M())
+        x = _x(0)
+        log.append(f(x))
+        cfg.SCALE = 3.0
+        log.append(f(x))
+        cfg.ACT = "sigmoid"
+        log.append(f(x))
+    _assert_same(program)
+
 # --- found: a compiled lazy model raised where PyTorch initializes it (Note [Lazy modules
 # first] in compiler/module.py) ---
 

@@ -668,7 +668,11 @@ class _Scanner:
         names and that were not walked yet; True when it walked any."""
         kind, obj, where, depth, done = entry
         d = vars(obj)
-        new = sorted(n for n in self.code_names - done if n in d and not n.startswith("__"))
+        names = self.code_names
+        if kind != "library" and names & _BY_NAME:   # Note [Data read by computed names]
+            names = names | {n for n, x in list(d.items())
+                             if not n.startswith("_") and isinstance(x, _CLASS_DATA)}
+        new = sorted(n for n in names - done if n in d and not n.startswith("__"))
         done.update(new)
         for nm in new:
             x = d[nm]
@@ -803,6 +807,16 @@ _CLASS_DATA = (Tensor, np.ndarray, list, tuple, dict) + _SCALARS
 # quantization flag, `p.group = "decoder"`) that a forward reads. Those a tensor the scan
 # reaches has when the trace starts (public names only: the engine keeps `_grad` and
 # `_accum` there) are walked like an object's attributes.
+
+
+# Note [Compiled functions called]# Note [Data read by computed names]
+# `getattr(cfg, key)` reads an attribute of a config module or class whose name is a
+# value (a string in a variable or an argument), which no code names: the scan walked
+# only the attributes the code names, so `cfg.SCALE = 3.0` between calls left a cached
+# path stale. When the scanned code names `getattr`, `vars` or `__dict__`, the public data
+# attributes (numbers, strings, tensors, arrays, lists, tuples, dicts) of the user modules
+# and classes it reaches are walked too.
+_BY_NAME = frozenset(("getattr", "vars", "__dict__"))
 
 
 # Note [Compiled functions called]# Note [Compiled functions called]
