@@ -435,6 +435,33 @@ def test_config_data_read_by_a_computed_name_is_guarded(holder):
         log.append(f(x))
     _assert_same(program)
 
+
+DYNAMIC_SCALE = 2.0
+
+
+@pytest.mark.parametrize("where", ["function", "helper method"])
+def test_a_global_read_through_globals_is_guarded(where):
+    class M(nn.Module):
+        def scale(self):
+            return globals()["DYNAMIC_SCALE"]
+
+        def forward(self, x):
+            return x * self.scale()
+
+    def fn(x):
+        return x * globals()["DYNAMIC_SCALE"]
+
+    def program(compile, log):
+        g = globals()
+        g["DYNAMIC_SCALE"] = 2.0
+        f = compile(fn if where == "function" else M())
+        x = _x(0)
+        log.append(f(x))
+        g["DYNAMIC_SCALE"] = 3.0
+        log.append(f(x))
+        g["DYNAMIC_SCALE"] = 2.0
+    _assert_same(program)
+
 # --- found: a compiled lazy model raised where PyTorch initializes it (Note [Lazy modules
 # first] in compiler/module.py) ---
 

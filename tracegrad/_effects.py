@@ -415,7 +415,11 @@ class watch_python:
                     free = code.co_freevars and {nm: frame.f_locals[nm]
                                                  for nm in code.co_freevars
                                                  if nm in frame.f_locals}
-                    self.first_globals.append((code, g, {nm: g[nm] for nm in code.co_names
+                    names = code.co_names
+                    if "globals" in names:       # Note [Data read by computed names]
+                        from .compiler.state import public_data
+                        names = set(names) | public_data(g)
+                    self.first_globals.append((code, g, {nm: g[nm] for nm in names
                                                          if nm in g}, free or {}))
                 self.outside_codes.add(code)
             if kind == "random":

@@ -385,6 +385,8 @@ class _Scanner:
                 continue
             self.value_in(cell, None, v, f"closure variable '{nm}'", depth, name=nm)
         g = getattr(fn, "__globals__", {})
+        if "globals" in names:               # Note [Data read by computed names]
+            names = sorted(set(names) | public_data(g))
         for nm in names:
             if nm in g:
                 self.value_in(g, nm, g[nm], f"global '{nm}'", depth, name=nm)
@@ -670,8 +672,7 @@ class _Scanner:
         d = vars(obj)
         names = self.code_names
         if kind != "library" and names & _BY_NAME:   # Note [Data read by computed names]
-            names = names | {n for n, x in list(d.items())
-                             if not n.startswith("_") and isinstance(x, _CLASS_DATA)}
+            names = names | public_data(d)
         new = sorted(n for n in names - done if n in d and not n.startswith("__"))
         done.update(new)
         for nm in new:
@@ -817,6 +818,14 @@ _CLASS_DATA = (Tensor, np.ndarray, list, tuple, dict) + _SCALARS
 # attributes (numbers, strings, tensors, arrays, lists, tuples, dicts) of the user modules
 # and classes it reaches are walked too.
 _BY_NAME = frozenset(("getattr", "vars", "__dict__"))
+# Likewise code naming `globals` (`globals()[name]`) has the public data of its module's
+# globals walked.
+
+
+def public_data(d):
+    """The names of the public data values in namespace `d` (Note [Data read by computed
+    names])."""
+    return {n for n, x in list(d.items()) if not n.startswith("_") and isinstance(x, _CLASS_DATA)}
 
 
 # Note [Compiled functions called]# Note [Compiled functions called]
