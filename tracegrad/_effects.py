@@ -348,11 +348,15 @@ class watch_python:
         self.tracer, self.external = tracer, external
         self.roots = frozenset(roots)  # the code of the function traced
         self.user_codes = set()     # code objects of the user functions the trace ran
+        self.first_globals = []     # [(code, its globals, the globals it names, its free
+        #                             variables, on its first call)] (Note [Globals of code
+        #                             the scan missed])
         self._kinds = {}            # code object -> "user" / "library" / "random"
         self.method_calls = []      # [(id(self), its type's name, code, caller code, line)]:
         #                             library methods user code called
         from ._tensor import Tensor
-        self._tensor = Tensor
+        from ._dispatch import trace_hook
+        self._tensor, self._hook = Tensor, trace_hook
         self.outside_codes = set()  # user code run outside replayed calls
         self.foreign_calls = set()  # code of other libraries user code called
         self.dict_reads = set()     # ids of dicts user code read by computed keys (items(),
@@ -398,6 +402,19 @@ class watch_python:
                 if kind == "user":
                     self.user_codes.add(code)
             if kind == "user" and not self.tracer.replaying:
+                if code not in self.outside_codes and self._hook.get() is not None:
+                    # Note [Globals of code the scan missed] (recording off: a custom
+                    # Function's forward, which every compiled call runs again)
+                    g = frame.f_globals
+                    free = code.co_freevars and {nm: frame.f_locals[nm]
+                                                 for nm in code.co_freevars
+                                                 if nm in frame.f_locals}
+                    names = code.co_names
+                    if "globals" in names:       # Note [Data read by computed names]
+                        from .compiler.state import public_data
+                        names = set(names) | public_data(g)
+                    self.first_globals.append((code, g, {nm: g[nm] for nm in names
+                                                         if nm in g}, free or {}))
                 self.outside_codes.add(code)
             if kind == "random":
                 back = frame.f_back

@@ -440,6 +440,7 @@ class CompiledFunction(EagerFallbacks):
                 finally:
                     placed = tracer.placed = self._floats.restore(placed)
                 del call_args, call_kwargs
+        scanned.missed_globals(watch.first_globals)   # Note [Globals of code the scan missed]
         if "type" in all_names(list(watch.user_codes)):   # Note [Float arguments that
             self._floats.asks_type(numbers)                # change]
             if numbers is not None and numbers.made:

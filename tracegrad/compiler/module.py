@@ -23,11 +23,30 @@ cached paths (`CompiledFunction.retarget`): the call re-traces with that reason.
 the forward calls (`self.helper(x)`) are guarded by the state scan (Note [Methods of user
 classes] in state.py).
 
+Note [Lazy modules first]
+A model built of lazy modules (`nn.LazyLinear`) creates its parameters on its first call,
+which a trace cannot record (Note [Lazy modules and compile] in nn/_lazy.py). PyTorch's
+compiled module runs that first call's initialization eagerly and compiles from there,
+so the wrapper does too: while a lazy submodule is uninitialized, calls run eagerly
+(counted in `stats.eager_calls`); once none is, it compiles and never looks again (the
+first call looks: a copy's original is still empty while it is being built).
+
 Note [Hooks of submodules]
 Hooks of the original's submodules run inside the compiled forward, so their tensor work is
 traced and their hook dicts are guarded sources of the compiled function (compiler/state.py):
 adding or removing such a hook re-traces. Their Python side effects are reported like any
 other (Note [Effects] in _effects.py).
+
+Note [Own __call__]
+A model class may override `__call__` (to count calls, cast inputs, add a residual around
+`super().__call__(x)`). Eager `model(x)` runs that override, and so does PyTorch's
+`OptimizedModule`, which compiles `_orig_mod.__call__`. So for such a class the wrapper
+compiles the bound `mod.__call__` instead of `mod.forward`: the override, the original's
+hooks and its forward are all traced (their state guarded like any function's, the hook
+dicts included), and the wrapper calls it without running the original's hooks again.
+Calling only `call_with_hooks(mod, forward)` skipped the override, silently. Installed by
+`mod.compile()` the wrapper is what the override's `super().__call__` reaches, so there it
+compiles `mod.forward` as usual (as PyTorch's `Module.compile` compiles `_call_impl`).
 """
 from ..nn.module import Module, call_with_hooks
 from .function import CompiledFunction
@@ -39,14 +58,34 @@ class CompiledModule(Module):
         super().__init__()
         object.__setattr__(self, "_orig_mod", mod)
         object.__setattr__(self, "_options", dict(opts))
-        cf = CompiledFunction(mod.forward, name=type(mod).__name__, **opts)
-        cf.module = mod                # state scan and training flags of the original
+        own_call = _overrides_call(mod)                   # Note [Own __call__]
+        cf = CompiledFunction(mod.__call__ if own_call else mod.forward,
+                              name=type(mod).__name__, **opts)
+        if not own_call:
+            cf.module = mod            # state scan and training flags of the original
+        object.__setattr__(self, "_own_call", own_call)
+        object.__setattr__(self, "_lazy", True)    # not known yet: Note [Lazy modules first]
         object.__setattr__(self, "_compiled", cf)
         object.__setattr__(self, "_forward", _function_of(mod.forward))
 
     # -- calling --
     def forward(self, *args, **kwargs):
         mod, cf = self._orig_mod, self._compiled
+        if self._lazy:                                   # Note [Lazy modules first]
+            if _uninitialized(mod):
+                cf.stats.calls += 1
+                cf.stats.eager_calls += 1
+                if self._own_call and mod.__dict__.get("_compiled_call_impl") is not self:
+                    return mod(*args, **kwargs)
+                return call_with_hooks(mod, mod.forward, args, kwargs)
+            object.__setattr__(self, "_lazy", False)
+        if self._own_call:                               # Note [Own __call__]
+            if mod.__dict__.get("_compiled_call_impl") is not self:
+                return cf(*args, **kwargs)
+            # installed by `mod.compile()`: the override runs eagerly around this call
+            object.__setattr__(self, "_own_call", False)
+            cf.retarget(mod.forward, "first call")
+            cf.module = mod
         fwd = mod.forward
         if _function_of(fwd) is not self._forward:      # Note [Forward replaced]
             object.__setattr__(self, "_forward", _function_of(fwd))
@@ -59,7 +98,8 @@ class CompiledModule(Module):
         copy compiles a copy of the original afresh (`copy.deepcopy`, `pickle`), as
         PyTorch's `OptimizedModule` does."""
         own = {k: v for k, v in self.__dict__.items() if k not in ("_orig_mod", "_compiled",
-                                                                    "_forward")}
+                                                                    "_forward", "_own_call",
+                                                                    "_lazy")}
         return (_remake_module, (self._orig_mod, self._options), own)
 
     def __setstate__(self, state):
@@ -151,6 +191,18 @@ class CompiledModule(Module):
             super().__delattr__(name)
         else:
             delattr(self._orig_mod, name)
+
+
+def _uninitialized(mod):
+    """Whether a lazy submodule of `mod` still has uninitialized parameters."""
+    from ..nn._lazy import LazyModuleMixin
+    return any(isinstance(m, LazyModuleMixin) and m.has_uninitialized_params()
+               for m in mod.modules())
+
+
+def _overrides_call(mod):
+    """Whether the class of `mod` defines its own `__call__` (Note [Own __call__])."""
+    return type(mod).__call__ is not Module.__call__
 
 
 def _function_of(method):

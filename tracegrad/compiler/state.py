@@ -43,6 +43,7 @@ import copy
 import functools
 import os
 import types
+import weakref
 
 import numpy as np
 
@@ -50,7 +51,8 @@ from .._tensor import Tensor
 from .foreign_rng import GENERATORS, fingerprint
 from .state_guards import _LEN, _MISSING, _SCALARS, StateGuard, _short
 from .state_iterators import progress
-from .state_kinds import (MAX_DEPTH, MAX_ITEMS, MAX_NEST, _dotted, _is_library_name, _is_module,
+from .state_kinds import (MAX_DEPTH, MAX_ITEMS, MAX_NEST, _dotted, _is_compiled_function,
+                          _is_library_name, _is_module,
                           _is_plain_object, _is_user, _is_user_class, _names, _plain_data, _pure)
 from .state_slots import SlotView, slot_names
 
@@ -175,6 +177,7 @@ class _Scanner:
         self.optimizers = []             # optimizers walked (Note [Hyper-parameters unread])
         self.hook_guards = {}            # {id(leaf): (leaf, [its hooks' guards])}
         self.classes = set()             # ids of the classes whose methods are guarded
+        self.class_list = []             # and those classes
         self.named = []                  # classes and user modules (Note [Names read later])
 
     def function(self, fn, depth):
@@ -186,6 +189,7 @@ class _Scanner:
         if code is None or id(code) in self.seen:
             return
         self.seen.add(id(code))
+        self.defaults(fn, getattr(fn, "__qualname__", "function"), depth)
         names = _names(code)
         self.code_names.update(names)
         for nm, cell in zip(code.co_freevars, fn.__closure__ or ()):
@@ -195,9 +199,46 @@ class _Scanner:
                 continue
             self.value_in(cell, None, v, f"closure variable '{nm}'", depth, name=nm)
         g = getattr(fn, "__globals__", {})
+        if "globals" in names:               # Note [Data read by computed names]
+            names = sorted(set(names) | public_data(g))
         for nm in names:
             if nm in g:
                 self.value_in(g, nm, g[nm], f"global '{nm}'", depth, name=nm)
+
+    def defaults(self, fn, where, depth):
+        """The default values and the code of user function `fn` (Note [Defaults of
+        functions called])."""
+        view = SlotView(fn)
+        if isinstance(getattr(fn, "__code__", None), types.CodeType):
+            self.guard(view, "__code__", fn.__code__, "is", f"{where}.__code__")
+        for attr in ("__defaults__", "__kwdefaults__"):
+            v = getattr(fn, attr, None)
+            if v is not None:
+                self.value_in(view, attr, v, f"{where}.{attr}", depth, nest=2)
+
+    def missed_globals(self, first_globals):
+        """After the trace: the globals named by user code it ran that the scan did not
+        reach, at their values when that code was first called (Note [Globals of code the
+        scan missed])."""
+        methods = None
+        for code, g, values, free in first_globals:
+            if id(code) in self.seen:
+                continue
+            self.seen.add(id(code))
+            self.code_names.update(_names(code))
+            for nm, v in values.items():
+                self.value_in(g, nm, v, f"global '{nm}'", 0, name=nm)
+            if free:                             # a method's closure (a class made in a
+                if methods is None:              # function): the cells of its function
+                    methods = {id(f.__code__): f for k in self.class_list
+                               for f in list(vars(k).values())
+                               if isinstance(f, types.FunctionType)}
+                fn = methods.get(id(code))
+                for nm, cell in zip(code.co_freevars, getattr(fn, "__closure__", None) or ()):
+                    if nm in free:
+                        self.value_in(cell, None, free[nm], f"closure variable '{nm}'", 0,
+                                      name=nm)
+        self.settle()
 
     def guard(self, holder, key, v, mode, where):
         if holder is not None:
@@ -213,6 +254,12 @@ class _Scanner:
                 self.names.setdefault(id(v), name)
             if v.__dict__.get("_leaf_hooks"):
                 self.leaf_hooks(v, where, depth)
+            if v.__dict__ and id(v) not in self.seen:      # Note [Attributes of tensors]
+                self.seen.add(id(v))
+                d = v.__dict__
+                for k, x in list(d.items()):
+                    if not k.startswith("_"):
+                        self.value_in(d, k, x, f"{where}.{k}", depth, nest=min(nest, 2) - 1)
             return
         if isinstance(v, _SCALARS):
             self.guard(holder, key, v, "eq", where)
@@ -235,6 +282,10 @@ class _Scanner:
                 self.user_module(v, where, depth)
             elif v is os and self.code_names & _ENVIRON_READS:
                 self.environ()
+            elif v.__name__.split(".")[0] == "tracegrad" and id(v) not in self.seen:
+                self.seen.add(id(v))             # Note [Patched library functions]
+                self.named.append(("library", v, where, depth, set()))
+                self._named_attrs(self.named[-1])
             return
         if isinstance(v, type):
             self.guard(holder, key, v, "is", where)
@@ -266,6 +317,12 @@ class _Scanner:
 
 
 # Note [Callables' state]
+        elif _is_compiled_function(v):           # Note [Compiled functions called]
+            self.value_in(None, None, v.fn, f"{where}.fn", depth, force=True)
+        elif isinstance(v, weakref.ref) and type(v) is weakref.ref:
+            target = v()                         # Note [Weak references]
+            if target is not None:
+                self.value_in(None, None, target, f"{where}()", depth, nest=nest - 1)
         elif isinstance(v, (types.MethodType, types.BuiltinFunctionType)) or (
                 callable(v) and not force and not _is_plain_object(v, callable_ok=True)):
             return                           # library callables: identity is enough
@@ -370,6 +427,7 @@ class _Scanner:
         if id(cls) in self.classes:
             return
         self.classes.add(id(cls))
+        self.class_list.append(cls)
         user = [k for k in cls.__mro__ if _is_user_class(k)]
         names = {n for k in user for n, f in list(vars(k).items()) if isinstance(f, _METHODS)}
         for k in user:
@@ -377,10 +435,13 @@ class _Scanner:
             for name in sorted(names):
                 self.guards.append(StateGuard(cd, name, cd.get(name, _MISSING), "is",
                                               f"{k.__name__}.{name}"))
+                if isinstance(cd.get(name), types.FunctionType):
+                    self.defaults(cd[name], f"{k.__name__}.{name}", MAX_DEPTH)
 
     def instance_class_attrs(self, cls, depth):
         """The data attributes of `cls` and of the user classes it inherits from, read
         through an instance (`self.k`, `self.WEIGHTS[0]`): Note [Class attributes]."""
+        self.shadowing(cls)
         for k in cls.__mro__:
             if not _is_user_class(k) or ("attrs", id(k)) in self.seen:
                 continue
@@ -390,6 +451,21 @@ class _Scanner:
                 if not nm.startswith("__") and (isinstance(x, _CLASS_DATA)
                                                 or _is_plain_object(x)):
                     self.value_in(cd, nm, x, f"{k.__name__}.{nm}", depth, nest=2)
+
+    def shadowing(self, cls):
+        """Guard that no user class earlier in `cls`'s MRO gains a data attribute that a
+        later one defines (Note [Shadowed class attributes])."""
+        if ("shadow", id(cls)) in self.seen:
+            return
+        self.seen.add(("shadow", id(cls)))
+        user = [k for k in cls.__mro__ if _is_user_class(k)]
+        for i, k in enumerate(user):
+            cd = k.__dict__
+            later = {nm for b in user[i + 1:] for nm, x in list(vars(b).items())
+                     if not nm.startswith("__") and nm not in cd
+                     and (isinstance(x, _CLASS_DATA) or _is_plain_object(x))}
+            for nm in sorted(later):
+                self.guards.append(StateGuard(cd, nm, _MISSING, "is", f"{k.__name__}.{nm}"))
 
     def class_attrs(self, cls, where, depth):
         """The attributes of a user class (`Model.k`) that the scanned code names (now, and
@@ -408,7 +484,10 @@ class _Scanner:
         names and that were not walked yet; True when it walked any."""
         kind, obj, where, depth, done = entry
         d = vars(obj)
-        new = sorted(n for n in self.code_names - done if n in d and not n.startswith("__"))
+        names = self.code_names
+        if kind != "library" and names & _BY_NAME:   # Note [Data read by computed names]
+            names = names | public_data(d)
+        new = sorted(n for n in names - done if n in d and not n.startswith("__"))
         done.update(new)
         for nm in new:
             x = d[nm]
@@ -416,6 +495,10 @@ class _Scanner:
                     x, (Tensor, np.ndarray, list, tuple, dict) + _SCALARS):
                 continue
             if kind == "module" and isinstance(x, types.ModuleType):
+                continue
+            if kind == "library":                # Note [Patched library functions]
+                if not nm.startswith("_") and isinstance(x, _LIBRARY_READS):
+                    self.value_in(d, nm, x, f"{where}.{nm}", depth)
                 continue
             self.value_in(d, nm, x, f"{where}.{nm}", depth, nest=2)
         return bool(new)
@@ -507,6 +590,91 @@ _METHODS = (types.FunctionType, staticmethod, classmethod, property, functools.p
 # and tensors of the object's own class used to be, so a changed class-level list, dict or
 # config object, or anything set on a base class, left a cached path stale.
 _CLASS_DATA = (Tensor, np.ndarray, list, tuple, dict) + _SCALARS
+
+
+# Note [Globals of code the scan missed]
+# The scan before the trace reaches the functions it can name: through globals and
+# closures, MAX_DEPTH calls deep, and the forwards of modules. It cannot name a method
+# called on `self` (`self.helper(x)` reading a global `SCALE` or `USE_NORM`), nor code
+# deeper than MAX_DEPTH, so a global such code read was not guarded and a cached path kept
+# its first value. So the Python monitor of the trace (`_effects.watch_python`) records,
+# when each user function first runs outside replayed calls (a custom Function's forward
+# runs again on every call: it reads its globals itself), the globals its code names and
+# their values then, and its free variables; after the trace, those of code the scan
+# missed are walked like the scan's own (the closure cells of a method of a class made
+# inside a function, found on the classes walked), each from its value on entry, so a
+# trace that changed one is not cached, as for the others.
+
+
+# Note [Defaults of functions called]
+# A function's defaults are read at each call: `helper(x)` with `def helper(x, k=2.0)`
+# reads `helper.__defaults__`, which `helper.__defaults__ = (5.0,)`, a mutated
+# `__kwdefaults__` dict, or a default dict changed in place (`def f(x, cfg={...})`) change
+# between calls. So the defaults of each user function scanned, and of the methods of the
+# user classes walked, are walked like attributes (the tuple by identity, its items by
+# value). The compiled function's own defaults are its binder's (compiler/binding.py).
+# Their `__code__` is guarded by identity too: a hot reload (IPython's `%autoreload`)
+# replaces the code of the existing function objects, which keep their identity.
+
+
+# Note [Attributes of tensors]
+# A parameter or buffer can carry Python attributes of its own (`self.w.scale = 2.0`, a
+# quantization flag, `p.group = "decoder"`) that a forward reads. Those a tensor the scan
+# reaches has when the trace starts (public names only: the engine keeps `_grad` and
+# `_accum` there) are walked like an object's attributes.
+
+
+# Note [Data read by computed names]
+# `getattr(cfg, key)` reads an attribute of a config module or class whose name is a
+# value (a string in a variable or an argument), which no code names: the scan walked
+# only the attributes the code names, so `cfg.SCALE = 3.0` between calls left a cached
+# path stale. When the scanned code names `getattr`, `vars` or `__dict__`, the public data
+# attributes (numbers, strings, tensors, arrays, lists, tuples, dicts) of the user modules
+# and classes it reaches are walked too.
+_BY_NAME = frozenset(("getattr", "vars", "__dict__"))
+# Likewise code naming `globals` (`globals()[name]`) has the public data of its module's
+# globals walked.
+
+
+def public_data(d):
+    """The names of the public data values in namespace `d` (Note [Data read by computed
+    names])."""
+    return {n for n, x in list(d.items()) if not n.startswith("_") and isinstance(x, _CLASS_DATA)}
+
+
+# Note [Compiled functions called]
+# A compiled function called by another one being traced runs inline (its ops join the
+# outer trace), so the outer path depends on what the inner function reads: its closure
+# and globals are walked as the function it compiles (`inner.fn`), not left behind the
+# CompiledFunction object's identity.
+
+
+# Note [Weak references]
+# A module that points back at its parent or a shared registry through `weakref.ref(obj)`
+# (to avoid a reference cycle) reads `self._parent().scale`: the referent is walked as
+# if held directly (the reference itself is guarded by identity), so its attributes are
+# guarded like any other object's.
+
+
+# Note [Patched library functions]
+# `F.relu(x)` or `tg.matmul(a, b)` looks the function up in the library module on every
+# eager call. Rebinding it between calls (`F.relu = my_relu`, a test or an experiment
+# patching one activation, `unittest.mock.patch("tracegrad.nn.functional.gelu", ...)`)
+# changes what eager runs, while a cached path replayed the old function. So for each
+# tracegrad module the scanned code reaches by name (`tg`, `F`, `tg.nn.functional`), the
+# public functions and submodules it names are guarded by identity (cheap: one `is` each,
+# only for names the code uses). Patching a function that a library method calls inside
+# (`nn.ReLU.forward` calls `F.relu`) is not seen: patch it where user code reads it.
+_LIBRARY_READS = (types.FunctionType, types.BuiltinFunctionType, types.ModuleType,
+                  functools.partial)
+
+
+# Note [Shadowed class attributes]
+# `self.SCALE` finds the first class in the MRO that defines SCALE. Setting it later on a
+# class that comes earlier (`Child.SCALE = 7.0` when only `Base.SCALE` existed) changes what
+# eager reads without touching the guarded `Base.SCALE`, so each user class is guarded not
+# to hold the data attributes that its later user bases define (as methods are guarded
+# absent where inherited: Note [Methods of user classes]).
 
 
 # Note [Callables' state]

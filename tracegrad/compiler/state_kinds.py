@@ -31,6 +31,11 @@ def _is_module(v):
         v, "__dict__", {})
 
 
+def _is_compiled_function(v):
+    from .function import CompiledFunction
+    return isinstance(v, CompiledFunction)
+
+
 def _is_library_name(mod):
     return is_library_module(mod) and not (mod or "").startswith(_WALKED_LIBRARY)
 
