@@ -419,6 +419,8 @@ class CompiledFunction(EagerFallbacks):
                            for i, x in enumerate(leaves) if isinstance(x, Tensor)])
         external = set(containers) | scanned.containers
         before = self.binder.snapshot(args, kwargs) if containers else []
+        arrays = [(names[i] if i < len(names) else f"a{i}", x, x.copy())
+                  for i, x in enumerate(leaves) if isinstance(x, np.ndarray)]
         grad_mode = _mode.grad_enabled()
         call_args, call_kwargs = args, kwargs
         placed = tracer.placed = self._floats.place_numbers(tracer) if self._floats.places \
@@ -466,6 +468,11 @@ class CompiledFunction(EagerFallbacks):
         if changed:
             tracer.note_effect("mutation", f"an assignment into argument '{changed}' (a "
                                "list or dict the caller holds)", None, site=site)
+        written = _written_array(arrays)
+        if written:                          # Note [Writes into numpy array arguments]
+            tracer.note_effect("mutation", f"a write into numpy array argument '{written}' "
+                               "(the caller's memory, e.g. through torch.from_numpy)", None,
+                               site=site)
         tracer.check_numpy_writes()
         replay_reads(tracer, watch)
         functions = {CLASS_OF.get(n.prim) for n in tracer.graph.nodes}
@@ -581,3 +588,19 @@ def _arg_names(fn, n):
     except (TypeError, ValueError):
         return []
     return params if len(params) >= n else params + [f"a{i}" for i in range(len(params), n)]
+
+
+def _written_array(arrays):
+    """The name of the first numpy array argument whose contents the traced call changed,
+    or None.
+
+    Note [Writes into numpy array arguments]
+    A numpy array argument keys the entry by its contents (compiler/keys.py): the trace
+    bakes its values in. A write into it (`torch.from_numpy(arr).add_(x)`, `arr[0] = v`,
+    `np.asarray(t)` of a tensor over it) changes the caller's array, which a cached path,
+    replaying only recorded ops on its own copy of the values, would not: such calls run
+    eagerly, with a warning."""
+    for name, a, before in arrays:
+        if a.shape != before.shape or a.tobytes() != before.tobytes():
+            return name
+    return None

@@ -1,0 +1,96 @@
+"""Programs that move values between tensors, numpy and Python, and whose shapes and dtypes
+change between calls, run eagerly and compiled over several calls: everything the caller
+can see must be the same (outputs and their types, the arguments' contents and versions,
+`.grad`, numpy arrays the caller holds, errors). Each fix of an adversarial review has a
+test here; the parametrised probes below are programs that already held."""
+import warnings
+
+import numpy as np
+import pytest
+
+import tracegrad as tg
+
+
+def _r(seed, *shape, dtype=np.float64):
+    a = np.random.default_rng(seed).standard_normal(shape) * 3
+    if np.dtype(dtype).kind in "iub":
+        a = np.round(a)
+    return tg.tensor(a.astype(dtype))
+
+
+def _view(x):
+    """What a caller sees of a value: tensors by bytes, dtype, shape, flags, version and
+    `.grad`; numpy arrays by bytes; Python numbers with their type."""
+    if isinstance(x, tg.Tensor):
+        g = x.grad if x.is_leaf else None
+        return ("T", x.detach().numpy().tobytes(), str(x.dtype), tuple(x.shape),
+                x.requires_grad, x.grad_fn is None, x._version,
+                None if g is None else g.numpy().tobytes())
+    if isinstance(x, np.ndarray):
+        return ("N", x.tobytes(), x.dtype.str, x.shape)
+    if isinstance(x, (list, tuple)):
+        return type(x).__name__, [_view(v) for v in x]
+    if isinstance(x, dict):
+        return "dict", [(k, _view(v)) for k, v in x.items()]
+    return type(x).__name__, repr(x)
+
+
+def _records(fn, make, calls, backend="numpy", backward=False):
+    """Per call, what the caller sees, for eager and for compiled `fn`; and the compiled
+    function (for its stats)."""
+    out = []
+    for compiled in (False, True):
+        f = tg.compile(fn, backend=backend) if compiled else fn
+        tg.manual_seed(0)
+        rec = []
+        for i in range(calls):
+            args = make(i)
+            try:
+                r = f(*args)
+                if backward:
+                    (r[0] if isinstance(r, tuple) else r).sum().backward()
+                rec.append(("ok", _view(r), _view(args)))
+            except Exception as e:               # noqa: BLE001 -- compared with eager's
+                rec.append((type(e).__name__, str(e).split("\n")[0], _view(args)))
+        out.append(rec)
+    return out[0], out[1], f
+
+
+def _same(fn, make, calls=5, **kw):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        eager, compiled, f = _records(fn, make, calls, **kw)
+    for k, (e, c) in enumerate(zip(eager, compiled)):
+        assert e == c, f"call {k}: eager {e!r} != compiled {c!r}"
+    return f
+
+
+# -- writes into numpy array arguments (Note [Writes into numpy array arguments])
+
+def test_from_numpy_of_an_array_argument_written_in_place_reaches_the_caller():
+    def f(x, arr):
+        t = tg.from_numpy(arr)          # shares the caller's memory
+        t.add_(x)
+        return t.sum()
+
+    f_c = _same(f, lambda i: (_r(i, 3), np.ones(3)))
+    assert f_c.stats.eager_calls >= 4
+    with pytest.warns(UserWarning, match="numpy array argument 'arr'"):
+        tg.compile(f)(_r(0, 3), np.ones(3))
+
+
+@pytest.mark.parametrize("where", ["item", "dict"])
+def test_item_assignment_into_an_array_argument_reaches_the_caller(where):
+    def f(x, holder):
+        arr = holder if where == "item" else holder["a"]
+        arr[0] = 2.0
+        return x * 2
+
+    make = (lambda i: (_r(i, 3), np.ones(3))) if where == "item" else (
+        lambda i: (_r(i, 3), {"a": np.ones(3)}))
+    _same(f, make)
+
+
+def test_an_array_argument_only_read_still_compiles():
+    f = _same(lambda x, arr: x * tg.from_numpy(arr).sum(), lambda i: (_r(i, 3), np.ones(3)))
+    assert f.stats.traces == 1 and f.stats.eager_calls == 0
