@@ -142,3 +142,21 @@ def test_version_of_a_changed_result_requiring_grad_and_its_backward_check():
     cf = tg.compile(f)
     assert run(f) == run(cf) == run(cf) == (1, 1)
     assert cf.stats.traces == 1
+
+
+# -- Python ints past jax's integer range (Note [Python ints past jax's integers])
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32])
+@pytest.mark.parametrize("op", ["mul", "add", "rsub", "eq"])
+def test_python_int_past_int32_on_the_jax_backend(dtype, op):
+    pytest.importorskip("jax")
+    big = {"mul": 2 ** 40, "add": 2 ** 31, "rsub": -2 ** 40, "eq": 2 ** 40}[op]
+    fn = {"mul": lambda x: x * big, "add": lambda x: x + big, "rsub": lambda x: big - x,
+          "eq": lambda x: x == big}[op]
+    f = tg.compile(fn, backend="jax")
+    for i in range(2):
+        x = _r(i, 3, dtype=dtype)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")          # int32: the numpy backend, with a warning
+            want, got = fn(x), f(x)
+        assert _view(got) == _view(want)
