@@ -160,3 +160,22 @@ def test_python_int_past_int32_on_the_jax_backend(dtype, op):
             warnings.simplefilter("ignore")          # int32: the numpy backend, with a warning
             want, got = fn(x), f(x)
         assert _view(got) == _view(want)
+
+
+# -- numpy arrays returned (Note [Numpy arrays returned] in compiler/function.py)
+
+@pytest.mark.parametrize("body", ["numpy", "asarray", "tuple", "dict", "0-d"])
+def test_a_returned_numpy_array_runs_eagerly_with_a_warning(body):
+    fn = {"numpy": lambda x: x.numpy(),
+          "asarray": lambda x: np.asarray(x) * 2,
+          "tuple": lambda x: ((x * 2).sum(), (x * 3).detach().numpy()),
+          "dict": lambda x: {"a": (x * 2).numpy(), "b": x},
+          "0-d": lambda x: x.sum().numpy()}[body]
+    f = _same(fn, lambda i: (_r(i, 3),))
+    assert f.stats.eager_calls == 4
+    with pytest.warns(UserWarning, match="returns a numpy array"):
+        tg.compile(fn)(_r(0, 3))
+    x = _r(1, 3)
+    if body == "numpy":                  # eager's array shares the tensor's memory
+        with pytest.warns(UserWarning):
+            assert np.shares_memory(tg.compile(fn)(x), x.numpy())

@@ -480,7 +480,16 @@ class CompiledFunction(EagerFallbacks):
             scanned, watch, [c for c in functions if c is not None])}
         read_keys = keys_user_code_may_read(scanned, watch)
         scanned.unread_hyper = {id(g) for g in unread_hyper_guards(scanned, read_keys)}
-        outs, build = flatten(out, strict=True)
+        try:
+            outs, build = flatten(out, strict=True)
+        except TypeError:
+            outs, build = flatten(out)
+            if not any(isinstance(o, np.ndarray) for o in outs):
+                raise
+            # Note [Numpy arrays returned]
+            tracer.note_effect("output", "it returns a numpy array (a compiled call would "
+                               "return the first call's array object every time)", None,
+                               site=site)
         warn_effects(self.name, tracer)
         if isinstance(out, Tensor):
             build = _single
@@ -604,3 +613,11 @@ def _written_array(arrays):
         if a.shape != before.shape or a.tobytes() != before.tobytes():
             return name
     return None
+
+
+# Note [Numpy arrays returned]
+# `return loss, preds.numpy()` (or `np.asarray(t) * 2`) hands the caller a numpy array the
+# IR never saw being made: a cached path could only return the very object the trace
+# returned, holding the first call's values. Other objects of that kind raise TypeError
+# (`flatten(strict=True)`), but a numpy array is the everyday way values leave tensors, so
+# such calls run eagerly, with a warning naming the reason, and return what eager returns.
