@@ -179,3 +179,34 @@ def test_a_returned_numpy_array_runs_eagerly_with_a_warning(body):
     if body == "numpy":                  # eager's array shares the tensor's memory
         with pytest.warns(UserWarning):
             assert np.shares_memory(tg.compile(fn)(x), x.numpy())
+
+
+# -- tensor(...) of tensors, numpy scalars and Python numbers: torch's dtype, eager and traced
+
+_TENSOR_OF = {
+    "tensor": "lib.tensor(a)", "items": "lib.tensor([a[0], a[1]])",
+    "int32_items": "lib.tensor([b, b])", "half_item": "lib.tensor([c])",
+    "f64_and_int": "lib.tensor([a[0], 1])", "int32_and_float": "lib.tensor([b, 1.5])",
+    "int32_and_int": "lib.tensor([b, 1])", "half_and_float": "lib.tensor([c, 1.5])",
+    "half_and_int": "lib.tensor([c, 1])", "f64_and_bool": "lib.tensor([a[0], True])",
+    "nested": "lib.tensor([[b], [c]])", "np_f64_scalar": "lib.tensor([np.float64(1.5), 1.0])",
+    "np_i32_scalar": "lib.tensor([np.int32(1), 1])",
+}
+
+
+@pytest.mark.parametrize("name", sorted(_TENSOR_OF))
+def test_tensor_of_tensors_takes_torchs_dtype_eager_and_compiled(name):
+    torch = pytest.importorskip("torch")
+
+    def program(lib):
+        return eval("lambda a, b, c: " + _TENSOR_OF[name], {"lib": lib, "np": np})
+
+    def args(lib, i):
+        return (lib.tensor([1.5 + i, 2.5], dtype=lib.float64),
+                lib.tensor(2 + i, dtype=lib.int32), lib.tensor(1.5, dtype=lib.float16))
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch's "To copy construct from a tensor" advice
+        ref = program(torch)(*args(torch, 0))
+    assert str(program(tg)(*args(tg, 0)).dtype) == str(ref.dtype)
+    _same(program(tg), lambda i: args(tg, i), calls=3)

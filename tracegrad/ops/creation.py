@@ -49,30 +49,31 @@ def _float(dtype):
 
 
 def _infer(data):
-    """dtype of Python data, as torch.tensor infers it."""
-    flat = []
+    """dtype of Python data, as torch.tensor infers it: each tensor and numpy scalar its
+    own dtype, a Python bool, int or float bool, int64 or the default dtype, promoted
+    together (`tensor([t64[0], 1])` is float64, `tensor([t16[0], 1.5])` float32)."""
+    out = None
     stack = [data]
     while stack:
         x = stack.pop()
         if isinstance(x, (list, tuple)):
             stack.extend(x)
-        elif isinstance(x, Tensor):
-            flat.append(x.dtype)
+            continue
+        if isinstance(x, Tensor):
+            d = x.dtype
+        elif isinstance(x, np.generic) and x.dtype in D._FROM_NP:
+            d = D.from_numpy_dtype(x.dtype)
         elif isinstance(x, (bool, np.bool_)):
-            flat.append(D.bool_)
+            d = D.bool_
         elif isinstance(x, (numbers.Integral,)):
-            flat.append(D.int64)
+            d = D.int64
         elif isinstance(x, numbers.Real):
-            flat.append(D.get_default_dtype())
+            d = D.get_default_dtype()
         else:
             raise op_error(TracegradTypeError, "tensor",
                            f"Could not infer dtype of {type(x).__name__}")
-    if not flat:
-        return D.get_default_dtype()
-    cat = max(d.category for d in flat)
-    if cat == 2:
-        return D.get_default_dtype()
-    return D.int64 if cat == 1 else D.bool_
+        out = d if out is None else D.promote_types(out, d)
+    return D.get_default_dtype() if out is None else out
 
 
 def _to_list(data):
