@@ -210,3 +210,46 @@ def test_tensor_of_tensors_takes_torchs_dtype_eager_and_compiled(name):
         ref = program(torch)(*args(torch, 0))
     assert str(program(tg)(*args(tg, 0)).dtype) == str(ref.dtype)
     _same(program(tg), lambda i: args(tg, i), calls=3)
+
+
+# -- the default dtype left changed by the function (Note [Default dtype left changed])
+
+@pytest.fixture
+def _default_dtype():
+    old = tg.get_default_dtype()
+    yield
+    tg.set_default_dtype(old)
+
+
+def test_default_dtype_set_inside_and_left_changed_is_set_on_cached_calls(_default_dtype):
+    def f(x):
+        tg.set_default_dtype(tg.float64)
+        return tg.ones(3) * x
+
+    def make(i):
+        tg.set_default_dtype(tg.float32)
+        return (_r(i, 3, dtype=np.float32),)
+
+    for g in (f, tg.compile(f)):
+        for i in range(3):
+            g(*make(i))
+            assert tg.get_default_dtype() is tg.float64
+    f_c = _same(f, make, calls=3)
+    assert f_c.stats.traces == 1
+
+
+def test_default_dtype_set_on_one_branch_only(_default_dtype):
+    def f(x):
+        if x.sum() > 0:
+            tg.set_default_dtype(tg.float64)
+        return tg.zeros(2), x * 2
+
+    seen = []
+    for g in (f, tg.compile(f)):
+        out = []
+        for i in range(6):
+            tg.set_default_dtype(tg.float32)
+            g(_r(i, 3))
+            out.append(tg.get_default_dtype())
+        seen.append(out)
+    assert seen[0] == seen[1] and len(set(seen[0])) == 2

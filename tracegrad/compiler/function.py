@@ -28,7 +28,7 @@ import warnings
 import numpy as np
 import weakref
 
-from .. import _dispatch, _mode
+from .. import _dispatch, _dtype, _mode
 from .._tensor import Tensor
 from .._errors import RerunEagerly
 from ..ir.interpret import GuardFailed
@@ -422,6 +422,7 @@ class CompiledFunction(EagerFallbacks):
         arrays = [(names[i] if i < len(names) else f"a{i}", x, x.copy())
                   for i, x in enumerate(leaves) if isinstance(x, np.ndarray)]
         grad_mode = _mode.grad_enabled()
+        default_dtype = _dtype.get_default_dtype()
         call_args, call_kwargs = args, kwargs
         placed = tracer.placed = self._floats.place_numbers(tracer) if self._floats.places \
             else ()
@@ -454,6 +455,9 @@ class CompiledFunction(EagerFallbacks):
                     "(Note [Float arguments that change]).")
         if _mode.grad_enabled() != grad_mode:   # Note [Grad mode left changed]
             tracer.replays.append((_mode.grad_enabled(), set_grad_mode, (), {}, frozenset()))
+        if _dtype.get_default_dtype() is not default_dtype:   # Note [Default dtype left
+            tracer.replays.append((_dtype.get_default_dtype(), _dtype.set_default_dtype,  # changed]
+                                   (), {}, frozenset()))
         code = getattr(self.fn, "__code__", None)
         site = code and f"{code.co_filename}:{code.co_firstlineno} in {self.name}"
         moved = advanced(scanned.iterators)
@@ -621,3 +625,11 @@ def _written_array(arrays):
 # returned, holding the first call's values. Other objects of that kind raise TypeError
 # (`flatten(strict=True)`), but a numpy array is the everyday way values leave tensors, so
 # such calls run eagerly, with a warning naming the reason, and return what eager returns.
+
+
+# Note [Default dtype left changed]
+# `tg.set_default_dtype(tg.float64)` inside the function, not undone before it returns,
+# leaves the default changed for the caller's later code, as `set_grad_enabled(False)` does
+# grad mode (Note [Grad mode left changed] in trace_settle.py). The entry key fixes the
+# default a call starts with, and the trace the one it ends with: each cached call of the
+# path sets it again after its program (a replayed call).
