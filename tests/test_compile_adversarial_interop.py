@@ -253,3 +253,119 @@ def test_default_dtype_set_on_one_branch_only(_default_dtype):
             out.append(tg.get_default_dtype())
         seen.append(out)
     assert seen[0] == seen[1] and len(set(seen[0])) == 2
+
+
+# -- probes that held: programs users write, over calls whose shapes and dtypes change
+
+_BATCHES = [1, 2, 3, 5, 8, 1, 0, 3]
+_DTYPES = [np.float32, np.float64, np.int64, np.int32, np.bool_, np.float16]
+
+
+def _batch(i):
+    return (_r(i, _BATCHES[i], 4),)
+
+
+def _dtyped(i):
+    return (_r(i % 2, 4, dtype=_DTYPES[i % len(_DTYPES)]),)
+
+
+def _rows(x):
+    return tg.stack([r * r.sum() for r in x]) if len(x) else x
+
+
+def _mask_any(x):
+    m = x > 0.5
+    return x[m].sum() if bool(m.any()) else x.sum() * 0
+
+
+_PROBES = {
+    # Python values derived from tensors
+    "argmax_index": (lambda x: x[int(x.sum(1).argmax())], lambda i: (_r(i, i % 3 + 1, 4),), 4),
+    "half_batch": (lambda x: x[: x.shape[0] // 2].sum(0), _batch, 8),
+    "len": (lambda x: tg.zeros(len(x)) + x.sum(1).float(), _batch, 8),
+    "rows": (_rows, _batch, 8),
+    "size_numel_dim": (lambda x: x / x.size(-1) + x.numel() + x.dim(), _batch, 8),
+    "mask_any": (_mask_any, _batch, 8),
+    "max_shape": (lambda x: x.reshape(max(x.shape), -1), _batch, 8),
+    "view_star": (lambda x: x.view(-1, *x.shape[2:]), lambda i: (_r(i, _BATCHES[i], 2, 3),), 8),
+    "size_arith": (lambda x: (x.new_zeros(x.shape[:-1] + (x.shape[-1] * 2,)), x.shape + (1,)),
+                   _batch, 8),
+    "tolist_branch": (lambda x: x * sum(v for v in x.tolist() if v > 0), lambda i: (_r(i, 4),),
+                      4),
+    "item_types": (lambda x: (x[0].item(), float(x[0]), int(x[0]), bool(x[0])), _dtyped, 6),
+    "shape_types": (lambda x: (x.shape, x.size(), x.size(0), x.dtype, x.is_floating_point()),
+                    _dtyped, 6),
+    # dynamic shapes, broadcasting, empty tensors
+    "bcast_size1": (lambda x, y: x * y + x / (1 + y * y),
+                    lambda i: (_r(i, _BATCHES[i], 1), _r(i + 1, 1, _BATCHES[i])), 8),
+    "empty_reduce": (lambda x: (x.sum(), x.mean(0), x.softmax(-1), x.prod(0)), _batch, 8),
+    "creation": (lambda x: (tg.arange(x.shape[0]) * 2, tg.eye(x.shape[0]),
+                            tg.linspace(0, 1, x.shape[0] + 1), tg.full_like(x, x.shape[0]),
+                            tg.zeros(x.shape[0])), _batch, 8),
+    "non_contiguous": (lambda x: (x * 2).sum(0),
+                       lambda i: ([_r(i, 4, 3).t(), _r(i, 6, 4)[::2], _r(i, 1, 4).expand(3, 4),
+                                   _r(i, 3, 4).flip(0), _r(i, 3, 4)[:, 1:]][i % 5],), 10),
+    "scalar_or_one": (lambda x: x.sum() * 2 + x, lambda i: (_r(i) if i % 2 else _r(i, 1),), 4),
+    # dtypes changing between calls, promotion with Python scalars
+    "mul_int": (lambda x: x * 2, _dtyped, 12),
+    "div_int": (lambda x: x / 3, _dtyped, 12),
+    "floordiv": (lambda x: x // 2, _dtyped, 12),
+    "pow_half": (lambda x: x ** 0.5, _dtyped, 12),
+    "mod": (lambda x: x % 3, _dtyped, 12),
+    "iadd_float": (lambda x: x.clone().__iadd__(1.5), _dtyped, 12),
+    "cumsum": (lambda x: x.cumsum(0), _dtyped, 12),
+    "dtype_branch": (lambda x: x * 2 if x.dtype == tg.float64 else x * 3, _dtyped, 6),
+    # numpy in and out of the function
+    "numpy_roundtrip": (lambda x: tg.from_numpy(np.tanh(x.numpy()) * 2) + x,
+                        lambda i: (_r(i, 3),), 4),
+    "numpy_index": (lambda x: x[tg.from_numpy(np.argsort(x.detach().numpy()))],
+                    lambda i: (_r(i, 4),), 4),
+    "numpy_mask": (lambda x: x[tg.from_numpy(x.numpy() > 0)].sum(), lambda i: (_r(i, 4),), 4),
+    "numpy_array_arg": (lambda x, a: x * tg.from_numpy(a), lambda i: (_r(i, 3), np.full(3, i)),
+                        4),
+    "numpy_scalar": (lambda x: x * np.float64(2.5) + np.float32(1.5) * x,
+                     lambda i: (_r(i, 3, dtype=_DTYPES[i % 2]),), 4),
+    "tensor_of_items": (lambda x: tg.tensor([x[0].item(), x[1].item()]),
+                        lambda i: (_r(i, 2, dtype=_DTYPES[i % 6]),), 6),
+    # in place on arguments
+    "add_": (lambda x: x.add_(1).sum(), lambda i: (_r(i, [3, 3, 4][i % 3]),), 5),
+    "mask_assign": (lambda x: x.__setitem__(x < 0, 0) or x * 2, lambda i: (_r(i, 4),), 4),
+    "clamp_": (lambda x: x.clamp_(-0.5, 0.5), lambda i: (_r(i, 3),), 4),
+    "view_of_arg": (lambda x: x[::2].mul_(10).sum() + x.sum(), lambda i: (_r(i, 5),), 4),
+    "overlap": (lambda x: x[1:].__iadd__(x[:-1]) and x, lambda i: (_r(i, 5),), 4),
+    "leaf_error": (lambda x: x.add_(1), lambda i: (_r(i, 3).requires_grad_(),), 3),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_PROBES))
+def test_probe(name):
+    fn, make, calls = _PROBES[name]
+    _same(fn, make, calls=calls)
+
+
+_GRAD_PROBES = {
+    "mlp": (lambda x, w: (x @ w).tanh().mean(0),
+            lambda i: (_r(i, _BATCHES[i] or 1, 3), _r(9, 3, 2).requires_grad_())),
+    "row_index": (lambda x: x[int(x.detach().abs().sum(1).argmax())] * 2,
+                  lambda i: (_r(i, i % 3 + 1, 3).requires_grad_(),)),
+    "numpy_constant": (lambda x: x * tg.tensor(x.detach().numpy().sum()),
+                       lambda i: (_r(i, 3).requires_grad_(),)),
+    "gather_argmax": (lambda x: x.gather(1, x.argmax(1, keepdim=True)),
+                      lambda i: (_r(i, _BATCHES[i] or 1, 3).requires_grad_(),)),
+    "expand_contiguous": (lambda x: x.unsqueeze(0).expand(3, -1).contiguous().sum(0),
+                          lambda i: (_r(i, i % 2 + 1).requires_grad_(),)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_GRAD_PROBES))
+def test_grad_probe(name):
+    fn, make = _GRAD_PROBES[name]
+    _same(fn, make, calls=5, backward=True)
+
+
+@pytest.mark.parametrize("name, most", [("non_contiguous", 3), ("mul_int", 6),
+                                        ("iadd_float", 6), ("half_batch", 6)])
+def test_probe_traces_once_per_shape_dtype_and_layout(name, most):
+    fn, make, calls = _PROBES[name]
+    f = _same(fn, make, calls=calls)
+    assert f.stats.traces <= most and f.stats.eager_calls == 0
