@@ -364,7 +364,7 @@ def test_grad_probe(name):
 
 
 @pytest.mark.parametrize("name, most", [("non_contiguous", 3), ("mul_int", 6),
-                                        ("iadd_float", 6), ("half_batch", 6)])
+                                        ("cumsum", 6), ("half_batch", 6)])
 def test_probe_traces_once_per_shape_dtype_and_layout(name, most):
     fn, make, calls = _PROBES[name]
     f = _same(fn, make, calls=calls)
