@@ -369,3 +369,31 @@ def test_probe_traces_once_per_shape_dtype_and_layout(name, most):
     fn, make, calls = _PROBES[name]
     f = _same(fn, make, calls=calls)
     assert f.stats.traces <= most and f.stats.eager_calls == 0
+
+
+# -- numpy scalars as bounds and fill values: Python numbers, as in PyTorch
+
+_NUMPY_SCALAR_ARGS = {
+    "clamp_min": "x.clamp(np.float64(0.1))",
+    "clamp_max": "x.clamp(max=np.float64(0.1))",
+    "clamp_int_tensor": "x.long().clamp(np.float64(0.5))",
+    "clamp_int_bound": "x.clamp(np.int64(1))",
+    "hardtanh": "lib.nn.functional.hardtanh(x, np.float64(-0.5), np.float64(0.5))",
+    "full": "lib.full((2,), np.float64(1.5))",
+    "full_int": "lib.full((2,), np.int32(1))",
+    "arange": "lib.arange(np.float64(3))",
+}
+
+
+@pytest.mark.parametrize("name", sorted(_NUMPY_SCALAR_ARGS))
+def test_numpy_scalar_arguments_take_torchs_dtype(name):
+    torch = pytest.importorskip("torch")
+
+    def program(lib):
+        return eval("lambda x: " + _NUMPY_SCALAR_ARGS[name], {"lib": lib, "np": np})
+
+    ref = program(torch)(torch.tensor([1.5, -2.0, 3.0]))
+    for f in (program(tg), tg.compile(program(tg))):
+        got = f(tg.tensor([1.5, -2.0, 3.0]))
+        assert str(got.dtype) == str(ref.dtype)
+        assert got.tolist() == ref.tolist()

@@ -48,10 +48,12 @@ def _float(dtype):
     return D.as_dtype(dtype) if dtype is not None else D.get_default_dtype()
 
 
-def _infer(data):
-    """dtype of Python data, as torch.tensor infers it: each tensor and numpy scalar its
-    own dtype, a Python bool, int or float bool, int64 or the default dtype, promoted
-    together (`tensor([t64[0], 1])` is float64, `tensor([t16[0], 1.5])` float32)."""
+def _infer(data, numpy_typed=False):
+    """dtype of Python data, as torch.tensor infers it: each tensor its own dtype, a Python
+    bool, int or float bool, int64 or the default dtype, promoted together (`tensor([t64[0],
+    1])` is float64, `tensor([t16[0], 1.5])` float32). A numpy scalar counts as its own
+    dtype with `numpy_typed` (`torch.tensor([np.float64(1.5)])` is float64), else as the
+    Python number it holds (`torch.full((2,), np.float64(1.5))` is float32)."""
     out = None
     stack = [data]
     while stack:
@@ -61,7 +63,7 @@ def _infer(data):
             continue
         if isinstance(x, Tensor):
             d = x.dtype
-        elif isinstance(x, np.generic) and x.dtype in D._FROM_NP:
+        elif numpy_typed and isinstance(x, np.generic) and x.dtype in D._FROM_NP:
             d = D.from_numpy_dtype(x.dtype)
         elif isinstance(x, (bool, np.bool_)):
             d = D.bool_
@@ -97,7 +99,7 @@ def tensor(data, dtype=None, device=None, requires_grad=False, pin_memory=False)
         if arr.dtype not in D._FROM_NP:
             arr = arr.astype(D.from_numpy_dtype(arr.dtype).np)
     else:
-        inferred = _infer(data)
+        inferred = _infer(data, numpy_typed=True)
         try:
             arr = np.array(_to_list(data), dtype=(D.as_dtype(dtype) if dtype else inferred).np)
         except ValueError as e:
@@ -123,7 +125,7 @@ def _traced_tensor(data, dtype, requires_grad):
     """`tensor(...)` of tensors while tracing: record the copy (detach, cast, stack) so the
     compiled program reads those tensors on every call instead of baking today's values in."""
     from .shape import clone, stack, to_dtype
-    want = D.as_dtype(dtype) if dtype is not None else _infer(data)
+    want = D.as_dtype(dtype) if dtype is not None else _infer(data, numpy_typed=True)
 
     def build(d):
         if isinstance(d, Tensor):
