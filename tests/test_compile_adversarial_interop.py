@@ -397,3 +397,37 @@ def test_numpy_scalar_arguments_take_torchs_dtype(name):
         got = f(tg.tensor([1.5, -2.0, 3.0]))
         assert str(got.dtype) == str(ref.dtype)
         assert got.tolist() == ref.tolist()
+
+
+# -- tensors over a traced tensor's memory (Note [Tensors over a traced tensor's memory])
+
+def _alias_then_write(x):
+    y = tg.from_numpy(x.numpy())         # eagerly, y is x's memory
+    x.add_(1)
+    return y * 1
+
+
+def _alias_of_intermediate(x):
+    y = x * 2
+    z = tg.from_numpy(np.asarray(y))
+    y.add_(1)
+    return z * 1
+
+
+@pytest.mark.parametrize("fn", [_alias_then_write, _alias_of_intermediate,
+                                lambda x: tg.from_numpy(x.numpy()),
+                                lambda x: tg.as_tensor(x.numpy()[1:])])
+def test_a_tensor_over_another_tensors_memory_stays_an_alias(fn):
+    f = _same(fn, lambda i: (tg.ones(3, dtype=tg.float64),), calls=3)
+    assert f.stats.eager_calls == 2
+
+
+def test_a_returned_alias_of_an_argument_sees_the_callers_later_write():
+    f = tg.compile(lambda x: tg.from_numpy(x.numpy()))
+    for _ in range(3):
+        x = tg.ones(3, dtype=tg.float64)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            y = f(x)
+        x.add_(1)
+        assert y.tolist() == [2.0, 2.0, 2.0]
