@@ -431,3 +431,34 @@ def test_a_returned_alias_of_an_argument_sees_the_callers_later_write():
             y = f(x)
         x.add_(1)
         assert y.tolist() == [2.0, 2.0, 2.0]
+
+
+# -- tensors over the caller's numpy arrays, returned (Note [Tensors over the caller's
+# arrays] in compiler/function.py)
+
+_GLOBAL_BUF = np.ones(3)
+
+
+@pytest.mark.parametrize("where", ["argument", "argument_view", "global"])
+def test_a_returned_tensor_over_the_callers_array_stays_an_alias(where):
+    fn = {"argument": lambda x, a: tg.from_numpy(a),
+          "argument_view": lambda x, a: tg.as_tensor(a)[1:],
+          "global": lambda x, a: tg.from_numpy(_GLOBAL_BUF)}[where]
+    seen = []
+    for g in (fn, tg.compile(fn)):
+        out = []
+        for i in range(3):
+            _GLOBAL_BUF[:] = 1
+            a = np.ones(3)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                y = g(tg.ones(3), a)
+            (_GLOBAL_BUF if where == "global" else a)[-1] = 100 + i   # the caller's write
+            out.append(y.tolist())
+        seen.append(out)
+    assert seen[0] == seen[1]
+
+
+def test_a_tensor_computed_from_an_array_argument_still_compiles():
+    f = _same(lambda x, a: tg.from_numpy(a) * x, lambda i: (_r(i, 3), np.ones(3)))
+    assert f.stats.traces == 1 and f.stats.eager_calls == 0

@@ -494,6 +494,11 @@ class CompiledFunction(EagerFallbacks):
             tracer.note_effect("output", "it returns a numpy array (a compiled call would "
                                "return the first call's array object every time)", None,
                                site=site)
+        shared = _returns_callers_array(outs, arrays, scanned.guards)
+        if shared:                           # Note [Tensors over the caller's arrays]
+            tracer.note_effect("numpy", f"it returns a tensor over the memory of {shared} "
+                               "(torch.from_numpy), which a compiled call would copy", None,
+                               site=site)
         warn_effects(self.name, tracer)
         if isinstance(out, Tensor):
             build = _single
@@ -633,3 +638,27 @@ def _written_array(arrays):
 # grad mode (Note [Grad mode left changed] in trace_settle.py). The entry key fixes the
 # default a call starts with, and the trace the one it ends with: each cached call of the
 # path sets it again after its program (a replayed call).
+
+
+def _returns_callers_array(outs, arrays, guards):
+    """What numpy array of the caller's (an argument, or one the state scan found: a global,
+    a closure's, a module's attribute) an output tensor's memory lies in, or None.
+
+    Note [Tensors over the caller's arrays]
+    `return torch.from_numpy(buf)` (or `as_tensor`) eagerly returns a tensor over `buf`'s
+    memory: a later write to either shows in the other. The trace records it as a constant
+    guarded by `buf`'s values, and a cached call would return a copy. Such calls run
+    eagerly, with a warning."""
+    from .._tensor_storage import _root
+    roots = {id(_root(a)): f"numpy array argument '{name}'" for name, a, _ in arrays}
+    for g in guards:
+        if g.mode == "array":
+            roots.setdefault(id(_root(g.expected[0])), f"the numpy array at {g.where}")
+    if not roots:
+        return None
+    for o in outs:
+        if isinstance(o, Tensor):
+            where = roots.get(id(_root(o._data)))
+            if where is not None:
+                return where
+    return None
