@@ -462,3 +462,23 @@ def test_a_returned_tensor_over_the_callers_array_stays_an_alias(where):
 def test_a_tensor_computed_from_an_array_argument_still_compiles():
     f = _same(lambda x, a: tg.from_numpy(a) * x, lambda i: (_r(i, 3), np.ones(3)))
     assert f.stats.traces == 1 and f.stats.eager_calls == 0
+
+
+# -- tensor([...]) of float arguments read per call (Note [Numbers read per call])
+
+_TENSOR_OF_FLOATS = {
+    "list": lambda x, a: x * tg.tensor([a, 2.0]).sum(),
+    "scalar": lambda x, a: x * tg.tensor(a),
+    "float64": lambda x, a: x * tg.tensor([a, a * 3], dtype=tg.float64),
+    "float16": lambda x, a: x * tg.tensor([a, 1.0 / 3], dtype=tg.float16).float(),
+    "nested": lambda x, a: tg.tensor([[a], [1.0 / 3]]) + x,
+    "int_dtype": lambda x, a: x * tg.tensor([a, 2.7], dtype=tg.int64),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_TENSOR_OF_FLOATS))
+def test_tensor_of_a_float_argument_is_read_per_call(name):
+    f = _same(_TENSOR_OF_FLOATS[name], lambda i: (_r(0, 2), 0.1 * (i + 1) + 1e-9 * i),
+              calls=5)
+    if name != "int_dtype":              # an integer copy takes the exact value: by value
+        assert f.stats.traces == 2

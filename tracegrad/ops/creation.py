@@ -118,7 +118,14 @@ from .._errors import TracegradValueError  # noqa: E402
 def _holds_tensor(data):
     if isinstance(data, (list, tuple)):
         return any(_holds_tensor(d) for d in data)
-    return isinstance(data, Tensor)
+    return isinstance(data, Tensor) or _live_number(data)
+
+
+def _live_number(x):
+    """A float argument the trace reads per call (Note [Numbers read per call]), still live:
+    `tensor([lr, 0.9])` copies its traced 0-d value instead of baking the value in."""
+    from ..tracing.numbers import Number
+    return type(x) is Number and x._t is not None and x._owner.recording()
 
 
 def _traced_tensor(data, dtype, requires_grad):
@@ -130,6 +137,10 @@ def _traced_tensor(data, dtype, requires_grad):
     def build(d):
         if isinstance(d, Tensor):
             return clone(to_dtype(d.detach(), want))
+        if _live_number(d):
+            if want.is_floating_point:
+                return clone(to_dtype(d._t, want))
+            return tensor(float(d), dtype=want)   # its exact value (NaN: numpy's error)
         if isinstance(d, (list, tuple)):
             return stack([build(x) for x in d])
         return tensor(d, dtype=want)
