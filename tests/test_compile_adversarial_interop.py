@@ -482,3 +482,24 @@ def test_tensor_of_a_float_argument_is_read_per_call(name):
               calls=5)
     if name != "int_dtype":              # an integer copy takes the exact value: by value
         assert f.stats.traces == 2
+
+
+_FULL_OF_FLOATS = {
+    "full": lambda x, a: x + tg.full((2,), a),
+    "full_2d_view": lambda x, a: (tg.full((3, 2), a) * x).view(6),
+    "full_like": lambda x, a: tg.full_like(x, a),
+    "full_like_half": lambda x, a: tg.full_like(x, a, dtype=tg.float16),
+    "new_full": lambda x, a: x.new_full((2,), a),
+    "empty": lambda x, a: tg.full((0, 2), a),
+    "in_place_after": lambda x, a: tg.full((2,), a).add_(x),
+}
+
+
+@pytest.mark.parametrize("backend", ["numpy", "jax"])
+@pytest.mark.parametrize("name", sorted(_FULL_OF_FLOATS))
+def test_full_of_a_float_argument_is_read_per_call(name, backend):
+    if backend == "jax":
+        pytest.importorskip("jax")
+    f = _same(_FULL_OF_FLOATS[name], lambda i: (_r(0, 2), 0.1 * (i + 1) + 1e-9 * i),
+              calls=4, backend=backend)
+    assert f.stats.traces == 2

@@ -179,7 +179,11 @@ FULL = Primitive("full", _full_kernel, shape_rule=SR.attr_shape)
 
 def _fill(value, size, dtype, requires_grad, default=None):
     d = D.as_dtype(dtype) if dtype is not None else (default or D.get_default_dtype())
-    t = dispatch(FULL, (), {"shape": _shape(size), "fill_value": value, "dtype": d.np})
+    if _live_number(value) and d.is_floating_point:    # `full((3,), lr)`: the traced value
+        from .shape import clone, expand, to_dtype     # (Note [Numbers read per call])
+        t = clone(expand(to_dtype(value._t, d), *_shape(size)))
+    else:
+        t = dispatch(FULL, (), {"shape": _shape(size), "fill_value": value, "dtype": d.np})
     if requires_grad:
         _check_requires_grad(t)
         t.requires_grad_(True)
