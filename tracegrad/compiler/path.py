@@ -108,6 +108,15 @@ class CompiledPath:
         # fresh outputs the trace made under inference_mode (inside the function too)
         self.inference_out = [k for k, inf in enumerate(outs.inference[:part.n_user])
                               if inf and k not in self.alias_out and k not in self.dup_out]
+        # Note [Versions of fresh outputs]
+        # Eagerly, a result changed in place before it is returned (`y = x * 2; y.add_(1)`,
+        # `z = x.clone(); z[0] = 3`) has a version counter past 0; a compiled call wraps a
+        # fresh array, so each such output gets the version the trace saw it return with
+        # (the path fixes the in-place ops run, so the count is the same on every call).
+        versions = outs.versions[:part.n_user]
+        self.out_versions = {k: v for k, v in enumerate(versions)
+                             if v and k not in self.alias_out and k not in self.dup_out
+                             and k not in self.view_out}
         # outputs needing more than "wrap a fresh tensor": repeats, input aliases, copies
         self._plain_outs = not (self.dup_out or self.alias_out or self.copy_out)
         # input position per wrt input whose gradient the backward program computes
@@ -240,6 +249,8 @@ class CompiledPath:
                     outs.append(wrap(np.array(arr) if k in self.copy_out else asarray(arr)))
         for k in self.inference_out:         # results made under inference_mode are
             outs[k]._inference = True        # inference tensors, as in eager
+        for k, v in self.out_versions.items():   # Note [Versions of fresh outputs]
+            outs[k]._vc.v = v
         if part.backward is not None:
             keep = self.replay.keep
             self._attach(inputs, outs, res[self._saved_slice],

@@ -57,6 +57,7 @@ class Outputs:
     requires: tuple                # per tensor output: a gradient can still be asked for
     consumed: dict                 # tensor output k -> grad_fn name, graph already used
     inference: tuple = ()          # per tensor output: an inference tensor when traced
+    versions: tuple = ()           # per tensor output: its `_version` when the trace returned
 
 
 @dataclass

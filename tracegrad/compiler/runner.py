@@ -186,6 +186,8 @@ def build_runner(path):
     lines.append(f"    outs = [{', '.join(f'o{k}' for k in range(part.n_user))}]")
     # results the trace made under inference_mode are inference tensors (path.py)
     lines += [f"    o{k}._inference = True" for k in path.inference_out]
+    # Note [Versions of fresh outputs] in path.py
+    lines += [f"    o{k}._vc.v = {v}" for k, v in path.out_versions.items()]
     if part.backward is not None:
         keep = len(path.replay.keep)
         sl = path._saved_slice

@@ -78,7 +78,10 @@ def _outputs(out_tensors, build, grad_sets, inputs=()):
         consumed=consumed,
         # made under inference_mode, outside or inside the function (`with
         # inference_mode(): a = x * 2; return a`): the entry key fixes the outer mode
-        inference=tuple(bool(o._inference) for o in tens))
+        inference=tuple(bool(o._inference) for o in tens),
+        # in-place ops on a result before it was returned (`y = x * 2; y.add_(1)`) show in
+        # its version counter (Note [Versions of fresh outputs] in path.py)
+        versions=tuple(o._vc.v for o in tens))
 
 
 def _released_behind(node, stop):

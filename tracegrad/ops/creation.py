@@ -48,31 +48,34 @@ def _float(dtype):
     return D.as_dtype(dtype) if dtype is not None else D.get_default_dtype()
 
 
-def _infer(data):
-    """dtype of Python data, as torch.tensor infers it."""
-    flat = []
+def _infer(data, numpy_typed=False):
+    """dtype of Python data, as torch.tensor infers it: each tensor its own dtype, a Python
+    bool, int or float bool, int64 or the default dtype, promoted together (`tensor([t64[0],
+    1])` is float64, `tensor([t16[0], 1.5])` float32). A numpy scalar counts as its own
+    dtype with `numpy_typed` (`torch.tensor([np.float64(1.5)])` is float64), else as the
+    Python number it holds (`torch.full((2,), np.float64(1.5))` is float32)."""
+    out = None
     stack = [data]
     while stack:
         x = stack.pop()
         if isinstance(x, (list, tuple)):
             stack.extend(x)
-        elif isinstance(x, Tensor):
-            flat.append(x.dtype)
+            continue
+        if isinstance(x, Tensor):
+            d = x.dtype
+        elif numpy_typed and isinstance(x, np.generic) and x.dtype in D._FROM_NP:
+            d = D.from_numpy_dtype(x.dtype)
         elif isinstance(x, (bool, np.bool_)):
-            flat.append(D.bool_)
+            d = D.bool_
         elif isinstance(x, (numbers.Integral,)):
-            flat.append(D.int64)
+            d = D.int64
         elif isinstance(x, numbers.Real):
-            flat.append(D.get_default_dtype())
+            d = D.get_default_dtype()
         else:
             raise op_error(TracegradTypeError, "tensor",
                            f"Could not infer dtype of {type(x).__name__}")
-    if not flat:
-        return D.get_default_dtype()
-    cat = max(d.category for d in flat)
-    if cat == 2:
-        return D.get_default_dtype()
-    return D.int64 if cat == 1 else D.bool_
+        out = d if out is None else D.promote_types(out, d)
+    return D.get_default_dtype() if out is None else out
 
 
 def _to_list(data):
@@ -96,7 +99,7 @@ def tensor(data, dtype=None, device=None, requires_grad=False, pin_memory=False)
         if arr.dtype not in D._FROM_NP:
             arr = arr.astype(D.from_numpy_dtype(arr.dtype).np)
     else:
-        inferred = _infer(data)
+        inferred = _infer(data, numpy_typed=True)
         try:
             arr = np.array(_to_list(data), dtype=(D.as_dtype(dtype) if dtype else inferred).np)
         except ValueError as e:
@@ -115,18 +118,29 @@ from .._errors import TracegradValueError  # noqa: E402
 def _holds_tensor(data):
     if isinstance(data, (list, tuple)):
         return any(_holds_tensor(d) for d in data)
-    return isinstance(data, Tensor)
+    return isinstance(data, Tensor) or _live_number(data)
+
+
+def _live_number(x):
+    """A float argument the trace reads per call (Note [Numbers read per call]), still live:
+    `tensor([lr, 0.9])` copies its traced 0-d value instead of baking the value in."""
+    from ..tracing.numbers import Number
+    return type(x) is Number and x._t is not None and x._owner.recording()
 
 
 def _traced_tensor(data, dtype, requires_grad):
     """`tensor(...)` of tensors while tracing: record the copy (detach, cast, stack) so the
     compiled program reads those tensors on every call instead of baking today's values in."""
     from .shape import clone, stack, to_dtype
-    want = D.as_dtype(dtype) if dtype is not None else _infer(data)
+    want = D.as_dtype(dtype) if dtype is not None else _infer(data, numpy_typed=True)
 
     def build(d):
         if isinstance(d, Tensor):
             return clone(to_dtype(d.detach(), want))
+        if _live_number(d):
+            if want.is_floating_point:
+                return clone(to_dtype(d._t, want))
+            return tensor(float(d), dtype=want)   # its exact value (NaN: numpy's error)
         if isinstance(d, (list, tuple)):
             return stack([build(x) for x in d])
         return tensor(d, dtype=want)
@@ -165,7 +179,11 @@ FULL = Primitive("full", _full_kernel, shape_rule=SR.attr_shape)
 
 def _fill(value, size, dtype, requires_grad, default=None):
     d = D.as_dtype(dtype) if dtype is not None else (default or D.get_default_dtype())
-    t = dispatch(FULL, (), {"shape": _shape(size), "fill_value": value, "dtype": d.np})
+    if _live_number(value) and d.is_floating_point:    # `full((3,), lr)`: the traced value
+        from .shape import clone, expand, to_dtype     # (Note [Numbers read per call])
+        t = clone(expand(to_dtype(value._t, d), *_shape(size)))
+    else:
+        t = dispatch(FULL, (), {"shape": _shape(size), "fill_value": value, "dtype": d.np})
     if requires_grad:
         _check_requires_grad(t)
         t.requires_grad_(True)

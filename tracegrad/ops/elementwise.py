@@ -762,6 +762,9 @@ def clamp(input, min=None, max=None):
     """Clamp into [min, max]; either bound may be None (not both)."""
     if min is None and max is None:
         raise _err("clamp", "At least one of 'min' or 'max' must not be None")
+    # numpy scalars bound as the Python numbers they hold, as in PyTorch (numpy would
+    # promote a float32 tensor clamped by np.float64(0.1) to float64)
+    min, max = (v.item() if isinstance(v, np.generic) else v for v in (min, max))
     attrs = _clamp_attrs(min, max)
     if input.dtype.category < 2:
         if any(isinstance(v, float) for v in (min, max)):

@@ -21,6 +21,9 @@ value; never silently bake the trace's value in:
   eager computes;
 - a comparison or `bool()` becomes a guard on its outcome (two paths for `if lr > 0.5`,
   not one per value);
+- copied into a new floating tensor (`tensor([lr, 0.9])`, `full((3,), lr)`, `full_like`,
+  `new_full`: ops/creation.py) it is its 0-d value cast to that dtype, as numpy casts the
+  float;
 - everything else takes the concrete value (`float()`, `int()`, `round()`, formatting,
   hashing, numpy's `__array__`, attributes such as `is_integer`, any other primitive, any
   attribute of a primitive): a guard on the exact value, after which the argument is keyed

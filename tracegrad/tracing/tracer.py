@@ -51,6 +51,7 @@ from .._dtype import dtype as DType, is_float_np
 from .._effects import is_library_module
 from .._errors import user_site
 from .._tensor import Tensor
+from .._tensor_storage import _root
 from ..autograd.graph import _seq as _autograd_seq
 from ..ops.primitive import Primitive
 from ..ops.shape import CLONE, DETACH, INDEX, INDEX_PUT, NONZERO
@@ -342,11 +343,34 @@ class Tracer:
 
     def constant(self, t):
         """A tensor created from data inside the traced function."""
+        owner = self._memory_owner(t._data)
+        if owner is not None:                # Note [Tensors over a traced tensor's memory]
+            self.note_effect("numpy", "a tensor made over the memory of another tensor "
+                             "(torch.from_numpy(x.numpy()), as_tensor of such an array), "
+                             "which the compiled program would copy", owner)
         v = self.graph.add_node(CONSTANT, (), {"value": t._data.copy()},
                                 TensorType.of(t._data), self.site or user_site(), self.phase)
         self._bind(t, v)
         self.by_data[id(t._data)] = v        # the same array wrapped again is this constant
         self._watch(t._data)
+
+    def _memory_owner(self, arr):
+        """The argument, captured tensor or tensor read with `.numpy()` whose memory `arr`
+        lies in, or None.
+
+        Note [Tensors over a traced tensor's memory]
+        `y = torch.from_numpy(x.numpy())` aliases `x` eagerly: an in-place op on `x` later
+        in the function (or the caller's, after it returns) shows in `y`. The trace records
+        `y` as a constant holding the values it had then, guarded by `x`'s values, so a
+        cached call would return and compute with a copy. Such calls run eagerly."""
+        root = _root(arr)
+        for _, o in self.args + self.captured:
+            if _root(o._data) is root:
+                return o
+        for o, _, _ in self.numpy_reads:
+            if _root(o._data) is root:
+                return o
+        return None
 
     # -- the dispatch hook --
     def record(self, prim, args, attrs):

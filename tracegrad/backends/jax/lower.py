@@ -107,6 +107,12 @@ class Lowered:
         self.memo_lock = threading.Lock()
         self.x64 = (any(v.type.dtype.name in _WIDE for v in graph.all_values())
                     or any(scan_needs_x64(n) for n in graph.nodes))
+        self.wide_ints = {}             # Note [Python ints past jax's integers]
+        for n in graph.nodes:
+            if n.prim not in HOST_PRIMS:
+                wide = _wide_int_operands(n, self.x64)
+                if wide:
+                    self.wide_ints[n] = wide
         self.n_checks = None            # filled by the first trace of `fn`
 
     def host_draws(self):
@@ -157,6 +163,10 @@ class Lowered:
                 continue
             ctx.position = i
             args = [env[a] if isinstance(a, Value) else a for a in n.inputs]
+            wide = self.wide_ints.get(n)
+            if wide:
+                for k, a in wide.items():
+                    args[k] = a
             env[n.output] = _typed(rule_for(n.prim)(ctx, n, *args), n)
         self.n_checks = len(ctx.checks)
         outs = [env[v] if v is not None else None for v in g.outputs]
@@ -165,6 +175,32 @@ class Lowered:
         if ctx.checks:
             bad = jnp.any(jnp.stack([c for _, c in ctx.checks]))
         return outs, guards, bad
+
+
+def _wide_int_operands(node, x64):
+    """{operand position: its replacement} for the Python int literals of `node` that jax
+    cannot take as they are.
+
+    Note [Python ints past jax's integers]
+    jax turns a Python int operand into a weakly typed int32 (int64 under x64) and raises
+    OverflowError when it does not fit ("An overflow was encountered while parsing an
+    argument to a jitted computation"), where eager numpy computes `x * 2**40` on a
+    float32 tensor by converting the int to float32 (NEP 50: a Python scalar takes the
+    tensor's dtype). Next to a floating operand, such an int becomes a numpy scalar of that
+    operand's dtype, the same conversion; with only integer operands (where eager wraps
+    around or raises as numpy does) the node is not lowered and the path runs on the numpy
+    backend."""
+    lo, hi = (-2 ** 63, 2 ** 63 - 1) if x64 else (-2 ** 31, 2 ** 31 - 1)
+    wide = [k for k, a in enumerate(node.inputs)
+            if type(a) is int and not lo <= a <= hi]
+    big_attr = any(type(v) is int and not lo <= v <= hi for v in node.attrs.values())
+    if not wide and not big_attr:
+        return None
+    floats = [a.type.dtype.np for a in node.inputs
+              if isinstance(a, Value) and np.issubdtype(a.type.dtype.np, np.floating)]
+    if big_attr or not floats:
+        raise Unsupported(node.prim, "a Python int operand past jax's integer range")
+    return {k: np.asarray(node.inputs[k], dtype=floats[0]) for k in wide}
 
 
 def _guard_value(ctx, gd, env):
