@@ -539,6 +539,52 @@ def _contrastive():
     return make, calls, [2]      # the temperature is read per call, never a re-trace
 
 
+def _learned_initial_state():
+    """An LSTM whose initial (h, c) are parameters expanded to the batch (which changes)."""
+    def make(comp):
+        r = nn.LSTM(3, 4, batch_first=True).to(D)
+        holder = nn.Module()
+        holder.h0 = nn.Parameter(tg.zeros(1, 1, 4, dtype=D))
+        holder.c0 = nn.Parameter(tg.zeros(1, 1, 4, dtype=D))
+        opt = tg.optim.Adam([*r.parameters(), *holder.parameters()], lr=0.1)
+
+        def loss(x):
+            B = x.shape[0]
+            o, _ = r(x, (holder.h0.expand(1, B, 4).contiguous(),
+                         holder.c0.expand(1, B, 4).contiguous()))
+            return o.pow(2).sum()
+        return [comp(_sgd_step(opt, loss))], dict(r=r, holder=holder, opt=opt)
+
+    def calls(steps, objs, i):
+        return steps[0](tg.tensor(np.random.RandomState(i).randn(2 + i % 2, 3, 3)))
+    return make, calls, [3]
+
+
+def _dropout_flag():
+    """`F.dropout(x, p, training=self.training)` with the step switching train/eval."""
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(4, 4)
+
+        def forward(self, x):
+            return F.dropout(self.lin(x), 0.5, training=self.training)
+
+    def make(comp):
+        m = M().to(D)
+        opt = tg.optim.SGD(m.parameters(), lr=0.1)
+
+        def step(x, train):
+            m.train(train)
+            opt.zero_grad()
+            loss = m(x).pow(2).sum()
+            loss.backward()
+            opt.step()
+            return loss
+        return [comp(step)], dict(m=m, opt=opt)
+    return make, lambda s, o, i: s[0](tg.ones(2, 4, dtype=D), bool(i % 2)), [3]
+
+
 FAMILIES = {
     "char_rnn_lstm": _char_rnn(nn.LSTM), "char_rnn_gru": _char_rnn(nn.GRU),
     "char_rnn_rnn": _char_rnn(nn.RNN),
@@ -550,7 +596,8 @@ FAMILIES = {
     "vae_distributions": _vae("normal"), "gan": _gan(), "resnet_bn": _resnet(0.1),
     "resnet_bn_cumulative": _resnet(None), "embedding_bag": _bag("mean"),
     "gnn_index_add": _gnn("index_add_"), "gnn_scatter_add": _gnn("scatter_add_"),
-    "contrastive": _contrastive(),
+    "contrastive": _contrastive(), "lstm_learned_initial_state": _learned_initial_state(),
+    "dropout_training_flag": _dropout_flag(),
 }
 
 
