@@ -458,7 +458,7 @@ Tensor.new_full = lambda self, size, fill_value, dtype=None, requires_grad=False
 Tensor.type = lambda self, dtype=None: (
     "torch." + D.tensor_type_name(self._data.dtype) if dtype is None else S.to_dtype(self, dtype))
 # selection, ordering, scans and structure (ops/gather_scatter.py, sort.py, scan.py, structure.py, ...)
-_attach("""gather scatter scatter_add index_select masked_fill masked_fill_ scatter_
+_attach("""gather scatter scatter_add index_add index_add_ index_select masked_fill masked_fill_ scatter_
 scatter_add_ sort argsort topk cumsum cumprod tril triu tril_ triu_ repeat_interleave baddbmm
 multinomial""".split())
 Tensor.flip = O.structure._flip_method

@@ -12,6 +12,15 @@ Python scalars key by type and exact value: `-0.0` and `0.0`, `True` and `1`, an
 
 The common call — positional tensors and numbers matching the parameters one to one, no
 defaults left over — skips `inspect` entirely.
+
+Note [Flat through *args]
+`def step(*batch)` (or `def f(x, *rest)`) called with positional tensors and numbers only,
+no defaults left over, binds its leaves one to one to the call's `args`, in order: the
+*args tuple is the only container, and its length is the number of leaves, already in the
+key. Such a call is flat (structure None), like a call of `def step(x, y, t)`, so what
+flat calls get holds for it too: a float that changes between calls is read per call
+(Note [Float arguments that change] in dynamic_numbers.py: positional substitution is
+exact here) instead of keyed by value, a re-trace per value.
 """
 import inspect
 import math
@@ -59,6 +68,10 @@ class Binder:
         for v in values:
             _walk(v, leaves, struct, containers)
         flat = all(s == 0 for s in struct) and self.sig is not None
+        if not flat and self.sig is not None and not kwargs and len(leaves) == len(args) \
+                and all(type(a) in _FLAT or isinstance(a, Tensor) for a in args):
+            # Note [Flat through *args]
+            flat = True
         return leaves, (None if flat else tuple(struct)), containers
 
 

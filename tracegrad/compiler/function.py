@@ -603,10 +603,19 @@ def _single(outs):
 def _arg_names(fn, n):
     import inspect
     try:
-        params = list(inspect.signature(fn).parameters)
+        sig = inspect.signature(fn).parameters.values()
     except (TypeError, ValueError):
         return []
-    return params if len(params) >= n else params + [f"a{i}" for i in range(len(params), n)]
+    names = []                   # positional leaves first; `*args` elements `args[k]`
+    for p in sig:
+        if p.kind is p.VAR_POSITIONAL:
+            names += [f"{p.name}[{k}]" for k in range(max(n - len(names), 0))]
+            break
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
+            names.append(p.name)
+    else:
+        names = [p.name for p in sig]
+    return names if len(names) >= n else names + [f"a{i}" for i in range(len(names), n)]
 
 
 def _written_array(arrays):

@@ -73,12 +73,14 @@ def key_checker(key, args):
         _, shape, dtype, rg, c_ok, leaf, inf = p
         env.update({f"T{i}": type(a), f"S{i}": shape, f"D{i}": dtype, f"R{i}": rg,
                     f"N{i}": inf})
-        cond = (f"type(a{i}) is not T{i} or d.shape != S{i} or d.dtype is not D{i} or "
+        cond = (f"d.shape != S{i} or d.dtype is not D{i} or "
                 f"a{i}._rg is not R{i} or a{i}._grad_fn is not None or "
                 f"a{i}._inference is not N{i}")
         if len(shape) >= 2:              # entry_key's layout bit (1-D and 0-D: always True)
             cond += f" or d.flags.c_contiguous is not {bool(c_ok)}"
-        lines += [f"    d = a{i}._data", f"    if {cond}: return False"]
+        # the type first: the argument may now be None or any object without `_data`
+        lines += [f"    if type(a{i}) is not T{i}: return False",
+                  f"    d = a{i}._data", f"    if {cond}: return False"]
     lines.append("    if _ge() is not _G or _ie() is not _I or _dd() is not _DD: return False")
     if len(tensors) > 1:                 # entry_key's `aliased` is False for this key
         lines.append(f"    if len({{{', '.join(f'id(_root({x}._data))' for x in tensors)}}}) "

@@ -15,6 +15,7 @@ from .conv import im2col, col2im  # noqa: F401
 from . import loss as _loss  # noqa: F401  (primitives used by nn.functional's losses)
 from .gather_scatter import (gather, scatter, scatter_add, index_select, masked_fill,  # noqa: F401
                      masked_fill_, scatter_, scatter_add_)
+from .index_add import index_add, index_add_  # noqa: F401
 from .sort import sort, argsort, topk  # noqa: F401
 from .scan import cumsum, cumprod  # noqa: F401
 from .structure import tril, triu, tril_, triu_, flip, repeat_interleave  # noqa: F401
