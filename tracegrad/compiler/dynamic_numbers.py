@@ -69,6 +69,8 @@ class DynamicFloats:
         self.holder = CallNumbers()
         self.places = {}             # (id(holder), key) -> (holder, key): dynamic places
         self.static_places = {}      # the same, of places found to need their value
+        self.items = True            # `.item()` gives Numbers (Note [Numbers taken from
+        #                              tensors]) until a trace's Numbers escaped
 
     def key(self, key, leaves, struct):
         """`key` with the dynamic float positions of this call typed, not valued; the
@@ -135,6 +137,16 @@ class DynamicFloats:
         said = " and ".join(g.reason() for g in found.values())
         return f"{said} (float: read per call from now on, no re-trace for new values)"
 
+    def items_per_call(self, codes):
+        """Whether the next trace's `.item()`s give Numbers (Note [Numbers taken from
+        tensors] in tracing/numbers.py): not once a trace's Numbers escaped or were used
+        outside it (the function then keeps a path per value, as before), nor for code
+        naming `type`, where `type(loss.item())` would not be `float`."""
+        if not self.items or self.typed:
+            return False
+        from .state_unread import all_names
+        return "type" not in all_names(list(codes))
+
     def positions(self, key):
         """The leaf positions `key` has typed as dynamic floats."""
         return [i for i, p in enumerate(key[0]) if p == DYNAMIC]
@@ -197,6 +209,9 @@ class DynamicFloats:
         numbers.freeze()
         if escaped or numbers.unsafe or (late and placed):
             self._make_static(positions, placed)
+            if any(type(r) is tuple and r[0] == "item" for n in numbers.made
+                   for r in n._roots):
+                self.items = False
             return False
         self._make_static(numbers.exact, placed, exact=True)
         return True

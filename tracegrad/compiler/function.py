@@ -56,7 +56,7 @@ from .._effects import replay_reads, watch_python
 from .foreign_rng import drawn
 from .binding import Binder, changed_argument
 from .dynamic_numbers import DynamicFloats
-from ..tracing.numbers import concrete_outputs
+from ..tracing.numbers import split_outputs
 from .state import optimizer_state_growth, scan
 from .fallbacks import EagerFallbacks
 from .trace_settle import grad_outputs, set_grad_mode, settle_state, warn_effects
@@ -426,20 +426,25 @@ class CompiledFunction(EagerFallbacks):
         if positions:
             _, call_args, call_kwargs = self._floats.substitute(
                 tracer, self.binder, args, kwargs, leaves, positions, names)
-        numbers = tracer.numbers
+        # Note [Numbers taken from tensors] in tracing/numbers.py
+        tracer.item_numbers = self._floats.items_per_call(_codes_of(self.fn))
+        number_outs = {}
         with tracer, watch_python(tracer, external, _codes_of(self.fn)) as watch, \
                 recording_warnings(tracer):      # Note [Warnings replayed]
-            if numbers is None:
-                out = self.fn(*args, **kwargs)
-            else:
-                try:
-                    out = concrete_outputs(self.fn(*call_args, **call_kwargs))
-                except BaseException:
-                    self._floats.failed(numbers, positions, self._floats.restore(placed))
-                    raise
-                finally:
+            try:
+                out = self.fn(*call_args, **call_kwargs)
+                if tracer.numbers is not None:
+                    out, number_outs = split_outputs(out)
+            except BaseException:
+                if tracer.numbers is not None:
+                    self._floats.failed(tracer.numbers, positions,
+                                        self._floats.restore(placed))
+                raise
+            finally:
+                if placed:
                     placed = tracer.placed = self._floats.restore(placed)
-                del call_args, call_kwargs
+            del call_args, call_kwargs
+        numbers = tracer.numbers
         if "type" in all_names(list(watch.user_codes)):   # Note [Float arguments that
             self._floats.asks_type(numbers)                # change]
             if numbers is not None and numbers.made:
@@ -477,6 +482,9 @@ class CompiledFunction(EagerFallbacks):
         warn_effects(self.name, tracer)
         if isinstance(out, Tensor):
             build = _single
+        if number_outs and all(t is not None for t in number_outs.values()):
+            outs = [number_outs.get(k, o) for k, o in enumerate(outs)]
+            build = _numbers_out(build, frozenset(number_outs))
         return tracer, scanned, out, outs, build, n_args, read_keys
 
     def _store(self, entry, path, reason):
@@ -572,6 +580,15 @@ def _codes_of(fn):
 
 def _single(outs):
     return outs[0]
+
+
+def _numbers_out(build, positions):
+    """`build` with the leaves at `positions` (0-d float64 tensors: returned Numbers) turned
+    into the Python floats eager returns (Note [Numbers taken from tensors])."""
+    def rebuild(leaves):
+        return build([float(x._data.item()) if k in positions else x
+                      for k, x in enumerate(leaves)])
+    return rebuild
 
 
 def _arg_names(fn, n):
