@@ -3,6 +3,8 @@
 Every method is a thin call into an op function (which dispatches a primitive); operators
 map to the same functions, in-place operators to the in-place primitives.
 """
+import sys
+
 import numpy as np
 
 from . import _dtype as D
@@ -200,7 +202,8 @@ def item(self):
     if hook is None:
         return _scalar(self, "item")
     tracer = hook.__self__
-    if not getattr(tracer, "item_numbers", False):
+    if not getattr(tracer, "item_numbers", False) or not _effects._is_user_frame(
+            sys._getframe(1)):           # tracegrad's own `.item()`s keep their guards
         return _scalar(self, "item")
     value = _scalar_value(self, "item")
     return tracer.item_number(self, value)

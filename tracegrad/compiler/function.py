@@ -344,8 +344,9 @@ class CompiledFunction(EagerFallbacks):
             args, kwargs, leaves, containers, positions)
         if tracer.numbers is not None:       # Note [Float arguments that change]
             late = any(CLASS_OF.get(n.prim) is not None for n in tracer.graph.nodes)
-            if not self._floats.settle(tracer.numbers, positions, tracer.placed, late):
-                return out
+            if not self._floats.settle(tracer.numbers, positions, tracer.placed, late) and (
+                    late or not any(e.eager for e in tracer.effects)):
+                return out           # (a path that runs eagerly anyway is stored as one)
             if self._floats.static.intersection(positions):
                 key = self._floats.valued(key, leaves)
                 entry = self.entries.get(key)

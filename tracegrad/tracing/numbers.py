@@ -22,7 +22,8 @@ value; never silently bake the trace's value in:
 - a comparison or `bool()` becomes a guard on its outcome (two paths for `if lr > 0.5`,
   not one per value);
 - everything else takes the concrete value (`float()`, `int()`, `round()`, formatting,
-  hashing, numpy's `__array__`, attributes such as `is_integer`, any other primitive, any
+  hashing, numpy's `__array__` and ufuncs (`np.float32(s) * lr` computes as with the
+  float: a weak scalar to numpy), attributes such as `is_integer`, any other primitive, any
   attribute of a primitive): a guard on the exact value, after which the argument is keyed
   by value again (`exact` below);
 - `isinstance(lr, float)` holds (`__class__`), so user code checking it takes the branch
@@ -38,7 +39,9 @@ Note [Numbers taken from tensors]
 value (what `item()` records elsewhere) each call would be a new path, and past
 `cache_limit` the step would run eagerly for good. So inside a compiled function's trace
 (`Tracer.item_numbers`, switched on by compiler/function.py), `.item()` of a floating
-tensor gives a `Number` rooted at a float64 copy of the traced value (`Numbers.taken`):
+tensor, called from user code (tracegrad's own `.item()`s, in optimizers and schedulers,
+keep their guards), gives a `Number` rooted at a float64 copy of the traced value
+(`Numbers.taken`):
 every use keeps the rules above (arithmetic traced in float64, comparisons guard their
 outcome, any other use guards the exact value, a Number stored anywhere escapes and the
 path is not cached), and a `Number` among the leaves of the returned value is not made
@@ -333,6 +336,12 @@ class Number:
     def __array__(self, dtype=None, copy=None):
         return np.asarray(float(self), dtype=dtype)
 
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        # numpy meets the exact value as the Python float it is: `np.float32(lr) * v` stays
+        # float32 (a Python float is a weak scalar to numpy; an array of it would not be)
+        inputs = tuple(float(x) if type(x) is Number else x for x in inputs)
+        return getattr(ufunc, method)(*inputs, **kwargs)
+
     def __getattr__(self, name):         # is_integer(), hex(), real, conjugate(), ...
         if not hasattr(0.0, name):       # a probe (`getattr(x, "_data", None)`) takes no value
             raise AttributeError(f"'float' object has no attribute '{name}'")
@@ -460,6 +469,8 @@ def split_outputs(out):
         return out, {}
     tensors = {k: _fresh(x) for k, x in found.items()}
     out = build([x._v if type(x) is Number else x for x in leaves])
+    leaves.clear()                   # (flatten's recursive walker keeps it alive until
+    found.clear()                    # the next collection: a Number there would escape)
     return out, tensors
 
 
@@ -470,15 +481,3 @@ def _fresh(n):
         n._owner.unsafe = True
         return None
     return n._t.clone()
-
-
-def concrete_outputs(out):
-    """`out` with every `Number` among its leaves replaced by its exact value (guarded): a
-    call returns the float eager returns."""
-    if type(out) is Number:
-        return float(out)
-    from .tracer import flatten
-    leaves, build = flatten(out)
-    if not any(type(x) is Number for x in leaves):
-        return out
-    return build([float(x) if type(x) is Number else x for x in leaves])
