@@ -305,3 +305,35 @@ def test_check_mode_still_catches_a_wrong_returned_float():
     assert _differs(1.0, 1.0 + 1e-9) is None
     assert _differs(1.0, 1.001) is not None
     assert _differs(float("nan"), float("nan")) is None
+
+
+def _sign_by_type(v):
+    return v if type(v) is float else -v
+
+
+class _TypeAsking(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(2, 1)
+
+    def forward(self, x):
+        return self.lin(x * 1 if type(x) is tg.Tensor else x)
+
+
+def test_code_naming_type_keeps_items_as_guards_and_never_raises():
+    """`type(loss.item())` of a stand-in would not be `float`: a function whose code (or a
+    module or helper it reaches) names `type` keeps today's guards."""
+    m = _TypeAsking()
+
+    def via_helper(x):
+        return _sign_by_type(x.sum().item())
+
+    def via_module(x):
+        return m(x).sum().item()
+
+    for fn in (via_helper, via_module):
+        f = tg.compile(fn)
+        for k in range(3):
+            x = tg.ones(3, 2) * k
+            assert f(x) == fn(x)
+        assert f.stats.traces == 3 and f.stats.eager_calls == 0
