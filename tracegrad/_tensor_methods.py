@@ -200,7 +200,8 @@ def item(self):
     from tensors] in tracing/numbers.py)."""
     hook = trace_hook.get()
     if hook is None:
-        return _scalar(self, "item")
+        d = self._data
+        return d.reshape(()).item() if d.size == 1 else _scalar(self, "item")
     tracer = hook.__self__
     if not getattr(tracer, "item_numbers", False) or not _effects._is_user_frame(
             sys._getframe(1)):           # tracegrad's own `.item()`s keep their guards

@@ -137,12 +137,15 @@ class DynamicFloats:
         said = " and ".join(g.reason() for g in found.values())
         return f"{said} (float: read per call from now on, no re-trace for new values)"
 
-    def items_per_call(self, codes):
+    def items_per_call(self, codes, names=()):
         """Whether the next trace's `.item()`s give Numbers (Note [Numbers taken from
         tensors] in tracing/numbers.py): not once a trace's Numbers escaped or were used
         outside it (the function then keeps a path per value, as before), nor for code
-        naming `type`, where `type(loss.item())` would not be `float`."""
-        if not self.items or self.typed:
+        naming `type`, where `type(loss.item())` would not be `float`: the function's own
+        `codes`, and the `names` of the code the state scan reached (a module's forward, a
+        helper function it names). Code naming `type` that only the trace reaches still
+        makes that first trace raise (Note [Float arguments that change])."""
+        if not self.items or self.typed or "type" in names:
             return False
         from .state_unread import all_names
         return "type" not in all_names(list(codes))
