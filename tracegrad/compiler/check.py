@@ -28,9 +28,9 @@ Note [Check mode]
    outputs (structure, shape, dtype, requires_grad, is_leaf, identity with an input, values),
    gradients, then each tensor's contents, version, requires_grad and `.grad`.
 Floating values (arrays, and Python floats such as a returned `loss.item()`) compare with
-rtol=1e-5, atol=1e-6 (rtol=1e-4, atol=1e-5 on the JAX backend; NaN equals NaN): the compiled program may
-reorder or fuse float arithmetic; everything else compares exactly. On a match the compiled
-results are returned (state as the compiled call left it). On a mismatch the snapshot is
+rtol=1e-5, atol=1e-6 (rtol=1e-4, atol=1e-5 on the JAX backend; NaN equals NaN): the compiled
+program may reorder or fuse float arithmetic; everything else compares exactly. On a match the
+compiled results are returned (state as the compiled call left it). On a mismatch the snapshot is
 restored (the call leaves no effect) and the error is raised.
 
 The user's hooks on the collected leaves are muted during the comparison's backward; hooks

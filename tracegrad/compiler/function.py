@@ -428,7 +428,8 @@ class CompiledFunction(EagerFallbacks):
             _, call_args, call_kwargs = self._floats.substitute(
                 tracer, self.binder, args, kwargs, leaves, positions, names)
         # Note [Numbers taken from tensors] in tracing/numbers.py
-        tracer.item_numbers = self._floats.items_per_call(_codes_of(self.fn), scanned.code_names)
+        tracer.item_numbers = self._floats.items_per_call(_codes_of(self.fn),
+                                                          scanned.code_names)
         number_outs = {}
         with tracer, watch_python(tracer, external, _codes_of(self.fn)) as watch, \
                 recording_warnings(tracer):      # Note [Warnings replayed]
