@@ -1,4 +1,5 @@
-"""`Number`: a Python float argument traced as a runtime value instead of a constant.
+"""`Number`: a Python float (an argument, or a float tensor's `.item()`) traced as a runtime
+value instead of a constant.
 
 Note [Numbers read per call]
 A learning rate, a temperature or a loss weight passed as a Python float changes from call
@@ -41,15 +42,17 @@ value (what `item()` records elsewhere) each call would be a new path, and past
 (`Tracer.item_numbers`, switched on by compiler/function.py), `.item()` of a floating
 tensor, called from user code (tracegrad's own `.item()`s, in optimizers and schedulers,
 keep their guards), gives a `Number` rooted at a float64 copy of the traced value
-(`Numbers.taken`):
-every use keeps the rules above (arithmetic traced in float64, comparisons guard their
-outcome, any other use guards the exact value, a Number stored anywhere escapes and the
-path is not cached), and a `Number` among the leaves of the returned value is not made
-concrete but becomes an extra program output (`split_outputs`), converted back to a Python
-float on each call. float64 holds every float16/bfloat16/float32 value exactly, so that
-float is bit-equal to eager's `.item()`. Only `.item()`: `float(t)` must return a real float
-(Python checks the type `__float__` returns), and integer and bool tensors give an int or a
-bool, which a float stand-in cannot be; those stay guards on their exact value.
+(`Numbers.taken`). Every use keeps the rules above: arithmetic is traced in float64,
+comparisons guard their outcome, any other use guards the exact value, a Number stored
+anywhere escapes and the path is not cached (and `.item()` gives plain floats, guarded, in
+that function's later traces). A `Number` among the leaves of the returned value is not
+made concrete but becomes an extra program output (`split_outputs`), converted back to a
+Python float on each call. float64 holds every float16/bfloat16/float32 value exactly, so
+that float is bit-equal to eager's `.item()`. Only `.item()`: `float(t)` must return a real
+float (Python checks the type `__float__` returns), and integer and bool tensors give an
+int or a bool, which a float stand-in cannot be; those stay guards on their exact value.
+Code naming `type` keeps the guards too (`type(v) is float` fails for a stand-in:
+`DynamicFloats.items_per_call`).
 """
 import collections
 import operator
