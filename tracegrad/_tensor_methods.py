@@ -195,9 +195,10 @@ def _observe(t, kind, result):
 
 
 def item(self):
-    """The single value as a Python number. Inside a compiled function's trace, the value
-    of a floating tensor may come back as a `Number` read per call (Note [Numbers taken
-    from tensors] in tracing/numbers.py)."""
+    """The single value as a Python number.
+
+    Inside a compiled function's trace, a floating tensor's value may come back as a
+    `Number` read per call (Note [Numbers taken from tensors] in tracing/numbers.py)."""
     hook = trace_hook.get()
     if hook is None:
         d = self._data
