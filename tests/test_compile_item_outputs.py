@@ -337,3 +337,38 @@ def test_code_naming_type_keeps_items_as_guards_and_never_raises():
             x = tg.ones(3, 2) * k
             assert f(x) == fn(x)
         assert f.stats.traces == 3 and f.stats.eager_calls == 0
+
+
+def _dumps_hidden(v):
+    return getattr(__import__("js" + "on"), "du" + "mps")(v)
+
+
+def test_code_taking_only_a_real_float_keeps_guards():
+    """json, Decimal, struct and float.hex refuse a stand-in (C code checks for a real
+    float): functions naming them keep today's guards and give eager's results."""
+    import decimal
+    import json
+    import struct
+    fns = [lambda x: json.dumps({"loss": x.sum().item()}),
+           lambda x: str(decimal.Decimal(x.sum().item())),
+           lambda x: struct.pack("d", x.sum().item()),
+           lambda x: float.hex(x.sum().item())]
+    for fn in fns:
+        f = tg.compile(fn)
+        for k in (1.0, 2.5, 1.0):
+            x = tg.tensor([k, 0.5])
+            assert f(x) == fn(x)
+        assert f.stats.traces == 2
+
+
+def test_a_stand_in_refused_by_hidden_code_says_so_and_later_calls_are_plain():
+    """Known limit: C code reached only at run time (no name to screen) refuses the
+    stand-in in the first trace; the error says why, and later traces take plain floats."""
+    def fn(x):
+        return _dumps_hidden(x.sum().item())
+    f = tg.compile(fn)
+    with pytest.raises(TypeError) as info:
+        f(tg.ones(2))
+    assert any("stand-in" in n for n in getattr(info.value, "__notes__", ()))
+    for k in (1.0, 2.0):
+        assert f(tg.ones(2) * k) == fn(tg.ones(2) * k)

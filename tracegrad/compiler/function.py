@@ -55,7 +55,7 @@ from .trace_plan import record_from_trace
 from .._effects import replay_reads, watch_python
 from .foreign_rng import drawn
 from .binding import Binder, changed_argument
-from .dynamic_numbers import DynamicFloats
+from .dynamic_numbers import DynamicFloats, taken_from_tensors
 from ..tracing.numbers import split_outputs
 from .state import optimizer_state_growth, scan
 from .fallbacks import EagerFallbacks
@@ -437,8 +437,14 @@ class CompiledFunction(EagerFallbacks):
                 out = self.fn(*call_args, **call_kwargs)
                 if tracer.numbers is not None:
                     out, number_outs = split_outputs(out)
-            except BaseException:
+            except BaseException as e:
                 if tracer.numbers is not None:
+                    if isinstance(e, TypeError) and taken_from_tensors(tracer.numbers):
+                        e.add_note(f"tracegrad.compile: while '{self.name}' was traced, a "
+                                   "float tensor's .item() gave a stand-in for the float, "
+                                   "which C code taking only a real float refuses; later "
+                                   "calls take plain floats (Note [Numbers taken from "
+                                   "tensors])")
                     self._floats.failed(tracer.numbers, positions,
                                         self._floats.restore(placed))
                 raise
