@@ -71,7 +71,9 @@ def test_tutorial_loop_matches_torch():
 
 
 def _by_item(x):
-    return x * x.sum().item()
+    # (a float's `.item()` meeting a tensor is read per call, no guard: Note [Numbers taken
+    # from tensors]; an integer tensor's stays a guard on its value)
+    return x * x.sum().long().item()
 
 
 def _by_float(x):

@@ -3,6 +3,8 @@
 Every method is a thin call into an op function (which dispatches a primitive); operators
 map to the same functions, in-place operators to the in-place primitives.
 """
+import sys
+
 import numpy as np
 
 from . import _dtype as D
@@ -177,6 +179,13 @@ def _scalar(self, op):
     return _observe(self, op, self._data.reshape(()).item())
 
 
+def _scalar_value(self, op):
+    """`_scalar`'s checks and value, observing nothing (the caller decides)."""
+    if self._data.size != 1:
+        _scalar(self, op)                    # raises the same errors
+    return self._data.reshape(()).item()
+
+
 def _observe(t, kind, result):
     """Python took a concrete value from `t`: under a tracer this becomes a guard."""
     hook = trace_hook.get()
@@ -186,8 +195,20 @@ def _observe(t, kind, result):
 
 
 def item(self):
-    """The single value as a Python number."""
-    return _scalar(self, "item")
+    """The single value as a Python number.
+
+    Inside a compiled function's trace, a floating tensor's value may come back as a
+    `Number` read per call (Note [Numbers taken from tensors] in tracing/numbers.py)."""
+    hook = trace_hook.get()
+    if hook is None:
+        d = self._data
+        return d.reshape(()).item() if d.size == 1 else _scalar(self, "item")
+    tracer = hook.__self__
+    if not getattr(tracer, "item_numbers", False) or not _effects._is_user_frame(
+            sys._getframe(1)):           # tracegrad's own `.item()`s keep their guards
+        return _scalar(self, "item")
+    value = _scalar_value(self, "item")
+    return tracer.item_number(self, value)
 
 
 def _bool(self):

@@ -27,10 +27,10 @@ Note [Check mode]
    backward raises the same type is a match, as API.md promises such errors early),
    outputs (structure, shape, dtype, requires_grad, is_leaf, identity with an input, values),
    gradients, then each tensor's contents, version, requires_grad and `.grad`.
-Floating values compare with rtol=1e-5, atol=1e-6 (rtol=1e-4, atol=1e-5 on the JAX
-backend; NaN equals NaN): the compiled program may
-reorder or fuse float arithmetic; everything else compares exactly. On a match the compiled
-results are returned (state as the compiled call left it). On a mismatch the snapshot is
+Floating values (arrays, and Python floats such as a returned `loss.item()`) compare with
+rtol=1e-5, atol=1e-6 (rtol=1e-4, atol=1e-5 on the JAX backend; NaN equals NaN): the compiled
+program may reorder or fuse float arithmetic; everything else compares exactly. On a match the
+compiled results are returned (state as the compiled call left it). On a mismatch the snapshot is
 restored (the call leaves no effect) and the error is raised.
 
 The user's hooks on the collected leaves are muted during the comparison's backward; hooks
@@ -493,6 +493,10 @@ def _differs(x, y, tol=(RTOL, ATOL)):
         return ("", _short(x), _short(y))
     if isinstance(x, float) and isinstance(y, float) and x != x and y != y:
         return None
+    if type(x) is float and type(y) is float:   # a returned `.item()` is computed by the
+        # program (Note [Numbers taken from tensors]): compared as floating values are
+        return None if abs(y - x) <= tol[1] + tol[0] * abs(x) or x == y else (
+            "", _short(x), _short(y))
     try:
         same = type(x) is type(y) and bool(x == y)
     except Exception:                # an `==` that cannot answer: compare identity

@@ -69,6 +69,8 @@ class DynamicFloats:
         self.holder = CallNumbers()
         self.places = {}             # (id(holder), key) -> (holder, key): dynamic places
         self.static_places = {}      # the same, of places found to need their value
+        self.items = True            # `.item()` gives Numbers (Note [Numbers taken from
+        #                              tensors]) until a trace's Numbers escaped
 
     def key(self, key, leaves, struct):
         """`key` with the dynamic float positions of this call typed, not valued; the
@@ -135,6 +137,20 @@ class DynamicFloats:
         said = " and ".join(g.reason() for g in found.values())
         return f"{said} (float: read per call from now on, no re-trace for new values)"
 
+    def items_per_call(self, codes, names=()):
+        """Whether the next trace's `.item()`s give Numbers (Note [Numbers taken from
+        tensors] in tracing/numbers.py): not once a trace's Numbers escaped or were used
+        outside it (the function then keeps a path per value, as before), nor for code
+        naming `type`, where `type(loss.item())` would not be `float`, or C code that takes
+        only a real float (`_REAL_FLOAT_ONLY`): the function's own `codes`, and the `names`
+        of the code the state scan reached (a module's forward, a helper function it
+        names). Such code that only the trace reaches still makes that first trace raise
+        (Note [Float arguments that change]); later traces keep the guards."""
+        if not self.items or self.typed or _REAL_FLOAT_ONLY & set(names):
+            return False
+        from .state_unread import all_names
+        return not _REAL_FLOAT_ONLY & all_names(list(codes))
+
     def positions(self, key):
         """The leaf positions `key` has typed as dynamic floats."""
         return [i for i, p in enumerate(key[0]) if p == DYNAMIC]
@@ -197,6 +213,8 @@ class DynamicFloats:
         numbers.freeze()
         if escaped or numbers.unsafe or (late and placed):
             self._make_static(positions, placed)
+            if taken_from_tensors(numbers):
+                self.items = False
             return False
         self._make_static(numbers.exact, placed, exact=True)
         return True
@@ -215,6 +233,8 @@ class DynamicFloats:
         numbers.escaped()
         numbers.freeze()
         self._make_static(positions, placed)
+        if taken_from_tensors(numbers):  # (the error may be a stand-in's: C code taking
+            self.items = False           # only a real float, `json.dumps(loss.item())`)
 
     def _make_static(self, positions, placed=(), exact=False):
         """Positions (and places: all of `placed`, or with `exact` those among the roots
@@ -236,6 +256,17 @@ class DynamicFloats:
             if p == DYNAMIC and i in self.static:
                 parts[i] = ("S", scalar_key(leaves[i]))
         return (tuple(parts),) + key[1:]
+
+
+# names of code a stand-in cannot pass through as the float would: `type(v)`, and C code
+# taking only a real float (`json.dumps`, `Decimal(v)`, `struct.pack`, `float.hex(v)`)
+_REAL_FLOAT_ONLY = frozenset(("type", "json", "dumps", "dump", "Decimal", "struct", "hex"))
+
+
+def taken_from_tensors(numbers):
+    """Whether any of `numbers` came from a tensor's `.item()` (Note [Numbers taken from
+    tensors])."""
+    return any(type(r) is tuple and r[0] == "item" for n in numbers.made for r in n._roots)
 
 
 def _holds(g):

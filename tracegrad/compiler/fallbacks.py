@@ -48,10 +48,13 @@ class EagerFallbacks:
                         "call as an argument (a float argument is read per call) or as a "
                         "tensor.")
             elif reason and reason.startswith(("guard item(", "guard float(", "guard int(")):
-                hint = ("A Python number taken from a tensor (.item(), float(), int()) is a "
-                        "guard and differs on every call: return or compute with the tensor "
-                        "itself (return `loss`, not `loss.item()`), and take the number "
-                        "outside the compiled function.")
+                hint = ("A Python number taken from a tensor is a guard on its value, "
+                        "which differs on every call, where Python needs that value: "
+                        "formatting or printing it, float(t), int(t), an int or bool "
+                        "tensor's .item(). A float tensor's .item() that is only returned, "
+                        "or computed with (+ - * /, comparisons), is read per call: return "
+                        "it (or the tensor) and format or store it outside the compiled "
+                        "function.")
             warnings.warn(f"tracegrad.compile: '{self.name}' reached cache_limit="
                           f"{self.cache_limit} paths (last reason: {reason}); running "
                           f"eagerly from now on. {hint}", UserWarning, stacklevel=4)

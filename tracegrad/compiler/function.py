@@ -55,8 +55,8 @@ from .trace_plan import record_from_trace
 from .._effects import replay_reads, watch_python
 from .foreign_rng import drawn
 from .binding import Binder, changed_argument
-from .dynamic_numbers import DynamicFloats
-from ..tracing.numbers import concrete_outputs
+from .dynamic_numbers import DynamicFloats, taken_from_tensors
+from ..tracing.numbers import split_outputs
 from .state import optimizer_state_growth, scan
 from .fallbacks import EagerFallbacks
 from .trace_settle import grad_outputs, set_grad_mode, settle_state, warn_effects
@@ -344,8 +344,9 @@ class CompiledFunction(EagerFallbacks):
             args, kwargs, leaves, containers, positions)
         if tracer.numbers is not None:       # Note [Float arguments that change]
             late = any(CLASS_OF.get(n.prim) is not None for n in tracer.graph.nodes)
-            if not self._floats.settle(tracer.numbers, positions, tracer.placed, late):
-                return out
+            if not self._floats.settle(tracer.numbers, positions, tracer.placed, late) and (
+                    late or not any(e.eager for e in tracer.effects)):
+                return out           # (a path that runs eagerly anyway is stored as one)
             if self._floats.static.intersection(positions):
                 key = self._floats.valued(key, leaves)
                 entry = self.entries.get(key)
@@ -429,20 +430,32 @@ class CompiledFunction(EagerFallbacks):
         if positions:
             _, call_args, call_kwargs = self._floats.substitute(
                 tracer, self.binder, args, kwargs, leaves, positions, names)
-        numbers = tracer.numbers
+        # Note [Numbers taken from tensors] in tracing/numbers.py
+        tracer.item_numbers = self._floats.items_per_call(_codes_of(self.fn),
+                                                          scanned.code_names)
+        number_outs = {}
         with tracer, watch_python(tracer, external, _codes_of(self.fn)) as watch, \
                 recording_warnings(tracer):      # Note [Warnings replayed]
-            if numbers is None:
-                out = self.fn(*args, **kwargs)
-            else:
-                try:
-                    out = concrete_outputs(self.fn(*call_args, **call_kwargs))
-                except BaseException:
-                    self._floats.failed(numbers, positions, self._floats.restore(placed))
-                    raise
-                finally:
+            try:
+                out = self.fn(*call_args, **call_kwargs)
+                if tracer.numbers is not None:
+                    out, number_outs = split_outputs(out)
+            except BaseException as e:
+                if tracer.numbers is not None:
+                    if isinstance(e, TypeError) and taken_from_tensors(tracer.numbers):
+                        e.add_note(f"tracegrad.compile: while '{self.name}' was traced, a "
+                                   "float tensor's .item() gave a stand-in for the float, "
+                                   "which C code taking only a real float refuses; later "
+                                   "calls take plain floats (Note [Numbers taken from "
+                                   "tensors])")
+                    self._floats.failed(tracer.numbers, positions,
+                                        self._floats.restore(placed))
+                raise
+            finally:
+                if placed:
                     placed = tracer.placed = self._floats.restore(placed)
-                del call_args, call_kwargs
+            del call_args, call_kwargs
+        numbers = tracer.numbers
         scanned.missed_globals(watch.first_globals)   # Note [Globals of code the scan missed]
         if "type" in all_names(list(watch.user_codes)):   # Note [Float arguments that
             self._floats.asks_type(numbers)                # change]
@@ -503,6 +516,9 @@ class CompiledFunction(EagerFallbacks):
         warn_effects(self.name, tracer)
         if isinstance(out, Tensor):
             build = _single
+        if number_outs and all(t is not None for t in number_outs.values()):
+            outs = [number_outs.get(k, o) for k, o in enumerate(outs)]
+            build = _numbers_out(build, frozenset(number_outs))
         return tracer, scanned, out, outs, build, n_args, read_keys
 
     def _store(self, entry, path, reason):
@@ -598,6 +614,15 @@ def _codes_of(fn):
 
 def _single(outs):
     return outs[0]
+
+
+def _numbers_out(build, positions):
+    """`build` with the leaves at `positions` (0-d float64 tensors: returned Numbers) turned
+    into the Python floats eager returns (Note [Numbers taken from tensors])."""
+    def rebuild(leaves):
+        return build([float(x._data.item()) if k in positions else x
+                      for k, x in enumerate(leaves)])
+    return rebuild
 
 
 def _arg_names(fn, n):

@@ -1,4 +1,5 @@
-"""`Number`: a Python float argument traced as a runtime value instead of a constant.
+"""`Number`: a Python float (an argument, or a float tensor's `.item()`) traced as a runtime
+value instead of a constant.
 
 Note [Numbers read per call]
 A learning rate, a temperature or a loss weight passed as a Python float changes from call
@@ -25,7 +26,8 @@ value; never silently bake the trace's value in:
   `new_full`: ops/creation.py) it is its 0-d value cast to that dtype, as numpy casts the
   float;
 - everything else takes the concrete value (`float()`, `int()`, `round()`, formatting,
-  hashing, numpy's `__array__`, attributes such as `is_integer`, any other primitive, any
+  hashing, numpy's `__array__` and ufuncs (`np.float32(s) * lr` computes as with the
+  float: a weak scalar to numpy), attributes such as `is_integer`, any other primitive, any
   attribute of a primitive): a guard on the exact value, after which the argument is keyed
   by value again (`exact` below);
 - `isinstance(lr, float)` holds (`__class__`), so user code checking it takes the branch
@@ -35,6 +37,25 @@ still referenced when the trace ends (stored in an object, a list, a closure, re
 inside a custom object) escaped, and a `Number` used while the trace was not recording
 (`unsafe`); either keeps the path from being cached. Then every `Number` is frozen: it
 behaves as the plain float of its value from then on, which is what eager stored.
+
+Note [Numbers taken from tensors]
+`loss.item()` at the end of a training step differs on every call. As a guard on its exact
+value (what `item()` records elsewhere) each call would be a new path, and past
+`cache_limit` the step would run eagerly for good. So inside a compiled function's trace
+(`Tracer.item_numbers`, switched on by compiler/function.py), `.item()` of a floating
+tensor, called from user code (tracegrad's own `.item()`s, in optimizers and schedulers,
+keep their guards), gives a `Number` rooted at a float64 copy of the traced value
+(`Numbers.taken`). Every use keeps the rules above: arithmetic is traced in float64,
+comparisons guard their outcome, any other use guards the exact value, a Number stored
+anywhere escapes and the path is not cached (and `.item()` gives plain floats, guarded, in
+that function's later traces). A `Number` among the leaves of the returned value is not
+made concrete but becomes an extra program output (`split_outputs`), converted back to a
+Python float on each call. float64 holds every float16/bfloat16/float32 value exactly, so
+that float is bit-equal to eager's `.item()`. Only `.item()`: `float(t)` must return a real
+float (Python checks the type `__float__` returns), and integer and bool tensors give an
+int or a bool, which a float stand-in cannot be; those stay guards on their exact value.
+Code naming `type` keeps the guards too (`type(v) is float` fails for a stand-in:
+`DynamicFloats.items_per_call`).
 """
 import collections
 import operator
@@ -58,6 +79,12 @@ class Numbers:
 
     def root(self, tensor, value, position):
         return self._new(tensor, value, frozenset((position,)))
+
+    def taken(self, tensor, value):
+        """A Number for `t.item()`, `tensor` the float64 copy of `t` the trace recorded
+        (Note [Numbers taken from tensors]). Its root is no argument: taking its exact value
+        makes no position static (the guard recorded is the whole story)."""
+        return self._new(tensor, value, frozenset((("item", len(self.made)),)))
 
     def _new(self, tensor, value, roots):
         n = Number(self, tensor, value, roots)
@@ -315,8 +342,14 @@ class Number:
     def __array__(self, dtype=None, copy=None):
         return np.asarray(float(self), dtype=dtype)
 
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        # numpy meets the exact value as the Python float it is: `np.float32(lr) * v` stays
+        # float32 (a Python float is a weak scalar to numpy; an array of it would not be)
+        inputs = tuple(float(x) if type(x) is Number else x for x in inputs)
+        return getattr(ufunc, method)(*inputs, **kwargs)
+
     def __getattr__(self, name):         # is_integer(), hex(), real, conjugate(), ...
-        if not hasattr(float, name):     # a probe (`getattr(x, "_data", None)`) takes no value
+        if not hasattr(0.0, name):       # a probe (`getattr(x, "_data", None)`) takes no value
             raise AttributeError(f"'float' object has no attribute '{name}'")
         return getattr(float(self), name)
 
@@ -428,13 +461,29 @@ def plain(x):
     return x
 
 
-def concrete_outputs(out):
-    """`out` with every `Number` among its leaves replaced by its exact value (guarded): a
-    call returns the float eager returns."""
+def split_outputs(out):
+    """(`out` with each `Number` among its leaves replaced by its value, unguarded; {flat
+    leaf index: a fresh traced float64 0-d tensor holding that Number's value}): each
+    returned Number becomes a program output read per call (Note [Numbers taken from
+    tensors]). Call while the trace records (the copies are recorded)."""
     if type(out) is Number:
-        return float(out)
+        return out._v, {0: _fresh(out)}
     from .tracer import flatten
     leaves, build = flatten(out)
-    if not any(type(x) is Number for x in leaves):
-        return out
-    return build([float(x) if type(x) is Number else x for x in leaves])
+    found = {k: x for k, x in enumerate(leaves) if type(x) is Number}
+    if not found:
+        return out, {}
+    tensors = {k: _fresh(x) for k, x in found.items()}
+    out = build([x._v if type(x) is Number else x for x in leaves])
+    leaves.clear()                   # (flatten's recursive walker keeps it alive until
+    found.clear()                    # the next collection: a Number there would escape)
+    return out, tensors
+
+
+def _fresh(n):
+    """A new traced float64 tensor of `n`'s value (never a program input itself: a returned
+    float argument's Number is the captured input it is read from)."""
+    if n._t is None or not n._owner.recording():
+        n._owner.unsafe = True
+        return None
+    return n._t.clone()

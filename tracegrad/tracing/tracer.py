@@ -132,6 +132,8 @@ class Tracer:
         #                          read): `hyper_source`, Note [Hyper-parameters written in a call]
         self.numbers = None      # numbers.Numbers: float arguments read per call, if any
         self.placed = ()         # [(holder, key, float, Number)]: Numbers put into places
+        self.item_numbers = False  # `.item()` of a floating tensor gives a Number (Note
+        #                            [Numbers taken from tensors] in numbers.py)
         self.replays = []        # [(obj, method, args, kwargs, attributes it rewrote)]
         self.replaying = 0       # inside a replayed call (`_effects.replayed`)
         self.mode_replays = []   # [(module, Module.train, (mode,), {})]: train()/eval() calls
@@ -556,6 +558,21 @@ class Tracer:
         elif kind in ("int", "float"):       # `int(t)` observes the raw item: normalize
             result = int(result) if kind == "int" else float(result)
         self._guard(v, kind, result)
+
+    def item_number(self, t, value):
+        """What `t.item()` returns while `item_numbers` is on: for a floating tensor, a
+        `Number` holding `value` whose traced value is a float64 copy of `t` (exact: every
+        floating dtype widens to float64 without rounding); otherwise `value`, guarded as
+        `observe` guards it (Note [Numbers taken from tensors] in numbers.py)."""
+        if type(value) is not float or not is_float_np(t._data.dtype):
+            self.observe(t, "item", value)
+            return value
+        from .numbers import Numbers
+        if self.numbers is None:
+            self.numbers = Numbers(self)
+        src = t.detach()                 # a copy: a later in-place write to `t` must
+        src = src.clone() if src._data.dtype == np.float64 else src.double()   # not reach it
+        return self.numbers.taken(src, value)
 
     def _guard(self, v, kind, expected):
         self.graph.guards.append(Guard(v, kind, expected, user_site(), len(self.graph.nodes)))
