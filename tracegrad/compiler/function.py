@@ -58,6 +58,7 @@ from .binding import Binder, changed_argument
 from .dynamic_numbers import DynamicFloats, taken_from_tensors
 from ..tracing.numbers import split_outputs
 from .state import optimizer_state_growth, scan
+from .caller_arrays import returns_callers_array, written_array
 from .fallbacks import EagerFallbacks
 from .trace_settle import grad_outputs, set_grad_mode, settle_state, warn_effects
 from .state_iterators import advanced
@@ -486,7 +487,7 @@ class CompiledFunction(EagerFallbacks):
         if changed:
             tracer.note_effect("mutation", f"an assignment into argument '{changed}' (a "
                                "list or dict the caller holds)", None, site=site)
-        written = _written_array(arrays)
+        written = written_array(arrays)
         if written:                          # Note [Writes into numpy array arguments]
             tracer.note_effect("mutation", f"a write into numpy array argument '{written}' "
                                "(the caller's memory, e.g. through torch.from_numpy)", None,
@@ -508,7 +509,7 @@ class CompiledFunction(EagerFallbacks):
             tracer.note_effect("output", "it returns a numpy array (a compiled call would "
                                "return the first call's array object every time)", None,
                                site=site)
-        shared = _returns_callers_array(outs, arrays, scanned.guards)
+        shared = returns_callers_array(outs, arrays, scanned.guards)
         if shared:                           # Note [Tensors over the caller's arrays]
             tracer.note_effect("numpy", f"it returns a tensor over the memory of {shared} "
                                "(torch.from_numpy), which a compiled call would copy", None,
@@ -643,57 +644,9 @@ def _arg_names(fn, n):
     return names if len(names) >= n else names + [f"a{i}" for i in range(len(names), n)]
 
 
-def _written_array(arrays):
-    """The name of the first numpy array argument whose contents the traced call changed,
-    or None.
-
-    Note [Writes into numpy array arguments]
-    A numpy array argument keys the entry by its contents (compiler/keys.py): the trace
-    bakes its values in. A write into it (`torch.from_numpy(arr).add_(x)`, `arr[0] = v`,
-    `np.asarray(t)` of a tensor over it) changes the caller's array, which a cached path,
-    replaying only recorded ops on its own copy of the values, would not: such calls run
-    eagerly, with a warning."""
-    for name, a, before in arrays:
-        if a.shape != before.shape or a.tobytes() != before.tobytes():
-            return name
-    return None
-
-
-# Note [Numpy arrays returned]
-# `return loss, preds.numpy()` (or `np.asarray(t) * 2`) hands the caller a numpy array the
-# IR never saw being made: a cached path could only return the very object the trace
-# returned, holding the first call's values. Other objects of that kind raise TypeError
-# (`flatten(strict=True)`), but a numpy array is the everyday way values leave tensors, so
-# such calls run eagerly, with a warning naming the reason, and return what eager returns.
-
-
 # Note [Default dtype left changed]
 # `tg.set_default_dtype(tg.float64)` inside the function, not undone before it returns,
 # leaves the default changed for the caller's later code, as `set_grad_enabled(False)` does
 # grad mode (Note [Grad mode left changed] in trace_settle.py). The entry key fixes the
 # default a call starts with, and the trace the one it ends with: each cached call of the
 # path sets it again after its program (a replayed call).
-
-
-def _returns_callers_array(outs, arrays, guards):
-    """What numpy array of the caller's (an argument, or one the state scan found: a global,
-    a closure's, a module's attribute) an output tensor's memory lies in, or None.
-
-    Note [Tensors over the caller's arrays]
-    `return torch.from_numpy(buf)` (or `as_tensor`) eagerly returns a tensor over `buf`'s
-    memory: a later write to either shows in the other. The trace records it as a constant
-    guarded by `buf`'s values, and a cached call would return a copy. Such calls run
-    eagerly, with a warning."""
-    from .._tensor_storage import _root
-    roots = {id(_root(a)): f"numpy array argument '{name}'" for name, a, _ in arrays}
-    for g in guards:
-        if g.mode == "array":
-            roots.setdefault(id(_root(g.expected[0])), f"the numpy array at {g.where}")
-    if not roots:
-        return None
-    for o in outs:
-        if isinstance(o, Tensor):
-            where = roots.get(id(_root(o._data)))
-            if where is not None:
-                return where
-    return None
