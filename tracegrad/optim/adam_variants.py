@@ -29,9 +29,21 @@ from .optimizer import Optimizer, _check_unsupported, scalar_state, step_counter
 
 
 class _Moments(Optimizer):
-    """Shared step loop, hyper-parameter reads and weight decay of the three."""
+    """Shared step loop, state, hyper-parameter reads and weight decay of the three."""
 
     _runtime_keys = ("lr", "betas", "eps", "weight_decay")
+    _scalars = ()                          # (name, initial value) of 0-d state, first
+    _moments = ("exp_avg", "exp_avg_sq")   # zero tensors like the parameter
+
+    def _state_of(self, p, group):
+        state = self.state[p]
+        if not state:                      # in PyTorch's key order (state_dict equality)
+            state["step"] = step_counter()
+            for k, v in self._scalars:
+                state[k] = scalar_state(v)
+            for k in self._moments:
+                state[k] = O.zeros_like(p)
+        return state
 
     @_mode.no_grad()
     def step(self, closure=None):
@@ -59,6 +71,8 @@ class NAdam(_Moments):
     momentum_decay=4e-3, decoupled_weight_decay=False, *, foreach=None, maximize=False,
     capturable=False, differentiable=False)`."""
 
+    _scalars = (("mu_product", 1.0),)
+
     _runtime_keys = _Moments._runtime_keys + ("momentum_decay",)
 
     def __init__(self, params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
@@ -73,15 +87,6 @@ class NAdam(_Moments):
                         decoupled_weight_decay=decoupled_weight_decay, maximize=maximize,
                         foreach=foreach, capturable=capturable, differentiable=differentiable)
         super().__init__(params, defaults)
-
-    def _state_of(self, p, group):
-        state = self.state[p]
-        if not state:
-            state["step"] = step_counter()
-            state["mu_product"] = scalar_state(1.0)
-            state["exp_avg"] = O.zeros_like(p)
-            state["exp_avg_sq"] = O.zeros_like(p)
-        return state
 
     def _update(self, p, group, state):
         lr, eps, wd, beta1, beta2 = self._hypers(group)
@@ -126,14 +131,6 @@ class RAdam(_Moments):
                         decoupled_weight_decay=decoupled_weight_decay,
                         differentiable=differentiable)
         super().__init__(params, defaults)
-
-    def _state_of(self, p, group):
-        state = self.state[p]
-        if not state:
-            state["step"] = step_counter()
-            state["exp_avg"] = O.zeros_like(p)
-            state["exp_avg_sq"] = O.zeros_like(p)
-        return state
 
     def _update(self, p, group, state):
         lr, eps, wd, beta1, beta2 = self._hypers(group)
@@ -187,6 +184,8 @@ class Adamax(_Moments):
     """`Adamax(params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, foreach=None,
     *, maximize=False, differentiable=False, capturable=False)`."""
 
+    _moments = ("exp_avg", "exp_inf")
+
     def __init__(self, params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
                  foreach=None, *, maximize=False, differentiable=False, capturable=False):
         check_adam_args(lr, eps, betas, weight_decay)
@@ -195,14 +194,6 @@ class Adamax(_Moments):
                         foreach=foreach, maximize=maximize, differentiable=differentiable,
                         capturable=capturable)
         super().__init__(params, defaults)
-
-    def _state_of(self, p, group):
-        state = self.state[p]
-        if not state:
-            state["step"] = step_counter()
-            state["exp_avg"] = O.zeros_like(p)
-            state["exp_inf"] = O.zeros_like(p)
-        return state
 
     def _update(self, p, group, state):
         lr, eps, wd, beta1, beta2 = self._hypers(group)
