@@ -60,6 +60,7 @@ from ..tracing.numbers import split_outputs
 from .state import optimizer_state_growth, scan
 from .caller_arrays import returns_callers_array, written_array
 from .fallbacks import EagerFallbacks
+from .tensor_attrs import attr_objects, attrs_written
 from .trace_settle import grad_outputs, set_grad_mode, settle_state, warn_effects
 from .state_iterators import advanced
 from .state_unread import (all_names, hooks_of, keys_user_code_may_read, unread_attribute_guards,
@@ -356,6 +357,7 @@ class CompiledFunction(EagerFallbacks):
         # Note [Gradient hooks' state] in state_unread.py
         scanned.unread = scanned.unread | unused_hook_guards(
             scanned, {id(t) for t in reached})
+        attrs_written(tracer, key, leaves, self.binder.names, self.name)
         unseen = next((t for t in reached if id(t) not in scanned.hook_guards
                        and t.__dict__.get("_leaf_hooks")), None)
         if unseen is not None:               # hooks whose state the scan could not walk
@@ -369,7 +371,8 @@ class CompiledFunction(EagerFallbacks):
             entry = self.entries[key] = _Entry(key)
             # objects keyed by id() must outlive the entry, or a new object could reuse the id
             entry.keep = [x for x in leaves if not isinstance(
-                x, (Tensor, np.ndarray, bool, int, float, str, type(None)))]
+                x, (Tensor, np.ndarray, bool, int, float, str, type(None)))] + [
+                v for x in leaves if isinstance(x, Tensor) for v in attr_objects(x)]
         if changed and not any(e.eager for e in tracer.effects):
             growth = optimizer_state_growth(changed, scanned)
             return self._not_cached(entry, changed, out, growth)   # (an effect says more)

@@ -2,13 +2,15 @@
 reused: shapes, dtypes, requires_grad, leaf-ness, inference flag and C-contiguity of tensor
 arguments, which arguments alias, Python scalar values by type and exact value, the
 arguments' structure (Note [Binding by name] in binding.py), grad and inference mode, the
-default dtype, module training flags and parameter identities."""
+default dtype, module training flags and parameter identities, and the Python attributes
+users put on tensor arguments (Note [Attributes of tensor arguments] in tensor_attrs.py)."""
 import numpy as np
 
 from .. import _dtype, _mode
 from .._tensor import Tensor
 from .._tensor_storage import _root
 from .binding import scalar_key
+from .tensor_attrs import attrs_key
 
 
 def entry_key(leaves, struct=None):
@@ -26,7 +28,7 @@ def entry_key(leaves, struct=None):
             # non-leaf's gradient hooks: Note [Backward into the graph outside] (tracer.py)
             parts.append(("T", d.shape, d.dtype, x._rg, d.ndim < 2 or d.flags.c_contiguous,
                           True if g is None else bool(g.pre_hooks) and _hooked(g),
-                          x._inference))
+                          x._inference, attrs_key(x) if x.__dict__ else None))
         elif isinstance(x, (bool, int, float, str, type(None))):
             parts.append(("S", scalar_key(x)))
         elif isinstance(x, np.ndarray):      # the trace baked its values in: key by value
@@ -52,13 +54,14 @@ def key_checker(key, args):
     of that kind."""
     parts, grad, inference, default_dtype, struct = key[:5]
     if len(key) != 5 or struct is not None or len(parts) != len(args) or any(
-            not (p[0] == "T" and isinstance(a, Tensor) and p[5] is True
+            not (p[0] == "T" and isinstance(a, Tensor) and p[5] is True and not p[7]
                  or p[0] == "O" and p[2] is None and p[1] == id(a))
             for p, a in zip(parts, args)):
         return None
     n = len(args)
-    env = {"_root": _root, "_ge": _mode.grad_enabled, "_ie": _mode.inference_enabled,
-           "_dd": _dtype.get_default_dtype, "_G": grad, "_I": inference, "_DD": default_dtype}
+    env = {"_root": _root, "_ak": attrs_key, "_ge": _mode.grad_enabled,
+           "_ie": _mode.inference_enabled, "_dd": _dtype.get_default_dtype, "_G": grad,
+           "_I": inference, "_DD": default_dtype}
     names = [f"a{i}" for i in range(n)]
     lines = ["def check(args):", f"    if len(args) != {n}: return False"]
     if n:
@@ -70,7 +73,7 @@ def key_checker(key, args):
             lines.append(f"    if a{i} is not X{i}: return False")
             continue
         tensors.append(f"a{i}")
-        _, shape, dtype, rg, c_ok, leaf, inf = p
+        _, shape, dtype, rg, c_ok, leaf, inf, _attrs = p
         env.update({f"T{i}": type(a), f"S{i}": shape, f"D{i}": dtype, f"R{i}": rg,
                     f"N{i}": inf})
         cond = (f"d.shape != S{i} or d.dtype is not D{i} or "
@@ -80,7 +83,10 @@ def key_checker(key, args):
             cond += f" or d.flags.c_contiguous is not {bool(c_ok)}"
         # the type first: the argument may now be None or any object without `_data`
         lines += [f"    if type(a{i}) is not T{i}: return False",
-                  f"    d = a{i}._data", f"    if {cond}: return False"]
+                  f"    d = a{i}._data", f"    if {cond}: return False",
+                  # still no Python attributes of its own (Note [Attributes of tensor
+                  # arguments]); the engine's private ones are in most leaves' __dict__
+                  f"    if a{i}.__dict__ and _ak(a{i}): return False"]
     lines.append("    if _ge() is not _G or _ie() is not _I or _dd() is not _DD: return False")
     if len(tensors) > 1:                 # entry_key's `aliased` is False for this key
         lines.append(f"    if len({{{', '.join(f'id(_root({x}._data))' for x in tensors)}}}) "
@@ -138,7 +144,7 @@ def describe_difference(old, new, names=()):
             if a[0] == "T" and b[0] == "T":
                 for name, x, y in zip(("shape", "dtype", "requires_grad",
                                        "C-contiguous layout", "is_leaf (or gradient hooks)",
-                                       "inference tensor"),
+                                       "inference tensor", "Python attributes"),
                                       a[1:], b[1:]):
                     if x != y:
                         return f"argument {i}: {name} changed ({x} -> {y})"
