@@ -91,6 +91,16 @@ def user_site(skip_pkg=True):
     return None
 
 
+def user_stacklevel():
+    """The `stacklevel` that makes a `warnings.warn` in the caller of this function point
+    at the innermost frame outside tracegrad: the user's line, however many of our frames
+    (a compiled module's wrapper, `tg.func` transforms, check mode) lie between."""
+    f, level = sys._getframe(1), 1
+    while f is not None and _is_internal(f.f_code.co_filename):
+        f, level = f.f_back, level + 1
+    return level if f is not None else 1
+
+
 def op_error(cls, op, msg, fix=None):
     """Build an error of class `cls` naming the op and the user's source line."""
     site = user_site()

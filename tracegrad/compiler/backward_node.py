@@ -17,7 +17,7 @@ from .. import _mode
 from ..autograd.anomaly_mode import STATE as _ANOMALY
 from ..passes.check_inplace import fresh
 from .speculation import is_one
-from .._errors import TracegradRuntimeError, op_error
+from .._errors import TracegradRuntimeError, op_error, user_stacklevel
 from .._tensor import Tensor, edge_of
 from ..autograd.graph import FREED_MSG, Node, _version_error
 
@@ -183,7 +183,7 @@ def _warn_node_hook(node, method, what):
                   f"function ('{node.path.name}'): {what} (Note [Hooks on a compiled "
                   "grad_fn]); register a tensor hook (out.register_hook) instead, or "
                   "the node hook inside the function to run it eagerly.",
-                  UserWarning, stacklevel=3)
+                  UserWarning, stacklevel=user_stacklevel())
 
 
 # Note [Anomaly mode in a compiled backward]
@@ -202,7 +202,7 @@ def _warn_anomaly(path):
                   f"compiled backward of '{path.name}' (its forward ran before detection "
                   "was turned on): only the gradients it returns are checked. Call the "
                   "compiled function under detect_anomaly() too, to run it eagerly.",
-                  UserWarning, stacklevel=2)
+                  UserWarning, stacklevel=user_stacklevel())
 
 
 # Note [Second backward]

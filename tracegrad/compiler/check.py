@@ -50,7 +50,7 @@ import threading
 
 import numpy as np
 
-from .._errors import CompileMismatchError
+from .._errors import CompileMismatchError, user_stacklevel
 from .._tensor import Tensor
 
 RTOL, ATOL = 1e-5, 1e-6
@@ -158,7 +158,7 @@ def _warn_unchecked(cf, why):
         return
     cf._check_warned = True
     warnings.warn(f"tracegrad.compile(check=True): '{cf.name}' was not checked: {why}; "
-                  "such calls run eagerly only.", UserWarning, stacklevel=4)
+                  "such calls run eagerly only.", UserWarning, stacklevel=user_stacklevel())
 
 
 def _reachable(fn):

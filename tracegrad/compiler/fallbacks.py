@@ -7,6 +7,7 @@ inside a program, arguments sharing memory, saved_tensors_hooks, anomaly mode.
 import re
 import warnings
 
+from .._errors import user_stacklevel
 from ..tracing.forward_memo import next_attempt
 
 
@@ -30,7 +31,7 @@ class EagerFallbacks:
         if not getattr(self, "_alias_warned", False):
             self._alias_warned = True
             warnings.warn(f"tracegrad.compile: '{self.name}' runs eagerly for arguments like "
-                          f"these: {why}", UserWarning, stacklevel=4)
+                          f"these: {why}", UserWarning, stacklevel=user_stacklevel())
 
     def _over_limit(self, args, kwargs, reason):
         if not self._warned:
@@ -57,7 +58,7 @@ class EagerFallbacks:
                         "function.")
             warnings.warn(f"tracegrad.compile: '{self.name}' reached cache_limit="
                           f"{self.cache_limit} paths (last reason: {reason}); running "
-                          f"eagerly from now on. {hint}", UserWarning, stacklevel=4)
+                          f"eagerly from now on. {hint}", UserWarning, stacklevel=user_stacklevel())
             self._warned = True
         self.stats.eager_calls += 1
         next_attempt()
@@ -79,7 +80,7 @@ class EagerFallbacks:
         if not getattr(self, flag, False):
             setattr(self, flag, True)
             warnings.warn(f"tracegrad.compile: '{self.name}' runs eagerly while {why}",
-                          UserWarning, stacklevel=4)
+                          UserWarning, stacklevel=user_stacklevel())
         self.stats.eager_calls += 1
         return self.fn(*args, **kwargs)
 
@@ -100,5 +101,5 @@ class EagerFallbacks:
         if entry.unstable >= 2:
             entry.eager = why
             warnings.warn(f"tracegrad.compile: '{self.name}' runs eagerly for arguments like "
-                          f"these: {why}", UserWarning, stacklevel=4)
+                          f"these: {why}", UserWarning, stacklevel=user_stacklevel())
         return out

@@ -30,7 +30,7 @@ import weakref
 
 from .. import _dispatch, _dtype, _mode
 from .._tensor import Tensor
-from .._errors import RerunEagerly
+from .._errors import RerunEagerly, user_stacklevel
 from ..ir.interpret import GuardFailed
 from ..ir.printer import value_names
 from ..tracing import Tracer, flatten
@@ -391,7 +391,7 @@ class CompiledFunction(EagerFallbacks):
         except BackwardDecides as e:         # a custom Function's backward branching on
             entry.eager = str(e)             # values: eager runs it on every call
             warnings.warn(f"tracegrad.compile: '{self.name}' runs eagerly for arguments like "
-                          f"these: {e}", UserWarning, stacklevel=3)
+                          f"these: {e}", UserWarning, stacklevel=user_stacklevel())
             return out
         path.eager_saves = saves             # Note [Second backward] in backward_node.py
         path.acc_rank = [ranks[i] if i is not None else None for i in path._edge_inputs]
@@ -540,7 +540,7 @@ class CompiledFunction(EagerFallbacks):
         if path.eager_reason is not None:
             entry.eager = path.eager_reason
             warnings.warn(f"tracegrad.compile: '{self.name}' runs eagerly for arguments like "
-                          f"these: {path.eager_reason}", UserWarning, stacklevel=4)
+                          f"these: {path.eager_reason}", UserWarning, stacklevel=user_stacklevel())
         path.serial = next(_serial)
         if os.environ.get("TRACEGRAD_DUMP_DIR"):
             from .dump import dump_path      # never raises: a failed dump only logs

@@ -4,6 +4,7 @@ mode to set again, and warnings about side effects that run only while tracing."
 import warnings
 
 from .. import _mode
+from .._errors import user_stacklevel
 from .._tensor import Tensor
 from .state import owned_holders
 from .state_guards import changed_by_trace
@@ -76,4 +77,4 @@ def warn_effects(name, tracer):
         if not e.eager and e.kind == "print":
             warnings.warn(f"tracegrad.compile: '{name}' calls {e.describe()}; it runs only "
                           "while tracing, not on cached calls. Print outside the compiled "
-                          "function, or return the value.", UserWarning, stacklevel=4)
+                          "function, or return the value.", UserWarning, stacklevel=user_stacklevel())
