@@ -124,8 +124,11 @@ def test_options_pass_through_and_bad_ones_raise_like_compile():
     m = _net().eval()
     m.compile(cache_limit=1, mode="max-autotune", fullgraph=False)
     assert m.__dict__["_compiled_call_impl"]._compiled.cache_limit == 1
-    with pytest.raises(Exception, match="invalid backend 'inductor'"):
-        _net().compile(backend="inductor")
+    with pytest.raises(Exception, match="invalid backend 'tensorrt'"):
+        _net().compile(backend="tensorrt")
+    m = _net()
+    m.compile(backend="inductor")        # PyTorch's default: the default backend here
+    assert m.__dict__["_compiled_call_impl"]._compiled.backend == "numpy"
 
 
 def test_jax_backend():

@@ -3,8 +3,13 @@ call, so they run unchanged with `import tracegrad as torch`: `reset()`, `disabl
 `is_compiling()` (tracegrad.compiler's, user_api.py), `config.recompile_limit` (alias
 `cache_size_limit`: the number of paths a compiled function keeps before it runs eagerly,
 the default of `compile(cache_limit=...)` read when a function is compiled) and
-`OptimizedModule` (what `compile(module)` returns). Nothing else of dynamo exists here.
+`OptimizedModule` (what `compile(module)` returns) and `exc.Unsupported` (what a
+`compile(fn, fullgraph=True)` call raises where it would run eagerly). Nothing else of
+dynamo exists here.
 """
+import types
+
+from .compiler.fullgraph import Unsupported
 from .compiler.module import CompiledModule as OptimizedModule  # noqa: F401
 from .compiler.user_api import disable, is_compiling, reset  # noqa: F401
 
@@ -25,3 +30,6 @@ class _Config:
 
 
 config = _Config()
+
+
+exc = types.SimpleNamespace(Unsupported=Unsupported)     # `torch._dynamo.exc`

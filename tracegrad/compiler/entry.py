@@ -3,14 +3,15 @@
 callable (function.py)."""
 import os
 
+from .._errors import TracegradRuntimeError
 from .arguments import check_compile_arguments
 from .function import CompiledFunction
 from .module import CompiledModule
 
 
 def compile(fn=None, *, cache_limit=None, passes=None, backend="numpy", memory="balanced",
-            debug_nan=False, fullgraph=False, dynamic=None, mode=None, check=None,
-            data_parallel=False):
+            debug_nan=False, fullgraph=False, dynamic=None, mode=None, options=None,
+            disable=False, check=None, data_parallel=False):
     """Compile a function or an nn.Module (as `@compile`, `compile(fn, cache_limit=...)`).
 
     `cache_limit`: paths kept before calls run eagerly (default: `tracegrad._dynamo.config.
@@ -24,15 +25,28 @@ def compile(fn=None, *, cache_limit=None, passes=None, backend="numpy", memory="
     `backend="jax"` runs each path's programs on XLA (tracegrad/backends/jax; needs
     `pip install tracegrad[jax]`); with it, `data_parallel=True` shards the batch dimension
     of the tensor arguments over `jax.devices()` and replicates captured tensors.
+    `fullgraph=True` raises `tracegrad._dynamo.exc.Unsupported` where a call would run
+    eagerly (compiler/fullgraph.py). As in `torch.compile`: `disable=True` returns `fn`
+    itself; `dynamic`, `mode` and `options` are accepted and change nothing (one of `mode`
+    and `options`, as PyTorch checks); `backend="inductor"`, PyTorch's default, means the
+    default backend here.
     """
+    if mode is not None and options is not None:
+        raise TracegradRuntimeError("Either mode or options can be specified, but both can't "
+                                    "be specified at the same time.")
+    if backend == "inductor":
+        backend = "numpy"
     check_compile_arguments(fn, backend)
+    if disable:
+        return (lambda f: f) if fn is None else fn
     if cache_limit is None:              # `torch._dynamo.config.recompile_limit`, default 8
         from .._dynamo import config
         cache_limit = config.recompile_limit
     if check is None:
         check = os.environ.get("TRACEGRAD_CHECK", "") not in ("", "0")
     opts = dict(cache_limit=cache_limit, passes=passes, backend=backend, memory=memory,
-                debug_nan=debug_nan, check=check, data_parallel=data_parallel)
+                debug_nan=debug_nan, check=check, data_parallel=data_parallel,
+                fullgraph=fullgraph)
     if fn is None:
         return lambda f: compile(f, **opts)
     if hasattr(fn, "forward") and hasattr(fn, "parameters") and not isinstance(fn, type):

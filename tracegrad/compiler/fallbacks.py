@@ -17,6 +17,7 @@ class EagerFallbacks:
         [Errors inside compiled programs] in codegen.py); eager raising the same error
         gets the program's note."""
         self.stats.eager_calls += 1
+        self._reruns += 1                # (not a fallback: Note [Full graph])
         next_attempt()
         try:
             return self.fn(*args, **kwargs)
@@ -27,11 +28,21 @@ class EagerFallbacks:
                     e.add_note(note)
             raise
 
+    fullgraph = False                    # Note [Full graph] in fullgraph.py
+    _eager_said = _eager_last = None
+    _reruns = 0
+
+    def _say_eager(self, text):
+        """Warn that calls run eagerly (`fullgraph=True`: remember why; the call raises)."""
+        self._eager_said = self._eager_last = text
+        if not self.fullgraph:
+            warnings.warn(text, UserWarning, stacklevel=user_stacklevel())
+
     def _warn_alias(self, why):
         if not getattr(self, "_alias_warned", False):
             self._alias_warned = True
-            warnings.warn(f"tracegrad.compile: '{self.name}' runs eagerly for arguments like "
-                          f"these: {why}", UserWarning, stacklevel=user_stacklevel())
+            self._say_eager(f"tracegrad.compile: '{self.name}' runs eagerly for arguments like "
+                            f"these: {why}")
 
     def _over_limit(self, args, kwargs, reason):
         if not self._warned:
@@ -56,9 +67,9 @@ class EagerFallbacks:
                         "or computed with (+ - * /, comparisons), is read per call: return "
                         "it (or the tensor) and format or store it outside the compiled "
                         "function.")
-            warnings.warn(f"tracegrad.compile: '{self.name}' reached cache_limit="
-                          f"{self.cache_limit} paths (last reason: {reason}); running "
-                          f"eagerly from now on. {hint}", UserWarning, stacklevel=user_stacklevel())
+            self._say_eager(f"tracegrad.compile: '{self.name}' reached cache_limit="
+                            f"{self.cache_limit} paths (last reason: {reason}); running "
+                            f"eagerly from now on. {hint}")
             self._warned = True
         self.stats.eager_calls += 1
         next_attempt()
@@ -79,8 +90,7 @@ class EagerFallbacks:
         """Run the call eagerly while a mode is on, warning once per function (`flag`)."""
         if not getattr(self, flag, False):
             setattr(self, flag, True)
-            warnings.warn(f"tracegrad.compile: '{self.name}' runs eagerly while {why}",
-                          UserWarning, stacklevel=user_stacklevel())
+            self._say_eager(f"tracegrad.compile: '{self.name}' runs eagerly while {why}")
         self.stats.eager_calls += 1
         return self.fn(*args, **kwargs)
 
@@ -100,6 +110,6 @@ class EagerFallbacks:
         entry.unstable_reason = f"the last trace changed state it reads: {g.where}"
         if entry.unstable >= 2:
             entry.eager = why
-            warnings.warn(f"tracegrad.compile: '{self.name}' runs eagerly for arguments like "
-                          f"these: {why}", UserWarning, stacklevel=user_stacklevel())
+            self._say_eager(f"tracegrad.compile: '{self.name}' runs eagerly for arguments like "
+                            f"these: {why}")
         return out

@@ -23,14 +23,13 @@ import logging
 import os
 import threading
 import types
-import warnings
 
 import numpy as np
 import weakref
 
 from .. import _dispatch, _dtype, _mode
 from .._tensor import Tensor
-from .._errors import RerunEagerly, user_stacklevel
+from .._errors import RerunEagerly
 from ..ir.interpret import GuardFailed
 from ..ir.printer import value_names
 from ..tracing import Tracer, flatten
@@ -60,6 +59,7 @@ from ..tracing.numbers import split_outputs
 from .state import optimizer_state_growth, scan
 from .caller_arrays import returns_callers_array, written_array
 from .fallbacks import EagerFallbacks
+from .fullgraph import fullgraph_class
 from .tensor_attrs import attr_objects, attrs_written
 from .trace_settle import grad_outputs, set_grad_mode, settle_state, warn_effects
 from .state_iterators import advanced
@@ -123,8 +123,14 @@ class _Entry:
 class CompiledFunction(EagerFallbacks):
     """A function compiled by `tracegrad.compile` (callable like the original)."""
 
+    def __new__(cls, *args, fullgraph=False, **kwargs):
+        if fullgraph and cls is CompiledFunction:    # Note [Full graph] in fullgraph.py
+            cls = _FullGraph
+        return super().__new__(cls)
+
     def __init__(self, fn, cache_limit=8, passes=None, backend="numpy", name=None,
-                 memory="balanced", debug_nan=False, check=False, data_parallel=False):
+                 memory="balanced", debug_nan=False, check=False, data_parallel=False,
+                 fullgraph=False):
         if memory not in ("off", "balanced", "min"):
             raise ValueError(f"memory must be 'off', 'balanced' or 'min', got {memory!r}")
         self.memory = memory
@@ -139,7 +145,8 @@ class CompiledFunction(EagerFallbacks):
         self.backend, self.data_parallel = backend, data_parallel
         self.options = dict(cache_limit=cache_limit, passes=passes, backend=backend,
                             name=name, memory=memory, debug_nan=debug_nan, check=check,
-                            data_parallel=data_parallel)
+                            data_parallel=data_parallel, fullgraph=fullgraph)
+        self.fullgraph = fullgraph
         self.fn = fn
         self.cache_limit = cache_limit
         self.pipeline = tuple(DEFAULT_PIPELINE if passes is None else passes)
@@ -390,8 +397,8 @@ class CompiledFunction(EagerFallbacks):
             path = CompiledPath(run_pipeline(record, stages_for(options)))
         except BackwardDecides as e:         # a custom Function's backward branching on
             entry.eager = str(e)             # values: eager runs it on every call
-            warnings.warn(f"tracegrad.compile: '{self.name}' runs eagerly for arguments like "
-                          f"these: {e}", UserWarning, stacklevel=user_stacklevel())
+            self._say_eager(f"tracegrad.compile: '{self.name}' runs eagerly for arguments "
+                            f"like these: {e}")
             return out
         path.eager_saves = saves             # Note [Second backward] in backward_node.py
         path.acc_rank = [ranks[i] if i is not None else None for i in path._edge_inputs]
@@ -539,8 +546,8 @@ class CompiledFunction(EagerFallbacks):
                                      "writes one of them in place")
         if path.eager_reason is not None:
             entry.eager = path.eager_reason
-            warnings.warn(f"tracegrad.compile: '{self.name}' runs eagerly for arguments like "
-                          f"these: {path.eager_reason}", UserWarning, stacklevel=user_stacklevel())
+            self._say_eager(f"tracegrad.compile: '{self.name}' runs eagerly for arguments "
+                            f"like these: {path.eager_reason}")
         path.serial = next(_serial)
         if os.environ.get("TRACEGRAD_DUMP_DIR"):
             from .dump import dump_path      # never raises: a failed dump only logs
@@ -653,3 +660,6 @@ def _arg_names(fn, n):
 # grad mode (Note [Grad mode left changed] in trace_settle.py). The entry key fixes the
 # default a call starts with, and the trace the one it ends with: each cached call of the
 # path sets it again after its program (a replayed call).
+
+
+_FullGraph = fullgraph_class(CompiledFunction)
