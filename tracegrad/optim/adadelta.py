@@ -9,18 +9,18 @@ Per parameter, with the step count a 0-d float tensor in the state, as in PyTorc
     p -= lr * delta
 lr, rho, eps and weight_decay are runtime values in a compiled step (`hyper`).
 """
-from .. import _mode
 from .. import ops as O
 from .._effects import as_scalar_for, hyper
 from .._errors import TracegradValueError
-from .optimizer import Optimizer, _check_unsupported, add_scaled_, step_counter
+from .optimizer import PerParameter, _check_unsupported, add_scaled_
 
 
-class Adadelta(Optimizer):
+class Adadelta(PerParameter):
     """`Adadelta(params, lr=1.0, rho=0.9, eps=1e-6, weight_decay=0, foreach=None, *,
     capturable=False, maximize=False, differentiable=False)`."""
 
     _runtime_keys = ("lr", "rho", "eps", "weight_decay")
+    _moments = ("square_avg", "acc_delta")
 
     def __init__(self, params, lr=1.0, rho=0.9, eps=1e-6, weight_decay=0, foreach=None, *,
                  capturable=False, maximize=False, differentiable=False):
@@ -37,18 +37,7 @@ class Adadelta(Optimizer):
                         capturable=capturable, foreach=foreach, differentiable=differentiable)
         super().__init__(params, defaults)
 
-    @_mode.no_grad()
-    def step(self, closure=None):
-        """One Adadelta update of every parameter that has a gradient."""
-        return self._update_each(closure)
 
-    def _state_of(self, p, group):
-        state = self.state[p]
-        if not state:
-            state["step"] = step_counter()
-            state["square_avg"] = O.zeros_like(p)
-            state["acc_delta"] = O.zeros_like(p)
-        return state
 
     def _update(self, p, group, state):
         # (each used in one operation at most but rho: Note [Narrow numpy hyper-parameters])

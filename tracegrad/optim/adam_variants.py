@@ -19,36 +19,20 @@ so is the step count (`step_value`), so a scheduler never re-traces the step; RA
 `rho_t > 5` is then a `where` on the two updates (both computed as eager computes the
 one it takes), not a guard failing once the warm-up ends.
 """
-from .. import _mode
 from .. import ops as O
 from .._effects import as_scalar_for, hyper
 from .._errors import TracegradValueError
 from .._tensor import Tensor
 from .adam import _lerp_, check_adam_args
-from .optimizer import Optimizer, _check_unsupported, scalar_state, step_counter, step_value
+from .optimizer import PerParameter, _check_unsupported, step_value
 
 
-class _Moments(Optimizer):
+class _Moments(PerParameter):
     """Shared step loop, state, hyper-parameter reads and weight decay of the three."""
 
     _runtime_keys = ("lr", "betas", "eps", "weight_decay")
     _scalars = ()                          # (name, initial value) of 0-d state, first
     _moments = ("exp_avg", "exp_avg_sq")   # zero tensors like the parameter
-
-    def _state_of(self, p, group):
-        state = self.state[p]
-        if not state:                      # in PyTorch's key order (state_dict equality)
-            state["step"] = step_counter()
-            for k, v in self._scalars:
-                state[k] = scalar_state(v)
-            for k in self._moments:
-                state[k] = O.zeros_like(p)
-        return state
-
-    @_mode.no_grad()
-    def step(self, closure=None):
-        """One update of every parameter that has a gradient; returns the closure's loss."""
-        return self._update_each(closure)
 
     def _hypers(self, group):
         lr, eps, wd = hyper(group, "lr"), hyper(group, "eps"), hyper(group, "weight_decay")

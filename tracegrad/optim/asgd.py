@@ -11,15 +11,14 @@ In a compiled step lr, lambd, alpha, t0 and weight_decay are runtime values (`hy
 eta, mu and the step count are read as tensors: `mu != 1` is a `where`, not a guard.
 """
 from .. import _dtype as D
-from .. import _mode
 from .. import ops as O
 from .._effects import as_scalar_for, hyper
 from .._errors import TracegradValueError
 from .._tensor import Tensor
-from .optimizer import Optimizer, _check_unsupported, scalar_state, step_counter, step_value
+from .optimizer import PerParameter, _check_unsupported, scalar_state, step_counter, step_value
 
 
-class ASGD(Optimizer):
+class ASGD(PerParameter):
     """`ASGD(params, lr=1e-2, lambd=1e-4, alpha=0.75, t0=1e6, weight_decay=0, foreach=None,
     maximize=False, differentiable=False, capturable=False)`."""
 
@@ -37,10 +36,6 @@ class ASGD(Optimizer):
                         capturable=capturable)
         super().__init__(params, defaults)
 
-    @_mode.no_grad()
-    def step(self, closure=None):
-        """One ASGD update of every parameter that has a gradient."""
-        return self._update_each(closure)
 
     def _state_of(self, p, group):
         state = self.state[p]

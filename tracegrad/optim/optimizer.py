@@ -13,6 +13,7 @@ from copy import deepcopy
 from itertools import chain
 
 from .. import _mode
+from .. import ops as O
 from .._errors import TracegradTypeError, TracegradValueError
 from .._tensor import Tensor
 from ..nn._module_helpers import _typename, _zero_grad
@@ -210,6 +211,32 @@ class Optimizer(HookMethods):
 
 Optimizer.state_dict = state_dict_hooked(Optimizer.state_dict)
 Optimizer.load_state_dict = load_state_dict_hooked(Optimizer.load_state_dict)
+
+
+class PerParameter(Optimizer):
+    """An optimizer updating each parameter on its own (`_update(p, group, state)`), with
+    its per-parameter state declared: a step counter, `_scalars` ((name, initial value) of
+    0-d state), then `_moments` (zero tensors like the parameter), PyTorch's key order (so
+    state dicts compare equal). One whose state depends on the group overrides
+    `_state_of`."""
+
+    _scalars = ()
+    _moments = ()
+
+    def _state_of(self, p, group):
+        state = self.state[p]
+        if not state:
+            state["step"] = step_counter()
+            for k, v in self._scalars:
+                state[k] = scalar_state(v)
+            for k in self._moments:
+                state[k] = O.zeros_like(p)
+        return state
+
+    @_mode.no_grad()
+    def step(self, closure=None):
+        """One update of every parameter that has a gradient; returns the closure's loss."""
+        return self._update_each(closure)
 
 
 def _cast(param, value, key=None):

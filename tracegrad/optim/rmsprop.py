@@ -11,15 +11,14 @@ Per parameter, with the step count a 0-d float tensor in the state, as in PyTorc
     p += (-lr * g) / d                             (otherwise)
 Every option a scheduler may rewrite is a runtime value in a compiled step (`hyper`).
 """
-from .. import _mode
 from .. import ops as O
 from .._effects import as_scalar_for, hyper
 from .._errors import TracegradValueError
 from .adam import _lerp_
-from .optimizer import Optimizer, _check_unsupported, step_counter, add_scaled_
+from .optimizer import PerParameter, _check_unsupported, step_counter, add_scaled_
 
 
-class RMSprop(Optimizer):
+class RMSprop(PerParameter):
     """`RMSprop(params, lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0, momentum=0,
     centered=False, *, maximize=False)`."""
 
@@ -40,10 +39,6 @@ class RMSprop(Optimizer):
                         maximize=maximize, differentiable=differentiable)
         super().__init__(params, defaults)
 
-    @_mode.no_grad()
-    def step(self, closure=None):
-        """One RMSprop update of every parameter that has a gradient."""
-        return self._update_each(closure)
 
     def _state_of(self, p, group):
         state = self.state[p]

@@ -9,15 +9,14 @@ lr when the state is made; lr is read nowhere else). Per parameter with a gradie
     p -= sign(g) * step_size;  prev = g
 etas and step_sizes are runtime values in a compiled step (`hyper`): the masks are `where`s.
 """
-from .. import _mode
 from .. import ops as O
 from .._effects import as_scalar_for, hyper
 from .._errors import TracegradValueError
 from .._tensor import Tensor
-from .optimizer import Optimizer, _check_unsupported, step_counter
+from .optimizer import PerParameter, _check_unsupported, step_counter
 
 
-class Rprop(Optimizer):
+class Rprop(PerParameter):
     """`Rprop(params, lr=1e-2, etas=(0.5, 1.2), step_sizes=(1e-6, 50), *, capturable=False,
     foreach=None, maximize=False, differentiable=False)`."""
 
@@ -35,10 +34,6 @@ class Rprop(Optimizer):
                         capturable=capturable)
         super().__init__(params, defaults)
 
-    @_mode.no_grad()
-    def step(self, closure=None):
-        """One Rprop update of every parameter that has a gradient."""
-        return self._update_each(closure)
 
     def _state_of(self, p, group):
         state = self.state[p]
