@@ -306,15 +306,66 @@ def test_views_of_one_tensor_written_in_place_run_eagerly_with_a_warning():
     assert results[0] == results[1]
 
 
-@pytest.mark.parametrize("args", ["same_tensor", "views_requiring_grad"])
-def test_arguments_sharing_memory_that_stay_eager_say_why(args):
+def test_the_same_tensor_twice_stays_eager_and_says_why():
     w = torch.randn(4, requires_grad=True)
     f = torch.compile(lambda a, b: (a * b).sum())
-    a, b = (w, w) if args == "same_tensor" else (w[:2], w[2:])
-    with pytest.warns(UserWarning, match="runs eagerly .*(passed as two|require grad share)"):
-        f(a, b).backward()
-    expected = w.detach() * 2 if args == "same_tensor" else torch.cat([w[2:], w[:2]]).detach()
-    assert np.array_equal(w.grad.numpy(), expected.numpy())
+    with pytest.warns(UserWarning, match="runs eagerly .*passed as two"):
+        f(w, w).backward()
+    assert np.array_equal(w.grad.numpy(), (w.detach() * 2).numpy())
+
+
+def _sharing_loss(p, t):
+    return ((p[:2] - t[:2]) ** 2).sum() + p.sin().sum() * t.mean()
+
+
+def _distilled(lin):
+    out = lin(torch.randn(4, 3))
+    return (out, out.detach()), list(lin.parameters())
+
+
+@pytest.mark.parametrize("share", ["distill", "leaf_and_view", "leaf_and_detached",
+                                   "two_views", "view_of_detached"])
+def test_arguments_sharing_memory_that_require_grad_compile(share):
+    """A prediction and its own detached copy (distillation, consistency losses), a leaf
+    and its view, two views of a leaf: the program only reads them, so where they share
+    memory cannot change what it computes (Note [Arguments sharing memory])."""
+    def make(lin):
+        if share == "distill":
+            return _distilled(lin)
+        w = torch.randn(6, 3, requires_grad=True)
+        pair = {"leaf_and_view": (w, w[1:3]), "leaf_and_detached": (w, w.detach()),
+                "two_views": (w[:3], w[3:]), "view_of_detached": (w, w.detach()[::2])}
+        return pair[share], [w]
+    runs = []
+    for compiled in (False, True):
+        torch.manual_seed(0)
+        lin = torch.nn.Linear(3, 3)
+        f = torch.compile(_sharing_loss) if compiled else _sharing_loss
+        rec = []
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            for _ in range(4):
+                args, leaves = make(lin)
+                out = f(*args)
+                out.backward()
+                rec.append([out.detach().numpy()] + [x.grad.numpy().copy() for x in leaves])
+                lin.zero_grad()
+        runs.append(rec)
+    for e, c in zip(*runs):
+        for a, b in zip(e, c):
+            np.testing.assert_array_equal(a, b)
+    assert f.stats.eager_calls == 0 and f.stats.traces == 1, str(f.stats)
+
+
+def test_an_alias_written_after_the_call_fails_backward_as_eagerly():
+    for f in (_sharing_loss, torch.compile(_sharing_loss)):
+        w = torch.randn(4, 3, requires_grad=True)
+        for _ in range(2):
+            t = w.detach()
+            loss = f(w, t)
+            t.add_(1.0)                  # the same version counter as w's
+            with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+                loss.backward()
 
 
 def test_normalize_matches_torch():

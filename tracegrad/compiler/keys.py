@@ -166,10 +166,13 @@ def _scalar_text(k):
 def alias_groups(tensors):
     """Note [Arguments sharing memory]
     Tensor arguments that are views of one storage (a language model's `x = data[:, i:i+T]`
-    and `y = data[:, i+1:i+T+1]`) are compiled when no tensor among them requires grad and
-    the function writes none of its arguments in place (then the program only reads them,
-    and which memory they share cannot change what it computes); otherwise the call runs
-    eagerly, with a warning. Which arguments share a storage is part of the entry key, so
+    and `y = data[:, i+1:i+T+1]`; a prediction and its own `.detach()` in a distillation
+    loss; two views of one parameter) are compiled when the function writes none of its
+    arguments in place (then the program only reads them, and which memory they share
+    cannot change what it computes, nor the gradients it gives each: an in-place write
+    after the call still fails their backward through the shared version counter, as
+    eagerly); otherwise, and for one tensor passed twice, the call runs eagerly, with a
+    warning. Which arguments share a storage is part of the entry key, so
     a call sharing differently is keyed (and checked) anew; where in the storage each view
     lies is not, since a program that only reads its arguments computes the same from any
     layout the rest of the key allows. This is that pattern: per tensor argument, the index
@@ -189,7 +192,4 @@ def alias_eager_reason(tensors):
             continue
         if len({id(t) for t in group}) < len(group):
             return "the same tensor is passed as two arguments"
-        if any(t.requires_grad or t._base is not None and t._base.requires_grad
-               for t in group):
-            return "tensor arguments that require grad share memory"
     return None
