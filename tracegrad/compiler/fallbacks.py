@@ -101,9 +101,11 @@ class EagerFallbacks:
         an optimizer creating state for more parameters does not count (`growth`, Note
         [Optimizer state growth] in state.py) up to `cache_limit` times."""
         entry.growths = getattr(entry, "growths", 0) + growth
-        if growth and entry.growths <= self.cache_limit:
-            return out
         g = changed[0]
+        if growth and entry.growths <= self.cache_limit:
+            entry.unstable_reason = (f"the last trace created optimizer state ({g.where}), "
+                                     "so it was not kept")
+            return out
         why = (f"it changes {g.where} ({g.reason().split(': ', 1)[-1]}), which it also "
                "reads")
         entry.unstable = getattr(entry, "unstable", 0) + 1
