@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import tracegrad as tg
+from _differential import assert_same_records, records, view as _view
 
 
 def _r(seed, *shape, dtype=np.float64):
@@ -18,50 +19,11 @@ def _r(seed, *shape, dtype=np.float64):
     return tg.tensor(a.astype(dtype))
 
 
-def _view(x):
-    """What a caller sees of a value: tensors by bytes, dtype, shape, flags, version and
-    `.grad`; numpy arrays by bytes; Python numbers with their type."""
-    if isinstance(x, tg.Tensor):
-        g = x.grad if x.is_leaf else None
-        return ("T", x.detach().numpy().tobytes(), str(x.dtype), tuple(x.shape),
-                x.requires_grad, x.grad_fn is None, x._version,
-                None if g is None else g.numpy().tobytes())
-    if isinstance(x, np.ndarray):
-        return ("N", x.tobytes(), x.dtype.str, x.shape)
-    if isinstance(x, (list, tuple)):
-        return type(x).__name__, [_view(v) for v in x]
-    if isinstance(x, dict):
-        return "dict", [(k, _view(v)) for k, v in x.items()]
-    return type(x).__name__, repr(x)
-
-
-def _records(fn, make, calls, backend="numpy", backward=False):
-    """Per call, what the caller sees, for eager and for compiled `fn`; and the compiled
-    function (for its stats)."""
-    out = []
-    for compiled in (False, True):
-        f = tg.compile(fn, backend=backend) if compiled else fn
-        tg.manual_seed(0)
-        rec = []
-        for i in range(calls):
-            args = make(i)
-            try:
-                r = f(*args)
-                if backward:
-                    (r[0] if isinstance(r, tuple) else r).sum().backward()
-                rec.append(("ok", _view(r), _view(args)))
-            except Exception as e:               # noqa: BLE001 -- compared with eager's
-                rec.append((type(e).__name__, str(e).split("\n")[0], _view(args)))
-        out.append(rec)
-    return out[0], out[1], f
-
-
 def _same(fn, make, calls=5, **kw):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        eager, compiled, f = _records(fn, make, calls, **kw)
-    for k, (e, c) in enumerate(zip(eager, compiled)):
-        assert e == c, f"call {k}: eager {e!r} != compiled {c!r}"
+        eager, compiled, f = records(fn, make, calls, **kw)
+    assert_same_records(eager, compiled)
     return f
 
 

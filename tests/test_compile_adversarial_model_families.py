@@ -16,85 +16,11 @@ import numpy as np
 import pytest
 
 import tracegrad as tg
+from _differential import compare as _compare
 
 nn, F = tg.nn, tg.nn.functional
 P = nn.utils.rnn
 D = tg.float64
-
-
-class _Arr:
-    """An array compared bit for bit, or to `tol` (the JAX backend's float rounding)."""
-    tol = 0.0
-
-    def __init__(self, a):
-        self.a = np.array(a, copy=True)
-
-    def __eq__(self, other):
-        a, b = self.a, other.a
-        if a.shape != b.shape or a.dtype != b.dtype:
-            return False
-        if _Arr.tol == 0 or a.dtype.kind != "f":
-            return a.tobytes() == b.tobytes()
-        return bool(np.allclose(a, b, rtol=_Arr.tol, atol=_Arr.tol))
-
-    def __repr__(self):
-        return f"_Arr({self.a!r})"
-
-
-def _norm(v):
-    if isinstance(v, tg.Tensor):
-        return ("T", v.shape, _Arr(v.detach().numpy()), v.requires_grad)
-    if isinstance(v, dict):
-        return ("D", tuple((_norm(k), _norm(x)) for k, x in v.items()))
-    if isinstance(v, (list, tuple)):
-        return (type(v).__name__, tuple(_norm(x) for x in v))
-    if isinstance(v, float):
-        return ("f", repr(v))
-    return v
-
-
-def _snapshot(objs):
-    out = [_norm(tg.get_rng_state())]
-    for _, o in sorted(objs.items()):
-        if isinstance(o, nn.Module):
-            out.append([(n, _norm(p), _norm(p.grad)) for n, p in o.named_parameters()])
-            out.append(_norm(o.state_dict()))
-        elif isinstance(o, tg.optim.Optimizer):
-            out.append(_norm(o.state_dict()))
-    return out
-
-
-def _run(make, calls, n, compiled, backend):
-    tg.manual_seed(0)
-    comp = (lambda f: tg.compile(f, backend=backend)) if compiled else (lambda f: f)
-    steps, objs = make(comp)
-    log = []
-    for i in range(n):
-        with warnings.catch_warnings(record=True) as w:
-            warnings.simplefilter("always")
-            try:
-                r = ("ok", _norm(calls(steps, objs, i)))
-            except Exception as e:
-                r = ("error", type(e).__name__, str(e).split("\n")[0])
-        log.append((r, [(x.category.__name__, str(x.message)) for x in w], _snapshot(objs)))
-    return log, [getattr(s, "stats", None) for s in steps]
-
-
-def _compare(make, calls, n=4, backend="numpy", loud=False):
-    eager, _ = _run(make, calls, n, False, backend)
-    compiled, stats = _run(make, calls, n, True, backend)
-    _Arr.tol = 1e-9 if backend == "jax" else 0.0
-    said = [m for c in compiled for _, m in c[1] if m.startswith("tracegrad.compile")]
-    assert bool(said) == loud, said          # loud: warned (once) that it runs eagerly
-    try:
-        for i, (e, c) in enumerate(zip(eager, compiled)):
-            assert c[0] == e[0], f"call {i}: result"
-            ws = [x for x in c[1] if not x[1].startswith("tracegrad.compile")]
-            assert ws == e[1], f"call {i}: warnings"
-            assert c[2] == e[2], f"call {i}: state"
-    finally:
-        _Arr.tol = 0.0
-    return stats
 
 
 def _sgd_step(opt, loss_fn):
@@ -635,7 +561,7 @@ def test_checkpoint_in_a_compiled_step_runs_eagerly_and_says_so():
         g = np.random.RandomState(i)
         x = tg.tensor(g.randn(3, 4), requires_grad=True)
         return steps[0](x, tg.tensor(g.randn(3))), x.grad
-    stats = _compare(make, calls, n=3, loud=True)
+    stats = _compare(make, calls, n=3, loud="must")
     assert stats[0].eager_calls >= 2
 
 

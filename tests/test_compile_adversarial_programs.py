@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import tracegrad as tg
+from _differential import assert_same_records, records, view as _view
 
 
 def _t(seed, *shape, requires_grad=False):
@@ -17,44 +18,13 @@ def _t(seed, *shape, requires_grad=False):
     return tg.tensor(a, requires_grad=requires_grad)
 
 
-def _view(x):
-    """What a caller sees of a value: tensors by bytes, dtype, shape, flags and version."""
-    if isinstance(x, tg.Tensor):
-        return ("T", x.detach().numpy().tobytes(), str(x.dtype), tuple(x.shape),
-                x.requires_grad, x.grad_fn is None, x._version)
-    if isinstance(x, (list, tuple)):
-        return type(x).__name__, [_view(v) for v in x]
-    if isinstance(x, dict):
-        return "dict", [(k, _view(v)) for k, v in x.items()]
-    return x
-
-
 def _both(fn, make, calls=4, backend="numpy", observe=None):
-    """[(eager record, compiled record)] per call; a record is what `observe(args, out)`
-    returns (default: the output and the arguments), or the error's type and message."""
-    observe = observe or (lambda args, out: (_view(out), _view(args)))
-    records = []
-    for compiled in (False, True):
-        f = tg.compile(fn, backend=backend) if compiled else fn
-        tg.manual_seed(0)
-        rec = []
-        for i in range(calls):
-            args = make(i)
-            try:
-                out = f(*args)
-            except Exception as e:              # noqa: BLE001 -- compared with eager's
-                rec.append((type(e).__name__, str(e).split("\n")[0], _view(args)))
-            else:
-                rec.append(observe(args, out))
-            rec.append(tg.rand(()).item())      # the generator, as the call left it
-        records.append(rec)
-    return records
+    """[eager records, compiled records], with the generator's state after each call."""
+    return records(fn, make, calls, backend, observe, rng=True)[:2]
 
 
-def _assert_same(records):
-    eager, compiled = records
-    for k, (e, c) in enumerate(zip(eager, compiled)):
-        assert e == c, f"record {k}: eager {e!r} != compiled {c!r}"
+def _assert_same(recs):
+    assert_same_records(*recs)
 
 
 # -- assignments into the caller's containers (Note [Assignments into argument containers])

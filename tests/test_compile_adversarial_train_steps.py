@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 import tracegrad as tg
+from _differential import compare as _compare
 
 nn, F = tg.nn, tg.nn.functional
 S = tg.optim.lr_scheduler
@@ -28,78 +29,6 @@ def _mlp():
 def _data(i, n=5):
     g = np.random.RandomState(i)
     return tg.tensor(g.randn(n, 4)), tg.tensor(g.randint(0, 3, n))
-
-
-def _norm(v):
-    """A comparable (bitwise) form of a value, a state dict, a container of them."""
-    if isinstance(v, tg.Tensor):
-        a = v.detach().numpy()
-        return ("T", str(a.dtype), a.shape, a.tobytes(), v.requires_grad)
-    if isinstance(v, dict):
-        return ("D", tuple((_norm(k), _norm(x)) for k, x in v.items()))
-    if isinstance(v, (list, tuple)):
-        return (type(v).__name__, tuple(_norm(x) for x in v))
-    if isinstance(v, float):
-        return ("f", repr(v))
-    if callable(v):
-        return ("fn",)
-    return v
-
-
-def _snapshot(objs):
-    out = [_norm(tg.get_rng_state())]
-    for name, o in sorted(objs.items()):
-        if isinstance(o, nn.Module):
-            out.append([(n, _norm(p), _norm(p.grad), p.requires_grad)
-                        for n, p in o.named_parameters()])
-            out.append(_norm(o.state_dict()))
-        elif isinstance(o, tg.optim.Optimizer):
-            out.append(_norm(o.state_dict()))
-        elif hasattr(o, "get_last_lr"):
-            out.append((_norm(o.state_dict()), _norm(o.get_last_lr())))
-        else:
-            out.append(_norm(o))
-    return out
-
-
-def _run(make, calls, n, compiled, backend="numpy"):
-    """[(result or error, warnings, state)] of `n` calls; the compiled step's stats."""
-    tg.manual_seed(0)
-    np.random.seed(0)
-    comp = (lambda f: tg.compile(f, backend=backend)) if compiled else (lambda f: f)
-    step, objs = make(comp)
-    log = []
-    for i in range(n):
-        with warnings.catch_warnings(record=True) as w:
-            warnings.simplefilter("always")
-            try:
-                r = ("ok", _norm(calls(step, objs, i)))
-            except Exception as e:
-                r = ("error", type(e).__name__, str(e).split("\n")[0])
-        ws = [(x.category.__name__, str(x.message), x.filename, x.lineno) for x in w
-              if not str(x.message).startswith("tracegrad.compile")]
-        loud = [str(x.message) for x in w if str(x.message).startswith("tracegrad.compile")]
-        log.append((r, ws, _snapshot(objs)))
-        if loud:
-            log[-1] += (loud,)
-    return log, getattr(step, "stats", None)
-
-
-def _compare(make, calls, n=5, loud=False):
-    """Compiled equals eager on every call; `loud`: the compiled step may (True) or must
-    ("must") warn that it runs eagerly."""
-    eager, _ = _run(make, calls, n, False)
-    compiled, stats = _run(make, calls, n, True)
-    warned = [c[3] for c in compiled if len(c) > 3]
-    if loud == "must":
-        assert warned, "expected a warning that the step runs eagerly"
-    elif not loud:
-        assert not warned, warned
-    for i, (e, c) in enumerate(zip(eager, compiled)):
-        assert c[0] == e[0], f"call {i}: result"
-        assert c[1] == e[1], f"call {i}: warnings"
-        assert c[2] == e[2], f"call {i}: state"
-    return stats
 
 
 def _plain(step, objs, i):
