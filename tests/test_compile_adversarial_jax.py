@@ -90,3 +90,35 @@ def test_degrees_of_freedom_warning_matches_pytorch():
         tg.ones(3, 1).var(1)
     assert [(w.category, str(w.message).split(" (Triggered")[0]) for w in ws] == \
         [(w.category, str(w.message)) for w in ours]
+
+
+POWERS = [lambda b, e: b ** e, lambda b, e: 2 ** e, lambda b, e: (-1) ** e,
+          lambda b, e: b ** 3, lambda b, e: b.pow(e[0])]
+
+
+@pytest.mark.parametrize("dtype", ["int64", "int32", "int8", "uint8"])
+def test_integer_powers_wrap_as_eager_for_large_exponents(dtype):
+    # jnp.power reads only the low 6 bits of an integer array exponent: 2 ** 70 gave 64 and
+    # 2 ** 64 gave 1 (eager wraps to 0); (-1) ** uint8 raised OverflowError
+    rng = np.random.default_rng(0)
+    dt = getattr(tg, dtype)
+    base = tg.tensor(rng.integers(-5, 6, 64)).to(dt)
+    exp = tg.tensor(np.concatenate([[0, 1, 63, 64, 65, 70, 127], rng.integers(0, 128, 57)]))
+    exp = exp.to(dt)
+    for f in POWERS:
+        comp = tg.compile(f, backend="jax")
+        want = f(base, exp)
+        for _ in range(2):
+            got = comp(base, exp)
+            assert got.dtype == want.dtype
+            np.testing.assert_array_equal(got.numpy(), want.numpy())
+
+
+def test_number_to_a_negative_integer_tensor_power_raises_as_eager():
+    comp = tg.compile(lambda e: 2 ** e, backend="jax")
+    e = tg.tensor([1, 2])
+    comp(e)
+    with pytest.raises(RuntimeError, match="Integers to negative integer powers"):
+        2 ** tg.tensor([1, -1])
+    with pytest.raises(RuntimeError, match="Integers to negative integer powers"):
+        comp(tg.tensor([1, -1]))
