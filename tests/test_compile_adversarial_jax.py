@@ -122,3 +122,27 @@ def test_number_to_a_negative_integer_tensor_power_raises_as_eager():
         2 ** tg.tensor([1, -1])
     with pytest.raises(RuntimeError, match="Integers to negative integer powers"):
         comp(tg.tensor([1, -1]))
+
+
+def _returned_and_saved(x, w):
+    h = x * 2
+    return (h * w).sum(), h, h.view(-1)
+
+
+@pytest.mark.parametrize("which", [1, 2])
+def test_inplace_change_of_a_returned_value_backward_recomputes_raises(which):
+    # the jax backend recomputes `h` in backward instead of saving it (passes/remat.py), so
+    # no saved value shared the returned output's memory: its version went unchecked and
+    # backward used the old `h` where eager raises
+    comp = tg.compile(_returned_and_saved, backend="jax")
+    x = tg.ones(4, 4, requires_grad=True)
+    w = tg.ones(4, 4, requires_grad=True)
+    for f in (_returned_and_saved, comp, comp, comp):
+        out = f(x, w)
+        with tg.no_grad():
+            out[which].add_(1.0)
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            out[0].backward()
+    out = comp(x, w)                       # unchanged: backward runs
+    out[0].backward()
+    np.testing.assert_allclose(w.grad.numpy(), np.full((4, 4), 2.0))
