@@ -146,3 +146,50 @@ def test_inplace_change_of_a_returned_value_backward_recomputes_raises(which):
     out = comp(x, w)                       # unchanged: backward runs
     out[0].backward()
     np.testing.assert_allclose(w.grad.numpy(), np.full((4, 4), 2.0))
+
+
+def _loss(x, w):
+    return (x * w).sum() + (w * w).mean()       # backward reads the inputs x and w alone
+
+
+@pytest.mark.parametrize("write", ["data", "detach", "no_grad_inplace"])
+def test_write_to_a_saved_input_between_forward_and_backward_is_seen(write):
+    # a speculating call (Note [Speculative backward]) stashed the gradients computed with
+    # the forward's `w`; eager's backward reads `w` as it is when backward runs, and a write
+    # through `.data` or `detach()` passes `w`'s version counter
+    def run(f):
+        x = tg.tensor(np.linspace(-1, 1, 6, dtype=np.float32), requires_grad=True)
+        w = tg.tensor(np.linspace(0.5, 1.5, 6, dtype=np.float32), requires_grad=True)
+        grads = []
+        for i in range(6):
+            loss = f(x, w)
+            if i >= 3 and write == "data":
+                w.data.mul_(0.5)
+            elif i >= 3 and write == "detach":
+                w.detach()[0] = 3.0
+            elif i >= 3:
+                with tg.no_grad():
+                    x.mul_(2.0)          # a version bump: backward raises
+            try:
+                loss.backward()
+                grads.append((x.grad.numpy().copy(), w.grad.numpy().copy()))
+            except RuntimeError as e:
+                grads.append(type(e))
+        return grads
+    eager, comp = run(_loss), run(tg.compile(_loss, backend="jax"))
+    for e, c in zip(eager, comp):
+        if isinstance(e, type):
+            assert e is c
+        else:
+            for a, b in zip(e, c):
+                np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-6)
+
+
+def test_a_training_loop_still_speculates():
+    comp = tg.compile(_loss, backend="jax")
+    x = tg.ones(6, requires_grad=True)
+    w = tg.ones(6, requires_grad=True)
+    for _ in range(4):
+        comp(x, w).backward()
+    (path,) = [p for e in comp.entries.values() for p in e.paths]
+    assert path.speculation.on and path.speculation.box[0]
