@@ -193,3 +193,37 @@ def test_a_training_loop_still_speculates():
         comp(x, w).backward()
     (path,) = [p for e in comp.entries.values() for p in e.paths]
     assert path.speculation.on and path.speculation.box[0]
+
+
+SQRT_EDGES = [-INF, -4.0, INF, 0.0, -0.0, 2.0]
+HALF_POWERS = [lambda x: x ** 0.5, lambda x: x.pow(0.5), lambda x: x ** tg.tensor(0.5),
+               lambda x: tg.pow(x, tg.tensor(0.5, dtype=tg.float64)),
+               lambda x: x[4] ** tg.tensor(0.5), lambda x: x[0] ** 0.5,
+               lambda x: x ** tg.tensor([0.5] * 6), lambda x: x ** 1.5]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16"])
+def test_power_of_one_half_is_eagers_square_root(dtype):
+    # numpy (and PyTorch) compute a scalar power 0.5 of float32/float64 as a square root:
+    # (-inf) ** 0.5 is nan and (-0.0) ** 0.5 is -0.0; XLA's pow gave inf and 0.0
+    x = tg.tensor(SQRT_EDGES).to(getattr(tg, dtype))
+    for f in HALF_POWERS:
+        comp = tg.compile(f, backend="jax")
+        want = f(x).numpy()
+        for _ in range(2):
+            got = comp(x).numpy()
+            np.testing.assert_array_equal(got, want)
+            finite = ~np.isnan(want)
+            np.testing.assert_array_equal(np.signbit(got[finite]), np.signbit(want[finite]))
+
+
+def test_power_of_one_half_matches_pytorch():
+    torch = pytest.importorskip("torch")
+    want = (torch.tensor(SQRT_EDGES) ** 0.5).numpy()
+    comp = tg.compile(lambda x: x ** 0.5, backend="jax")
+    x = tg.tensor(SQRT_EDGES)
+    comp(x)
+    got = comp(x).numpy()
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(np.signbit(got[~np.isnan(got)]),
+                                  np.signbit(want[~np.isnan(want)]))

@@ -47,6 +47,14 @@ def _pow(ctx, node, x, y):
         if hasattr(y, "dtype"):
             x = np.asarray(x).astype(dt) if type(x) is int else x  # wraps: (-1) ** uint8
             return _int_pow(jnp.asarray(x, dt), jnp.asarray(y, dt))
+    elif dt in (np.float32, np.float64) and np.ndim(y) == 0 and \
+            not (dt == np.float64 and np.ndim(x) == 0):
+        # numpy's float32/float64 loop takes a scalar power of one half as a square root (as
+        # PyTorch does): (-inf) ** 0.5 is nan and (-0.0) ** 0.5 is -0.0, where pow gives inf
+        # and 0.0 (eager's 0-d float64 powers are pow's: Note [Scalar powers])
+        if type(y) in (int, float):
+            return jnp.sqrt(x) if y == 0.5 else jnp.power(x, y)
+        return jnp.where(y == 0.5, jnp.sqrt(x), jnp.power(x, y))
     return jnp.power(x, y)
 
 
