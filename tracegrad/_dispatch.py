@@ -148,6 +148,12 @@ def _arrays(prim, args):
 # ml_dtypes loops give (which differs from PyTorch's float32-then-round results).
 BF16_STORAGE_OPS = set()
 
+# How many eager in-place writes have run, through any alias: `.data` and `detach()` tensors
+# too, whose writes other tensors' version counters never see. A compiled call's stashed
+# gradients are used only when no write ran between its forward and its backward (Note
+# [Speculative backward] in compiler/speculation.py).
+EAGER_WRITES = [0]
+
 
 def _bf16_arithmetic(prim):
     return op_error(TracegradRuntimeError, prim.name, "tracegrad keeps bfloat16 tensors as "
@@ -376,6 +382,7 @@ def run_inplace(prim, args, attrs):
         raise _read_only_error(prim, tdata) from None
     before = target._vc.v
     target._vc.v += 1
+    EAGER_WRITES[0] += 1
     if needs is None:
         return target
     base = target._base

@@ -16,7 +16,7 @@ import numpy as np
 from .. import _mode
 from ..autograd.anomaly_mode import STATE as _ANOMALY
 from ..passes.check_inplace import fresh
-from .speculation import is_one
+from .speculation import is_one, unwritten
 from .._errors import TracegradRuntimeError, op_error, user_stacklevel
 from .._tensor import Tensor, edge_of
 from ..autograd.graph import FREED_MSG, Node, _version_error
@@ -101,7 +101,7 @@ class CompiledFunctionBackward(Node):
             g = grads[k]
             one = g is not None and not _mode.is_grad_enabled() and is_one(g, self.out_meta[k][1])
             spec.on = one
-            if stash is not None and one:
+            if stash is not None and one and unwritten(self.spec_box):
                 self.spec_box[0] = True
                 return _fresh_gradients(stash)
         cts = []

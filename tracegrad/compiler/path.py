@@ -91,6 +91,9 @@ class CompiledPath:
         from ..passes.liveness import liveness
         storage = liveness(part.forward).storage_of
         behind = {storage.get(v) for v in part.forward.outputs[part.n_user:]}
+        # and those backward recomputes instead (passes/remat.py): eager saved them, so an
+        # in-place change to such an output between forward and backward raises eagerly
+        behind |= {storage.get(v) for v in part.recomputed}
         self.checked_out = {k for k, v in enumerate(fwd_outs)
                             if v is not None and storage.get(v) in behind}
         # a consumed output's grad_fn leads to the inputs requiring grad it was computed from

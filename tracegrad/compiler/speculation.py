@@ -21,7 +21,12 @@ or `autograd.grad(loss, ..., grad_outputs=g)` run the normal program). What the 
 with the returned gradients is unchanged (hooks on inputs, `retain_grad`, accumulation into
 `.grad`, `autograd.grad` subsets, `inputs=`). A stash is used at most once: a second
 backward (`retain_graph=True`) runs the normal program, since the first may have adopted
-the stashed arrays as `.grad` and the user may have written into them since.
+the stashed arrays as `.grad` and the user may have written into them since. Nor is it used
+after any eager in-place write ran since the call (`_dispatch.EAGER_WRITES`): a write through
+`.data` or `detach()` of a saved input passes its version counter, and eager's backward reads
+the new contents (so does the backward program, reading the input's array). A write through
+a `numpy()` view passes even that count: such a write between forward and backward is the
+one a speculating call does not see.
 
 The forward results come from the fused program: equal to the forward program's within
 float tolerance (XLA may fuse differently), as the JAX backend already promises against
@@ -45,6 +50,14 @@ eval-only call is unchanged (29-30 us). The fused program's XLA call costs 14.4 
 instead of 308 us per step. Packing the small results into one buffer to save transfers
 was tried and dropped: XLA's call of the chain's program became 113 us instead of 14.
 """
+
+
+from .._dispatch import EAGER_WRITES
+
+
+def unwritten(box):
+    """Whether no eager in-place write ran since the stash in `box` was made."""
+    return box[1] == EAGER_WRITES[0]
 
 
 class Speculation:
@@ -80,7 +93,7 @@ class Speculation:
     def stashed(self, node, grads):
         """The speculative call's `grads` are kept on `node` until its backward."""
         node.stash = grads
-        node.spec_box = self.box = [False]
+        node.spec_box = self.box = [False, EAGER_WRITES[0]]
 
 
 def is_one(g, dtype):

@@ -5,6 +5,8 @@ var/std, logsumexp, softmax and log_softmax.
 re-insert reduced dimensions with `_expand_back` before broadcasting against the input.
 """
 import builtins
+import contextlib
+import warnings
 
 import numpy as np
 
@@ -420,8 +422,28 @@ def norm(input, p="fro", dim=None, keepdim=False, dtype=None):
 
 # ---- var / std ----
 def _var_kernel(x, dims, correction, keepdim):
-    with np.errstate(all="ignore"):
+    with np.errstate(all="ignore"), _no_dof_warning(x, dims, correction):
         return np.var(x, axis=dims, ddof=correction, keepdims=keepdim)
+
+
+@contextlib.contextmanager
+def _no_dof_warning(x, dims, correction):
+    """numpy's "Degrees of freedom <= 0" RuntimeWarning silenced: `var`/`std` give
+    PyTorch's UserWarning instead, from Python (`_dof_warning`), so that a compiled call
+    replays it on every call on any backend (Note [Warnings replayed])."""
+    if _count(x.shape, dims) - correction > 0:
+        yield
+        return
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        yield
+
+
+def _dof_warning(input, dims, correction, op):
+    if _count(input.shape, dims) - correction <= 0:
+        warnings.warn(f"{op}(): degrees of freedom is <= 0. Correction should be strictly less "
+                      "than the reduction factor (input numel divided by output numel).",
+                      UserWarning, stacklevel=3)
 
 
 def _var_vjp(g, ins, out, n):
@@ -434,7 +456,7 @@ def _var_vjp(g, ins, out, n):
 
 
 def _std_kernel(x, dims, correction, keepdim):
-    with np.errstate(all="ignore"):
+    with np.errstate(all="ignore"), _no_dof_warning(x, dims, correction):
         return np.std(x, axis=dims, ddof=correction, keepdims=keepdim)
 
 
@@ -470,8 +492,9 @@ def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
     _check_var_dtype(input, "var")
     if isinstance(unbiased, bool) is False and unbiased is not None and dim is None:
         dim, unbiased = unbiased, None
-    return dispatch(VAR, (input,), {"dims": _dims(dim, input.ndim, "var"),
-                                    "correction": _correction(unbiased, correction),
+    dims, correction = _dims(dim, input.ndim, "var"), _correction(unbiased, correction)
+    _dof_warning(input, dims, correction, "var")
+    return dispatch(VAR, (input,), {"dims": dims, "correction": correction,
                                     "keepdim": keepdim})
 
 
@@ -479,8 +502,9 @@ def std(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
     _check_var_dtype(input, "std")
     if isinstance(unbiased, bool) is False and unbiased is not None and dim is None:
         dim, unbiased = unbiased, None
-    return dispatch(STD, (input,), {"dims": _dims(dim, input.ndim, "std"),
-                                    "correction": _correction(unbiased, correction),
+    dims, correction = _dims(dim, input.ndim, "std"), _correction(unbiased, correction)
+    _dof_warning(input, dims, correction, "std")
+    return dispatch(STD, (input,), {"dims": dims, "correction": correction,
                                     "keepdim": keepdim})
 
 

@@ -15,7 +15,7 @@ error messages then apply).
 """
 import numpy as np
 
-from .._dispatch import _scalar, trace_hook
+from .._dispatch import EAGER_WRITES, _scalar, trace_hook
 from .._tensor import Tensor
 
 _FLOATS = frozenset(np.dtype(t) for t in (np.float32, np.float64))
@@ -53,6 +53,7 @@ def _numbers(*xs):
 
 def _bump(t):
     t._vc.v += 1
+    EAGER_WRITES[0] += 1
 
 
 def _axpy_(y, x, alpha, dt):

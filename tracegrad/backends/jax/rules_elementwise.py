@@ -8,6 +8,7 @@ division by zero raises in eager execution; here it is a runtime check (Note in 
 import math
 
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 
 from ...ops import elementwise as E
@@ -40,9 +41,34 @@ simple(E.WHERE, jnp.where)
 
 @register(E.POW, E.POW_TENSOR, E.POW_SCALAR_BASE)
 def _pow(ctx, node, x, y):
-    if _is_int(x) and _is_int(y) or _is_int(x) and isinstance(y, int):
+    dt = node.output.type.dtype.np
+    if jnp.issubdtype(dt, jnp.integer):          # (also `2 ** int_tensor`)
         ctx.check(jnp.any(jnp.asarray(y) < 0))      # numpy refuses negative integer powers
+        if hasattr(y, "dtype"):
+            x = np.asarray(x).astype(dt) if type(x) is int else x  # wraps: (-1) ** uint8
+            return _int_pow(jnp.asarray(x, dt), jnp.asarray(y, dt))
+    elif dt in (np.float32, np.float64) and np.ndim(y) == 0 and \
+            not (dt == np.float64 and np.ndim(x) == 0):
+        # numpy's float32/float64 loop takes a scalar power of one half as a square root (as
+        # PyTorch does): (-inf) ** 0.5 is nan and (-0.0) ** 0.5 is -0.0, where pow gives inf
+        # and 0.0 (eager's 0-d float64 powers are pow's: Note [Scalar powers])
+        if type(y) in (int, float):
+            return jnp.sqrt(x) if y == 0.5 else jnp.power(x, y)
+        return jnp.where(y == 0.5, jnp.sqrt(x), jnp.power(x, y))
     return jnp.power(x, y)
+
+
+def _int_pow(x, y):
+    """`x ** y` for integer arrays, wrapping as numpy does. `jnp.power` looks at only the low
+    6 bits of an array exponent (2 ** 70 gave 64, 2 ** 64 gave 1, (-1) ** 65 gave -1 only by
+    luck), so this walks every bit of the (non-negative) exponent."""
+    acc = jnp.ones_like(x * y)
+    info = np.iinfo(y.dtype)
+    for _ in range(info.bits - (info.min < 0)):      # a sign bit is never set here
+        acc = jnp.where(y & 1, acc * x, acc)
+        x = x * x
+        y = y >> 1
+    return acc
 
 
 def _int_div(f):

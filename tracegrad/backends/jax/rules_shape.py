@@ -49,7 +49,24 @@ simple(S.NOGRAD_WRITE, lambda old, new: new)
 
 @register(S.TO_COPY)
 def _to(ctx, node, x):
-    return x.astype(node.attrs["dtype"])
+    dtype = np.dtype(node.attrs["dtype"])
+    if dtype.kind in "iu" and jnp.issubdtype(x.dtype, jnp.floating):
+        return _float_to_int(x, dtype)
+    return x.astype(dtype)
+
+
+def _float_to_int(x, dtype):
+    """numpy's (and PyTorch's, on x86) conversion of floats to an integer dtype, where XLA's
+    saturates: a NaN, infinite or out-of-range value becomes the most negative value of a
+    64- or 32-bit integer (truncation, `cvtt*2si`), and narrower integers take the 32-bit
+    result modulo their width (`-1.0` -> uint8 255, `300.0` -> 44, NaN -> 0)."""
+    if x.dtype.itemsize < 4:                 # float16, bfloat16: exact in float32
+        x = x.astype(jnp.float32)
+    wide = np.dtype(np.int64 if dtype.itemsize == 8 else np.int32)
+    info = np.iinfo(wide)
+    bad = jnp.isnan(x) | (x >= -float(info.min)) | (x < float(info.min))
+    out = jnp.where(bad, jnp.asarray(info.min, wide), x.astype(wide))
+    return out if wide == dtype else out.astype(dtype)
 
 
 @register(S.CAT)
