@@ -91,6 +91,19 @@ class Numbers:
         self.made.append(n)
         return n
 
+    def root_int(self, tensor, value, position, bound):
+        """An `Integer` for an int argument (Note [Integers read per call])."""
+        return self._new_int(tensor, value, frozenset((position,)), bound)
+
+    def taken_int(self, tensor, value, bound):
+        """An `Integer` for an integer tensor's `.item()`, `tensor` its int64 copy."""
+        return self._new_int(tensor, value, frozenset((("item", len(self.made)),)), bound)
+
+    def _new_int(self, tensor, value, roots, bound):
+        n = Integer(self, tensor, value, roots, bound)
+        self.made.append(n)
+        return n
+
     def recording(self):
         hook = _dispatch.trace_hook.get()
         return hook is not None and getattr(hook, "__self__", None) is self.tracer
@@ -246,6 +259,8 @@ class Number:
 
     # -- arithmetic --
     def _binary(self, other, op, reflected):
+        if type(other) is Integer:       # Python converts the int to float
+            other = _promoted(other)
         if self._t is None:
             o = float(other) if type(other) is Number else other
             return op(o, self._v) if reflected else op(self._v, o)
@@ -272,11 +287,13 @@ class Number:
     def __rmul__(self, o): return self._binary(o, operator.mul, True)
 
     def __truediv__(self, o):
+        o = _promoted(o)
         if _operand(o) is not None:
             _nonzero(o)
         return self._binary(o, operator.truediv, False)
 
     def __rtruediv__(self, o):
+        o = _promoted(o)
         if _operand(o) is not None:
             _nonzero(self)
         return self._binary(o, operator.truediv, True)
@@ -306,6 +323,7 @@ class Number:
 
     # -- comparisons: guards on the outcome --
     def _compare(self, other, op):
+        other = _promoted(other)
         o = _operand(other)
         if o is None:
             return op(float(self), other) if _python_number(other) else NotImplemented
@@ -380,7 +398,16 @@ def _python_number(x):
 
 
 def _value(x):
-    return float(x) if type(x) is Number else x
+    return float(x) if type(x) is Number else int(x) if type(x) is Integer else x
+
+
+def _promoted(x):
+    """An `Integer` as the `Number` of its exact float64 value (Python converts an int
+    meeting a float), or its exact int where that is not exact; anything else as it is."""
+    if type(x) is not Integer:
+        return x
+    n = x.as_number()
+    return n if n is not None else x.__index__()
 
 
 def _nonzero(divisor):
@@ -405,12 +432,12 @@ _ARITHMETIC = None
 
 def has_number(args, attrs):
     for a in args:
-        if type(a) is Number:
+        if type(a) in STAND_INS:
             return True
     if attrs:
         for v in attrs.values():
-            if type(v) is Number or (type(v) in (tuple, list)
-                                     and any(type(i) is Number for i in v)):
+            if type(v) in STAND_INS or (type(v) in (tuple, list)
+                                        and any(type(i) in STAND_INS for i in v)):
                 return True
     return False
 
@@ -428,21 +455,31 @@ def replace(prim, args, attrs):
     func = prim.functional or prim
     tensors = [a for a in args if isinstance(a, Tensor)]
     out = []
+    arithmetic = func in _ARITHMETIC and len(args) == 2 and len(tensors) == 1
     for a in args:
-        if type(a) is not Number:
+        if type(a) is Integer:           # Note [Integers read per call]
+            t = a.cast_for(tensors[0]) if arithmetic and a._live() else None
+            out.append(t if t is not None else a.__index__())
+        elif type(a) is not Number:
             out.append(a)
-        elif a._t is not None and func in _ARITHMETIC and len(args) == 2 and len(tensors) == 1:
+        elif a._t is not None and arithmetic:
             like = tensors[0]
             dt = like.dtype if like.is_floating_point() else get_default_dtype()
             out.append(a._t.to(dt))
         else:
             out.append(float(a))
     if attrs:
-        attrs = {k: (float(v) if type(v) is Number else
-                     type(v)(float(i) if type(i) is Number else i for i in v)
+        attrs = {k: (_exact(v) if type(v) in STAND_INS else
+                     type(v)(_exact(i) for i in v)
                      if type(v) in (tuple, list) else v)
                  for k, v in attrs.items()}
     return tuple(out), attrs
+
+
+def _exact(x):
+    """A stand-in's exact value (guarded), anything else as it is."""
+    t = type(x)
+    return float(x) if t is Number else x.__index__() if t is Integer else x
 
 
 def plain(x):
@@ -450,8 +487,8 @@ def plain(x):
     tuples, lists and dicts, replaced by its exact value: for code that runs outside the
     trace (a custom Function's forward)."""
     t = type(x)
-    if t is Number:
-        return float(x)
+    if t is Number or t is Integer:
+        return _exact(x)
     if t is tuple or t is list:
         items = [plain(i) for i in x]
         return x if all(a is b for a, b in zip(items, x)) else t(items)
@@ -466,15 +503,15 @@ def split_outputs(out):
     leaf index: a fresh traced float64 0-d tensor holding that Number's value}): each
     returned Number becomes a program output read per call (Note [Numbers taken from
     tensors]). Call while the trace records (the copies are recorded)."""
-    if type(out) is Number:
+    if type(out) in STAND_INS:
         return out._v, {0: _fresh(out)}
     from .tracer import flatten
     leaves, build = flatten(out)
-    found = {k: x for k, x in enumerate(leaves) if type(x) is Number}
+    found = {k: x for k, x in enumerate(leaves) if type(x) in STAND_INS}
     if not found:
         return out, {}
     tensors = {k: _fresh(x) for k, x in found.items()}
-    out = build([x._v if type(x) is Number else x for x in leaves])
+    out = build([x._v if type(x) in STAND_INS else x for x in leaves])
     leaves.clear()                   # (flatten's recursive walker keeps it alive until
     found.clear()                    # the next collection: a Number there would escape)
     return out, tensors
@@ -487,3 +524,8 @@ def _fresh(n):
         n._owner.unsafe = True
         return None
     return n._t.clone()
+
+
+from .integers import Integer  # noqa: E402  (integers.py imports Number from here)
+
+STAND_INS = (Number, Integer)

@@ -562,12 +562,22 @@ class Tracer:
     def item_number(self, t, value):
         """What `t.item()` returns while `item_numbers` is on: for a floating tensor, a
         `Number` holding `value` whose traced value is a float64 copy of `t` (exact: every
-        floating dtype widens to float64 without rounding); otherwise `value`, guarded as
-        `observe` guards it (Note [Numbers taken from tensors] in numbers.py)."""
+        floating dtype widens to float64 without rounding); for an integer tensor (not
+        uint64), an `Integer` over an int64 copy (Note [Integers read per call] in
+        integers.py); otherwise (a bool) `value`, guarded as `observe` guards it (Note
+        [Numbers taken from tensors] in numbers.py)."""
+        from .numbers import Numbers
+        if type(value) is int and t._data.dtype.kind in "iu" and t._data.dtype.itemsize < 8 \
+                or t._data.dtype == np.int64:    # Note [Integers read per call]
+            if self.numbers is None:
+                self.numbers = Numbers(self)
+            src = t.detach()
+            src = src.clone() if src._data.dtype == np.int64 else src.long()
+            info = np.iinfo(t._data.dtype)
+            return self.numbers.taken_int(src, value, max(-int(info.min), int(info.max)))
         if type(value) is not float or not is_float_np(t._data.dtype):
             self.observe(t, "item", value)
             return value
-        from .numbers import Numbers
         if self.numbers is None:
             self.numbers = Numbers(self)
         src = t.detach()                 # a copy: a later in-place write to `t` must
