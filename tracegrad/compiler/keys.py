@@ -154,6 +154,8 @@ def _scalar_text(k):
     """A scalar's key (binding.scalar_key) as the user wrote the value."""
     if k[0] == "f":
         return (k[1] if k[1] in ("nan", "read per call") else repr(float.fromhex(k[1])))
+    if k[0] == "i":                      # a dynamic int (compiler/dynamic_numbers.py)
+        return k[1]
     return f"{k[1]!r}"
 
 

@@ -192,11 +192,13 @@ class Tracer:
 
     def scalar_source(self, holder, key, value, index=None, narrow=False, name=None):
         """A Python number read per call from `holder[key]` (or item `index` of the tuple
-        there, whose length is then checked too), as a captured 0-d tensor."""
+        there, whose length is then checked too), as a captured 0-d tensor: float64, or
+        int64 where `narrow` is "int" (an int argument read per call: Note [Integers read
+        per call] in integers.py)."""
         t = self.scalar_tensors.get((id(holder), key, index))
         if t is None:
             t = self.scalar_tensors[(id(holder), key, index)] = Tensor._wrap(
-                np.array(value, dtype=np.float64))
+                np.array(value, dtype=np.int64 if narrow == "int" else np.float64))
             name = name or (str(key) if index is None else f"{key}{index}")
             v = self.add_arg(t, name, role="captured")
             n = None if index is None else len(holder[key])
