@@ -127,11 +127,16 @@ class Integer:
 
     def cast_for(self, like):
         """A 0-d tensor of this int as eager casts it to meet tensor `like` in an arithmetic
-        primitive, or None (then the exact value is taken)."""
+        primitive (a bool tensor's: int64), or None (then the exact value is taken)."""
         import numpy as np
         dt = like._data.dtype
-        if dt == np.bool_:
-            return self._t
+        return self._t if dt == np.bool_ else self.cast_to(dt)
+
+    def cast_to(self, dt):
+        """A 0-d tensor of this int in numpy dtype `dt`, where the cast is exact (guarded),
+        or None."""
+        import numpy as np
+        from .._dtype import _FROM_NP
         try:
             if dt.kind in "iu":
                 info = np.iinfo(dt)
@@ -145,7 +150,7 @@ class Integer:
             return None
         if not self._within(lo, hi):
             return None
-        return self._t if dt == np.int64 else self._t.to(like.dtype)
+        return self._t if dt == np.int64 else self._t.to(_FROM_NP[np.dtype(dt)])
 
     # -- int arithmetic, traced in int64 --
     def _int_op(self, other, op, reflected, bound, estimate, zero_check=False):

@@ -482,6 +482,21 @@ def _exact(x):
     return float(x) if t is Number else x.__index__() if t is Integer else x
 
 
+def traced_scalar(x, dtype):
+    """`x`, a live stand-in, as a 0-d tensor of numpy `dtype` holding what eager's conversion
+    of the number to that dtype holds (a float into a floating dtype; an int where the cast
+    is exact: `Integer.cast_to`), or None: not a live stand-in, or its exact value is
+    needed. For primitives taking a number operand (`where(c, x, lr)`)."""
+    t = type(x)
+    if t is Number and x._t is not None and x._owner.recording() \
+            and np.dtype(dtype).kind == "f":
+        from .._dtype import _FROM_NP
+        return x._t.to(_FROM_NP[np.dtype(dtype)])
+    if t is Integer and x._live():
+        return x.cast_to(np.dtype(dtype))
+    return None
+
+
 def plain(x):
     """`x` (a tuple, list or dict of arguments) with each `Number` in it, at any depth of
     tuples, lists and dicts, replaced by its exact value: for code that runs outside the
