@@ -25,7 +25,8 @@ tensor. It must give exactly what the int gives, or make the path depend on the 
 - meeting a tensor in an elementwise arithmetic primitive it becomes a 0-d tensor of the
   tensor's dtype (a bool tensor's: int64), guarded to fit that dtype exactly (eager casts
   the int to it), as `replace` in numbers.py does for a `Number`;
-- `tensor(n)` (int64) and `full(size, n)` (int64) copy its traced value (ops/creation.py);
+- `tensor(n)` (int64) and `full(size, n)` (int64) copy its traced value (ops/creation.py),
+  and `where(c, x, n)` casts it to the result dtype where that cast is exact;
 - everything else takes the exact value with a guard on it: `range(n)`, `lst[n]`, shapes,
   `int()`, `float()`, formatting and hashing, bit operations, numpy, `float ** n` (numpy's
   power is not the C library's `pow` Python calls: measured, about 5% of results differ in

@@ -24,7 +24,7 @@ value; never silently bake the trace's value in:
   not one per value);
 - copied into a new floating tensor (`tensor([lr, 0.9])`, `full((3,), lr)`, `full_like`,
   `new_full`: ops/creation.py) it is its 0-d value cast to that dtype, as numpy casts the
-  float;
+  float; so is an operand of `where(c, x, lr)` (`traced_scalar`);
 - everything else takes the concrete value (`float()`, `int()`, `round()`, formatting,
   hashing, numpy's `__array__` and ufuncs (`np.float32(s) * lr` computes as with the
   float: a weak scalar to numpy), attributes such as `is_integer`, any other primitive, any
@@ -45,15 +45,16 @@ value (what `item()` records elsewhere) each call would be a new path, and past
 (`Tracer.item_numbers`, switched on by compiler/function.py), `.item()` of a floating
 tensor, called from user code (tracegrad's own `.item()`s, in optimizers and schedulers,
 keep their guards), gives a `Number` rooted at a float64 copy of the traced value
-(`Numbers.taken`). Every use keeps the rules above: arithmetic is traced in float64,
+(`Numbers.taken`; an integer tensor's gives an `Integer`: Note [Integers read per call]
+in integers.py). Every use keeps the rules above: arithmetic is traced in float64,
 comparisons guard their outcome, any other use guards the exact value, a Number stored
 anywhere escapes and the path is not cached (and `.item()` gives plain floats, guarded, in
 that function's later traces). A `Number` among the leaves of the returned value is not
 made concrete but becomes an extra program output (`split_outputs`), converted back to a
 Python float on each call. float64 holds every float16/bfloat16/float32 value exactly, so
 that float is bit-equal to eager's `.item()`. Only `.item()`: `float(t)` must return a real
-float (Python checks the type `__float__` returns), and integer and bool tensors give an
-int or a bool, which a float stand-in cannot be; those stay guards on their exact value.
+float (Python checks the type `__float__` returns); a bool tensor's `.item()` stays a
+guard on its value (two paths at most).
 Code naming `type` keeps the guards too (`type(v) is float` fails for a stand-in:
 `DynamicFloats.items_per_call`).
 """
