@@ -906,7 +906,7 @@ def test_a_changing_int_argument_is_named_and_the_cache_limit_warning_says_what_
         outs = [cf(tg.ones(1), k).item() for k in range(5)]
     assert outs == [3.0, 2.0, 3.0, 2.0, 3.0]
     assert cf.stats.retraces[0].startswith("int argument 'k' changed value")
-    assert cf.stats.retraces[1] == "argument 1 ('k') changed (read per call -> 2)"
+    assert cf.stats.retraces[1] == "argument 1 ('k') changed (an int read per call -> 2)"
     # only computed with, k is read per call: a path per outcome of `k % 2`
     def by_parity(x, k):
         return x * 2 if k % 2 else x * 3
