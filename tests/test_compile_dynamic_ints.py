@@ -507,3 +507,32 @@ def test_numbers_as_primitive_attributes_keep_a_path_per_value():
     calls = [((x, p, lo), {}) for p, lo in [(2.5, 0.1), (1.5, 0.2), (0.5, -0.3), (3, 0)]]
     f = _run(_attribute_numbers, calls)
     assert f.stats.eager_calls == 0 and f.stats.traces == 4
+
+
+_SHAPE_OPS = {
+    "view": lambda x, n: x.view(n, -1), "zeros": lambda x, n: tg.zeros(n, 2),
+    "narrow": lambda x, n: x.narrow(0, 0, n), "slice": lambda x, n: x[:n],
+    "split": lambda x, n: x.split(n), "chunk": lambda x, n: x.chunk(n),
+    "pad": lambda x, n: F.pad(x, (n, n)), "repeat": lambda x, n: x.repeat(n, 1),
+    "arange": lambda x, n: tg.arange(0, n * 2, 2), "topk": lambda x, n: x.flatten().topk(n),
+    "one_hot": lambda x, n: F.one_hot(tg.tensor([0, 1]), num_classes=n + 2),
+    "sum_dim": lambda x, n: x.sum(dim=n % 2), "clamp": lambda x, n: x.clamp(min=n - 3),
+    "mixed_tensor": lambda x, n: tg.tensor([n, 0.5]), "new_full": lambda x, n: x.new_full((2,), n),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_SHAPE_OPS))
+def test_ints_as_sizes_dims_and_bounds_of_ops_take_their_values(name):
+    """Sizes, dims, paddings and bounds reach a primitive's attributes (at any depth of
+    tuples and slices): the exact value, guarded, never a stand-in left in the program."""
+    op = _SHAPE_OPS[name]
+
+    def fn(x, c):
+        return op(x, c.sum().item())
+
+    f = tg.compile(fn, cache_limit=10)
+    x = tg.tensor(np.arange(6, dtype=np.float32).reshape(2, 3) + 1)
+    for k in (1, 2, 3, 2, 1):
+        c = tg.tensor([k])
+        _same(f(x, c), fn(x, c))
+    assert f.stats.eager_calls == 0 and f.stats.traces <= 3

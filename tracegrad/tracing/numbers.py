@@ -433,14 +433,43 @@ _ARITHMETIC = None
 
 def has_number(args, attrs):
     for a in args:
-        if type(a) in STAND_INS:
+        if _holds_stand_in(a):
             return True
     if attrs:
         for v in attrs.values():
-            if type(v) in STAND_INS or (type(v) in (tuple, list)
-                                        and any(type(i) in STAND_INS for i in v)):
+            if _holds_stand_in(v):
                 return True
     return False
+
+
+def _holds_stand_in(v):
+    """A stand-in, or a tuple, list, dict or slice holding one at any depth (an index
+    `x[:n]`, a padding `((n, n),)`)."""
+    t = type(v)
+    if t is Number or t is Integer:
+        return True
+    if t is tuple or t is list:
+        return any(_holds_stand_in(i) for i in v)
+    if t is slice:
+        return _holds_stand_in((v.start, v.stop, v.step))
+    if t is dict:
+        return any(_holds_stand_in(i) for i in v.values())
+    return False
+
+
+def _exact_deep(v):
+    """`v` with every stand-in in it (at any depth of tuples, lists, dicts and slices)
+    replaced by its exact value, guarded."""
+    t = type(v)
+    if t is Number or t is Integer:
+        return _exact(v)
+    if t is tuple or t is list:
+        return t(_exact_deep(i) for i in v) if _holds_stand_in(v) else v
+    if t is slice:
+        return slice(_exact(v.start), _exact(v.stop), _exact(v.step))
+    if t is dict:
+        return {k: _exact_deep(i) for k, i in v.items()} if _holds_stand_in(v) else v
+    return v
 
 
 def replace(prim, args, attrs):
@@ -462,7 +491,7 @@ def replace(prim, args, attrs):
             t = a.cast_for(tensors[0]) if arithmetic and a._live() else None
             out.append(t if t is not None else a.__index__())
         elif type(a) is not Number:
-            out.append(a)
+            out.append(_exact_deep(a))
         elif a._t is not None and arithmetic:
             like = tensors[0]
             dt = like.dtype if like.is_floating_point() else get_default_dtype()
@@ -470,10 +499,7 @@ def replace(prim, args, attrs):
         else:
             out.append(float(a))
     if attrs:
-        attrs = {k: (_exact(v) if type(v) in STAND_INS else
-                     type(v)(_exact(i) for i in v)
-                     if type(v) in (tuple, list) else v)
-                 for k, v in attrs.items()}
+        attrs = {k: _exact_deep(v) for k, v in attrs.items()}
     return tuple(out), attrs
 
 
