@@ -536,3 +536,47 @@ def test_ints_as_sizes_dims_and_bounds_of_ops_take_their_values(name):
         c = tg.tensor([k])
         _same(f(x, c), fn(x, c))
     assert f.stats.eager_calls == 0 and f.stats.traces <= 3
+
+
+@pytest.mark.filterwarnings("ignore:tracegrad.compile")
+def test_an_int_argument_stored_on_an_object_is_the_plain_int():
+    class Log:
+        last = None
+    log = Log()
+
+    @tg.compile
+    def f(x, t, T=100):
+        log.last = t
+        return x * (1 - t / T), t * 3
+
+    x = tg.ones(2)
+    for t in (1, 2, 3, 4, 3):
+        _same(f(x, t), (x * (1 - t / 100), t * 3))
+        assert log.last == t and type(log.last) is int
+
+
+def test_threads_read_their_own_int_arguments():
+    import threading
+
+    @tg.compile
+    def f(x, t, T=100):
+        return x * (1 - t / T), t * 3
+
+    x = tg.ones(2)
+    f(x, 1)
+    f(x, 2)
+    errors = []
+
+    def work(seed):
+        rnd = random.Random(seed)
+        for _ in range(100):
+            t = rnd.randrange(1000)
+            a, b = f(x, t)
+            if b != 3 * t or a.tolist() != (x * (1 - t / 100)).tolist():
+                errors.append(t)
+    threads = [threading.Thread(target=work, args=(s,)) for s in range(4)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert errors == [] and f.stats.traces == 2
