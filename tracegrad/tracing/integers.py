@@ -325,10 +325,6 @@ def _int_operand(x):
     return None
 
 
-def _roots(x):
-    return getattr(x, "_roots", frozenset()) if type(x) is Integer else frozenset()
-
-
 def _as_number(x):
     """An int operand as a `Number` or a float (exact), or None."""
     if type(x) is Integer:
