@@ -71,9 +71,10 @@ def test_tutorial_loop_matches_torch():
 
 
 def _by_item(x):
-    # (a float's `.item()` meeting a tensor is read per call, no guard: Note [Numbers taken
-    # from tensors]; an integer tensor's stays a guard on its value)
-    return x * x.sum().long().item()
+    # (a float's or an integer's `.item()` meeting a tensor is read per call, no guard: Note
+    # [Numbers taken from tensors], Note [Integers read per call]; a bool tensor's stays a
+    # guard on its value)
+    return x * (x.sum() > 3.5).item()
 
 
 def _by_float(x):
@@ -150,7 +151,8 @@ def test_entry_key_changes_retrace_with_reasons(caplog):
         f(x, 2, flag=False)                       # keyword argument
     assert f.stats.traces == 7 and f.stats.cache_hits == 1
     reasons = f.stats.retraces
-    assert "argument 1" in reasons[0] and "argument 1" in reasons[1]
+    # an int that changes is read per call from then on (Note [Float arguments that change])
+    assert "int argument 'scale' changed value" in reasons[0] and "argument 1" in reasons[1]
     assert "shape" in reasons[2] and "dtype" in reasons[3] and "requires_grad" in reasons[4]
     assert len([r for r in caplog.records if r.name == "tracegrad"]) == 6
     assert f(x, 2).item() == 6.0 and f(x, 3).item() == 9.0 and f(x, 2, flag=False).item() == -3
@@ -895,15 +897,23 @@ def test_leaf_created_inside_runs_eagerly_with_a_warning():
 
 def test_a_changing_int_argument_is_named_and_the_cache_limit_warning_says_what_to_do():
     def step(x, k, *, scale=2.0):
-        return x * 2 if k % 2 else x * 3
+        return x * 2 if len(range(k)) % 2 else x * 3
 
+    # `range(k)` needs k's value: k is keyed by value after the trace that found that out
     cf = tg.compile(step, cache_limit=3)
     with pytest.warns(UserWarning, match=r"argument 1 \('k'\) changed \(2 -> 3\).*as a "
                                           r"tensor \(`tracegrad.tensor\(step\)`\)"):
         outs = [cf(tg.ones(1), k).item() for k in range(5)]
     assert outs == [3.0, 2.0, 3.0, 2.0, 3.0]
-    assert cf.stats.retraces[0] == "argument 1 ('k') changed (0 -> 1)"
+    assert cf.stats.retraces[0].startswith("int argument 'k' changed value")
+    assert cf.stats.retraces[1] == "argument 1 ('k') changed (an int read per call -> 2)"
+    # only computed with, k is read per call: a path per outcome of `k % 2`
+    def by_parity(x, k):
+        return x * 2 if k % 2 else x * 3
+    cf = tg.compile(by_parity)
+    assert [cf(tg.ones(1), k).item() for k in range(6)] == [3.0, 2.0] * 3
+    assert cf.stats.traces == 3 and cf.stats.eager_calls == 0
     # the advice works: a tensor step counter gives one path per outcome of `k % 2`
-    cf = tg.compile(step)
+    cf = tg.compile(by_parity)
     assert [cf(tg.ones(1), tg.tensor(k)).item() for k in range(6)] == [3.0, 2.0] * 3
     assert cf.stats.traces == 2

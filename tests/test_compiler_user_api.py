@@ -105,7 +105,7 @@ def test_dynamo_names_scripts_call():
     assert old == torch._dynamo.config.recompile_limit == 8
     try:
         torch._dynamo.config.cache_size_limit = 2
-        c = torch.compile(lambda x, n: x * n)
+        c = torch.compile(lambda x, n: x.repeat(n))     # (n's value is needed: a path each)
         with pytest.warns(UserWarning, match="reached cache_limit=2"):
             for n in range(3):
                 c(torch.ones(1), n)

@@ -49,6 +49,8 @@ def _cast(a, want):
             return a.item()               # never a float64/int64 operand numpy would widen to
         if type(a) is not float and isinstance(a, float):
             return float(a)               # a traced Number met outside the trace's recording
+        if type(a) is not int and type(a) is not bool and isinstance(a, int):
+            return int(a)                 # an Integer's (or an int subclass's) exact value
         if type(a) is int and want is not None and want.kind in "iu" and want.itemsize < 8:
             return wrap_int(a, want)
         return a                          # Python numbers and attributes go in as they are

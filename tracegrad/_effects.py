@@ -168,11 +168,18 @@ def as_scalar_for(value, like):
     return value
 
 
+_INT_LIMIT = 2 ** 62
+
+
 def is_number(value, narrow=False):
     """A real number a hyper-parameter may be read per call as: a Python int or float, or
     a numpy one (a learning rate computed with numpy), never a bool; a numpy float
-    narrower than float64 only when `narrow` (Note [Narrow numpy hyper-parameters])."""
+    narrower than float64 only when `narrow` (Note [Narrow numpy hyper-parameters]).
+    `narrow` "int": an int argument read per call as int64, a plain int of at most 2**62
+    (Note [Integers read per call] in tracing/integers.py)."""
     t = type(value)
+    if narrow == "int":
+        return t is int and -_INT_LIMIT <= value <= _INT_LIMIT
     return t is float or t is int or t in _NUMPY_NUMBERS or (narrow and t in _NARROW_FLOATS)
 
 

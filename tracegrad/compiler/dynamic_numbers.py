@@ -23,6 +23,15 @@ its Python effects have run once, as eager's would.
 Only flat calls take part (every argument a direct parameter: no containers), so a
 position is the binder's leaf index, the same in the key and in the call.
 
+Int arguments take part the same way (an `epoch`, a diffusion step `t`): once a call
+differs from the last only in the values of int (or float) arguments, those positions are
+read per call, as int64, and the trace passes an `Integer` (Note [Integers read per call]
+in tracing/integers.py). An int used in `range`, as an index or a shape, formatted or
+hashed gives its exact value, which makes the position static as above: such an int
+keeps a path per value. Only plain ints of at most 2**62 in magnitude are read per call
+(a larger one, or a bool, is keyed by value); an int position stays an int position (a
+float arriving there is a new key).
+
 Note [Float attributes that change]
 The same holds for a float the function reads from Python state, guarded by value (Note
 [Captured state] in state.py): a module's `self.temperature`, a loss weight annealed
@@ -43,6 +52,17 @@ import threading
 from ..tracing.numbers import Numbers
 
 DYNAMIC = ("S", ("f", "read per call"))   # a dynamic float's part of the entry key
+DYNAMIC_INT = ("S", ("i", "read per call"))   # a dynamic int's
+_INT_LIMIT = 2 ** 62             # ints read per call are at most this (integers.LIMIT)
+
+
+def _dynamic_part(x):
+    """The key part of a dynamic position holding `x`, or None (keyed by value)."""
+    if type(x) is float:
+        return DYNAMIC
+    if type(x) is int and -_INT_LIMIT <= x <= _INT_LIMIT:
+        return DYNAMIC_INT
+    return None
 
 
 class CallNumbers:
@@ -80,8 +100,9 @@ class DynamicFloats:
         parts = list(key[0])
         hit = False
         for i in self.dynamic:
-            if i < len(leaves) and type(leaves[i]) is float:
-                parts[i] = DYNAMIC
+            part = _dynamic_part(leaves[i]) if i < len(leaves) else None
+            if part is not None:
+                parts[i] = part
                 hit = True
         if not hit:
             return key
@@ -101,16 +122,21 @@ class DynamicFloats:
         for i, (a, b) in enumerate(zip(old, new)):
             if a == b:
                 continue
-            if (a[0] != "S" or b[0] != "S" or a[1][0] != "f" or b[1][0] != "f"
-                    or i in self.static or type(leaves[i]) is not float):
+            if (a[0] != "S" or b[0] != "S" or i in self.static
+                    or not (a[1][0] == b[1][0] == "f" and type(leaves[i]) is float
+                            or a[1][0] is b[1][0] is int
+                            and _dynamic_part(leaves[i]) is DYNAMIC_INT
+                            and -_INT_LIMIT <= a[1][1] <= _INT_LIMIT)):
                 return None
             changed.append(i)
         if not changed:
             return None
         self.dynamic.update(changed)
+        kinds = {type(leaves[i]).__name__ for i in changed}
+        kind = kinds.pop() if len(kinds) == 1 else "number"
         said = [f"'{names[i]}'" if i < len(names) else f"{i}" for i in changed]
-        said = (f"float argument {said[0]} changed value" if len(said) == 1 else
-                f"float arguments {', '.join(said[:-1])} and {said[-1]} changed value")
+        said = (f"{kind} argument {said[0]} changed value" if len(said) == 1 else
+                f"{kind} arguments {', '.join(said[:-1])} and {said[-1]} changed value")
         return self.key(key, leaves, struct), (
             f"{said}: read per call from now on (no re-trace for new values)")
 
@@ -153,7 +179,7 @@ class DynamicFloats:
 
     def positions(self, key):
         """The leaf positions `key` has typed as dynamic floats."""
-        return [i for i, p in enumerate(key[0]) if p == DYNAMIC]
+        return [i for i, p in enumerate(key[0]) if p == DYNAMIC or p == DYNAMIC_INT]
 
     def place_numbers(self, tracer):
         """Put a Number into each dynamic place holding a float now: [(holder, key, the
@@ -188,13 +214,18 @@ class DynamicFloats:
         return [(holder, key) for holder, key, *_ in placed]
 
     def substitute(self, tracer, binder, args, kwargs, leaves, positions, names):
-        """(numbers, args, kwargs) with a `Number` in place of each float at `positions`."""
+        """(numbers, args, kwargs) with a `Number` in place of each float at `positions`
+        and an `Integer` in place of each int."""
         numbers = tracer.numbers = tracer.numbers or Numbers(tracer)
         made = {}
         for i in positions:
             name = names[i] if i < len(names) else f"a{i}"
-            t = tracer.scalar_source(self.holder, i, leaves[i], name=name)
-            made[i] = numbers.root(t, leaves[i], i)
+            if type(leaves[i]) is int:
+                t = tracer.scalar_source(self.holder, i, leaves[i], narrow="int", name=name)
+                made[i] = numbers.root_int(t, leaves[i], i, _INT_LIMIT)
+            else:
+                t = tracer.scalar_source(self.holder, i, leaves[i], name=name)
+                made[i] = numbers.root(t, leaves[i], i)
         if not kwargs and len(args) == len(leaves):
             return numbers, tuple(made.get(i, a) for i, a in enumerate(args)), {}
         ba = binder.sig.bind(*args, **kwargs)
@@ -253,7 +284,7 @@ class DynamicFloats:
         from .binding import scalar_key
         parts = list(key[0])
         for i, p in enumerate(parts):
-            if p == DYNAMIC and i in self.static:
+            if (p == DYNAMIC or p == DYNAMIC_INT) and i in self.static:
                 parts[i] = ("S", scalar_key(leaves[i]))
         return (tuple(parts),) + key[1:]
 

@@ -50,10 +50,12 @@ class EagerFallbacks:
                     "values.")
             if reason and re.match(r"argument [^ ]+( \('[^']*'\))? changed \(", reason):
                 hint = ("A Python value passed as an argument is part of the path's key, so "
-                        "each new value traces again (a float is read per call, other values "
-                        "are not): pass a value that changes on every call, such as a step "
-                        "counter, as a tensor (`tracegrad.tensor(step)`), or compute what "
-                        "depends on it outside the compiled function.")
+                        "each new value traces again (a float or an int is read per call "
+                        "where it is only computed with; used as a range, an index, a shape "
+                        "or formatted, its value is needed): pass a value that changes on "
+                        "every call, such as a step counter, as a tensor "
+                        "(`tracegrad.tensor(step)`), or compute what depends on it outside "
+                        "the compiled function.")
             elif reason and re.match(r"(global|closure variable|attribute) .* changed", reason):
                 hint = ("The function reads Python state that changed between calls, and "
                         "each new value traces again: pass a value that changes on every "
@@ -62,9 +64,9 @@ class EagerFallbacks:
             elif reason and reason.startswith(("guard item(", "guard float(", "guard int(")):
                 hint = ("A Python number taken from a tensor is a guard on its value, "
                         "which differs on every call, where Python needs that value: "
-                        "formatting or printing it, float(t), int(t), an int or bool "
-                        "tensor's .item(). A float tensor's .item() that is only returned, "
-                        "or computed with (+ - * /, comparisons), is read per call: return "
+                        "formatting or printing it, float(t), int(t), a bool tensor's "
+                        ".item(). A number tensor's .item() that is only returned, or "
+                        "computed with (+ - * / // %, comparisons), is read per call: return "
                         "it (or the tensor) and format or store it outside the compiled "
                         "function.")
             self._say_eager(f"tracegrad.compile: '{self.name}' reached cache_limit="

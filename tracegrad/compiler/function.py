@@ -628,12 +628,18 @@ def _single(outs):
 
 
 def _numbers_out(build, positions):
-    """`build` with the leaves at `positions` (0-d float64 tensors: returned Numbers) turned
-    into the Python floats eager returns (Note [Numbers taken from tensors])."""
+    """`build` with the leaves at `positions` (0-d float64 or int64 tensors: returned
+    Numbers and Integers) turned into the Python floats and ints eager returns (Note
+    [Numbers taken from tensors])."""
     def rebuild(leaves):
-        return build([float(x._data.item()) if k in positions else x
+        return build([_python_scalar(x._data) if k in positions else x
                       for k, x in enumerate(leaves)])
     return rebuild
+
+
+def _python_scalar(arr):
+    v = np.asarray(arr).reshape(()).item()
+    return int(v) if np.asarray(arr).dtype.kind in "iu" else float(v)
 
 
 def _arg_names(fn, n):

@@ -159,7 +159,10 @@ def describe_difference(old, new, names=()):
 def _scalar_text(k):
     """A scalar's key (binding.scalar_key) as the user wrote the value."""
     if k[0] == "f":
-        return (k[1] if k[1] in ("nan", "read per call") else repr(float.fromhex(k[1])))
+        return ("a float read per call" if k[1] == "read per call" else
+                k[1] if k[1] == "nan" else repr(float.fromhex(k[1])))
+    if k[0] == "i":                      # a dynamic int (compiler/dynamic_numbers.py)
+        return "an int read per call"
     return f"{k[1]!r}"
 
 

@@ -202,7 +202,8 @@ class CompiledPath:
                 value = value[index]
             if not is_number(value, narrow):
                 return None, f"{key!r} is no longer a number ({value!r})"
-            captured[j] = Tensor._wrap(np.array(value, dtype=np.float64))
+            captured[j] = Tensor._wrap(np.array(
+                value, dtype=np.int64 if narrow == "int" else np.float64))
         return captured, None
 
     # -- running --

@@ -44,7 +44,7 @@ def build_runner(path):
            "_qx": quiet_exit, "_wrap": Tensor._wrap, "_asarray": np.asarray, "_array": np.array,
            "_copyto": np.copyto, "_attach": path._attach,
            "_state": path._state_holds, "_miss": path._miss, "_root": _root,
-           "_f64": _f64, "_Consumed": ConsumedBackward, "_number": is_number,
+           "_f64": _f64, "_i64": _i64, "_Consumed": ConsumedBackward, "_number": is_number,
            "_Rerun": RerunEagerly}
     env.update({f"c{i}": t for i, t in enumerate(path.captured)})   # fixed unless sourced
     lines = ["def call(args):"]
@@ -85,8 +85,9 @@ def build_runner(path):
             lines += [f"    if type(v) not in (tuple, list) or len(v) != {n}: {miss}",
                       f"    v = v[{index}]"]
         lines += [f"    last = p{j}[0]", "    if v is not last[0]:",
-                  f"        if not _number(v, {narrow}): {miss}",
-                  f"        last = p{j}[0] = (v, _f64(v))", f"    c{j} = last[1]"]
+                  f"        if not _number(v, {narrow!r}): {miss}",
+                  f"        last = p{j}[0] = (v, {'_i64' if narrow == 'int' else '_f64'}(v))",
+                  f"    c{j} = last[1]"]
     data = {}
     # Note [Checked arrays]: on the numpy backend the arrays found valid on the last call
     # are kept, and a captured tensor still holding the same array object needs only its
@@ -239,3 +240,8 @@ def _f64(v):
     """A number read per call, as the 0-d float64 array the program takes (never written:
     the program only reads it)."""
     return np.array(v, dtype=np.float64)
+
+
+def _i64(v):
+    """An int argument read per call, as the 0-d int64 array the program takes."""
+    return np.array(v, dtype=np.int64)

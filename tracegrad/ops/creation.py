@@ -122,10 +122,21 @@ def _holds_tensor(data):
 
 
 def _live_number(x):
-    """A float argument the trace reads per call (Note [Numbers read per call]), still live:
-    `tensor([lr, 0.9])` copies its traced 0-d value instead of baking the value in."""
-    from ..tracing.numbers import Number
-    return type(x) is Number and x._t is not None and x._owner.recording()
+    """A float or int the trace reads per call (Note [Numbers read per call], Note
+    [Integers read per call]), still live: `tensor([lr, 0.9])` copies its traced 0-d value
+    instead of baking the value in."""
+    from ..tracing.numbers import STAND_INS
+    return type(x) in STAND_INS and x._t is not None and x._owner.recording()
+
+
+def _traced_copy(n, want):
+    """The traced 0-d value of live stand-in `n` in dtype `want`, or None where a cast could
+    differ from eager's conversion of the number (an int into a float or a narrower int:
+    the exact value is then taken)."""
+    if n._t.dtype is want or (want.is_floating_point and n._t.is_floating_point()):
+        from .shape import to_dtype
+        return to_dtype(n._t, want)
+    return None
 
 
 def _traced_tensor(data, dtype, requires_grad):
@@ -138,9 +149,11 @@ def _traced_tensor(data, dtype, requires_grad):
         if isinstance(d, Tensor):
             return clone(to_dtype(d.detach(), want))
         if _live_number(d):
-            if want.is_floating_point:
-                return clone(to_dtype(d._t, want))
-            return tensor(float(d), dtype=want)   # its exact value (NaN: numpy's error)
+            t = _traced_copy(d, want)
+            if t is not None:
+                return clone(t)
+            return tensor(float(d) if isinstance(d, float) else int(d),   # its exact value
+                          dtype=want)                                   # (NaN: numpy's error)
         if isinstance(d, (list, tuple)):
             return stack([build(x) for x in d])
         return tensor(d, dtype=want)
@@ -179,9 +192,10 @@ FULL = Primitive("full", _full_kernel, shape_rule=SR.attr_shape)
 
 def _fill(value, size, dtype, requires_grad, default=None):
     d = D.as_dtype(dtype) if dtype is not None else (default or D.get_default_dtype())
-    if _live_number(value) and d.is_floating_point:    # `full((3,), lr)`: the traced value
-        from .shape import clone, expand, to_dtype     # (Note [Numbers read per call])
-        t = clone(expand(to_dtype(value._t, d), *_shape(size)))
+    copy = _traced_copy(value, d) if _live_number(value) else None
+    if copy is not None:             # `full((3,), lr)`: the traced value (Note [Numbers read
+        from .shape import clone, expand                                  # per call])
+        t = clone(expand(copy, *_shape(size)))
     else:
         t = dispatch(FULL, (), {"shape": _shape(size), "fill_value": value, "dtype": d.np})
     if requires_grad:

@@ -387,8 +387,11 @@ def where(condition, input=None, other=None):
     d = _where_dtype((condition, input, other))
     args = []
     for a in (input, other):
+        traced = _traced(a, d)           # a number read per call (tracing/numbers.py)
         if isinstance(a, Tensor) and a._data.dtype != d:
             a = a.to(_np2d(d))
+        elif traced is not None:
+            a = traced
         elif not isinstance(a, Tensor):
             if not isinstance(a, (bool, int, float, np.ndarray, np.generic)):
                 from .._errors import TracegradTypeError, op_error
@@ -406,6 +409,14 @@ def where(condition, input=None, other=None):
         from .._tensor import from_array
         args[0] = from_array(np.asarray(args[0], dtype=d))
     return dispatch(WHERE, (condition, args[0], args[1]))
+
+
+def _traced(a, d):
+    """A Python number traced per call as a 0-d tensor of dtype `d`, or None."""
+    if type(a) in (bool, int, float) or isinstance(a, (Tensor, np.ndarray, np.generic)):
+        return None
+    from ..tracing.numbers import traced_scalar
+    return traced_scalar(a, d)
 
 
 def _np2d(d):

@@ -24,7 +24,7 @@ value; never silently bake the trace's value in:
   not one per value);
 - copied into a new floating tensor (`tensor([lr, 0.9])`, `full((3,), lr)`, `full_like`,
   `new_full`: ops/creation.py) it is its 0-d value cast to that dtype, as numpy casts the
-  float;
+  float; so is an operand of `where(c, x, lr)` (`traced_scalar`);
 - everything else takes the concrete value (`float()`, `int()`, `round()`, formatting,
   hashing, numpy's `__array__` and ufuncs (`np.float32(s) * lr` computes as with the
   float: a weak scalar to numpy), attributes such as `is_integer`, any other primitive, any
@@ -45,15 +45,16 @@ value (what `item()` records elsewhere) each call would be a new path, and past
 (`Tracer.item_numbers`, switched on by compiler/function.py), `.item()` of a floating
 tensor, called from user code (tracegrad's own `.item()`s, in optimizers and schedulers,
 keep their guards), gives a `Number` rooted at a float64 copy of the traced value
-(`Numbers.taken`). Every use keeps the rules above: arithmetic is traced in float64,
+(`Numbers.taken`; an integer tensor's gives an `Integer`: Note [Integers read per call]
+in integers.py). Every use keeps the rules above: arithmetic is traced in float64,
 comparisons guard their outcome, any other use guards the exact value, a Number stored
 anywhere escapes and the path is not cached (and `.item()` gives plain floats, guarded, in
 that function's later traces). A `Number` among the leaves of the returned value is not
 made concrete but becomes an extra program output (`split_outputs`), converted back to a
 Python float on each call. float64 holds every float16/bfloat16/float32 value exactly, so
 that float is bit-equal to eager's `.item()`. Only `.item()`: `float(t)` must return a real
-float (Python checks the type `__float__` returns), and integer and bool tensors give an
-int or a bool, which a float stand-in cannot be; those stay guards on their exact value.
+float (Python checks the type `__float__` returns); a bool tensor's `.item()` stays a
+guard on its value (two paths at most).
 Code naming `type` keeps the guards too (`type(v) is float` fails for a stand-in:
 `DynamicFloats.items_per_call`).
 """
@@ -88,6 +89,19 @@ class Numbers:
 
     def _new(self, tensor, value, roots):
         n = Number(self, tensor, value, roots)
+        self.made.append(n)
+        return n
+
+    def root_int(self, tensor, value, position, bound):
+        """An `Integer` for an int argument (Note [Integers read per call])."""
+        return self._new_int(tensor, value, frozenset((position,)), bound)
+
+    def taken_int(self, tensor, value, bound):
+        """An `Integer` for an integer tensor's `.item()`, `tensor` its int64 copy."""
+        return self._new_int(tensor, value, frozenset((("item", len(self.made)),)), bound)
+
+    def _new_int(self, tensor, value, roots, bound):
+        n = Integer(self, tensor, value, roots, bound)
         self.made.append(n)
         return n
 
@@ -246,6 +260,8 @@ class Number:
 
     # -- arithmetic --
     def _binary(self, other, op, reflected):
+        if type(other) is Integer:       # Python converts the int to float
+            other = _promoted(other)
         if self._t is None:
             o = float(other) if type(other) is Number else other
             return op(o, self._v) if reflected else op(self._v, o)
@@ -272,11 +288,13 @@ class Number:
     def __rmul__(self, o): return self._binary(o, operator.mul, True)
 
     def __truediv__(self, o):
+        o = _promoted(o)
         if _operand(o) is not None:
             _nonzero(o)
         return self._binary(o, operator.truediv, False)
 
     def __rtruediv__(self, o):
+        o = _promoted(o)
         if _operand(o) is not None:
             _nonzero(self)
         return self._binary(o, operator.truediv, True)
@@ -306,6 +324,7 @@ class Number:
 
     # -- comparisons: guards on the outcome --
     def _compare(self, other, op):
+        other = _promoted(other)
         o = _operand(other)
         if o is None:
             return op(float(self), other) if _python_number(other) else NotImplemented
@@ -380,7 +399,16 @@ def _python_number(x):
 
 
 def _value(x):
-    return float(x) if type(x) is Number else x
+    return float(x) if type(x) is Number else int(x) if type(x) is Integer else x
+
+
+def _promoted(x):
+    """An `Integer` as the `Number` of its exact float64 value (Python converts an int
+    meeting a float), or its exact int where that is not exact; anything else as it is."""
+    if type(x) is not Integer:
+        return x
+    n = x.as_number()
+    return n if n is not None else x.__index__()
 
 
 def _nonzero(divisor):
@@ -405,14 +433,43 @@ _ARITHMETIC = None
 
 def has_number(args, attrs):
     for a in args:
-        if type(a) is Number:
+        if _holds_stand_in(a):
             return True
     if attrs:
         for v in attrs.values():
-            if type(v) is Number or (type(v) in (tuple, list)
-                                     and any(type(i) is Number for i in v)):
+            if _holds_stand_in(v):
                 return True
     return False
+
+
+def _holds_stand_in(v):
+    """A stand-in, or a tuple, list, dict or slice holding one at any depth (an index
+    `x[:n]`, a padding `((n, n),)`)."""
+    t = type(v)
+    if t is Number or t is Integer:
+        return True
+    if t is tuple or t is list:
+        return any(_holds_stand_in(i) for i in v)
+    if t is slice:
+        return _holds_stand_in((v.start, v.stop, v.step))
+    if t is dict:
+        return any(_holds_stand_in(i) for i in v.values())
+    return False
+
+
+def _exact_deep(v):
+    """`v` with every stand-in in it (at any depth of tuples, lists, dicts and slices)
+    replaced by its exact value, guarded."""
+    t = type(v)
+    if t is Number or t is Integer:
+        return _exact(v)
+    if t is tuple or t is list:
+        return t(_exact_deep(i) for i in v) if _holds_stand_in(v) else v
+    if t is slice:
+        return slice(_exact(v.start), _exact(v.stop), _exact(v.step))
+    if t is dict:
+        return {k: _exact_deep(i) for k, i in v.items()} if _holds_stand_in(v) else v
+    return v
 
 
 def replace(prim, args, attrs):
@@ -428,21 +485,43 @@ def replace(prim, args, attrs):
     func = prim.functional or prim
     tensors = [a for a in args if isinstance(a, Tensor)]
     out = []
+    arithmetic = func in _ARITHMETIC and len(args) == 2 and len(tensors) == 1
     for a in args:
-        if type(a) is not Number:
-            out.append(a)
-        elif a._t is not None and func in _ARITHMETIC and len(args) == 2 and len(tensors) == 1:
+        if type(a) is Integer:           # Note [Integers read per call]
+            t = a.cast_for(tensors[0]) if arithmetic and a._live() else None
+            out.append(t if t is not None else a.__index__())
+        elif type(a) is not Number:
+            out.append(_exact_deep(a))
+        elif a._t is not None and arithmetic:
             like = tensors[0]
             dt = like.dtype if like.is_floating_point() else get_default_dtype()
             out.append(a._t.to(dt))
         else:
             out.append(float(a))
     if attrs:
-        attrs = {k: (float(v) if type(v) is Number else
-                     type(v)(float(i) if type(i) is Number else i for i in v)
-                     if type(v) in (tuple, list) else v)
-                 for k, v in attrs.items()}
+        attrs = {k: _exact_deep(v) for k, v in attrs.items()}
     return tuple(out), attrs
+
+
+def _exact(x):
+    """A stand-in's exact value (guarded), anything else as it is."""
+    t = type(x)
+    return float(x) if t is Number else x.__index__() if t is Integer else x
+
+
+def traced_scalar(x, dtype):
+    """`x`, a live stand-in, as a 0-d tensor of numpy `dtype` holding what eager's conversion
+    of the number to that dtype holds (a float into a floating dtype; an int where the cast
+    is exact: `Integer.cast_to`), or None: not a live stand-in, or its exact value is
+    needed. For primitives taking a number operand (`where(c, x, lr)`)."""
+    t = type(x)
+    if t is Number and x._t is not None and x._owner.recording() \
+            and np.dtype(dtype).kind == "f":
+        from .._dtype import _FROM_NP
+        return x._t.to(_FROM_NP[np.dtype(dtype)])
+    if t is Integer and x._live():
+        return x.cast_to(np.dtype(dtype))
+    return None
 
 
 def plain(x):
@@ -450,8 +529,8 @@ def plain(x):
     tuples, lists and dicts, replaced by its exact value: for code that runs outside the
     trace (a custom Function's forward)."""
     t = type(x)
-    if t is Number:
-        return float(x)
+    if t is Number or t is Integer:
+        return _exact(x)
     if t is tuple or t is list:
         items = [plain(i) for i in x]
         return x if all(a is b for a, b in zip(items, x)) else t(items)
@@ -466,15 +545,15 @@ def split_outputs(out):
     leaf index: a fresh traced float64 0-d tensor holding that Number's value}): each
     returned Number becomes a program output read per call (Note [Numbers taken from
     tensors]). Call while the trace records (the copies are recorded)."""
-    if type(out) is Number:
+    if type(out) in STAND_INS:
         return out._v, {0: _fresh(out)}
     from .tracer import flatten
     leaves, build = flatten(out)
-    found = {k: x for k, x in enumerate(leaves) if type(x) is Number}
+    found = {k: x for k, x in enumerate(leaves) if type(x) in STAND_INS}
     if not found:
         return out, {}
     tensors = {k: _fresh(x) for k, x in found.items()}
-    out = build([x._v if type(x) is Number else x for x in leaves])
+    out = build([x._v if type(x) in STAND_INS else x for x in leaves])
     leaves.clear()                   # (flatten's recursive walker keeps it alive until
     found.clear()                    # the next collection: a Number there would escape)
     return out, tensors
@@ -487,3 +566,8 @@ def _fresh(n):
         n._owner.unsafe = True
         return None
     return n._t.clone()
+
+
+from .integers import Integer  # noqa: E402  (integers.py imports Number from here)
+
+STAND_INS = (Number, Integer)

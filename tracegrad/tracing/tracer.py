@@ -192,11 +192,13 @@ class Tracer:
 
     def scalar_source(self, holder, key, value, index=None, narrow=False, name=None):
         """A Python number read per call from `holder[key]` (or item `index` of the tuple
-        there, whose length is then checked too), as a captured 0-d tensor."""
+        there, whose length is then checked too), as a captured 0-d tensor: float64, or
+        int64 where `narrow` is "int" (an int argument read per call: Note [Integers read
+        per call] in integers.py)."""
         t = self.scalar_tensors.get((id(holder), key, index))
         if t is None:
             t = self.scalar_tensors[(id(holder), key, index)] = Tensor._wrap(
-                np.array(value, dtype=np.float64))
+                np.array(value, dtype=np.int64 if narrow == "int" else np.float64))
             name = name or (str(key) if index is None else f"{key}{index}")
             v = self.add_arg(t, name, role="captured")
             n = None if index is None else len(holder[key])
@@ -562,12 +564,22 @@ class Tracer:
     def item_number(self, t, value):
         """What `t.item()` returns while `item_numbers` is on: for a floating tensor, a
         `Number` holding `value` whose traced value is a float64 copy of `t` (exact: every
-        floating dtype widens to float64 without rounding); otherwise `value`, guarded as
-        `observe` guards it (Note [Numbers taken from tensors] in numbers.py)."""
+        floating dtype widens to float64 without rounding); for an integer tensor (not
+        uint64), an `Integer` over an int64 copy (Note [Integers read per call] in
+        integers.py); otherwise (a bool) `value`, guarded as `observe` guards it (Note
+        [Numbers taken from tensors] in numbers.py)."""
+        from .numbers import Numbers
+        if type(value) is int and t._data.dtype.kind in "iu" and t._data.dtype.itemsize < 8 \
+                or t._data.dtype == np.int64:    # Note [Integers read per call]
+            if self.numbers is None:
+                self.numbers = Numbers(self)
+            src = t.detach()
+            src = src.clone() if src._data.dtype == np.int64 else src.long()
+            info = np.iinfo(t._data.dtype)
+            return self.numbers.taken_int(src, value, max(-int(info.min), int(info.max)))
         if type(value) is not float or not is_float_np(t._data.dtype):
             self.observe(t, "item", value)
             return value
-        from .numbers import Numbers
         if self.numbers is None:
             self.numbers = Numbers(self)
         src = t.detach()                 # a copy: a later in-place write to `t` must

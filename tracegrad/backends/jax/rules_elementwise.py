@@ -22,7 +22,7 @@ def _is_int(x):
 
 
 for _p, _f in ((E.ADD, jnp.add), (E.SUB, jnp.subtract), (E.MUL, jnp.multiply),
-               (E.DIV, jnp.true_divide), (E.MAXIMUM, jnp.maximum), (E.MINIMUM, jnp.minimum),
+               (E.MAXIMUM, jnp.maximum), (E.MINIMUM, jnp.minimum),
                (E.EQ, jnp.equal), (E.NE, jnp.not_equal), (E.LT, jnp.less),
                (E.LE, jnp.less_equal), (E.GT, jnp.greater), (E.GE, jnp.greater_equal),
                (E.AND, jnp.bitwise_and), (E.OR, jnp.bitwise_or), (E.XOR, jnp.bitwise_xor),
@@ -36,6 +36,22 @@ for _p, _f in ((E.ADD, jnp.add), (E.SUB, jnp.subtract), (E.MUL, jnp.multiply),
     simple(_p, _f)
 
 simple(E.RSUB, lambda x, y: jnp.subtract(y, x))
+
+
+@register(E.DIV)
+def _div(ctx, node, x, y):
+    """Note [Division by a literal]
+    XLA rewrites `x / c` for a constant `c` into `x * (1 / c)`, which is not IEEE division
+    (`1 - 999 / 1000` came out 2e-17 off numpy's and Python's). A 0-d dividend is a Python
+    number traced per call (tracing/numbers.py, integers.py), whose arithmetic must be
+    Python's to the bit: there the constant goes behind an optimization barrier, which
+    keeps XLA's division exact. (Arrays divided by a literal are rewritten too, and the
+    barrier does not stop the CPU code generator's loop-invariant reciprocal; that
+    last-bit difference of the jax backend is known and left.)"""
+    if (isinstance(y, (int, float)) and not isinstance(y, bool) and getattr(x, "ndim", 1) == 0
+            and jnp.issubdtype(x.dtype, jnp.floating)):
+        y = lax.optimization_barrier(jnp.asarray(y, x.dtype))
+    return jnp.true_divide(x, y)
 simple(E.WHERE, jnp.where)
 
 
