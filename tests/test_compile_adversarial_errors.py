@@ -1,0 +1,150 @@
+"""Adversarial review of errors in compiled code: bad input raises the exception class PyTorch
+raises, names the op and the user's line, leaves eager's state, and the next call works.
+
+Each program runs eagerly and compiled over several calls (the first traces, later ones take
+the cached path, a changed shape or dtype re-traces); some calls fail. Compared per call: the
+error's type and message, the result, the program's state (parameters, `.grad`s, optimizer
+state, buffers, the generator) and the global modes (grad mode, default dtype, anomaly mode).
+Error types are also checked against PyTorch where torch is installed.
+"""
+import warnings
+
+import numpy as np
+import pytest
+
+import tracegrad as tg
+import tracegrad.nn as nn
+import tracegrad.nn.functional as F
+
+BACKENDS = ["numpy", "jax"]
+HERE = __file__.rsplit("/", 1)[-1]
+
+
+def _backend(name):
+    if name == "jax":
+        pytest.importorskip("jax")
+    return name
+
+
+def _value(v):
+    """A comparable snapshot of a result or state entry (tensors as arrays with flags)."""
+    if isinstance(v, tg.Tensor):
+        return ("T", v.detach().numpy().copy(), v.requires_grad, v.dtype,
+                _value(v.grad) if v.is_leaf else None)
+    if isinstance(v, (list, tuple)):
+        return [_value(a) for a in v]
+    if isinstance(v, dict):
+        return {k: _value(a) for k, a in v.items()}
+    return v
+
+
+def _same(a, b, backend, where):
+    if isinstance(a, np.ndarray):
+        assert isinstance(b, np.ndarray) and a.dtype == b.dtype, where
+        if backend == "numpy":
+            np.testing.assert_array_equal(a, b, err_msg=where)
+        else:
+            np.testing.assert_allclose(a, b, rtol=2e-5, atol=1e-6, err_msg=where)
+    elif isinstance(a, (list, tuple)):
+        assert isinstance(b, (list, tuple)) and len(a) == len(b), where
+        for x, y in zip(a, b):
+            _same(x, y, backend, where)
+    elif isinstance(a, dict):
+        assert a.keys() == b.keys(), where
+        for k in a:
+            _same(a[k], b[k], backend, where)
+    else:
+        assert a == b, f"{where}: {a!r} != {b!r}"
+
+
+def _modes():
+    return (tg.is_grad_enabled(), tg.get_default_dtype(), tg.is_anomaly_enabled())
+
+
+def _runs(make, calls, backend):
+    """Run `make()`'s program on fresh state eagerly and compiled over `calls` (argument
+    makers); every call's error (type, message), result, `state()` and global modes must
+    be eager's. Returns the compiled function and eager's errors."""
+    seen = {}
+    for compiled in (False, True):
+        tg.manual_seed(0)
+        fn, state = make()
+        if compiled:
+            fn = tg.compile(fn, backend=backend)
+        rows = []
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")   # no eager fallback for good
+            for args in calls:
+                try:
+                    out, err = _value(fn(*args())), None
+                except Exception as e:           # noqa: BLE001 - the error is the outcome
+                    out, err = None, (type(e), str(e))
+                rows.append((out, err, _value(state()), _modes(), _value(tg.rand(1))))
+        seen[compiled] = (rows, fn)
+    for k, (e, c) in enumerate(zip(seen[False][0], seen[True][0])):
+        assert e[1] == c[1], f"call {k}: eager {e[1]} != compiled {c[1]}"
+        for what, a, b in zip(("result", "error", "state", "modes", "generator"), e, c):
+            _same(a, b, backend, f"call {k} {what}")
+    return seen[True][1], [row[1] for row in seen[False][0]]
+
+
+def _torch_raises(call):
+    """The exception class torch raises for `call(torch)`."""
+    torch = pytest.importorskip("torch")
+    with pytest.raises(Exception) as ei:
+        call(torch)
+    return ei.type
+
+
+# ---------------- exception classes PyTorch raises ----------------
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_index_select_out_of_range_along_dim_0_is_an_index_error(backend):
+    """PyTorch's index_select raises IndexError ("index out of range in self") along dim 0,
+    so `except IndexError` around a table lookup works; eager and compiled alike, on the
+    cached path, and the next call is fine."""
+    backend = _backend(backend)
+    x = tg.arange(12.0).reshape(4, 3)
+
+    def make():
+        def f(x, i):
+            try:
+                return x.index_select(0, i).sum()
+            except IndexError:
+                return x.sum() * 0
+        return f, lambda: []
+    ok, bad, neg = ((lambda k: (lambda: (x, tg.tensor(k))))(k)
+                    for k in ([0, 3], [0, 4], [-1, 1]))
+    cf, _ = _runs(make, [ok, ok, bad, neg, ok], backend)
+    assert cf.stats.traces == 1                  # the except branch re-ran eagerly
+    with pytest.raises(IndexError, match=r"index_select: index out of range in self \(index 4"
+                                         r" is out of bounds for dimension 0 with size 4\)"):
+        tg.compile(lambda x, i: x.index_select(0, i), backend=backend)(x, tg.tensor([4]))
+    assert _torch_raises(lambda t: t.zeros(4, 3).index_select(0, t.tensor([4]))) is IndexError
+
+
+def test_index_select_along_other_dims_stays_a_runtime_error_as_pytorchs():
+    x = tg.zeros(4, 3)
+    with pytest.raises(RuntimeError, match="index 3 is out of bounds for dimension 1"):
+        x.index_select(1, tg.tensor([3]))
+    assert _torch_raises(lambda t: t.zeros(4, 3).index_select(1, t.tensor([3]))) is RuntimeError
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_an_index_out_of_range_says_dimension_as_pytorch_does(backend):
+    """numpy says "axis"; PyTorch's message (and ours) "dimension", eager and compiled."""
+    backend = _backend(backend)
+    x = tg.ones(4, 2)
+
+    def f(x, i):
+        return x[i] * 2
+    cf = tg.compile(f, backend=backend)
+    cf(x, tg.tensor([0, 3]))
+    for fn in (f, cf):
+        with pytest.raises(IndexError) as ei:
+            fn(x, tg.tensor([0, 4]))
+        assert str(ei.value).startswith("index: index 4 is out of bounds for dimension 0 with "
+                                        "size 4")
+        assert f"{HERE}:{f.__code__.co_firstlineno + 1} in f" in str(ei.value)
+    torch = pytest.importorskip("torch")
+    with pytest.raises(IndexError, match="index 4 is out of bounds for dimension 0 with size 4"):
+        torch.ones(4, 2)[torch.tensor([0, 4])]
