@@ -148,3 +148,70 @@ def test_an_index_out_of_range_says_dimension_as_pytorch_does(backend):
     torch = pytest.importorskip("torch")
     with pytest.raises(IndexError, match="index 4 is out of bounds for dimension 0 with size 4"):
         torch.ones(4, 2)[torch.tensor([0, 4])]
+
+
+# ---------------- calls PyTorch refuses that used to succeed silently ----------------
+REFUSED = [
+    ("narrow past the end", lambda t: t.ones(4).narrow(0, 2, 3), RuntimeError,
+     "start (2) + length (3) exceeds dimension size (4)."),
+    ("narrow from a negative start past the end", lambda t: t.ones(4).narrow(0, -1, 2),
+     RuntimeError, "start (3) + length (2) exceeds dimension size (4)."),
+    ("narrow start out of range", lambda t: t.ones(4).narrow(0, -5, 1), IndexError,
+     "start out of range (expected to be in range of [-4, 4], but got -5)"),
+    ("narrow negative length", lambda t: t.ones(4).narrow(0, 0, -1), RuntimeError,
+     "narrow(): length must be non-negative."),
+    ("arange against its step", lambda t: t.arange(5, 0, 1), RuntimeError,
+     "upper bound and lower bound inconsistent with step sign"),
+    ("arange to a negative end", lambda t: t.arange(-3), RuntimeError,
+     "upper bound and lower bound inconsistent with step sign"),
+    ("outer of a matrix", lambda t: t.outer(t.ones(2, 2), t.ones(2)), RuntimeError,
+     "outer: Expected 1-D argument self, but got 2-D"),
+    ("outer with a matrix", lambda t: t.outer(t.ones(2), t.ones(2, 2)), RuntimeError,
+     "outer: Expected 1-D argument vec2, but got 2-D"),
+    ("normal with a negative std", lambda t: t.normal(t.zeros(2), -0.5), RuntimeError,
+     "normal expects std >= 0.0, but found std -0.5"),
+    ("einsum with too few operands", lambda t: t.einsum("ij,jk", t.ones(2, 3)), RuntimeError,
+     "einsum(): fewer operands were provided than specified in the equation"),
+    ("einsum with too many operands",
+     lambda t: t.einsum("ij,jk->ik", t.ones(2, 3), t.ones(3, 2), t.ones(2)), ValueError,
+     "Number of einsum subscripts, 2, must be equal to the number of operands, 3."),
+    ("embedding with a 1-D weight",
+     lambda t: t.nn.functional.embedding(t.tensor([0]), t.ones(3)), RuntimeError,
+     "'weight' must be 2-D"),
+]
+
+
+@pytest.mark.parametrize("call, cls, msg", [r[1:] for r in REFUSED],
+                         ids=[r[0] for r in REFUSED])
+@pytest.mark.parametrize("backend", ["eager"] + BACKENDS)
+def test_calls_pytorch_refuses_raise_its_error_eager_and_compiled(call, cls, msg, backend):
+    """These returned a short, empty or flattened result instead of raising; compiled (the
+    error at trace time) as eager, naming the op and the user's line, and the compiled
+    function still works for good input."""
+    fn = lambda: call(tg)                    # noqa: E731 - the user's line
+    if backend != "eager":
+        fn = tg.compile(fn, backend=_backend(backend))
+    with pytest.raises(cls) as ei:
+        fn()
+    text = str(ei.value)
+    assert msg in text and f"(at {__file__}:" in text
+    assert text.split(":")[0] in {"narrow", "arange", "outer", "normal", "einsum", "embedding"}
+
+
+@pytest.mark.parametrize("call, cls, msg", [r[1:] for r in REFUSED],
+                         ids=[r[0] for r in REFUSED])
+def test_pytorch_raises_the_same_for_the_refused_calls(call, cls, msg):
+    torch = pytest.importorskip("torch")
+    with pytest.raises(cls) as ei:
+        call(torch)
+    assert msg in str(ei.value)
+
+
+def test_the_refused_calls_still_accept_their_edge_cases():
+    assert tg.ones(4).narrow(0, 4, 0).shape == (0,)
+    assert tg.ones(4).narrow(0, -4, 4).shape == (4,)
+    assert tg.ones(4).narrow(-1, -2, 2).shape == (2,)
+    assert tg.arange(0, 0, -1).shape == (0,)
+    assert tg.arange(5, 0, -2).tolist() == [5, 3, 1]
+    assert tg.normal(0.0, 0.0, (2,)).tolist() == [0.0, 0.0]
+    assert tg.outer(tg.ones(2), tg.ones(3)).shape == (2, 3)

@@ -799,6 +799,18 @@ def setitem(x, key, value, prim=None):
 
 def narrow(input, dim, start, length):
     d = _wrap_dim(dim, input.ndim, "narrow")
+    n = input.shape[d]
+    start = int(start)
+    if not -n <= start <= n:    # PyTorch's checks; a slice would silently come out short
+        raise op_error(TracegradIndexError, "narrow", "start out of range (expected to be in "
+                       f"range of [{-n}, {n}], but got {start})")
+    if start < 0:
+        start += n
+    if length < 0:
+        raise op_error(TracegradRuntimeError, "narrow", "narrow(): length must be non-negative.")
+    if start + length > n:
+        raise op_error(TracegradRuntimeError, "narrow", f"start ({start}) + length ({length}) "
+                       f"exceeds dimension size ({n}).")
     key = (slice(None),) * d + (slice(start, start + length),)
     return dispatch(SLICE, (input,), {"key": key})
 
