@@ -215,3 +215,168 @@ def test_the_refused_calls_still_accept_their_edge_cases():
     assert tg.arange(5, 0, -2).tolist() == [5, 3, 1]
     assert tg.normal(0.0, 0.0, (2,)).tolist() == [0.0, 0.0]
     assert tg.outer(tg.ones(2), tg.ones(3)).shape == (2, 3)
+
+
+# ---------------- failures on the cached path leave eager's state ----------------
+def _on_values(op):
+    """A program that updates a buffer in place, then runs `op` on its second argument."""
+    def make():
+        buf = tg.zeros(2)
+
+        def f(x, v):
+            with tg.no_grad():
+                buf.add_(x)
+            return op(v)
+        return f, lambda: [buf]
+    return make
+
+
+_V = tg.tensor
+ON_VALUES = [
+    ("one_hot past num_classes", lambda v: F.one_hot(v, 4).float(),
+     _V([1, 3]), _V([1, 4]), RuntimeError),
+    ("one_hot negative", lambda v: F.one_hot(v, 4).float(), _V([1, 3]), _V([-1, 0]),
+     RuntimeError),
+    ("bincount negative", lambda v: tg.bincount(v, minlength=3), _V([0, 2]), _V([-1, 2]),
+     RuntimeError),
+    ("cholesky of a matrix not positive-definite", tg.linalg.cholesky, tg.eye(2),
+     -tg.eye(2), RuntimeError),
+    ("integer to a negative Python power", lambda v: v ** -1 if v.sum() > 3 else v,
+     _V([1, 2]), _V([-1, 5]), RuntimeError),
+    ("a mask's count reshaped", lambda v: v[v > 0].reshape(2, -1), _V([1., 2, 4, 3]),
+     _V([1., 2, -1, 3]), RuntimeError),
+    ("Categorical probs off the simplex",
+     lambda v: tg.distributions.Categorical(probs=v).log_prob(_V(0)), _V([0.5, 0.5]),
+     _V([-0.5, 1.5]), ValueError),
+    ("index_select past the end", lambda v: tg.ones(3).index_select(0, v), _V([0, 2]),
+     _V([0, 3]), IndexError),
+]
+
+
+@pytest.mark.parametrize("op, good, bad, cls", [r[1:] for r in ON_VALUES],
+                         ids=[r[0] for r in ON_VALUES])
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_an_op_failing_on_values_of_a_cached_call_leaves_eagers_state(op, good, bad, cls,
+                                                                       backend):
+    backend = _backend(backend)
+    x = tg.ones(2)
+    cf, errors = _runs(_on_values(op), [lambda: (x, good), lambda: (x, good),
+                                        lambda: (x, bad), lambda: (x, good)], backend)
+    assert errors[:2] == [None, None] and errors[3] is None
+    assert issubclass(errors[2][0], cls)
+
+
+def test_the_on_values_failures_are_pytorchs_classes():
+    torch = pytest.importorskip("torch")
+    T = torch.tensor
+    cases = [(lambda: torch.nn.functional.one_hot(T([1, 4]), 4), RuntimeError),
+             (lambda: torch.bincount(T([-1, 2])), RuntimeError),
+             (lambda: torch.linalg.cholesky(-torch.eye(2)), RuntimeError),
+             (lambda: T([-1, 5]) ** -1, RuntimeError),
+             (lambda: T([1., 2, 4, 3])[T([1., 2, 4, 3]) > 0].reshape(2, -1), None),
+             (lambda: torch.distributions.Categorical(probs=T([-0.5, 1.5])), ValueError)]
+    for call, cls in cases:
+        if cls is None:
+            call()
+        else:
+            with pytest.raises(cls):
+                call()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_nonfinite_norm_error_after_backward_leaves_the_grads_and_no_update(backend):
+    """clip_grad_norm_(error_if_nonfinite=True) raises between backward and step: eager has
+    the new `.grad`s and no update; the next finite step goes on from there."""
+    backend = _backend(backend)
+
+    def make():
+        w, b = tg.ones(3, requires_grad=True), tg.zeros(1, requires_grad=True)
+        opt = tg.optim.SGD([w, b], lr=0.1, momentum=0.9)
+
+        def step(x):
+            opt.zero_grad()
+            ((w * x).sum() + b).sum().backward()
+            n = nn.utils.clip_grad_norm_([w, b], 1.0, error_if_nonfinite=True)
+            opt.step()
+            return n
+        return step, lambda: [w, b, opt.state[w]]
+    ok = lambda: (tg.ones(3),)                                     # noqa: E731
+    _, errors = _runs(make, [ok, ok, lambda: (tg.full((3,), float("inf")),), ok], backend)
+    assert errors[2][0] is not None and "non-finite" in errors[2][1]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_user_raise_after_a_mode_switch_leaves_the_mode_as_eager_does(backend):
+    """`set_grad_enabled(False)` / `set_default_dtype` called (not as a context) before a
+    user `raise`: eager leaves the mode switched; so must the compiled call, and the next
+    call (which switches back) works."""
+    backend = _backend(backend)
+
+    def make():
+        def f(x):
+            tg.set_grad_enabled(False)
+            tg.set_default_dtype(tg.float64)
+            y = x + tg.ones(3)
+            if y.sum() > 10:
+                raise ValueError(f"too big: {y.sum().item()}")
+            tg.set_default_dtype(tg.float32)
+            tg.set_grad_enabled(True)
+            return y
+        return f, lambda: []
+    small, big = (lambda: (tg.ones(3),)), (lambda: (tg.full((3,), 5.0),))
+    try:
+        _, errors = _runs(make, [small, small, big, small], backend)
+    finally:
+        tg.set_grad_enabled(True)
+        tg.set_default_dtype(tg.float32)
+    assert errors[2] == (ValueError, "too big: 18.0")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_except_branch_around_a_failing_lookup_after_a_step_runs_as_eager(backend):
+    backend = _backend(backend)
+
+    def make():
+        w = tg.ones(3, requires_grad=True)
+        opt = tg.optim.SGD([w], lr=0.1, momentum=0.5)
+
+        def f(x, i):
+            opt.zero_grad()
+            (w * x).sum().backward()
+            opt.step()
+            try:
+                y = w[i] * 2
+            except IndexError:
+                y = w.sum() * 0
+            with tg.no_grad():
+                w.mul_(0.9)
+            return y
+        return f, lambda: [w, w.grad, opt.state[w]]
+    x = tg.ones(3)
+    calls = [lambda: (x, tg.tensor([0])), lambda: (x, tg.tensor([1])),
+             lambda: (x, tg.tensor([5])), lambda: (x, tg.tensor([2])),
+             lambda: (x, tg.tensor([5]))]
+    _, errors = _runs(make, calls, backend)
+    assert errors == [None] * 5
+
+
+# ---------------- results PyTorch gives where numpy refuses ----------------
+@pytest.mark.parametrize("backend", ["eager"] + BACKENDS)
+def test_integer_tensor_to_negative_tensor_powers_are_pytorchs_values(backend):
+    """numpy refuses negative integer powers; PyTorch refuses them only for a Python exponent
+    (`t ** -1`) and otherwise gives 1, +-1 or 0 (integer division's answer)."""
+    def f(a, b):
+        return a ** b, 2 ** b
+    fn = f if backend == "eager" else tg.compile(f, backend=_backend(backend))
+    base, exp = [0, 1, -1, 2, -2, 3, -3, 0], [-1, -1, -1, -1, -1, -2, -3, 0]
+    want = ([0, 1, -1, 0, 0, 0, 0, 1], [0, 0, 0, 0, 0, 0, 0, 1])
+    for _ in range(2):                       # traced, then cached
+        got = fn(tg.tensor(base), tg.tensor(exp))
+        assert [g.tolist() for g in got] == list(want)
+    assert fn(tg.tensor([2, 3]), tg.tensor([1, 2]))[0].tolist() == [2, 9]
+    x = tg.tensor([2, -1])
+    x.pow_(tg.tensor([-1, -3]))
+    assert x.tolist() == [0, -1]
+    torch = pytest.importorskip("torch")
+    assert (torch.tensor(base) ** torch.tensor(exp)).tolist() == want[0]
+    assert (2 ** torch.tensor(exp)).tolist() == want[1]

@@ -38,11 +38,24 @@ simple(E.RSUB, lambda x, y: jnp.subtract(y, x))
 simple(E.WHERE, jnp.where)
 
 
-@register(E.POW, E.POW_TENSOR, E.POW_SCALAR_BASE)
+@register(E.POW)
 def _pow(ctx, node, x, y):
     if _is_int(x) and _is_int(y) or _is_int(x) and isinstance(y, int):
         ctx.check(jnp.any(jnp.asarray(y) < 0))      # numpy refuses negative integer powers
     return jnp.power(x, y)
+
+
+@register(E.POW_TENSOR, E.POW_SCALAR_BASE)
+def _pow_tensor(ctx, node, x, y):
+    """ops/elementwise.py's `_power_tensor`: negative integer powers are 1, +-1 or 0."""
+    x, y = jnp.asarray(x), jnp.asarray(y)
+    if not (jnp.issubdtype(x.dtype, jnp.integer) and jnp.issubdtype(y.dtype, jnp.integer)):
+        return jnp.power(x, y)
+    neg = y < 0
+    r = jnp.power(x, jnp.where(neg, 0, y))
+    odd = jnp.where(y % 2 == 0, 1, -1).astype(r.dtype)
+    one = jnp.ones_like(r)
+    return jnp.where(neg, jnp.where(x == 1, one, jnp.where(x == -1, odd, 0 * one)), r)
 
 
 def _int_div(f):
