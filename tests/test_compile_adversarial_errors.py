@@ -178,6 +178,11 @@ REFUSED = [
     ("embedding with a 1-D weight",
      lambda t: t.nn.functional.embedding(t.tensor([0]), t.ones(3)), RuntimeError,
      "'weight' must be 2-D"),
+    ("a str index", lambda t: t.ones(3)["a"], TypeError, "invalid data type 'str'"),
+    ("a list of str index", lambda t: t.ones(3)[["a"]], TypeError, "invalid data type 'str'"),
+    ("a float size", lambda t: t.zeros(2.0), TypeError, "size"),
+    ("a float in a size", lambda t: t.ones((2, 2.5)), TypeError, "size"),
+    ("a float size to randn", lambda t: t.randn(2.5), TypeError, "size"),
 ]
 
 
@@ -195,14 +200,16 @@ def test_calls_pytorch_refuses_raise_its_error_eager_and_compiled(call, cls, msg
         fn()
     text = str(ei.value)
     assert msg in text and f"(at {__file__}:" in text
-    assert text.split(":")[0] in {"narrow", "arange", "outer", "normal", "einsum", "embedding"}
+    assert text.split(":")[0] in {"narrow", "arange", "outer", "normal", "einsum", "embedding",
+                                  "index", "zeros"}
 
 
 @pytest.mark.parametrize("call, cls, msg", [r[1:] for r in REFUSED],
                          ids=[r[0] for r in REFUSED])
 def test_pytorch_raises_the_same_for_the_refused_calls(call, cls, msg):
     torch = pytest.importorskip("torch")
-    with pytest.raises(cls) as ei:
+    with pytest.raises(cls) as ei, warnings.catch_warnings():
+        warnings.simplefilter("ignore")          # torch's note on non-tuple index sequences
         call(torch)
     assert msg in str(ei.value)
 
@@ -215,6 +222,9 @@ def test_the_refused_calls_still_accept_their_edge_cases():
     assert tg.arange(5, 0, -2).tolist() == [5, 3, 1]
     assert tg.normal(0.0, 0.0, (2,)).tolist() == [0.0, 0.0]
     assert tg.outer(tg.ones(2), tg.ones(3)).shape == (2, 3)
+    assert tg.zeros(np.int64(2), tg.tensor(3)).shape == (2, 3)
+    assert tg.zeros(tg.tensor(2)).shape == (2,)                  # a 0-d size, as PyTorch
+    assert tg.ones(tg.Size([2, 3])).shape == (2, 3)
 
 
 # ---------------- failures on the cached path leave eager's state ----------------

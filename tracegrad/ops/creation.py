@@ -5,6 +5,7 @@ Random draws are primitives (`rand`, `randn`, `randint`, `bernoulli`) taking the
 an explicit operand, so a tracer records them as ops instead of baking numbers in.
 """
 import numbers
+import operator
 
 import threading
 
@@ -27,9 +28,12 @@ def _shape(size):
     if len(size) == 1 and isinstance(size[0], (tuple, list)):
         size = tuple(size[0])
     if len(size) == 1 and isinstance(size[0], Tensor):
-        size = tuple(size[0].tolist())
-    try:
-        shape = tuple(int(s) for s in size)
+        if size[0].dtype.is_floating_point:
+            raise op_error(TracegradTypeError, "zeros", "size must be a tuple of ints, not "
+                           "a floating Tensor")
+        size = tuple(size[0].reshape(-1).tolist()) if size[0].ndim else (size[0].item(),)
+    try:                        # `operator.index`: PyTorch refuses `zeros(2.5)` (int() truncates)
+        shape = tuple(s if type(s) is int else operator.index(s) for s in size)
     except TypeError:
         raise op_error(TracegradTypeError, "zeros",
                        f"size must be a tuple of ints, but got {size!r}") from None

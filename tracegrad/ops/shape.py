@@ -14,8 +14,8 @@ import numpy as np
 from .. import _dtype as D
 from .. import _dispatch
 from .._dispatch import dispatch
-from .._errors import (TracegradIndexError, TracegradRuntimeError, TracegradValueError,
-                       op_error)
+from .._errors import (TracegradIndexError, TracegradRuntimeError, TracegradTypeError,
+                       TracegradValueError, op_error)
 from .._tensor import Tensor, _wrap_dim, from_array
 from . import shape_rules as SR
 from .primitive import Primitive, overload_of, promote
@@ -668,6 +668,8 @@ def _normalize_key(x, key):
             adv = True
         elif isinstance(k, (list, np.ndarray)) or isinstance(k, bool):
             arr = np.asarray(k)
+            if arr.dtype.kind in "US":
+                raise _str_index()
             if arr.dtype.kind == "f":
                 raise op_error(TracegradIndexError, "index", _BAD_INDEX)
             if arr.dtype.kind not in "b":
@@ -688,9 +690,17 @@ def _normalize_key(x, key):
     return tuple(out), tuple(tensors), adv
 
 
+def _str_index():
+    """PyTorch reads a str index as data for a new index tensor, and refuses it with a
+    TypeError (`batch["x"]` on a tensor where a dict was meant)."""
+    return op_error(TracegradTypeError, "index", "new(): invalid data type 'str'")
+
+
 def _int(v):
     if isinstance(v, Tensor):
         return int(v.item())
+    if isinstance(v, str):
+        raise _str_index()
     try:
         return int(v.__index__())
     except AttributeError:
