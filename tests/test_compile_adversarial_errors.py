@@ -183,6 +183,16 @@ REFUSED = [
     ("a float size", lambda t: t.zeros(2.0), TypeError, "size"),
     ("a float in a size", lambda t: t.ones((2, 2.5)), TypeError, "size"),
     ("a float size to randn", lambda t: t.randn(2.5), TypeError, "size"),
+    ("masked_select with a mask that does not broadcast",
+     lambda t: t.ones(3).masked_select(t.ones(2, dtype=t.bool)), RuntimeError,
+     "must match the size of tensor b"),
+    ("cosine_similarity of shapes that do not broadcast",
+     lambda t: t.nn.functional.cosine_similarity(t.ones(2, 3), t.ones(2, 4)), RuntimeError,
+     "The size of tensor a (3) must match the size of tensor b (4) at non-singleton "
+     "dimension 1"),
+    ("div with an unknown rounding_mode", lambda t: t.ones(2).div(2, rounding_mode="bad"),
+     RuntimeError, "div expected rounding_mode to be one of None, 'trunc', or 'floor' but "
+     "found 'bad'"),
 ]
 
 
@@ -201,7 +211,7 @@ def test_calls_pytorch_refuses_raise_its_error_eager_and_compiled(call, cls, msg
     text = str(ei.value)
     assert msg in text and f"(at {__file__}:" in text
     assert text.split(":")[0] in {"narrow", "arange", "outer", "normal", "einsum", "embedding",
-                                  "index", "zeros"}
+                                  "index", "zeros", "broadcast_tensors", "div"}
 
 
 @pytest.mark.parametrize("call, cls, msg", [r[1:] for r in REFUSED],

@@ -337,8 +337,9 @@ def div(input, other, *, rounding_mode=None):
         return floor_divide(input, other)
     if rounding_mode == "trunc":
         return trunc_div(input, other)
-    raise ValueError(f"div expected rounding_mode to be one of None, 'trunc', or 'floor' but "
-                     f"found '{rounding_mode}'")
+    from .._errors import TracegradRuntimeError, op_error
+    raise op_error(TracegradRuntimeError, "div", "div expected rounding_mode to be one of None, "
+                   f"'trunc', or 'floor' but found '{rounding_mode}'")
 
 
 divide = div

@@ -132,8 +132,28 @@ def broadcast_to(input, shape):
 
 
 def broadcast_tensors(*tensors):
-    shape = np.broadcast_shapes(*(t.shape for t in tensors))
+    shapes = [tuple(t.shape) for t in tensors]
+    try:
+        shape = np.broadcast_shapes(*shapes)
+    except ValueError:
+        raise _broadcast_error("broadcast_tensors", shapes) from None
     return tuple(expand(t, shape) for t in tensors)
+
+
+def _broadcast_error(op, shapes):
+    """PyTorch's error for shapes that do not broadcast, naming the first clash (numpy's
+    ValueError would escape `except RuntimeError`)."""
+    out = ()
+    for s in shapes:
+        n = max(len(out), len(s))
+        a, b = (1,) * (n - len(out)) + out, (1,) * (n - len(s)) + s
+        for d, (x, y) in enumerate(zip(a, b)):
+            if x != y and x != 1 and y != 1:
+                return op_error(TracegradRuntimeError, op, f"The size of tensor a ({x}) must "
+                                f"match the size of tensor b ({y}) at non-singleton dimension "
+                                f"{d}")
+        out = tuple(y if x == 1 else x for x, y in zip(a, b))
+    return op_error(TracegradRuntimeError, op, f"shapes {shapes} cannot be broadcast together")
 
 
 # ---------------- reshape family (views) ----------------
