@@ -7,6 +7,8 @@ values the primitive's VJP declared it saves. In-place primitives (`prim.overwri
 check PyTorch's in-place rules, bump the version counter, and rebase views (CopySlices).
 """
 
+import re
+
 import numpy as np
 
 from . import _mode
@@ -508,6 +510,9 @@ def _translate(prim, e, args=()):
                         f"shapes cannot be broadcast together ({msg}).",
                         "Check the operands' shapes: trailing dimensions must be equal or 1.")
     if isinstance(e, IndexError):
+        # numpy says "axis", PyTorch "dimension" (`x[idx]`: "index 4 is out of bounds for
+        # dimension 0 with size 4")
+        msg = re.sub(r"out of bounds for axis (\d+)", r"out of bounds for dimension \1", msg)
         return op_error(TracegradIndexError, prim.name, msg)
     if isinstance(e, OverflowError) and " out of bounds for " in msg:
         # numpy: "Python integer 300 out of bounds for uint8" (`where(c, int8_t, 1000)`)

@@ -265,6 +265,8 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
                        "'indices' to have one of the following scalar types: Long, Int; but got "
                        f"{got} instead (while checking arguments for embedding)",
                        "Convert the indices, e.g. `idx.long()`.")
+    if weight.ndim != 2:
+        raise op_error(TracegradRuntimeError, "embedding", "'weight' must be 2-D")
     n = weight.shape[0]
     if padding_idx is not None:
         padding_idx = _padding_index(padding_idx, n)

@@ -5,6 +5,7 @@ Random draws are primitives (`rand`, `randn`, `randint`, `bernoulli`) taking the
 an explicit operand, so a tracer records them as ops instead of baking numbers in.
 """
 import numbers
+import operator
 
 import threading
 
@@ -27,9 +28,12 @@ def _shape(size):
     if len(size) == 1 and isinstance(size[0], (tuple, list)):
         size = tuple(size[0])
     if len(size) == 1 and isinstance(size[0], Tensor):
-        size = tuple(size[0].tolist())
-    try:
-        shape = tuple(int(s) for s in size)
+        if size[0].dtype.is_floating_point:
+            raise op_error(TracegradTypeError, "zeros", "size must be a tuple of ints, not "
+                           "a floating Tensor")
+        size = tuple(size[0].reshape(-1).tolist()) if size[0].ndim else (size[0].item(),)
+    try:                        # `operator.index`: PyTorch refuses `zeros(2.5)` (int() truncates)
+        shape = tuple(s if type(s) is int else operator.index(s) for s in size)
     except TypeError:
         raise op_error(TracegradTypeError, "zeros",
                        f"size must be a tuple of ints, but got {size!r}") from None
@@ -242,8 +246,11 @@ def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad=Fa
     if end is None:
         start, end = 0, start
     vals = [v.item() if isinstance(v, Tensor) else v for v in (start, end, step)]
-    if step == 0:
+    if vals[2] == 0:
         raise op_error(TracegradRuntimeError, "arange", "step must be nonzero")
+    if (vals[1] - vals[0]) * vals[2] < 0:      # PyTorch refuses; numpy gives an empty range
+        raise op_error(TracegradRuntimeError, "arange", "upper bound and lower bound "
+                       "inconsistent with step sign")
     d = D.as_dtype(dtype) if dtype is not None else _infer(vals)
     if d is D.bool_:
         d = D.int64
@@ -479,6 +486,9 @@ def normal(mean=0.0, std=1.0, size=None, *, generator=None):
     """`mean + std * randn(shape)`: shape `size`, or the broadcast shape of tensor `mean` /
     `std` (in their floating dtype), as `torch.normal(mean, std)`."""
     from . import elementwise as E
+    if not isinstance(std, Tensor) and std < 0:
+        raise op_error(TracegradRuntimeError, "normal", f"normal expects std >= 0.0, but found "
+                       f"std {std:g}")
     tensors = [t for t in (mean, std) if isinstance(t, Tensor)]
     if size is None and tensors:
         shape = np.broadcast_shapes(*(tuple(t.shape) for t in tensors))

@@ -227,8 +227,33 @@ def _power(x, y, out=None):
 _power.accepts_out = True
 POW = Primitive("pow", _quiet(_power), vjp=_pow_vjp, saves=(0, 1), dtype_rule=promote,
                 shape_rule=SR.broadcast, may_raise="integer")   # integers to negative powers
-POW_TENSOR = overload_of(POW, "pow_tensor", "PowBackward1")          # tensor ** tensor
-POW_SCALAR_BASE = overload_of(POW, "pow_scalar_base", "PowBackward2")  # number ** tensor
+
+
+def _power_tensor(x, y, out=None):
+    """`_power` with a tensor exponent. PyTorch refuses negative integer powers only for a
+    Python exponent (`t ** -1`); with a tensor exponent an integer power is computed as
+    integer division would: 1 for base 1, +-1 for base -1 (by the exponent's parity), 0 for
+    any other base (0 included). numpy refuses them all."""
+    if np.asarray(y).dtype.kind not in "iu" or np.asarray(x).dtype.kind not in "iu":
+        return _power(x, y, out)
+    neg = np.less(y, 0)
+    if not neg.any():
+        return _power(x, y, out)
+    r = np.power(x, np.where(neg, 0, y))
+    odd = np.where(np.remainder(y, 2) == 0, 1, -1)
+    r = np.where(neg, np.where(x == 1, 1, np.where(x == -1, odd, 0)), r).astype(r.dtype)
+    if out is None:
+        return r
+    np.copyto(out, r, casting="unsafe")
+    return out
+
+
+_power_tensor.accepts_out = True
+_quiet_power_tensor = _quiet(_power_tensor)
+POW_TENSOR = overload_of(POW, "pow_tensor", "PowBackward1",              # tensor ** tensor
+                         kernel=_quiet_power_tensor)
+POW_SCALAR_BASE = overload_of(POW, "pow_scalar_base", "PowBackward2",    # number ** tensor
+                              kernel=_quiet_power_tensor)
 
 
 def _rsub_vjp(g, ins, out, n):
@@ -312,8 +337,9 @@ def div(input, other, *, rounding_mode=None):
         return floor_divide(input, other)
     if rounding_mode == "trunc":
         return trunc_div(input, other)
-    raise ValueError(f"div expected rounding_mode to be one of None, 'trunc', or 'floor' but "
-                     f"found '{rounding_mode}'")
+    from .._errors import TracegradRuntimeError, op_error
+    raise op_error(TracegradRuntimeError, "div", "div expected rounding_mode to be one of None, "
+                   f"'trunc', or 'floor' but found '{rounding_mode}'")
 
 
 divide = div

@@ -13,7 +13,8 @@ import numpy as np
 
 from .. import _dtype as D
 from .._dispatch import dispatch
-from .._errors import TracegradRuntimeError, TracegradTypeError, op_error
+from .._errors import (TracegradIndexError, TracegradRuntimeError, TracegradTypeError,
+                       op_error)
 from .._tensor import Tensor, _wrap_dim
 from . import elementwise as E
 from . import shape_rules as SR
@@ -28,15 +29,17 @@ def _along(index, dim):
     return tuple(grid)
 
 
-def _check_bounds(index, size, dim, op):
+def _check_bounds(index, size, dim, op, cls=TracegradRuntimeError):
     """PyTorch checks indices in its kernels (negative ones are out of bounds too)."""
     if index.size == 0:
         return
     lo, hi = int(index.min()), int(index.max())
     if lo < 0 or hi >= size:
         bad = lo if lo < 0 else hi
-        raise op_error(TracegradRuntimeError, op, f"index {bad} is out of bounds for dimension "
-                       f"{dim} with size {size}")
+        where = f"index {bad} is out of bounds for dimension {dim} with size {size}"
+        if cls is TracegradIndexError:       # PyTorch's IndexError text, then ours
+            where = f"index out of range in self ({where})"
+        raise op_error(cls, op, where)
 
 
 def _corner(a, shape):
@@ -217,10 +220,13 @@ def scatter_add_(input, dim, index, src):
 
 # ---------------- index_select ----------------
 def _index_select_kernel(x, index, dim):
+    # PyTorch's CPU kernel raises IndexError along dim 0 (the lookup-table case, and a 0-d
+    # input) and RuntimeError along most other dims
+    cls = TracegradIndexError if dim == 0 else TracegradRuntimeError
     if x.ndim == 0:
-        _check_bounds(index, 1, 0, "index_select")
+        _check_bounds(index, 1, 0, "index_select", cls)
         return x.reshape(1)[index.reshape(-1)].reshape(index.shape)
-    _check_bounds(index, x.shape[dim], dim, "index_select")
+    _check_bounds(index, x.shape[dim], dim, "index_select", cls)
     return np.take(x, index, axis=dim)
 
 

@@ -6,7 +6,7 @@ import numpy as np
 
 from .. import _dtype as D
 from .._dispatch import dispatch
-from .._errors import TracegradRuntimeError, op_error
+from .._errors import TracegradRuntimeError, TracegradValueError, op_error
 from . import elementwise as E
 from . import shape_rules as SR
 from .primitive import Primitive, promote
@@ -122,6 +122,10 @@ def dot(input, other):
 
 
 def outer(input, vec2):
+    for name, t in (("self", input), ("vec2", vec2)):
+        if t.ndim != 1:
+            raise op_error(TracegradRuntimeError, "outer", f"outer: Expected 1-D argument "
+                           f"{name}, but got {t.ndim}-D")
     return E.mul(unsqueeze(input, 1), unsqueeze(vec2, 0))
 
 
@@ -140,10 +144,12 @@ def _parse(eq, nops):
         letters = lhs.replace(",", "")
         rhs = "".join(sorted(c for c in set(letters) if letters.count(c) == 1))
     ins = lhs.split(",")
-    if len(ins) != nops:
-        raise ValueError(f"einsum(): more operands were provided than specified in the equation"
-                         if len(ins) < nops else "einsum(): fewer operands were provided than "
-                         "specified in the equation")
+    if len(ins) > nops:         # PyTorch: RuntimeError for too few operands, ValueError too many
+        raise op_error(TracegradRuntimeError, "einsum", "einsum(): fewer operands were provided "
+                       "than specified in the equation")
+    if len(ins) < nops:
+        raise op_error(TracegradValueError, "einsum", f"Number of einsum subscripts, {len(ins)}, "
+                       f"must be equal to the number of operands, {nops}.")
     return ins, rhs
 
 

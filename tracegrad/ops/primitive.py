@@ -149,13 +149,15 @@ def inplace_of(prim, name=None, grad_fn_name=None):
                      shape_rule=SR.same, may_raise=prim.may_raise)
 
 
-def overload_of(prim, name, grad_fn_name):
+def overload_of(prim, name, grad_fn_name, kernel=None):
     """Declare another PyTorch overload of `prim`: identical math, its own grad_fn name.
 
     PyTorch names a node after the overload that ran (`x.sum()` records SumBackward0,
-    `x.sum(0)` SumBackward1); users and tools read those names, so we keep them.
+    `x.sum(0)` SumBackward1); users and tools read those names, so we keep them. `kernel`
+    replaces prim's where the overload differs only at the edges (pow_tensor's integer
+    powers).
     """
-    return Primitive(name, prim.kernel, vjp=prim.vjp, grad_fn_name=grad_fn_name,
+    return Primitive(name, kernel or prim.kernel, vjp=prim.vjp, grad_fn_name=grad_fn_name,
                      saves=prim.saves, saves_out=prim.saves_out, dtype_rule=prim.dtype_rule,
                      aliases=prim.aliases, is_view=prim.is_view, nondiff=prim.nondiff,
                      shape_rule=prim.shape_rule, doc=prim.doc, saves_for=prim.saves_for,

@@ -14,8 +14,8 @@ import numpy as np
 from .. import _dtype as D
 from .. import _dispatch
 from .._dispatch import dispatch
-from .._errors import (TracegradIndexError, TracegradRuntimeError, TracegradValueError,
-                       op_error)
+from .._errors import (TracegradIndexError, TracegradRuntimeError, TracegradTypeError,
+                       TracegradValueError, op_error)
 from .._tensor import Tensor, _wrap_dim, from_array
 from . import shape_rules as SR
 from .primitive import Primitive, overload_of, promote
@@ -132,8 +132,28 @@ def broadcast_to(input, shape):
 
 
 def broadcast_tensors(*tensors):
-    shape = np.broadcast_shapes(*(t.shape for t in tensors))
+    shapes = [tuple(t.shape) for t in tensors]
+    try:
+        shape = np.broadcast_shapes(*shapes)
+    except ValueError:
+        raise _broadcast_error("broadcast_tensors", shapes) from None
     return tuple(expand(t, shape) for t in tensors)
+
+
+def _broadcast_error(op, shapes):
+    """PyTorch's error for shapes that do not broadcast, naming the first clash (numpy's
+    ValueError would escape `except RuntimeError`)."""
+    out = ()
+    for s in shapes:
+        n = max(len(out), len(s))
+        a, b = (1,) * (n - len(out)) + out, (1,) * (n - len(s)) + s
+        for d, (x, y) in enumerate(zip(a, b)):
+            if x != y and x != 1 and y != 1:
+                return op_error(TracegradRuntimeError, op, f"The size of tensor a ({x}) must "
+                                f"match the size of tensor b ({y}) at non-singleton dimension "
+                                f"{d}")
+        out = tuple(y if x == 1 else x for x, y in zip(a, b))
+    return op_error(TracegradRuntimeError, op, f"shapes {shapes} cannot be broadcast together")
 
 
 # ---------------- reshape family (views) ----------------
@@ -671,6 +691,8 @@ def _normalize_key(x, key):
             adv = True
         elif isinstance(k, (list, np.ndarray)) or isinstance(k, bool):
             arr = np.asarray(k)
+            if arr.dtype.kind in "US":
+                raise _str_index()
             if arr.dtype.kind == "f":
                 raise op_error(TracegradIndexError, "index", _BAD_INDEX)
             if arr.dtype.kind not in "b":
@@ -691,9 +713,17 @@ def _normalize_key(x, key):
     return tuple(out), tuple(tensors), adv
 
 
+def _str_index():
+    """PyTorch reads a str index as data for a new index tensor, and refuses it with a
+    TypeError (`batch["x"]` on a tensor where a dict was meant)."""
+    return op_error(TracegradTypeError, "index", "new(): invalid data type 'str'")
+
+
 def _int(v):
     if isinstance(v, Tensor):
         return int(v.item())
+    if isinstance(v, str):
+        raise _str_index()
     try:
         return int(v.__index__())
     except AttributeError:
@@ -802,6 +832,18 @@ def setitem(x, key, value, prim=None):
 
 def narrow(input, dim, start, length):
     d = _wrap_dim(dim, input.ndim, "narrow")
+    n = input.shape[d]
+    start = int(start)
+    if not -n <= start <= n:    # PyTorch's checks; a slice would silently come out short
+        raise op_error(TracegradIndexError, "narrow", "start out of range (expected to be in "
+                       f"range of [{-n}, {n}], but got {start})")
+    if start < 0:
+        start += n
+    if length < 0:
+        raise op_error(TracegradRuntimeError, "narrow", "narrow(): length must be non-negative.")
+    if start + length > n:
+        raise op_error(TracegradRuntimeError, "narrow", f"start ({start}) + length ({length}) "
+                       f"exceeds dimension size ({n}).")
     key = (slice(None),) * d + (slice(start, start + length),)
     return dispatch(SLICE, (input,), {"key": key})
 

@@ -55,10 +55,10 @@ def _div(ctx, node, x, y):
 simple(E.WHERE, jnp.where)
 
 
-@register(E.POW, E.POW_TENSOR, E.POW_SCALAR_BASE)
+@register(E.POW)
 def _pow(ctx, node, x, y):
     dt = node.output.type.dtype.np
-    if jnp.issubdtype(dt, jnp.integer):          # (also `2 ** int_tensor`)
+    if jnp.issubdtype(dt, jnp.integer):
         ctx.check(jnp.any(jnp.asarray(y) < 0))      # numpy refuses negative integer powers
         if hasattr(y, "dtype"):
             x = np.asarray(x).astype(dt) if type(x) is int else x  # wraps: (-1) ** uint8
@@ -85,6 +85,22 @@ def _int_pow(x, y):
         x = x * x
         y = y >> 1
     return acc
+
+
+@register(E.POW_TENSOR, E.POW_SCALAR_BASE)
+def _pow_tensor(ctx, node, x, y):
+    """ops/elementwise.py's `_power_tensor`: integer powers wrap and count every exponent
+    bit; negative ones are 1, +-1 or 0, as PyTorch gives (not numpy's error)."""
+    dt = node.output.type.dtype.np
+    if not jnp.issubdtype(dt, jnp.integer):
+        return _pow(ctx, node, x, y)
+    x = np.asarray(x).astype(dt) if type(x) is int else x     # wraps: (-1) ** uint8
+    x, y = jnp.asarray(x, dt), jnp.asarray(y, dt)
+    neg = y < 0
+    r = _int_pow(x, jnp.where(neg, 0, y))
+    odd = jnp.where(y % 2 == 0, 1, -1).astype(dt)
+    one = jnp.ones_like(r)
+    return jnp.where(neg, jnp.where(x == 1, one, jnp.where(x == -1, odd, 0 * one)), r)
 
 
 def _int_div(f):
