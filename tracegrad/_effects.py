@@ -303,15 +303,20 @@ _DICT_READS = frozenset(("items", "values", "keys", "get", "copy", "pop", "popit
 # checkpoint `tg.save(model.state_dict(), path)` or a log line written every step) would be
 # written once, while tracing, and a later reader finds the first call's contents. So
 # `open()` and writes to file objects from user code, and `tracegrad.save`, are effects that
-# make such calls run eagerly, with a warning; `logging` calls from user code are reported
-# like `print` (they run only while tracing). A file written by another library's code
-# (`np.save`, `json.dump`) is not seen: save outside the compiled function.
+# make such calls run eagerly, with a warning. So do `logging` calls from user code that
+# emit a record (`log.info(...)`, `logging.warning(...)`): the handlers are arbitrary code
+# (files, lists, the caller's line in the format), and the level can change between calls.
+# A file written by another library's code (`np.save`, `json.dump`) is not seen: save
+# outside the compiled function.
 _OPEN = open
+_PRINT = print           # the builtin (compiler/print_replay.py wraps builtins.print)
 # Python's generators, the user's subclasses of random.Random included (`class Rng(random.
 # Random)`: its `random()` is the C method of _random.Random, which only this check sees)
 _PY_RANDOM = __import__("_random").Random
 _WRITES = frozenset(("write", "writelines"))
 _LOGGING = os.path.join("logging", "__init__.py")
+_LOG_CALLS = frozenset(("debug", "info", "warning", "warn", "error", "exception", "critical",
+                        "fatal", "log"))
 _CLOCKS = frozenset(("time", "perf_counter", "monotonic", "process_time", "time_ns",
                      "perf_counter_ns", "monotonic_ns"))
 
@@ -385,10 +390,10 @@ class watch_python:
     def _event(self, frame, event, arg):
         if event == "c_call":
             self._c_call(frame, arg)
-            if arg is print:                 # str(t) inside print(t) guards nothing: the
+            if arg is _PRINT:                # str(t) inside print(t) guards nothing: the
                 self.tracer.printing += 1    # printing itself is the (reported) effect
         elif event in ("c_return", "c_exception"):
-            if arg is print:
+            if arg is _PRINT:
                 self.tracer.printing -= 1
         elif event == "call":
             code = frame.f_code
@@ -423,9 +428,10 @@ class watch_python:
             elif kind == "library":
                 self._other_library(frame, code)
                 back = frame.f_back
-                if (code.co_filename.endswith(_LOGGING) and back is not None
+                if (code.co_name in _LOG_CALLS and code.co_filename.endswith(_LOGGING)
+                        and back is not None
                         and _is_user_frame(back) and not self.tracer.replaying):
-                    self._report(back, "print", f"logging {code.co_name}()", eager=False)
+                    self._report(back, "print", f"logging {code.co_name}()")
             if (kind == "library" and not self.tracer.replaying
                     and (back := frame.f_back) is not None
                     and self._kinds.get(back.f_code) == "user"):
@@ -488,8 +494,8 @@ class watch_python:
             return
         if type(owner) is dict and name in _DICT_READS:
             self.dict_reads.add(id(owner))
-        if fn is print:
-            self._report(frame, "print", "print()", eager=False)
+        if fn is _PRINT:                 # not through the wrapper: Note [Prints replayed]
+            self._report(frame, "print", "print() through a name bound before the trace")
         elif name in _MUTATORS and id(owner) in self.external:
             self._report(frame, "mutation", f"{type(owner).__name__}.{name}() on a "
                          "container the caller can see")

@@ -45,6 +45,7 @@ from .keys import (alias_eager_reason, alias_groups, describe_difference, entry_
                    key_checker)
 from .backward_node import eager_saves
 from .hyper_order import written_before_read
+from .print_replay import recording_prints
 from .warning_replay import recording_warnings
 from ..autograd.engine import leaf_ranks
 from .path import CompiledPath, prefix_eq, rewind, rng_states
@@ -436,7 +437,8 @@ class CompiledFunction(EagerFallbacks):
                                                           scanned.code_names)
         number_outs = {}
         with tracer, watch_python(tracer, external, _codes_of(self.fn)) as watch, \
-                recording_warnings(tracer):      # Note [Warnings replayed]
+                recording_warnings(tracer), recording_prints(tracer):  # Notes [Warnings
+            #                                         replayed], [Prints replayed]
             try:
                 out = self.fn(*call_args, **call_kwargs)
                 if tracer.numbers is not None:

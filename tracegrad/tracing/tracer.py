@@ -103,6 +103,7 @@ class Tracer:
         self.grads_before = []   # [(tensor, .grad, copy of its data)] for inputs needing grad
         self.phase = phase
         self.printing = 0        # inside print() (_effects.watch_python): repr is no guard
+        self.printed = 0         # tensors formatted inside print() (Note [Prints replayed])
         self.env = {}            # id(tensor) -> Value (latest definition), while it lives
         self.keep = []           # objects the tracer's findings refer to (inputs, effects)
         # Value -> concrete ndarray (Note [Traced values]): floats while alive, others kept

@@ -1,0 +1,123 @@
+"""Python language features inside compiled functions, run eagerly and compiled over several
+calls with changing inputs and changing Python state: everything the caller can see must be
+the same (outputs and their structure, printed text, logged records, mutated state), or the
+call runs eagerly with a warning. Each test is a divergence found by an adversarial review,
+minimized."""
+import contextlib
+import io
+import logging
+import warnings
+
+import numpy as np
+import pytest
+
+import tracegrad as tg
+
+
+def _t(seed, *shape, requires_grad=False):
+    a = np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+    return tg.tensor(a, requires_grad=requires_grad)
+
+
+def _runs(fn, make, calls=5, state=lambda: None):
+    """[(output values, printed text, state)] per call, eager then compiled; the compiled
+    function; the messages of the warnings it issued."""
+    results, issued = [], []
+    for compiled in (False, True):
+        f = tg.compile(fn) if compiled else fn
+        rec = []
+        for i in range(calls):
+            buf = io.StringIO()
+            with contextlib.redirect_stdout(buf), warnings.catch_warnings(record=True) as w:
+                warnings.simplefilter("always")
+                out = f(*make(i))
+            issued += [str(x.message) for x in w if compiled]
+            rec.append((_plain(out), buf.getvalue(), state()))
+        results.append(rec)
+    return results[0], results[1], f, issued
+
+
+def _plain(x):
+    if isinstance(x, tg.Tensor):
+        return x.tolist()
+    if isinstance(x, (list, tuple)):
+        return type(x)(_plain(v) for v in x) if type(x) in (list, tuple) else \
+            type(x)(*[_plain(v) for v in x])
+    if isinstance(x, dict):
+        return {k: _plain(v) for k, v in x.items()}
+    return x
+
+
+# -- print and logging (Note [Prints replayed] in compiler/print_replay.py) --
+
+def test_a_print_of_python_values_prints_on_every_cached_call():
+    def f(x, n):
+        print("step", n, x.shape, [1, 2], sep="|", end="!\n")
+        return x * 2
+
+    eager, compiled, cf, issued = _runs(f, lambda i: (_t(i, 3), i % 2))
+    assert compiled == eager and eager[3][1] == "step|1|torch.Size([3])|[1, 2]!\n"
+    assert cf.stats.traces == 2 and cf.stats.eager_calls == 0 and not issued
+
+
+def test_prints_replay_in_order_and_into_the_stdout_of_each_call():
+    def f(x):
+        print("a")
+        y = x * 2
+        print("b", flush=True)
+        return y
+
+    cf = tg.compile(f)
+    for i in range(3):
+        buf = io.StringIO()
+        with contextlib.redirect_stdout(buf):
+            cf(_t(i, 2))
+        assert buf.getvalue() == "a\nb\n"
+    assert cf.stats.traces == 1 and cf.stats.eager_calls == 0
+
+
+def test_a_print_of_a_tensor_runs_eagerly_and_prints_its_values():
+    def f(x):
+        y = x * 2
+        print(y)
+        y.add_(1)                          # printed before the write, as eager prints
+        return y
+
+    eager, compiled, _, issued = _runs(f, lambda i: (_t(i, 3, requires_grad=True),))
+    assert compiled == eager and any("print() of a tensor" in m for m in issued)
+
+
+def test_a_print_of_a_list_holding_a_tensor_runs_eagerly():
+    def f(x):
+        print("parts", [x[0], 2])
+        return x + 1
+
+    eager, compiled, _, issued = _runs(f, lambda i: (_t(i, 3),))
+    assert compiled == eager and any("print() of a tensor" in m for m in issued)
+
+
+def test_logging_inside_logs_on_every_call():
+    records = []
+
+    class Keep(logging.Handler):
+        def emit(self, record):
+            records.append(record.getMessage())
+
+    log = logging.getLogger("tracegrad.tests.adversarial_python")
+    log.handlers[:], log.propagate = [Keep()], False
+    log.setLevel(logging.INFO)
+
+    def f(x):
+        log.info("shape %s", tuple(x.shape))
+        return x * 2
+
+    counts = []
+    for compiled in (False, True):
+        records.clear()
+        g = tg.compile(f) if compiled else f
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for i in range(4):
+                g(_t(i, 3))
+        counts.append(list(records))
+    assert counts[0] == counts[1] == ["shape (3,)"] * 4
