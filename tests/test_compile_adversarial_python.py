@@ -121,3 +121,47 @@ def test_logging_inside_logs_on_every_call():
                 g(_t(i, 3))
         counts.append(list(records))
     assert counts[0] == counts[1] == ["shape (3,)"] * 4
+
+
+# -- what a compiled function is and returns --
+
+def test_a_compiled_generator_function_runs_eagerly_and_yields_each_calls_values():
+    def gen(x):
+        for k in range(3):
+            yield x * k
+
+    cg = tg.compile(gen)
+    with pytest.warns(UserWarning, match="generator"):
+        first = cg(_t(0, 2))
+    for i in range(1, 4):
+        x = _t(i, 2)
+        assert [v.tolist() for v in cg(x)] == [v.tolist() for v in gen(x)]
+    assert [v.tolist() for v in first] == [v.tolist() for v in gen(_t(0, 2))]
+    assert cg.stats.traces == 0
+
+
+def test_a_returned_set_is_a_new_set_of_each_calls_values():
+    def f(x, n):
+        return {n, n + 1}, frozenset({"a"}), {x * 2}
+
+    eager, compiled, cf, _ = _runs(f, lambda i: (_t(i, 2), i % 2),
+                                   calls=4)
+    for (e, _, _), (c, _, _) in zip(eager, compiled):
+        assert type(c[0]) is set and c[:2] == e[:2] and type(c[1]) is frozenset
+        assert [t.tolist() for t in c[2]] == [t.tolist() for t in e[2]]
+    a, b = cf(_t(0, 2), 0)[0], cf(_t(0, 2), 0)[0]
+    assert a is not b and cf.stats.traces == 2
+
+
+def test_returning_a_function_runs_eagerly_and_returns_eagers_closure():
+    def f(x):
+        y = x * 2
+        return y, (lambda z: z + y)
+
+    cf = tg.compile(f)
+    with pytest.warns(UserWarning, match="returns a function object"):
+        cf(_t(0, 2))
+    for i in range(1, 4):
+        x = _t(i, 2)
+        (y, add), (ye, adde) = cf(x), f(x)
+        assert add(tg.ones(2)).tolist() == adde(tg.ones(2)).tolist()

@@ -34,6 +34,7 @@ from .._errors import RerunEagerly
 from ..ir.interpret import GuardFailed
 from ..ir.printer import value_names
 from ..tracing import Tracer, flatten
+from ..tracing.tracer import unrebuilt
 from ..tracing.custom_function import CLASS_OF, OPAQUE
 from ..tracing.forward_memo import MEMO, ForwardMemo, next_attempt
 from ..passes import DEFAULT_PIPELINE
@@ -60,7 +61,7 @@ from .dynamic_numbers import DynamicFloats, taken_from_tensors
 from ..tracing.numbers import split_outputs
 from .state import optimizer_state_growth, scan
 from .caller_arrays import returns_callers_array, written_array
-from .fallbacks import EagerFallbacks
+from .fallbacks import EagerFallbacks, is_generator_function
 from .trace_settle import grad_outputs, set_grad_mode, settle_state, warn_effects
 from .state_iterators import advanced
 from .state_unread import (all_names, hooks_of, keys_user_code_may_read, unread_attribute_guards,
@@ -156,6 +157,7 @@ class CompiledFunction(EagerFallbacks):
         self.module = None
         self.binder = Binder(fn)
         self._floats = DynamicFloats()       # Note [Float arguments that change]
+        self._generator = is_generator_function(fn)   # Note [Generator functions]
         functools.update_wrapper(self, fn, updated=())
         _register(self)
 
@@ -184,6 +186,8 @@ class CompiledFunction(EagerFallbacks):
             return self._anomaly_call(args, kwargs)
         if _SAVED_HOOKS[0] and saved_hooks_active():   # Note [Saved tensors hooks]
             return self._saved_hooks_call(args, kwargs)
+        if self._generator:                  # Note [Generator functions] in fallbacks.py
+            return self._generator_call(args, kwargs)
         if _dispatch.trace_hook.get() is not None:
             # Called while another function is being traced: run inline so the outer trace
             # records our ops (a nested program's outputs would otherwise become constants).
@@ -505,12 +509,11 @@ class CompiledFunction(EagerFallbacks):
             outs, build = flatten(out, strict=True)
         except TypeError:
             outs, build = flatten(out)
-            if not any(isinstance(o, np.ndarray) for o in outs):
-                raise
-            # Note [Numpy arrays returned]
-            tracer.note_effect("output", "it returns a numpy array (a compiled call would "
-                               "return the first call's array object every time)", None,
-                               site=site)
+            # Note [Numpy arrays returned] in caller_arrays.py
+            kind = "a numpy array" if any(isinstance(o, np.ndarray) for o in outs) else \
+                f"a {unrebuilt(outs)} object"
+            tracer.note_effect("output", f"it returns {kind} (a compiled call would return "
+                               "the first call's object every time)", None, site=site)
         shared = returns_callers_array(outs, arrays, scanned.guards)
         if shared:                           # Note [Tensors over the caller's arrays]
             tracer.note_effect("numpy", f"it returns a tensor over the memory of {shared} "

@@ -592,9 +592,10 @@ def flatten(obj, strict=False):
     """Flatten nested tuples/lists/dicts, namedtuples, tuple subclasses such as `Size`, and
     dataclasses into (leaves, rebuild) (a tiny pytree). Rebuilding makes new containers.
 
-    With `strict`, a leaf that is neither a tensor nor an immutable Python value (a custom
-    object a compiled call would otherwise return, the very same one, on every call)
-    raises TypeError naming its type."""
+    With `strict` (a compiled call's outputs), sets and frozensets are containers too (a
+    new one per call, of that call's items), and a leaf that is neither a tensor nor an
+    immutable Python value (a custom object a compiled call would otherwise return, the
+    very same one, on every call) raises TypeError naming its type."""
     leaves = []
 
     def walk(x):
@@ -612,6 +613,9 @@ def flatten(obj, strict=False):
             names = [f.name for f in dataclasses.fields(x) if f.init]
             kinds = [walk(getattr(x, n)) for n in names]
             return lambda it: typ(**{n: k(it) for n, k in zip(names, kinds)})
+        if strict and isinstance(x, (set, frozenset)):   # a new set per call, built from
+            kinds = [walk(i) for i in x]                 # this call's items
+            return lambda it: typ(k(it) for k in kinds)
         if _plain_object(x):                 # a user class's instance: a new one, rebuilt
             names = list(vars(x))
             kinds = [walk(v) for v in vars(x).values()]
@@ -627,6 +631,12 @@ def flatten(obj, strict=False):
 
     build = walk(obj)
     return leaves, lambda new: build(iter(new))
+
+
+def unrebuilt(leaves):
+    """The type name of the first of `leaves` (of a non-strict `flatten`) that a strict
+    one refuses."""
+    return next((type(x).__name__ for x in leaves if not isinstance(x, _IMMUTABLE)), "?")
 
 
 def _plain_object(x):
