@@ -165,3 +165,60 @@ def test_returning_a_function_runs_eagerly_and_returns_eagers_closure():
         x = _t(i, 2)
         (y, add), (ye, adde) = cf(x), f(x)
         assert add(tg.ones(2)).tolist() == adde(tg.ones(2)).tolist()
+
+
+# -- copies made inside (Note [Copying and pickling a tensor] in _tensor_storage.py) --
+
+@pytest.mark.parametrize("how", ["copy", "pickle", "deepcopy"])
+def test_a_tensor_copied_inside_holds_each_calls_values(how):
+    import copy
+    import pickle
+    copier = {"copy": copy.copy, "deepcopy": copy.deepcopy,
+              "pickle": lambda t: pickle.loads(pickle.dumps(t))}[how]
+
+    def f(x):
+        y = copier(x)
+        y.mul_(2)
+        return y + x
+
+    eager, compiled, _, _ = _runs(f, lambda i: (_t(i, 3),))
+    assert compiled == eager
+
+
+def test_copy_and_pickle_give_a_new_leaf_as_pytorch_does():
+    import copy
+    import pickle
+    torch = pytest.importorskip("torch")
+    for lib in (tg, torch):
+        x = lib.ones(3, requires_grad=True)
+        z = x * 2
+        z.note = "kept"
+        for y in (copy.copy(z), pickle.loads(pickle.dumps(z))):
+            assert y.is_leaf and y.requires_grad and y.grad_fn is None
+            assert y.tolist() == [2.0, 2.0, 2.0] and y.note == "kept"
+        assert copy.copy(z).data_ptr() == z.data_ptr()
+
+
+def test_a_module_deep_copied_inside_is_copied_from_each_calls_parameters():
+    import copy
+
+    def run(compiled):
+        tg.manual_seed(0)
+        lin = tg.nn.Linear(3, 2)
+
+        def f(x):
+            half = copy.deepcopy(lin)
+            with tg.no_grad():
+                for p in half.parameters():
+                    p.mul_(0.5)
+            return lin(x) + half(x)
+
+        g = tg.compile(f) if compiled else f
+        outs = []
+        for i in range(5):
+            outs.append(g(_t(i, 4, 3)).tolist())
+            with tg.no_grad():
+                lin.weight.add_(0.25)      # the module copied changes between calls
+        return outs
+
+    assert run(True) == run(False)
