@@ -222,3 +222,32 @@ def test_a_module_deep_copied_inside_is_copied_from_each_calls_parameters():
         return outs
 
     assert run(True) == run(False)
+
+
+# -- objects with __getattr__ (Note [Probing user objects] in compiler/state_kinds.py) --
+
+class _Lookup:
+    """Attributes looked up in a dict: a missing name raises KeyError, as such code does."""
+
+    def __init__(self, **values):
+        self.values, self.asked = dict(values), 0
+
+    def __getattr__(self, name):
+        vars(self)["asked"] += 1
+        return vars(self)["values"][name]
+
+
+@pytest.mark.parametrize("where", ["closure", "argument"])
+@pytest.mark.parametrize("check", [False, True])
+def test_an_object_with_a_dict_getattr_is_never_asked_what_eager_does_not_ask(where, check):
+    obj = _Lookup(w=_t(9, 3))
+
+    def f(x, o=None):
+        return x * (o or obj).w
+
+    cf = tg.compile(f, check=check)
+    for i in range(4):
+        x = _t(i, 3)
+        args = (x, obj) if where == "argument" else (x,)
+        assert cf(*args).tolist() == (x * obj.values["w"]).tolist()
+    assert obj.asked == 4                      # the function's reads, as eagerly

@@ -9,6 +9,7 @@ from .. import _dtype, _mode
 from .._tensor import Tensor
 from .._tensor_storage import _root
 from .binding import scalar_key
+from .state_kinds import probe
 
 
 def entry_key(leaves, struct=None):
@@ -102,7 +103,7 @@ def storage_id(t):
 
 
 def _module_flags(x):
-    modules = getattr(x, "modules", None)
+    modules = probe(x, "modules")        # Note [Probing user objects] in state_kinds.py
     if modules is None or not callable(modules):
         return None
     try:
