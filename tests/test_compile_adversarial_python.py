@@ -251,3 +251,70 @@ def test_an_object_with_a_dict_getattr_is_never_asked_what_eager_does_not_ask(wh
         args = (x, obj) if where == "argument" else (x,)
         assert cf(*args).tolist() == (x * obj.values["w"]).tolist()
     assert obj.asked == 4                      # the function's reads, as eagerly
+
+
+# -- what a compiled call returns (Note [Rebuilt outputs] in tracing/tracer.py) --
+
+def test_a_container_returned_twice_is_one_object_as_in_eager():
+    def f(x):
+        out = [x * 2]
+        return out, {"same": out}
+
+    cf = tg.compile(f)
+    for i in range(3):
+        a, d = cf(_t(i, 2))
+        assert a is d["same"]
+        a.append(None)                         # a caller's change shows through both
+        assert len(d["same"]) == 2
+    assert cf.stats.cache_hits == 2
+
+
+def test_a_returned_defaultdict_keeps_its_factory():
+    import collections
+
+    def f(named):
+        groups = collections.defaultdict(list)
+        for k, v in named.items():
+            groups[k[0]].append(v * 2)
+        return groups
+
+    eager, compiled, cf, _ = _runs(f, lambda i: ({"ab": _t(i, 2), "ac": _t(i, 2), "b": _t(i, 1)},))
+    assert compiled == eager
+    out = cf({"ab": _t(0, 2), "b": _t(0, 1)})
+    assert type(out) is collections.defaultdict and out["new"] == []
+
+
+def test_a_returned_dataclass_is_not_built_again_by_its_init():
+    import dataclasses
+
+    @dataclasses.dataclass
+    class Scaled:
+        x: object
+        big: object = dataclasses.field(init=False)
+
+        def __post_init__(self):
+            self.big = self.x * 10
+
+    def f(x):
+        s = Scaled(x)
+        s.big = s.big + 1                      # changed after __post_init__
+        s.note = "set later"
+        return s
+
+    eager, compiled, cf, _ = _runs(f, lambda i: (_t(i, 2),))
+    strip = [[(o.x.tolist(), o.big.tolist(), o.note)] for o, _, _ in eager]
+    assert [[(o.x.tolist(), o.big.tolist(), o.note)] for o, _, _ in compiled] == strip
+    assert cf.stats.cache_hits == 4
+
+
+def test_a_parameter_argument_is_keyed_apart_from_a_plain_tensor():
+    def f(x):
+        return isinstance(x, tg.nn.Parameter), type(x).__name__, x * 2
+
+    cf = tg.compile(f)
+    for i in range(4):
+        x = _t(i, 3, requires_grad=True)
+        if i % 2:
+            x = tg.nn.Parameter(x.detach())
+        got, want = cf(x), f(x)
+        assert got[:2] == want[:2] and got[2].tolist() == want[2].tolist()

@@ -1,6 +1,6 @@
 """The entry key: what must match, checked with one dict lookup, before a cached trace is
-reused: shapes, dtypes, requires_grad, leaf-ness, inference flag and C-contiguity of tensor
-arguments, which arguments alias, Python scalar values by type and exact value, the
+reused: types, shapes, dtypes, requires_grad, leaf-ness, inference flag and C-contiguity of
+tensor arguments, which arguments alias, Python scalar values by type and exact value, the
 arguments' structure (Note [Binding by name] in binding.py), grad and inference mode, the
 default dtype, module training flags and parameter identities."""
 import numpy as np
@@ -27,7 +27,8 @@ def entry_key(leaves, struct=None):
             # non-leaf's gradient hooks: Note [Backward into the graph outside] (tracer.py)
             parts.append(("T", d.shape, d.dtype, x._rg, d.ndim < 2 or d.flags.c_contiguous,
                           True if g is None else bool(g.pre_hooks) and _hooked(g),
-                          x._inference))
+                          x._inference, type(x)))   # a Parameter is not a Tensor to
+            #                                         `isinstance` and `type(x)` in the trace
         elif isinstance(x, (bool, int, float, str, type(None))):
             parts.append(("S", scalar_key(x)))
         elif isinstance(x, np.ndarray):      # the trace baked its values in: key by value
@@ -71,7 +72,7 @@ def key_checker(key, args):
             lines.append(f"    if a{i} is not X{i}: return False")
             continue
         tensors.append(f"a{i}")
-        _, shape, dtype, rg, c_ok, leaf, inf = p
+        _, shape, dtype, rg, c_ok, leaf, inf, _ = p
         env.update({f"T{i}": type(a), f"S{i}": shape, f"D{i}": dtype, f"R{i}": rg,
                     f"N{i}": inf})
         cond = (f"d.shape != S{i} or d.dtype is not D{i} or "
@@ -139,7 +140,7 @@ def describe_difference(old, new, names=()):
             if a[0] == "T" and b[0] == "T":
                 for name, x, y in zip(("shape", "dtype", "requires_grad",
                                        "C-contiguous layout", "is_leaf (or gradient hooks)",
-                                       "inference tensor"),
+                                       "inference tensor", "type"),
                                       a[1:], b[1:]):
                     if x != y:
                         return f"argument {i}: {name} changed ({x} -> {y})"
