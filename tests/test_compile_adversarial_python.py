@@ -318,3 +318,31 @@ def test_a_parameter_argument_is_keyed_apart_from_a_plain_tensor():
             x = tg.nn.Parameter(x.detach())
         got, want = cf(x), f(x)
         assert got[:2] == want[:2] and got[2].tolist() == want[2].tolist()
+
+
+def test_a_dict_keyed_by_a_tensor_made_inside_runs_eagerly_with_its_key():
+    def f(x):
+        y = x * 2
+        return {y: "doubled"}, y
+
+    cf = tg.compile(f)
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        for i in range(3):
+            d, y = cf(_t(i, 3))
+            assert list(d) == [y] and list(d)[0] is y
+    assert any("keyed by a tensor" in str(x.message) for x in w)
+
+
+def test_an_enum_member_returned_stays_compiled():
+    import enum
+
+    class Sign(enum.Enum):
+        POS = 1
+        NEG = -1
+
+    def f(x):
+        return (Sign.POS if x.sum() > 0 else Sign.NEG), x * 2
+
+    eager, compiled, cf, issued = _runs(f, lambda i: (_t(i, 3),), calls=6)
+    assert compiled == eager and cf.stats.eager_calls == 0 and not issued

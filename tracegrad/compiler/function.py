@@ -34,7 +34,7 @@ from .._errors import RerunEagerly
 from ..ir.interpret import GuardFailed
 from ..ir.printer import value_names
 from ..tracing import Tracer, flatten
-from ..tracing.tracer import unrebuilt
+from ..tracing.tracer import Unrebuildable
 from ..tracing.custom_function import CLASS_OF, OPAQUE
 from ..tracing.forward_memo import MEMO, ForwardMemo, next_attempt
 from ..passes import DEFAULT_PIPELINE
@@ -507,11 +507,11 @@ class CompiledFunction(EagerFallbacks):
         scanned.unread_hyper = {id(g) for g in unread_hyper_guards(scanned, read_keys)}
         try:
             outs, build = flatten(out, strict=True)
-        except TypeError:
+        except Unrebuildable as e:
             outs, build = flatten(out)
             # Note [Numpy arrays returned] in caller_arrays.py
             kind = "a numpy array" if any(isinstance(o, np.ndarray) for o in outs) else \
-                f"a {unrebuilt(outs)} object"
+                e.what
             tracer.note_effect("output", f"it returns {kind} (a compiled call would return "
                                "the first call's object every time)", None, site=site)
         shared = returns_callers_array(outs, arrays, scanned.guards)

@@ -43,6 +43,7 @@ the path then checks on every call (compiler/trace_plan.py `_hook_checks`).
 """
 import collections
 import dataclasses
+import enum
 import weakref
 
 import numpy as np
@@ -604,7 +605,8 @@ def flatten(obj, strict=False):
     a dataclass or a user object is made without running its `__init__` or
     `__post_init__` again (fields set afterwards, `field(init=False)` and attributes
     added later come back as they were); a defaultdict keeps its default factory. A
-    container holding itself is refused if `strict` (TypeError), else a leaf."""
+    container holding itself is refused if `strict` (TypeError), else a leaf; so is, if
+    `strict`, a dict keyed by a tensor (its keys are not rebuilt)."""
     leaves = []
     firsts = {}                          # id(container) -> [slot, met again]
     walking = set()
@@ -620,9 +622,7 @@ def flatten(obj, strict=False):
             return lambda it, made: made[slot]
         if k in walking:                 # it contains itself: a leaf (refused if strict)
             if strict:
-                raise TypeError(f"tracegrad.compile: the function returns a "
-                                f"{type(x).__name__} that contains itself, which a compiled "
-                                "call cannot rebuild")
+                raise Unrebuildable(f"a {type(x).__name__} that contains itself")
             leaves.append(x)
             return lambda it, made: next(it)
         walking.add(k)
@@ -647,6 +647,10 @@ def flatten(obj, strict=False):
                 return lambda it, made: typ(*(k(it, made) for k in kinds))   # namedtuples
             return shared(x, make)
         if isinstance(x, dict):
+            if strict and any(_holds_tensor(k) for k in x):
+                raise Unrebuildable("a dict keyed by a tensor", "its key would be the "
+                                    "first call's tensor on every call")
+
             def make():
                 keys = list(x.keys())
                 kinds = [walk(x[k]) for k in keys]
@@ -677,11 +681,8 @@ def flatten(obj, strict=False):
                                                         for n, k in zip(names, kinds)})
             return shared(x, make)
         if strict and not isinstance(x, _IMMUTABLE):
-            raise TypeError(
-                f"tracegrad.compile: the function returns a {typ.__name__} object, which a "
-                "compiled call cannot rebuild (it would return this very object, holding "
-                "the first call's values, on every call). Return tensors, numbers, tuples, "
-                "lists, dicts, namedtuples or dataclasses instead.")
+            raise Unrebuildable(f"a {typ.__name__} object", "it would return this very "
+                                "object, holding the first call's values, on every call")
         leaves.append(x)
         return lambda it, made: next(it)
 
@@ -689,10 +690,20 @@ def flatten(obj, strict=False):
     return leaves, lambda new: build(iter(new), {})
 
 
-def unrebuilt(leaves):
-    """The type name of the first of `leaves` (of a non-strict `flatten`) that a strict
-    one refuses."""
-    return next((type(x).__name__ for x in leaves if not isinstance(x, _IMMUTABLE)), "?")
+class Unrebuildable(TypeError):
+    """An output `flatten(strict=True)` cannot rebuild per call; `what` names it."""
+
+    def __init__(self, what, why="a compiled call cannot rebuild it"):
+        self.what = what
+        super().__init__(f"tracegrad.compile: the function returns {what}, which a compiled "
+                         f"call cannot rebuild ({why}). Return tensors, numbers, tuples, "
+                         "lists, dicts, namedtuples or dataclasses instead.")
+
+
+def _holds_tensor(key):
+    """Whether a dict key is a tensor or a tuple holding one (made by the call: Note
+    [Rebuilt outputs])."""
+    return isinstance(key, Tensor) or type(key) is tuple and any(_holds_tensor(k) for k in key)
 
 
 def _plain_object(x):
@@ -700,7 +711,8 @@ def _plain_object(x):
     library type): rebuilt for each compiled call like a dataclass."""
     typ = type(x)
     return (hasattr(x, "__dict__") and not hasattr(typ, "__slots__") and not callable(x)
-            and not isinstance(x, (type, Tensor)) and not is_library_module(typ.__module__))
+            and not isinstance(x, (type, Tensor, enum.Enum))
+            and not is_library_module(typ.__module__))
 
 
 def _new_like(typ, state):
@@ -716,7 +728,7 @@ def _new_like(typ, state):
 
 
 _IMMUTABLE = (Tensor, bool, int, float, complex, str, bytes, type(None), type(Ellipsis),
-              slice, range, np.dtype, np.generic, DType)
+              slice, range, np.dtype, np.generic, DType, enum.Enum)
 
 
 def trace(fn, *example_args, name=None, **example_kwargs):
