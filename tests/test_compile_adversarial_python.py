@@ -346,3 +346,32 @@ def test_an_enum_member_returned_stays_compiled():
 
     eager, compiled, cf, issued = _runs(f, lambda i: (_t(i, 3),), calls=6)
     assert compiled == eager and cf.stats.eager_calls == 0 and not issued
+
+
+# -- values that differ on every call (Note [Entropy and wall clocks] in _effects.py) --
+
+@pytest.mark.parametrize("source", ["datetime", "today", "urandom", "uuid", "secrets",
+                                    "localtime"])
+def test_wall_clock_and_entropy_read_inside_are_never_frozen(source):
+    import datetime
+    import os
+    import secrets
+    import time
+    import uuid
+    read = {"datetime": lambda: datetime.datetime.now().microsecond,
+            "today": lambda: datetime.date.today().toordinal(),
+            "urandom": lambda: os.urandom(4)[0],
+            "uuid": lambda: uuid.uuid4().int % 97,
+            "secrets": lambda: secrets.randbelow(1000),
+            "localtime": lambda: time.localtime().tm_sec}[source]
+
+    def f(x):
+        return x * 2, read()
+
+    cf = tg.compile(f)
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        for i in range(3):
+            cf(_t(i, 2))
+    assert cf.stats.cache_hits == 0 and cf.stats.eager_calls == 2
+    assert any("runs eagerly" in str(x.message) for x in w)

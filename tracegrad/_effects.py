@@ -18,6 +18,7 @@ duration of one trace only (thread-local), reporting calls made *from user code*
 containers that existed before the trace (the caller's or global lists, dicts and sets).
 """
 import contextvars
+import datetime as _datetime
 import gc
 import os
 import sys
@@ -318,7 +319,16 @@ _LOGGING = os.path.join("logging", "__init__.py")
 _LOG_CALLS = frozenset(("debug", "info", "warning", "warn", "error", "exception", "critical",
                         "fatal", "log"))
 _CLOCKS = frozenset(("time", "perf_counter", "monotonic", "process_time", "time_ns",
-                     "perf_counter_ns", "monotonic_ns"))
+                     "perf_counter_ns", "monotonic_ns", "process_time_ns", "thread_time",
+                     "thread_time_ns", "localtime", "gmtime", "ctime", "asctime", "strftime"))
+# Note [Entropy and wall clocks]
+# Values that differ on every eager call without a generator state to compare: the wall
+# clock read through `datetime` (`datetime.now()`, `date.today()`), and the operating
+# system's entropy, `os.urandom`, under `secrets`, `uuid.uuid4()` and `random.SystemRandom`
+# (library code: the call is reported wherever it is made, at the user's line that led
+# to it). A trace bakes in one call's value; such calls run eagerly.
+_DATETIME_NOW = frozenset(("now", "utcnow", "today"))
+_URANDOM = os.urandom
 
 
 def _global_rng_states():
@@ -490,6 +500,12 @@ class watch_python:
     def _c_call(self, frame, fn):
         name = getattr(fn, "__name__", "")
         owner = getattr(fn, "__self__", None)
+        if fn is _URANDOM and not self.tracer.replaying:   # Note [Entropy and wall clocks]
+            user = frame
+            while user is not None and not _is_user_frame(user):
+                user = user.f_back
+            self._report(user or frame, "random", "os.urandom() (the system's entropy)")
+            return
         if not _is_user_frame(frame):
             return
         if type(owner) is dict and name in _DICT_READS:
@@ -504,6 +520,9 @@ class watch_python:
                          f"{type(owner).__name__}.{name}() (a file)")
         elif name in _CLOCKS and getattr(fn, "__module__", None) == "time":
             self._report(frame, "clock", f"time.{name}()")
+        elif (name in _DATETIME_NOW and isinstance(owner, type)
+              and issubclass(owner, _datetime.date)):
+            self._report(frame, "clock", f"{owner.__name__}.{name}()")
         elif owner is not None and isinstance(owner, _PY_RANDOM):   # subclasses too
             self._report(frame, "random", f"Python's random.{name}()")
         elif owner is not None and type(owner).__module__.startswith("numpy.random"):
