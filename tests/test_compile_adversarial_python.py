@@ -375,3 +375,36 @@ def test_wall_clock_and_entropy_read_inside_are_never_frozen(source):
             cf(_t(i, 2))
     assert cf.stats.cache_hits == 0 and cf.stats.eager_calls == 2
     assert any("runs eagerly" in str(x.message) for x in w)
+
+
+# -- attributes of functions (Note [Function attributes] in compiler/state.py) --
+
+def test_a_setting_kept_on_a_helper_function_is_never_stale():
+    def helper(x):
+        return x * helper.scale
+
+    helper.scale = 1.0
+
+    def f(x):
+        return helper(x)
+
+    cf = tg.compile(f)
+    for i in range(4):
+        helper.scale = float(i)
+        x = _t(i, 3)
+        assert cf(x).tolist() == f(x).tolist()
+
+
+def test_a_counter_kept_on_the_function_itself_counts_every_call():
+    def run(compiled):
+        def f(x):
+            f.calls = getattr(f, "calls", 0) + 1
+            return x * f.calls
+
+        g = tg.compile(f) if compiled else f
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            outs = [g(_t(i, 3)).tolist() for i in range(4)]
+        return outs, f.calls
+
+    assert run(True) == run(False)
