@@ -408,3 +408,20 @@ def test_a_counter_kept_on_the_function_itself_counts_every_call():
         return outs, f.calls
 
     assert run(True) == run(False)
+
+
+# -- layout read by Python (Note [Layout read by Python] in _effects.py) --
+
+@pytest.mark.parametrize("read", ["stride", "storage_offset"])
+def test_the_layout_of_an_argument_read_inside_is_a_guard(read):
+    base = _t(0, 4, 8)
+
+    def f(x):
+        n = x.stride(0) if read == "stride" else x.storage_offset()
+        return (x * 2 if n == 1 else x * 3), n
+
+    def arg(i):                                # both non-contiguous 4x4: one key
+        return base[:, :4].t() if i % 2 else base[:, i % 3:i % 3 + 4]
+
+    eager, compiled, _, _ = _runs(f, lambda i: (arg(i),), calls=6)
+    assert compiled == eager

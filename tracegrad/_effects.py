@@ -74,7 +74,7 @@ def note(kind, message, tensor=None, eager=True):
 def attr_read(t, attr, value):
     """Python read `t.<attr>` inside a trace; if `t` comes from outside the trace, what it
     read becomes a guard (Note [Effects]): `requires_grad`, `shape`, `dtype`, the type of
-    `grad_fn` (also `is_leaf`), `_version`."""
+    `grad_fn` (also `is_leaf`), `_version`, and the layout (Note [Layout read by Python])."""
     tracer = active()
     if tracer is not None:
         tracer.note_attr_read(t, attr, value)
@@ -88,7 +88,20 @@ def attr_now(t, attr):
         return t._rg
     if attr == "_version":
         return t._vc.v
+    if attr in _LAYOUT:                      # Note [Layout read by Python]
+        from . import _tensor_storage
+        return _LAYOUT[attr](_tensor_storage, t)
     return t._data.shape if attr == "shape" else t._data.dtype
+
+
+# Note [Layout read by Python]
+# `x.stride()`, `x.storage_offset()` and `x.data_ptr()` of an argument or a captured tensor
+# are facts of the memory the caller hands in, which the entry key does not fix (it keys
+# shape, dtype and C-contiguity: `w.t()` and `w[:, ::2]` are both just non-contiguous).
+# Python reading one decides something (a branch, a returned number), so each is a guard,
+# checked before every cached call, like the tensor attributes above.
+_LAYOUT = {"stride": lambda m, t: m.stride(t), "storage_offset": lambda m, t:
+           m.storage_offset(t), "data_ptr": lambda m, t: m.data_ptr(t)}
 
 
 def grad_set(owner, old=None):

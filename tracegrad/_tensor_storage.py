@@ -42,6 +42,7 @@ def stride(self, dim=None):
     """Steps in elements between neighbours along each dimension (a tuple), or along `dim`."""
     d = self._data
     st = tuple(s // d.itemsize for s in d.strides)
+    _effects.attr_read(self, "stride", st)  # Note [Layout read by Python] in _effects.py
     if dim is None:
         return st
     return st[_wrap_dim(dim, d.ndim, "stride")]
@@ -50,7 +51,9 @@ def stride(self, dim=None):
 def storage_offset(self):
     """Where this tensor starts in its storage, in elements."""
     d = self._data
-    return (_address(d) - _address(_root(d))) // d.itemsize
+    off = (_address(d) - _address(_root(d))) // d.itemsize
+    _effects.attr_read(self, "storage_offset", off)
+    return off
 
 
 def is_contiguous(self, memory_format=None):
@@ -60,7 +63,9 @@ def is_contiguous(self, memory_format=None):
 
 def data_ptr(self):
     """Address of the first element."""
-    return _address(self._data)
+    a = _address(self._data)
+    _effects.attr_read(self, "data_ptr", a)
+    return a
 
 
 def __deepcopy__(self, memo):
