@@ -425,3 +425,43 @@ def test_the_layout_of_an_argument_read_inside_is_a_guard(read):
 
     eager, compiled, _, _ = _runs(f, lambda i: (arg(i),), calls=6)
     assert compiled == eager
+
+
+# -- output and warnings the function redirects or catches itself --
+
+def test_prints_the_function_redirects_go_where_eagers_go():
+    log = io.StringIO()
+
+    def f(x):
+        with contextlib.redirect_stdout(io.StringIO()):
+            print("silenced")                  # into a buffer made by each call
+        with contextlib.redirect_stdout(log):
+            print("logged")                    # into the caller's log on every call
+        print("shown", file=log)
+        return x * 2
+
+    eager, compiled, cf, _ = _runs(f, lambda i: (_t(i, 2),), state=lambda: log.getvalue())
+    assert [r[1] for r in compiled] == [""] * 5
+    assert log.getvalue().count("logged\nshown\n") == 10 and cf.stats.cache_hits == 4
+
+
+@pytest.mark.parametrize("inner", ["record", "ignore"])
+def test_warnings_the_function_catches_itself_stay_caught(inner):
+    def f(x):
+        with warnings.catch_warnings(record=inner == "record") as w:
+            if inner == "ignore":
+                warnings.simplefilter("ignore")
+            else:
+                warnings.simplefilter("always")
+            warnings.warn("handled inside")
+        return x * (len(w) if inner == "record" else 1)
+
+    cf = tg.compile(f)
+    with warnings.catch_warnings(record=True) as outside:
+        warnings.simplefilter("always")
+        for i in range(5):
+            x = _t(i, 2)
+            assert cf(x).tolist() == f(x).tolist()
+    assert not any("handled inside" in str(m.message) for m in outside)
+    if inner == "ignore":
+        assert cf.stats.cache_hits == 4

@@ -8,9 +8,9 @@ later call's line. While user code runs under a trace, `builtins.print` is wrapp
 `warnings.warn` is, Note [Warnings replayed] in warning_replay.py): a call from user code
 formats its text as print would (same `sep`, `end`, errors), writes it where print writes,
 and records the text as a replayed call of the path (`PathRecord.replays`), written again
-after each cached call, in order with the path's other replayed calls. The file is looked
-up on each call as print looks it up: `sys.stdout` when `file` is None, so a
-`contextlib.redirect_stdout` around a later call captures that call's text.
+after each cached call, in order with the path's other replayed calls, into the file eager's
+print would write to (Note [Print targets]): `sys.stdout` looked up again when `file` is
+None, so a `contextlib.redirect_stdout` around a later call captures that call's text.
 
 The text is the same on every call of the path when it is made of what the path is keyed
 or guarded on: arguments' values and shapes, state the scan guards, numbers read from
@@ -27,6 +27,7 @@ import builtins
 import io
 import sys
 import threading
+import weakref
 
 from .._effects import _is_user_frame, active
 
@@ -36,9 +37,10 @@ _real = [builtins.print]
 
 
 def _reprint(_, text, file, flush):
-    """Write a recorded print's text again (a replayed call: `_` is the unused object slot)."""
-    out = sys.stdout if file is None else file
-    if out is None:                      # print writes nothing when there is no stdout
+    """Write a recorded print's text again (a replayed call: `_` is the unused object slot).
+    `file`: None (`sys.stdout` now), or a reference to the file the trace wrote to."""
+    out = sys.stdout if file is None else file()
+    if out is None:                      # no stdout, or the file is gone: nothing to write
         return
     out.write(text)
     if flush:
@@ -59,13 +61,31 @@ def _print(*args, sep=" ", end="\n", file=None, flush=False):
     finally:
         tracer.printing -= 1
     text = buf.getvalue()
-    _reprint(None, text, file, flush)
+    if file is None and sys.stdout is not tracer.stdout_at_start:
+        file = sys.stdout                # redirected inside the call: Note [Print targets]
+    target = None if file is None else _reference(file)
+    _reprint(None, text, target, flush)
     if tracer.printed != before:
         site = f"{caller.f_code.co_filename}:{caller.f_lineno} in {caller.f_code.co_name}"
         tracer.note_effect("print", "print() of a tensor's values", None, site=site)
         return None
-    tracer.replays.append((None, _reprint, (text, file, flush), {}, frozenset()))
+    tracer.replays.append((None, _reprint, (text, target, flush), {}, frozenset()))
     return None
+
+
+# Note [Print targets]
+# Where a replayed print writes is where eager's print writes on that call: `sys.stdout`
+# looked up again when the call printed to the standard output the caller set up; the very
+# file object the trace wrote to when the function chose it (`file=log`, or a
+# `contextlib.redirect_stdout(buf)` inside the function). Such a file is held weakly: a
+# buffer the call made for itself (`with redirect_stdout(io.StringIO()):` to silence a
+# helper) is gone when the call returns, and eager wrote into a new one on each call, which
+# nobody outside sees, so the replay writes nothing rather than into a buffer kept alive.
+def _reference(file):
+    try:
+        return weakref.ref(file)
+    except TypeError:                    # no weak references: held
+        return lambda: file
 
 
 class recording_prints:
@@ -82,10 +102,12 @@ class recording_prints:
                 builtins.print = _print
             _users[0] += 1
         self.tracer.recording_prints = True
+        self.tracer.stdout_at_start = sys.stdout
         return self
 
     def __exit__(self, *exc):
         self.tracer.recording_prints = False
+        self.tracer.stdout_at_start = None
         with _lock:
             _users[0] -= 1
             if _users[0] == 0:
