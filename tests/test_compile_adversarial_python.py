@@ -465,3 +465,18 @@ def test_warnings_the_function_catches_itself_stay_caught(inner):
     assert not any("handled inside" in str(m.message) for m in outside)
     if inner == "ignore":
         assert cf.stats.cache_hits == 4
+
+
+def test_a_compiled_partial_whose_keywords_change_in_place_binds_them_anew():
+    import functools
+
+    def f(x, scale, w=None):
+        return x * scale + (0 if w is None else w)
+
+    p = functools.partial(f, scale=2.0)
+    cp = tg.compile(p)
+    for i in range(5):
+        p.keywords["scale"] = float(i)
+        if i >= 3:
+            p.keywords["w"] = tg.full((2,), float(i))   # a keyword added, then replaced
+        assert cp(tg.ones(2)).tolist() == p(tg.ones(2)).tolist()
