@@ -368,10 +368,11 @@ def test_shuffled_loader_iterated_inside_reshuffles_every_call():
     assert records[0] == records[1]
 
 
-def test_printing_a_tensor_inside_stays_compiled():
+def test_printing_a_tensor_inside_is_traced_once_and_printed_every_call():
     @tg.compile
     def f(x):
-        print(x)                              # reported once; printing reads no guard
+        print(x)                              # no guard per value: calls run eagerly, with
+        #                                       a warning (Note [Prints replayed])
         return x * 2
 
     with pytest.warns(UserWarning, match="print"):

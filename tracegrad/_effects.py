@@ -18,6 +18,7 @@ duration of one trace only (thread-local), reporting calls made *from user code*
 containers that existed before the trace (the caller's or global lists, dicts and sets).
 """
 import contextvars
+import datetime as _datetime
 import gc
 import os
 import sys
@@ -73,7 +74,7 @@ def note(kind, message, tensor=None, eager=True):
 def attr_read(t, attr, value):
     """Python read `t.<attr>` inside a trace; if `t` comes from outside the trace, what it
     read becomes a guard (Note [Effects]): `requires_grad`, `shape`, `dtype`, the type of
-    `grad_fn` (also `is_leaf`), `_version`."""
+    `grad_fn` (also `is_leaf`), `_version`, and the layout (Note [Layout read by Python])."""
     tracer = active()
     if tracer is not None:
         tracer.note_attr_read(t, attr, value)
@@ -87,7 +88,20 @@ def attr_now(t, attr):
         return t._rg
     if attr == "_version":
         return t._vc.v
+    if attr in _LAYOUT:                      # Note [Layout read by Python]
+        from . import _tensor_storage
+        return _LAYOUT[attr](_tensor_storage, t)
     return t._data.shape if attr == "shape" else t._data.dtype
+
+
+# Note [Layout read by Python]
+# `x.stride()`, `x.storage_offset()` and `x.data_ptr()` of an argument or a captured tensor
+# are facts of the memory the caller hands in, which the entry key does not fix (it keys
+# shape, dtype and C-contiguity: `w.t()` and `w[:, ::2]` are both just non-contiguous).
+# Python reading one decides something (a branch, a returned number), so each is a guard,
+# checked before every cached call, like the tensor attributes above.
+_LAYOUT = {"stride": lambda m, t: m.stride(t), "storage_offset": lambda m, t:
+           m.storage_offset(t), "data_ptr": lambda m, t: m.data_ptr(t)}
 
 
 def grad_set(owner, old=None):
@@ -310,17 +324,31 @@ _DICT_READS = frozenset(("items", "values", "keys", "get", "copy", "pop", "popit
 # checkpoint `tg.save(model.state_dict(), path)` or a log line written every step) would be
 # written once, while tracing, and a later reader finds the first call's contents. So
 # `open()` and writes to file objects from user code, and `tracegrad.save`, are effects that
-# make such calls run eagerly, with a warning; `logging` calls from user code are reported
-# like `print` (they run only while tracing). A file written by another library's code
-# (`np.save`, `json.dump`) is not seen: save outside the compiled function.
+# make such calls run eagerly, with a warning. So do `logging` calls from user code that
+# emit a record (`log.info(...)`, `logging.warning(...)`): the handlers are arbitrary code
+# (files, lists, the caller's line in the format), and the level can change between calls.
+# A file written by another library's code (`np.save`, `json.dump`) is not seen: save
+# outside the compiled function.
 _OPEN = open
+_PRINT = print           # the builtin (compiler/print_replay.py wraps builtins.print)
 # Python's generators, the user's subclasses of random.Random included (`class Rng(random.
 # Random)`: its `random()` is the C method of _random.Random, which only this check sees)
 _PY_RANDOM = __import__("_random").Random
 _WRITES = frozenset(("write", "writelines"))
 _LOGGING = os.path.join("logging", "__init__.py")
+_LOG_CALLS = frozenset(("debug", "info", "warning", "warn", "error", "exception", "critical",
+                        "fatal", "log"))
 _CLOCKS = frozenset(("time", "perf_counter", "monotonic", "process_time", "time_ns",
-                     "perf_counter_ns", "monotonic_ns"))
+                     "perf_counter_ns", "monotonic_ns", "process_time_ns", "thread_time",
+                     "thread_time_ns", "localtime", "gmtime", "ctime", "asctime", "strftime"))
+# Note [Entropy and wall clocks]
+# Values that differ on every eager call without a generator state to compare: the wall
+# clock read through `datetime` (`datetime.now()`, `date.today()`), and the operating
+# system's entropy, `os.urandom`, under `secrets`, `uuid.uuid4()` and `random.SystemRandom`
+# (library code: the call is reported wherever it is made, at the user's line that led
+# to it). A trace bakes in one call's value; such calls run eagerly.
+_DATETIME_NOW = frozenset(("now", "utcnow", "today"))
+_URANDOM = os.urandom
 
 
 def _global_rng_states():
@@ -392,10 +420,10 @@ class watch_python:
     def _event(self, frame, event, arg):
         if event == "c_call":
             self._c_call(frame, arg)
-            if arg is print:                 # str(t) inside print(t) guards nothing: the
+            if arg is _PRINT:                # str(t) inside print(t) guards nothing: the
                 self.tracer.printing += 1    # printing itself is the (reported) effect
         elif event in ("c_return", "c_exception"):
-            if arg is print:
+            if arg is _PRINT:
                 self.tracer.printing -= 1
         elif event == "call":
             code = frame.f_code
@@ -430,9 +458,10 @@ class watch_python:
             elif kind == "library":
                 self._other_library(frame, code)
                 back = frame.f_back
-                if (code.co_filename.endswith(_LOGGING) and back is not None
+                if (code.co_name in _LOG_CALLS and code.co_filename.endswith(_LOGGING)
+                        and back is not None
                         and _is_user_frame(back) and not self.tracer.replaying):
-                    self._report(back, "print", f"logging {code.co_name}()", eager=False)
+                    self._report(back, "print", f"logging {code.co_name}()")
             if (kind == "library" and not self.tracer.replaying
                     and (back := frame.f_back) is not None
                     and self._kinds.get(back.f_code) == "user"):
@@ -491,12 +520,18 @@ class watch_python:
     def _c_call(self, frame, fn):
         name = getattr(fn, "__name__", "")
         owner = getattr(fn, "__self__", None)
+        if fn is _URANDOM and not self.tracer.replaying:   # Note [Entropy and wall clocks]
+            user = frame
+            while user is not None and not _is_user_frame(user):
+                user = user.f_back
+            self._report(user or frame, "random", "os.urandom() (the system's entropy)")
+            return
         if not _is_user_frame(frame):
             return
         if type(owner) is dict and name in _DICT_READS:
             self.dict_reads.add(id(owner))
-        if fn is print:
-            self._report(frame, "print", "print()", eager=False)
+        if fn is _PRINT:                 # not through the wrapper: Note [Prints replayed]
+            self._report(frame, "print", "print() through a name bound before the trace")
         elif name in _MUTATORS and id(owner) in self.external:
             self._report(frame, "mutation", f"{type(owner).__name__}.{name}() on a "
                          "container the caller can see")
@@ -505,6 +540,9 @@ class watch_python:
                          f"{type(owner).__name__}.{name}() (a file)")
         elif name in _CLOCKS and getattr(fn, "__module__", None) == "time":
             self._report(frame, "clock", f"time.{name}()")
+        elif (name in _DATETIME_NOW and isinstance(owner, type)
+              and issubclass(owner, _datetime.date)):
+            self._report(frame, "clock", f"{owner.__name__}.{name}()")
         elif owner is not None and isinstance(owner, _PY_RANDOM):   # subclasses too
             self._report(frame, "random", f"Python's random.{name}()")
         elif owner is not None and type(owner).__module__.startswith("numpy.random"):

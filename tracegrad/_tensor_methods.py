@@ -268,8 +268,12 @@ _plain_repr = Tensor.__repr__
 
 def _repr(self):
     hook = trace_hook.get()                  # str(t), f"{t}": Python reads every value
-    if hook is not None and not getattr(hook.__self__, "printing", 0):
-        _observe(self, "numpy", self._data)
+    if hook is not None:
+        tracer = hook.__self__
+        if not getattr(tracer, "printing", 0):
+            _observe(self, "numpy", self._data)
+        else:                                # Note [Prints replayed]
+            tracer.printed = getattr(tracer, "printed", 0) + 1
     return _plain_repr(self)
 
 

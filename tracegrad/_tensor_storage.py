@@ -6,11 +6,23 @@ are counted in elements, as PyTorch counts them. `copy.deepcopy` follows PyTorch
 can be copied; tensors that share storage (a tensor and its views) share it in the copy too
 (with one version counter, so in-place checks still see writes through either); `requires_grad`,
 `.grad` and user attributes are copied.
+
+Note [Copying and pickling a tensor]
+`copy.copy(t)` and `pickle` follow PyTorch too: the result is a new leaf (no history, no
+`.grad`) with `t`'s `requires_grad` and user attributes; `copy.copy` shares `t`'s storage
+(it is `t.detach()`, flagged again), a pickle carries a copy of the values. Both go through
+dispatch or a value read, never around it: Python's default protocol for `__slots__`
+classes builds an empty tensor (recorded by a trace as a 0-element constant) and then
+overwrites its slots, which a trace never sees, so a compiled call computed with an
+empty array. Inside a trace, `copy.copy` is traced as `detach`, and pickling reads every
+value (a guard, as `t.numpy()` is) and unpickling makes a constant; `copy.deepcopy` (of
+a module, say) copies by a traced `clone`, for Parameters too (nn/parameter.py).
 """
 import copy
 
 import numpy as np
 
+from . import _effects
 from ._errors import TracegradRuntimeError, op_error
 from ._tensor import Tensor, VersionCounter, _wrap_dim
 
@@ -30,6 +42,7 @@ def stride(self, dim=None):
     """Steps in elements between neighbours along each dimension (a tuple), or along `dim`."""
     d = self._data
     st = tuple(s // d.itemsize for s in d.strides)
+    _effects.attr_read(self, "stride", st)  # Note [Layout read by Python] in _effects.py
     if dim is None:
         return st
     return st[_wrap_dim(dim, d.ndim, "stride")]
@@ -38,7 +51,9 @@ def stride(self, dim=None):
 def storage_offset(self):
     """Where this tensor starts in its storage, in elements."""
     d = self._data
-    return (_address(d) - _address(_root(d))) // d.itemsize
+    off = (_address(d) - _address(_root(d))) // d.itemsize
+    _effects.attr_read(self, "storage_offset", off)
+    return off
 
 
 def is_contiguous(self, memory_format=None):
@@ -48,7 +63,9 @@ def is_contiguous(self, memory_format=None):
 
 def data_ptr(self):
     """Address of the first element."""
-    return _address(self._data)
+    a = _address(self._data)
+    _effects.attr_read(self, "data_ptr", a)
+    return a
 
 
 def __deepcopy__(self, memo):
@@ -61,6 +78,8 @@ def __deepcopy__(self, memo):
                        "Copy a leaf, or `.detach()` the tensor first.")
     d = self._data
     root = _root(d)
+    if _effects.trace_hook.get() is not None:    # Note [Copying and pickling a tensor]
+        return _traced_deepcopy(self, memo, d is not root)
     new_root = memo.get(id(root))
     if new_root is None:                 # the first tensor of this storage: copy it all
         new_root = memo[id(root)] = root.copy(order="A")
@@ -87,6 +106,64 @@ def __deepcopy__(self, memo):
     return new
 
 
+_INTERNAL = ("_grad", "_accum", "_leaf_hooks", "_base", "_view_chain", "_fn_version",
+             "_retains_grad", "_owned")
+
+
+def _user_state(t):
+    return {k: v for k, v in t.__dict__.items() if k not in _INTERNAL}
+
+
+def __copy__(self):
+    """`copy.copy(t)` (Note [Copying and pickling a tensor])."""
+    new = self.detach()
+    if type(self) is not Tensor:
+        new.__class__ = type(self)
+    if self._rg:
+        new.requires_grad_(True)
+    new.__dict__.update(_user_state(self))
+    return new
+
+
+def __reduce_ex__(self, proto):
+    """`pickle.dumps(t)` (Note [Copying and pickling a tensor])."""
+    data = np.array(self.__array__(), copy=True)   # a value read (a guard inside a trace)
+    return (_rebuild, (type(self), data, self._rg, _user_state(self)))
+
+
+def _rebuild(cls, data, requires_grad, state):
+    from .ops.creation import tensor
+    t = tensor(data)
+    if cls is not Tensor:
+        t.__class__ = cls
+    if requires_grad:
+        t.requires_grad_(True)
+    t.__dict__.update(state)
+    return t
+
+
+def _traced_deepcopy(self, memo, view):
+    """`copy.deepcopy(t)` inside a trace: the values copied by a traced `clone`, so a
+    compiled call copies its own values. Storage shared with other tensors is not kept (a
+    view's copy is a tensor of its own): such calls run eagerly."""
+    if view:
+        _effects.note("deepcopy", "copy.deepcopy of a view (its copy shares storage with "
+                      "the copies of its base, which a traced copy does not keep)")
+    new = self.detach().clone()
+    if type(self) is not Tensor:
+        new.__class__ = type(self)
+    if self._rg:
+        new.requires_grad_(True)
+    memo[id(self)] = new
+    if self._grad is not None:
+        new._grad = copy.deepcopy(self._grad, memo)
+    for k, v in _user_state(self).items():
+        new.__dict__[k] = copy.deepcopy(v, memo)
+    return new
+
+
+Tensor.__copy__ = __copy__
+Tensor.__reduce_ex__ = __reduce_ex__
 Tensor.stride = stride
 Tensor.storage_offset = storage_offset
 Tensor.is_contiguous = is_contiguous

@@ -96,7 +96,7 @@ class Binder:
         (`f.__defaults__ = ...`): `inspect.Signature` holds the defaults it was made with,
         and binding with stale ones would key and run the call with the old values."""
         now = _defaults(self.fn)
-        if any(a is not b for a, b in zip(now, self.defaults)):
+        if len(now) != len(self.defaults) or any(a is not b for a, b in zip(now, self.defaults)):
             self.defaults = now
             try:
                 self.sig = inspect.signature(self.fn)
@@ -125,10 +125,14 @@ class Binder:
 
 
 def _defaults(fn):
-    """The objects holding `fn`'s defaults (a bound method's, a partial's arguments)."""
+    """The objects holding `fn`'s defaults (a bound method's, a partial's arguments), and
+    what a partial's keyword dict holds: it is changed in place (`p.keywords["w"] = t`),
+    and the signature, made from it, must then be made again."""
     f = getattr(fn, "__func__", fn)
+    keywords = getattr(fn, "keywords", None)
+    held = tuple(keywords.items()) if type(keywords) is dict else ()
     return (getattr(f, "__defaults__", None), getattr(f, "__kwdefaults__", None),
-            getattr(fn, "args", None), getattr(fn, "keywords", None))
+            getattr(fn, "args", None), keywords) + tuple(v for kv in held for v in kv)
 
 
 def changed_argument(before, after):

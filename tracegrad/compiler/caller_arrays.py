@@ -23,9 +23,10 @@ def written_array(arrays):
 # Note [Numpy arrays returned]
 # `return loss, preds.numpy()` (or `np.asarray(t) * 2`) hands the caller a numpy array the
 # IR never saw being made: a cached path could only return the very object the trace
-# returned, holding the first call's values. Other objects of that kind raise TypeError
-# (`flatten(strict=True)`), but a numpy array is the everyday way values leave tensors, so
-# such calls run eagerly, with a warning naming the reason, and return what eager returns.
+# returned, holding the first call's values. So such calls run eagerly, with a warning
+# naming the reason, and return what eager returns; so do calls returning any other object
+# a strict `flatten` cannot rebuild per call (a module, a function, a generator, an object
+# with slots): eager returns it, so an error would be a difference too.
 
 
 def returns_callers_array(outs, arrays, guards):

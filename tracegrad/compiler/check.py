@@ -52,6 +52,7 @@ import numpy as np
 
 from .._errors import CompileMismatchError, user_stacklevel
 from .._tensor import Tensor
+from .state_kinds import probe
 
 RTOL, ATOL = 1e-5, 1e-6
 # XLA reorders and fuses float32 sums more freely: a gradient that cancels to about zero
@@ -187,7 +188,7 @@ def _method_owners(values):
         for m in items:
             owner = getattr(m, "__self__", None) if isinstance(m, types.MethodType) else None
             if (owner is not None and id(owner) not in seen and hasattr(owner, "__dict__")
-                    and not callable(getattr(owner, "named_parameters", None))):
+                    and not callable(probe(owner, "named_parameters"))):
                 seen.add(id(owner))
                 out.append(owner)
     return out
@@ -207,7 +208,7 @@ def _walk(x, name, add, seen, depth):
     elif isinstance(x, dict):
         for k, v in x.items():
             _walk(v, f"{name}[{k!r}]", add, seen, depth + 1)
-    elif callable(getattr(x, "named_parameters", None)) and hasattr(x, "named_buffers"):
+    elif callable(probe(x, "named_parameters")) and callable(probe(x, "named_buffers")):
         for n, t in list(x.named_parameters()) + list(x.named_buffers()):
             add(f"{name}.{n}", t)
     elif hasattr(x, "__dict__") and not callable(x) and not inspect.ismodule(x):

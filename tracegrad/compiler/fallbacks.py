@@ -1,9 +1,11 @@
 """When and how a compiled function runs a call eagerly instead of a compiled path, and the
 warning that says why: past `cache_limit`, a trace that changed state it reads, an error
-inside a program, arguments sharing memory, saved_tensors_hooks, anomaly mode.
+inside a program, arguments sharing memory, saved_tensors_hooks, anomaly mode, a generator
+or coroutine function.
 
 `EagerFallbacks` is a base of `CompiledFunction` (compiler/function.py): it uses its `fn`,
 `name`, `stats`, `cache_limit` and `_warned`."""
+import inspect
 import re
 import warnings
 
@@ -88,11 +90,24 @@ class EagerFallbacks:
         return self._eager_while(args, kwargs, "_warned_anomaly", (
             "anomaly detection is enabled (each backward node's gradients are checked)"))
 
-    def _eager_while(self, args, kwargs, flag, why):
+    def _generator_call(self, args, kwargs):
+        """Note [Generator functions]
+        Calling a function containing `yield` (or an `async def`) runs none of its body: it
+        returns a generator (a coroutine) whose body runs as the caller iterates, after the
+        call returned. There is no call to trace, and a path would return the very object
+        the first call made (exhausted after its first use); so such a function runs eagerly,
+        as torch.compile skips it, with one warning: compile the function the generator
+        calls, or one consuming it (`list(gen(x))` inside is traced as usual)."""
+        return self._eager_while(args, kwargs, "_warned_generator", (
+            "it is a generator or coroutine function: its body runs as the caller iterates "
+            "the object the call returns, after the call. Compile a function the generator "
+            "calls, or one that consumes it, instead"), verb="on every call: ")
+
+    def _eager_while(self, args, kwargs, flag, why, verb="while "):
         """Run the call eagerly while a mode is on, warning once per function (`flag`)."""
         if not getattr(self, flag, False):
             setattr(self, flag, True)
-            self._say_eager(f"tracegrad.compile: '{self.name}' runs eagerly while {why}")
+            self._say_eager(f"tracegrad.compile: '{self.name}' runs eagerly {verb}{why}")
         self.stats.eager_calls += 1
         return self.fn(*args, **kwargs)
 
@@ -117,3 +132,14 @@ class EagerFallbacks:
             self._say_eager(f"tracegrad.compile: '{self.name}' runs eagerly for arguments like "
                             f"these: {why}")
         return out
+
+
+def is_generator_function(fn):
+    """Whether calling `fn` returns a generator, an async generator or a coroutine without
+    running its body (Note [Generator functions]): a function, bound method, partial or
+    callable object."""
+    call = fn if inspect.isfunction(fn) or inspect.ismethod(fn) or not callable(fn) \
+        else getattr(fn, "func", None) or getattr(type(fn), "__call__", None)
+    return any(check(c) for c in (fn, call) if c is not None
+               for check in (inspect.isgeneratorfunction, inspect.isasyncgenfunction,
+                             inspect.iscoroutinefunction))

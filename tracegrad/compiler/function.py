@@ -33,6 +33,7 @@ from .._errors import RerunEagerly
 from ..ir.interpret import GuardFailed
 from ..ir.printer import value_names
 from ..tracing import Tracer, flatten
+from ..tracing.tracer import Unrebuildable
 from ..tracing.custom_function import CLASS_OF, OPAQUE
 from ..tracing.forward_memo import MEMO, ForwardMemo, next_attempt
 from ..passes import DEFAULT_PIPELINE
@@ -44,6 +45,7 @@ from .keys import (alias_eager_reason, alias_groups, describe_difference, entry_
                    key_checker)
 from .backward_node import eager_saves
 from .hyper_order import written_before_read
+from .print_replay import recording_prints
 from .warning_replay import recording_warnings
 from ..autograd.engine import leaf_ranks
 from .path import CompiledPath, prefix_eq, rewind, rng_states
@@ -58,7 +60,7 @@ from .dynamic_numbers import DynamicFloats, taken_from_tensors
 from ..tracing.numbers import split_outputs
 from .state import optimizer_state_growth, scan
 from .caller_arrays import returns_callers_array, written_array
-from .fallbacks import EagerFallbacks
+from .fallbacks import EagerFallbacks, is_generator_function
 from .fullgraph import fullgraph_class
 from .tensor_attrs import attr_objects, attrs_written
 from .trace_settle import grad_outputs, set_grad_mode, settle_state, warn_effects
@@ -163,6 +165,7 @@ class CompiledFunction(EagerFallbacks):
         self.module = None
         self.binder = Binder(fn)
         self._floats = DynamicFloats()       # Note [Float arguments that change]
+        self._generator = is_generator_function(fn)   # Note [Generator functions]
         functools.update_wrapper(self, fn, updated=())
         _register(self)
 
@@ -191,6 +194,8 @@ class CompiledFunction(EagerFallbacks):
             return self._anomaly_call(args, kwargs)
         if _SAVED_HOOKS[0] and saved_hooks_active():   # Note [Saved tensors hooks]
             return self._saved_hooks_call(args, kwargs)
+        if self._generator:                  # Note [Generator functions] in fallbacks.py
+            return self._generator_call(args, kwargs)
         if _dispatch.trace_hook.get() is not None:
             # Called while another function is being traced: run inline so the outer trace
             # records our ops (a nested program's outputs would otherwise become constants).
@@ -446,7 +451,8 @@ class CompiledFunction(EagerFallbacks):
                                                           scanned.code_names)
         number_outs = {}
         with tracer, watch_python(tracer, external, _codes_of(self.fn)) as watch, \
-                recording_warnings(tracer):      # Note [Warnings replayed]
+                recording_warnings(tracer), recording_prints(tracer):  # Notes [Warnings
+            #                                         replayed], [Prints replayed]
             try:
                 out = self.fn(*call_args, **call_kwargs)
                 if tracer.numbers is not None:
@@ -511,14 +517,13 @@ class CompiledFunction(EagerFallbacks):
         scanned.unread_hyper = {id(g) for g in unread_hyper_guards(scanned, read_keys)}
         try:
             outs, build = flatten(out, strict=True)
-        except TypeError:
+        except Unrebuildable as e:
             outs, build = flatten(out)
-            if not any(isinstance(o, np.ndarray) for o in outs):
-                raise
-            # Note [Numpy arrays returned]
-            tracer.note_effect("output", "it returns a numpy array (a compiled call would "
-                               "return the first call's array object every time)", None,
-                               site=site)
+            # Note [Numpy arrays returned] in caller_arrays.py
+            kind = "a numpy array" if any(isinstance(o, np.ndarray) for o in outs) else \
+                e.what
+            tracer.note_effect("output", f"it returns {kind} (a compiled call would return "
+                               "the first call's object every time)", None, site=site)
         shared = returns_callers_array(outs, arrays, scanned.guards)
         if shared:                           # Note [Tensors over the caller's arrays]
             tracer.note_effect("numpy", f"it returns a tensor over the memory of {shared} "

@@ -1,6 +1,6 @@
 """The entry key: what must match, checked with one dict lookup, before a cached trace is
-reused: shapes, dtypes, requires_grad, leaf-ness, inference flag and C-contiguity of tensor
-arguments, which arguments alias, Python scalar values by type and exact value, the
+reused: types, shapes, dtypes, requires_grad, leaf-ness, inference flag and C-contiguity of
+tensor arguments, which arguments alias, Python scalar values by type and exact value, the
 arguments' structure (Note [Binding by name] in binding.py), grad and inference mode, the
 default dtype, module training flags and parameter identities, and the Python attributes
 users put on tensor arguments (Note [Attributes of tensor arguments] in tensor_attrs.py)."""
@@ -10,6 +10,7 @@ from .. import _dtype, _mode
 from .._tensor import Tensor
 from .._tensor_storage import _root
 from .binding import scalar_key
+from .state_kinds import probe
 from .tensor_attrs import attrs_key
 
 
@@ -28,7 +29,9 @@ def entry_key(leaves, struct=None):
             # non-leaf's gradient hooks: Note [Backward into the graph outside] (tracer.py)
             parts.append(("T", d.shape, d.dtype, x._rg, d.ndim < 2 or d.flags.c_contiguous,
                           True if g is None else bool(g.pre_hooks) and _hooked(g),
-                          x._inference, attrs_key(x) if x.__dict__ else None))
+                          x._inference, type(x),   # a Parameter is not a Tensor to
+                          #                  `isinstance` and `type(x)` in the trace
+                          attrs_key(x) if x.__dict__ else None))
         elif isinstance(x, (bool, int, float, str, type(None))):
             parts.append(("S", scalar_key(x)))
         elif isinstance(x, np.ndarray):      # the trace baked its values in: key by value
@@ -54,7 +57,7 @@ def key_checker(key, args):
     of that kind."""
     parts, grad, inference, default_dtype, struct = key[:5]
     if len(key) != 5 or struct is not None or len(parts) != len(args) or any(
-            not (p[0] == "T" and isinstance(a, Tensor) and p[5] is True and not p[7]
+            not (p[0] == "T" and isinstance(a, Tensor) and p[5] is True and not p[8]
                  or p[0] == "O" and p[2] is None and p[1] == id(a))
             for p, a in zip(parts, args)):
         return None
@@ -73,7 +76,7 @@ def key_checker(key, args):
             lines.append(f"    if a{i} is not X{i}: return False")
             continue
         tensors.append(f"a{i}")
-        _, shape, dtype, rg, c_ok, leaf, inf, _attrs = p
+        _, shape, dtype, rg, c_ok, leaf, inf, _type, _attrs = p
         env.update({f"T{i}": type(a), f"S{i}": shape, f"D{i}": dtype, f"R{i}": rg,
                     f"N{i}": inf})
         cond = (f"d.shape != S{i} or d.dtype is not D{i} or "
@@ -108,7 +111,7 @@ def storage_id(t):
 
 
 def _module_flags(x):
-    modules = getattr(x, "modules", None)
+    modules = probe(x, "modules")        # Note [Probing user objects] in state_kinds.py
     if modules is None or not callable(modules):
         return None
     try:
@@ -144,7 +147,7 @@ def describe_difference(old, new, names=()):
             if a[0] == "T" and b[0] == "T":
                 for name, x, y in zip(("shape", "dtype", "requires_grad",
                                        "C-contiguous layout", "is_leaf (or gradient hooks)",
-                                       "inference tensor", "Python attributes"),
+                                       "inference tensor", "type", "Python attributes"),
                                       a[1:], b[1:]):
                     if x != y:
                         return f"argument {i}: {name} changed ({x} -> {y})"

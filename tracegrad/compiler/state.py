@@ -190,6 +190,7 @@ class _Scanner:
             return
         self.seen.add(id(code))
         self.defaults(fn, getattr(fn, "__qualname__", "function"), depth)
+        self.function_attributes(fn, getattr(fn, "__qualname__", "function"), depth)
         names = _names(code)
         self.code_names.update(names)
         for nm, cell in zip(code.co_freevars, fn.__closure__ or ()):
@@ -215,6 +216,22 @@ class _Scanner:
             v = getattr(fn, attr, None)
             if v is not None:
                 self.value_in(view, attr, v, f"{where}.{attr}", depth, nest=2)
+
+    def function_attributes(self, fn, where, depth):
+        """Note [Function attributes]
+        A function's own attributes are state like a plain object's: a setting kept on a
+        helper (`helper.scale = 2.0`, changed between calls) or a call counter on the
+        function itself (`f.calls = getattr(f, "calls", 0) + 1`). Eager code reads them on
+        every call; a path read them once. Guarded as a plain object's attributes are, the
+        number of them too (one added re-traces). Dunder entries (`__wrapped__`, set by
+        functools.wraps) are the decorator's, not state the code reads."""
+        d = getattr(fn, "__dict__", None)
+        if d is None or len(d) > MAX_ITEMS:
+            return
+        self.guards.append(StateGuard(d, _LEN, len(d), "len", f"{where} attributes"))
+        for k, x in list(d.items()):
+            if not k.startswith("__"):
+                self.value_in(d, k, x, f"{where}.{k}", depth, nest=MAX_NEST - 1)
 
     def missed_globals(self, first_globals):
         """After the trace: the globals named by user code it ran that the scan did not

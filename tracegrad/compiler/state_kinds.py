@@ -1,5 +1,6 @@
 """What kind of thing the state scan (compiler/state.py) meets: user or library code,
 modules, plain objects, plain data; and the limits of the walk."""
+import inspect
 import types
 
 from .._effects import is_library_module
@@ -26,8 +27,22 @@ def _names(code):
     return out
 
 
+def probe(obj, name):
+    """Note [Probing user objects]
+    `getattr(obj, name, None)` for the compiler's own questions about an object the user
+    handed it or its function reads ("is this a module?"), without running the object's
+    `__getattr__` when `name` is not a real attribute: a user's `__getattr__` that looks
+    names up in a dict raises KeyError, not AttributeError, or does work, and eager code
+    never asked. So the compiled call raised where eager ran."""
+    try:
+        inspect.getattr_static(obj, name)
+        return getattr(obj, name, None)
+    except Exception:                    # noqa: BLE001 -- no such attribute, for us
+        return None
+
+
 def _is_module(v):
-    return callable(getattr(v, "named_parameters", None)) and "_modules" in getattr(
+    return callable(probe(v, "named_parameters")) and "_modules" in getattr(
         v, "__dict__", {})
 
 

@@ -74,12 +74,12 @@ def attrs_written(tracer, key, leaves, names, site):
     """Note an eager effect for each tensor argument whose public attributes the trace
     changed: `key` holds their parts from before the call."""
     for i, (part, x) in enumerate(zip(key[0], leaves)):
-        if part[0] != "T" or len(part) < 8:
+        if part[0] != "T" or len(part) < 9:
             continue
         who = f"'{names[i]}'" if i < len(names) and key[4] is None else f"{i}"
         after = attrs_key(x) if x.__dict__ else None
-        if after != part[7]:
-            said = ", ".join(f"'{k}'" for k in written_attrs(part[7], after))
+        if after != part[8]:
+            said = ", ".join(f"'{k}'" for k in written_attrs(part[8], after))
             tracer.note_effect("attribute", f"setting Python attribute {said} of tensor "
                                f"argument {who}", x, site=site)
             continue

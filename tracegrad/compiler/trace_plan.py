@@ -248,6 +248,10 @@ def _grad_plan(tracer, grad_sets, position, out_tensors):
     return plan, pre_clear, why
 
 
+# what the entry key and captured metadata do not check (Note [Layout read by Python])
+_NOT_KEYED = ("grad_fn", "_version", "stride", "storage_offset", "data_ptr")
+
+
 def _attr_guards(tracer, args, sources):
     """[(owner ref, attr, value)]: tensor attributes Python read from tensors from outside
     the trace, less what the entry key and captured metadata check."""
@@ -256,10 +260,10 @@ def _attr_guards(tracer, args, sources):
     out = []
     for t, attr, value in tracer.attr_reads.values():
         if id(t) in args:
-            if attr in ("grad_fn", "_version"):
+            if attr in _NOT_KEYED:
                 out.append((("arg", args[id(t)]), attr, value))
         elif id(t) in captured:
-            if attr in ("grad_fn", "_version") and captured[id(t)] not in sourced:
+            if attr in _NOT_KEYED and captured[id(t)] not in sourced:
                 out.append((t, attr, value))
         else:
             out.append((t, attr, value))

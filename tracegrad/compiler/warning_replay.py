@@ -61,7 +61,21 @@ def _warn(message, category=None, stacklevel=1, source=None, **kwargs):
         globs, filename, lineno = frame.f_globals, frame.f_code.co_filename, frame.f_lineno
     except ValueError:                   # beyond the stack: Python names module sys
         globs, filename, lineno = sys.__dict__, "sys", 0
+    inside = warnings.filters is not tracer.warning_filters   # Note [Warnings caught inside]
+    if inside:
+        action = _action(message, category, lineno, globs)
+        handled = (warnings.showwarning is not tracer.warning_shows[0]
+                   or getattr(warnings, "_showwarnmsg_impl", None) is not tracer.warning_shows[1])
     _rewarn(None, message, category, filename, lineno, globs)
+    if inside:
+        if action == "ignore":
+            return
+        if handled or action != tracer.warning_action(message, category, lineno, globs):
+            site = f"{filename}:{lineno}"
+            tracer.note_effect("warning", "a warning issued inside warnings.catch_warnings() "
+                               "in the function (recorded or filtered there, on every "
+                               "eager call)", None, site=site)
+            return
     tracer.replays.append((None, _rewarn, (message, category, filename, lineno, globs), {},
                            frozenset()))
 
@@ -73,21 +87,32 @@ def recorded(replays):
 
 
 def would_raise(recorded):
-    """Whether the warning filters now make one of `recorded` an error (Python's filter
+    """Whether the warning filters now make one of `recorded` an error."""
+    return any(_action(message, category, lineno, globs) == "error"
+               for message, category, _, lineno, globs in recorded)
+
+
+def _action(message, category, lineno, globs, filters=None):
+    """The action `filters` (default: the current ones) take on a warning (Python's filter
     matching: the first filter matching message, category, module and line decides)."""
-    filters = warnings.filters
-    for message, category, _, lineno, globs in recorded:
-        text = str(message)
-        module = globs.get("__name__", "<string>")
-        action = warnings.defaultaction
-        for act, msg, cat, mod, line in filters:
-            if ((msg is None or msg.match(text)) and issubclass(category, cat)
-                    and (mod is None or mod.match(module)) and (line == 0 or line == lineno)):
-                action = act
-                break
-        if action == "error":
-            return True
-    return False
+    text = str(message)
+    module = globs.get("__name__", "<string>")
+    for act, msg, cat, mod, line in warnings.filters if filters is None else filters:
+        if ((msg is None or msg.match(text)) and issubclass(category, cat)
+                and (mod is None or mod.match(module)) and (line == 0 or line == lineno)):
+            return act
+    return warnings.defaultaction
+
+
+# Note [Warnings caught inside]
+# A function may manage warnings itself: `with warnings.catch_warnings(record=True) as w:`
+# around a call it expects to warn, or `simplefilter("ignore")` inside such a block to
+# silence a helper. Eagerly those warnings go to the list or nowhere, on every call; a
+# replay after the program would issue them under the caller's filters instead (shown, or
+# an error). So a warning issued while the function's own `catch_warnings` block is active
+# (the module's filter list is another object than at the start of the trace) is not
+# replayed when that block's filters ignore it; when the block records it, or its filters
+# act on it otherwise than the caller's would, calls like this one run eagerly.
 
 
 class recording_warnings:
@@ -103,7 +128,13 @@ class recording_warnings:
                 _real[0] = warnings.warn
                 warnings.warn = _warn
             _users[0] += 1
-        self.tracer.recording_warnings = True
+        tracer = self.tracer
+        tracer.recording_warnings = True
+        tracer.warning_filters = warnings.filters    # Note [Warnings caught inside]
+        tracer.warning_shows = (warnings.showwarning,
+                                getattr(warnings, "_showwarnmsg_impl", None))
+        start = list(warnings.filters)
+        tracer.warning_action = lambda *a: _action(*a, filters=start)
         return self
 
     def __exit__(self, *exc):

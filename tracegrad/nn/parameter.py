@@ -43,9 +43,11 @@ class Parameter(Tensor):
     def __deepcopy__(self, memo):
         if id(self) in memo:
             return memo[id(self)]
-        p = Parameter(Tensor._wrap(self._data.copy()), self.requires_grad)
+        # copies made by dispatch: a trace records them (Note [Copying and pickling a
+        # tensor] in _tensor_storage.py)
+        p = Parameter(self.detach().clone(), self.requires_grad)
         if self.grad is not None:
-            p.grad = Tensor._wrap(self.grad._data.copy())
+            p.grad = self.grad.detach().clone()
         memo[id(self)] = p
         return p
 
