@@ -511,7 +511,7 @@ def test_numbers_as_primitive_attributes_keep_a_path_per_value():
 
 _SHAPE_OPS = {
     "view": lambda x, n: x.view(n, -1), "zeros": lambda x, n: tg.zeros(n, 2),
-    "narrow": lambda x, n: x.narrow(0, 0, n), "slice": lambda x, n: x[:n],
+    "narrow": lambda x, n: x.narrow(1, 0, n), "slice": lambda x, n: x[:n],
     "split": lambda x, n: x.split(n), "chunk": lambda x, n: x.chunk(n),
     "pad": lambda x, n: F.pad(x, (n, n)), "repeat": lambda x, n: x.repeat(n, 1),
     "arange": lambda x, n: tg.arange(0, n * 2, 2), "topk": lambda x, n: x.flatten().topk(n),

@@ -47,6 +47,6 @@ def test_eager_fallback_warning_names_the_callers_line(how):
 
 
 def test_cache_limit_warning_names_the_callers_line():
-    f = tg.compile(lambda x, n: x * n, cache_limit=2)
+    f = tg.compile(lambda x, n: x.repeat(n), cache_limit=2)     # n: a size, keyed by value
     ws = _compile_warnings(lambda: [f(tg.ones(1), n) for n in range(4)])
     assert [w.filename for w in ws] == [__file__]
