@@ -20,6 +20,7 @@ Attributes are tuples of Python ints (pairs for (h, w)) and bools; `input_size` 
 import numpy as np
 
 from .._dispatch import dispatch
+from .elementwise import _quiet
 from .primitive import Primitive
 
 
@@ -236,15 +237,15 @@ def _adaptive_shape(shapes, attrs):
     return tuple(shapes[0][:-2]) + tuple(attrs["output_size"])
 
 
-AVG_POOL2D = Primitive("avg_pool2d", _avg_kernel, vjp=_avg_vjp, shape_rule=_pool_shape,
+AVG_POOL2D = Primitive("avg_pool2d", _quiet(_avg_kernel), vjp=_avg_vjp, shape_rule=_pool_shape,
                        grad_fn_name="AvgPool2DBackward0")
-AVG_POOL2D_BACKWARD = Primitive("avg_pool2d_backward", _avg_backward_kernel,
+AVG_POOL2D_BACKWARD = Primitive("avg_pool2d_backward", _quiet(_avg_backward_kernel),
                                 vjp=_avg_backward_vjp, shape_rule=_scatter_shape,
                                 grad_fn_name="AvgPool2DBackwardBackward0")
-ADAPTIVE_AVG_POOL2D = Primitive("adaptive_avg_pool2d", _avg_kernel, vjp=_avg_vjp,
+ADAPTIVE_AVG_POOL2D = Primitive("adaptive_avg_pool2d", _quiet(_avg_kernel), vjp=_avg_vjp,
                                 shape_rule=_adaptive_shape,
                                 grad_fn_name="AdaptiveAvgPool2DBackward0")
-ADAPTIVE_BACKWARD = Primitive("adaptive_avg_pool2d_backward", _avg_backward_kernel,
+ADAPTIVE_BACKWARD = Primitive("adaptive_avg_pool2d_backward", _quiet(_avg_backward_kernel),
                               vjp=_avg_backward_vjp, shape_rule=_scatter_shape,
                               grad_fn_name="AdaptiveAvgPool2DBackwardBackward0")
 

@@ -101,7 +101,7 @@ def _mean_vjp(g, ins, out, n):
     return (E.div(_expand_back(g, n.shapes[0], a["dims"], a["keepdim"]), cnt),)
 
 
-SUM = Primitive("sum", _sum_kernel, vjp=_sum_vjp, shape_rule=SR.reduce)
+SUM = Primitive("sum", E._quiet(_sum_kernel), vjp=_sum_vjp, shape_rule=SR.reduce)
 MEAN = Primitive("mean", _mean_kernel, vjp=_mean_vjp, specialize=_mean_specialize,
                  shape_rule=SR.reduce)
 SUM_DIM = overload_of(SUM, "sum_dim", "SumBackward1")       # sum(x, dim): another overload
@@ -152,7 +152,7 @@ def _prod_except_kernel(x, dims):
     return np.moveaxis(res, tuple(range(x.ndim - len(dims), x.ndim)), dims)
 
 
-PROD_EXCEPT = Primitive("prod_except", _prod_except_kernel, shape_rule=SR.same)
+PROD_EXCEPT = Primitive("prod_except", E._quiet(_prod_except_kernel), shape_rule=SR.same)
 
 
 def _prod_vjp(g, ins, out, n):
@@ -184,7 +184,7 @@ def _others_at_zeros(x, zero, safe, dims):
     return E.mul(p, factor)
 
 
-PROD = Primitive("prod", _prod_kernel, vjp=_prod_vjp, saves=(0,), saves_out=True,
+PROD = Primitive("prod", E._quiet(_prod_kernel), vjp=_prod_vjp, saves=(0,), saves_out=True,
                  shape_rule=SR.reduce)
 PROD_DIM = overload_of(PROD, "prod_dim", "ProdBackward1")
 
@@ -400,7 +400,7 @@ def _norm_vjp(g, ins, out, n):
     return (E.mul(ge, scale),)
 
 
-NORM = Primitive("norm", _norm_kernel, vjp=_norm_vjp, saves=(0,), saves_out=True,
+NORM = Primitive("norm", E._quiet(_norm_kernel), vjp=_norm_vjp, saves=(0,), saves_out=True,
                  grad_fn_name="LinalgVectorNormBackward0",    # torch.norm runs vector_norm
                  shape_rule=SR.reduce)
 INF = float("inf")
