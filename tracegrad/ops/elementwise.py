@@ -521,7 +521,17 @@ def _abs(x):
 
 ABS = _unary("abs", _abs, lambda g, i, o, n: (mul(g, sign(i[0])),), saves=(0,),
              float_only=False)
-SIGN = _unary("sign", np.sign, _zeros_vjp, float_only=False)
+def _sign(x, out=None):
+    """np.sign, but 0 for nan as PyTorch gives ((x > 0) - (x < 0))."""
+    r = np.sign(x, out=out)
+    if r.dtype.kind == "f":
+        r = np.asarray(r)            # a 0-d input gives a numpy scalar
+        np.copyto(r, 0, where=np.isnan(r))
+    return r
+
+
+_sign.accepts_out = True
+SIGN = _unary("sign", _sign, _zeros_vjp, float_only=False)
 RELU = _unary("relu", _relu, lambda g, i, o, n: (_threshold_backward(g, o),), saves_out=True,
               float_only=False)
 FLOOR = _unary("floor", _int_safe(np.floor), _zeros_vjp, float_only=False)

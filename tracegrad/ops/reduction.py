@@ -515,8 +515,8 @@ def logsumexp(input, dim, keepdim=False):
 
 
 def _softmax_kernel(x, dim):
-    if x.ndim == 0:
-        return np.ones_like(x)
+    if x.ndim == 0:                  # one element: 1, but nan for inf or nan (as PyTorch)
+        return _softmax_kernel(x.reshape(1), 0).reshape(())
     m = np.amax(x, axis=dim, keepdims=True) if x.size else 0
     with np.errstate(all="ignore"):
         e = np.exp(x - m)
@@ -528,8 +528,8 @@ def _softmax_vjp(g, ins, out, n):
 
 
 def _log_softmax_kernel(x, dim):
-    if x.ndim == 0:
-        return np.zeros_like(x)
+    if x.ndim == 0:                  # one element: 0, but nan for inf or nan (as PyTorch)
+        return _log_softmax_kernel(x.reshape(1), 0).reshape(())
     if x.size == 0:
         return x.copy()
     # ufunc methods directly: ndarray.max/.sum wrappers cost more than the math on small x
