@@ -409,3 +409,33 @@ def test_users_numpy_error_settings_are_untouched():
     assert np.geterr() == default
     with pytest.warns(RuntimeWarning, match="overflow"):
         np.array([1e308]) * 10.0
+
+
+@pytest.mark.parametrize("backend", ["numpy", "jax"])
+def test_compiled_non_finite_values_match_eager(backend):
+    """The IEEE fixes hold compiled too: sign(nan) = 0, softmax/log_softmax of a 0-d inf/nan,
+    average pooling keeping each window's inf/nan (forward and backward)."""
+    if backend == "jax":
+        pytest.importorskip("jax")
+
+    def f(x, img):
+        pooled = tg.nn.functional.avg_pool2d(img, 2) + tg.nn.functional.adaptive_avg_pool2d(
+            img, (1, 2))
+        return (tg.sign(x), tg.softmax(x[0], 0), tg.log_softmax(x[1], 0), pooled)
+    img = np.arange(32, dtype=np.float64).reshape(1, 2, 4, 4)
+    img[0, 0, 0, 0], img[0, 1, 3, 3], img[0, 1, 0, 3] = np.inf, np.nan, -np.inf
+    x = np.array([np.inf, np.nan, -1.0, 0.0])
+    cf = tg.compile(f, backend=backend)
+    for fn in (f, cf, cf):
+        ti = tg.tensor(img, requires_grad=True)
+        outs = fn(tg.tensor(x), ti)
+        outs[-1].backward(tg.tensor(np.array([1.0, np.inf, 2.0, np.nan] * 2).reshape(1, 2, 2, 2)))
+        got = [o.detach().numpy() for o in outs] + [ti.grad.numpy()]
+        if fn is f:
+            want = got
+            np.testing.assert_array_equal(got[0], [1.0, 0.0, -1.0, 0.0])
+            assert np.isnan(got[1]) and np.isnan(got[2])
+            assert got[3][0, 0, 0, 0] == np.inf and np.isnan(got[3][0, 1]).sum() == 2
+        else:
+            for a, e in zip(got, want):
+                np.testing.assert_array_equal(a, e)
