@@ -379,7 +379,11 @@ def run_inplace(prim, args, attrs):
         old = Tensor._wrap(tdata.copy(order="K"), target.requires_grad, target.grad_fn)
         old._output_nr = target._output_nr
     try:
-        np.copyto(tdata, res, casting="unsafe")
+        if res.dtype == tdata.dtype:
+            np.copyto(tdata, res)
+        else:                        # float64 -> float32 may overflow: inf, silently (PyTorch)
+            with np.errstate(all="ignore"):
+                np.copyto(tdata, res, casting="unsafe")
     except ValueError:
         if tdata.flags.writeable:
             raise

@@ -10,6 +10,7 @@ kernel), and col2im's `output_size` as (H, W), the unpadded image size.
 import numpy as np
 
 from .._dispatch import dispatch
+from .elementwise import _quiet
 from .primitive import Primitive
 
 
@@ -75,8 +76,8 @@ def _col2im_shape(shapes, attrs):
 
 IM2COL = Primitive("im2col", _im2col_kernel, vjp=_im2col_vjp, grad_fn_name="Im2ColBackward0",
                    shape_rule=_im2col_shape)
-COL2IM = Primitive("col2im", _col2im_kernel, vjp=_col2im_vjp, grad_fn_name="Col2ImBackward0",
-                   shape_rule=_col2im_shape)
+COL2IM = Primitive("col2im", _quiet(_col2im_kernel), vjp=_col2im_vjp,
+                   grad_fn_name="Col2ImBackward0", shape_rule=_col2im_shape)
 
 
 def _ints(v):

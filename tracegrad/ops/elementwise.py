@@ -200,11 +200,11 @@ def _no_bool_subtraction(op):
     return rule
 
 
-ADD = Primitive("add", np.add, vjp=_add_vjp, dtype_rule=promote, shape_rule=SR.broadcast)
-SUB = Primitive("sub", np.subtract, vjp=_sub_vjp, dtype_rule=_no_bool_subtraction("sub"),
+ADD = Primitive("add", _quiet(np.add), vjp=_add_vjp, dtype_rule=promote, shape_rule=SR.broadcast)
+SUB = Primitive("sub", _quiet(np.subtract), vjp=_sub_vjp, dtype_rule=_no_bool_subtraction("sub"),
                 shape_rule=SR.broadcast)
 # each operand's gradient reads the other (PyTorch saves only what will be read)
-MUL = Primitive("mul", np.multiply, vjp=_mul_vjp, saves_for={0: (1,), 1: (0,)},
+MUL = Primitive("mul", _quiet(np.multiply), vjp=_mul_vjp, saves_for={0: (1,), 1: (0,)},
                 dtype_rule=promote, shape_rule=SR.broadcast)
 DIV = Primitive("div", _quiet(np.true_divide), vjp=_div_vjp, saves_for={0: (1,), 1: (0, 1)},
                 dtype_rule=promote_float, shape_rule=SR.broadcast)
@@ -261,7 +261,7 @@ def _rsub_vjp(g, ins, out, n):
     return (_st(neg(g), n.shapes[0]) if a else None, _st(g, n.shapes[1]) if b else None)
 
 
-RSUB = Primitive("rsub", lambda x, y: np.subtract(y, x), vjp=_rsub_vjp,
+RSUB = Primitive("rsub", _quiet(lambda x, y: np.subtract(y, x)), vjp=_rsub_vjp,
                  dtype_rule=_no_bool_subtraction("rsub"), shape_rule=SR.broadcast,
                  grad_fn_name="RsubBackward1", doc="`other - input` (Python's `2 - x`)")
 def _floor_divide_vjp(g, ins, out, n):
@@ -511,6 +511,9 @@ def _clamp(x, min=None, max=None):
 def _round(x, decimals=0):
     if x.dtype.kind != "f":
         return x.copy()
+    if decimals:                     # x * 10**decimals may overflow: inf, silently as PyTorch
+        with np.errstate(all="ignore"):
+            return np.round(x, decimals)
     return np.round(x, decimals)
 
 
@@ -531,8 +534,8 @@ EXPM1 = _unary("expm1", _quiet(np.expm1), lambda g, i, o, n: (mul(g, add(o, 1.0)
 SQRT = _unary("sqrt", _quiet(np.sqrt), lambda g, i, o, n: (div(g, mul(o, 2.0)),), saves_out=True)
 RSQRT = _unary("rsqrt", _rsqrt, lambda g, i, o, n: (mul(g, mul(pow(o, 3), -0.5)),),
                saves_out=True)
-SIN = _unary("sin", np.sin, lambda g, i, o, n: (_sin_backward(g, i[0]),), saves=(0,))
-COS = _unary("cos", np.cos, lambda g, i, o, n: (neg(mul(g, sin(i[0]))),), saves=(0,))
+SIN = _unary("sin", _quiet(np.sin), lambda g, i, o, n: (_sin_backward(g, i[0]),), saves=(0,))
+COS = _unary("cos", _quiet(np.cos), lambda g, i, o, n: (neg(mul(g, sin(i[0]))),), saves=(0,))
 TANH = _unary("tanh", np.tanh, lambda g, i, o, n: (_tanh_backward(g, o),), saves_out=True)
 SIGMOID = _unary("sigmoid", _sigmoid, lambda g, i, o, n: (_sigmoid_backward(g, o),),
                  saves_out=True)
@@ -555,7 +558,17 @@ def _abs(x):
 
 ABS = _unary("abs", _abs, lambda g, i, o, n: (mul(g, sign(i[0])),), saves=(0,),
              float_only=False)
-SIGN = _unary("sign", np.sign, _zeros_vjp, float_only=False)
+def _sign(x, out=None):
+    """np.sign, but 0 for nan as PyTorch gives ((x > 0) - (x < 0))."""
+    r = np.sign(x, out=out)
+    if r.dtype.kind == "f":
+        r = np.asarray(r)            # a 0-d input gives a numpy scalar
+        np.copyto(r, 0, where=np.isnan(r))
+    return r
+
+
+_sign.accepts_out = True
+SIGN = _unary("sign", _sign, _zeros_vjp, float_only=False)
 RELU = _unary("relu", _relu, lambda g, i, o, n: (_threshold_backward(g, o),), saves_out=True,
               float_only=False)
 FLOOR = _unary("floor", _int_safe(np.floor), _zeros_vjp, float_only=False)
@@ -674,7 +687,7 @@ def _threshold_backward_vjp(gg, ins, out, n):
 
 
 def _fused(name, kernel, vjp, saves, grad_fn_name=None):
-    return Primitive(name, kernel, vjp=vjp, saves=saves, dtype_rule=promote,
+    return Primitive(name, _quiet(kernel), vjp=vjp, saves=saves, dtype_rule=promote,
                      grad_fn_name=grad_fn_name, elementwise=True, shape_rule=SR.broadcast,
                      doc="fused VJP (see Note [Fused backward primitives])")
 

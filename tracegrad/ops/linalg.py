@@ -26,9 +26,9 @@ def _matmul_vjp(g, ins, out, n):
     return (gx, gy)
 
 
-MATMUL = Primitive("matmul", np.matmul, vjp=_matmul_vjp, saves=(0, 1), dtype_rule=promote,
+MATMUL = Primitive("matmul", E._quiet(np.matmul), vjp=_matmul_vjp, saves=(0, 1), dtype_rule=promote,
                    grad_fn_name="BmmBackward0", shape_rule=SR.matmul, layout="c")
-MM = Primitive("mm", np.matmul, vjp=_matmul_vjp, saves=(0, 1), dtype_rule=promote,
+MM = Primitive("mm", E._quiet(np.matmul), vjp=_matmul_vjp, saves=(0, 1), dtype_rule=promote,
                shape_rule=SR.matmul, layout="c")
 
 
@@ -38,7 +38,7 @@ def _dot_vjp(g, ins, out, n):
     return (E.mul(g, y) if a else None, E.mul(g, x) if b else None)
 
 
-DOT = Primitive("dot", np.dot, vjp=_dot_vjp, saves=(0, 1), dtype_rule=promote,
+DOT = Primitive("dot", E._quiet(np.dot), vjp=_dot_vjp, saves=(0, 1), dtype_rule=promote,
                 shape_rule=SR.dot, layout="c")
 
 
@@ -208,7 +208,7 @@ def _einsum_shape(shapes, attrs):
     return tuple(size[c] for c in rhs)
 
 
-EINSUM = Primitive("einsum", _einsum_kernel, vjp=_einsum_vjp, saves=tuple(range(64)),
+EINSUM = Primitive("einsum", E._quiet(_einsum_kernel), vjp=_einsum_vjp, saves=tuple(range(64)),
                    dtype_rule=promote, shape_rule=_einsum_shape)
 
 

@@ -118,7 +118,7 @@ def _qr_vjp(g, ins, out, n):
     return (mT(_solve_tri(R, mT(b), True, False)),)        # b R^-T
 
 
-QR = Primitive("linalg_qr", _qr_kernel, vjp=_qr_vjp, saves_out=True,
+QR = Primitive("linalg_qr", E._quiet(_qr_kernel), vjp=_qr_vjp, saves_out=True,
                shape_rule=_packed_shape(_qr_shapes), grad_fn_name="LinalgQrBackward0",
                layout="c", doc="Q and R of each matrix, packed (Note [Packed decompositions])")
 
@@ -210,7 +210,7 @@ def _eigh_vjp(g, ins, out, n):
     return (_matmul(V, _matmul(inner, mT(V))),)
 
 
-EIGH = Primitive("linalg_eigh", _eigh_kernel, vjp=_eigh_vjp, saves_out=True,
+EIGH = Primitive("linalg_eigh", E._quiet(_eigh_kernel), vjp=_eigh_vjp, saves_out=True,
                  shape_rule=_packed_shape(_eigh_shapes), grad_fn_name="LinalgEighBackward0",
                  layout="c", doc="eigenvalues and eigenvectors of each symmetric matrix, "
                  "packed (Note [Packed decompositions])")
@@ -310,7 +310,7 @@ def _svd_vjp(g, ins, out, n):
     return (gA,)
 
 
-SVD = Primitive("linalg_svd", _svd_kernel, vjp=_svd_vjp, saves_out=True,
+SVD = Primitive("linalg_svd", E._quiet(_svd_kernel), vjp=_svd_vjp, saves_out=True,
                 shape_rule=_packed_shape(_svd_shapes), grad_fn_name="LinalgSvdBackward0",
                 layout="c", may_raise=True, doc="U, S and Vh of each matrix, packed (Note [Packed "
                 "decompositions])")

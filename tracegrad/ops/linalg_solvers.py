@@ -96,32 +96,35 @@ def _cholesky_vjp(g, ins, out, n):
     return (E.mul(E.add(s, mT(s)), 0.5),)
 
 
-INV = Primitive("linalg_inv", K.inv, vjp=_inv_vjp, saves_out=True, shape_rule=_same,
+INV = Primitive("linalg_inv", E._quiet(K.inv), vjp=_inv_vjp, saves_out=True, shape_rule=_same,
                 grad_fn_name="LinalgInvExBackward0", layout="c", may_raise=True,
                 doc="the inverse of each square matrix")
-DET = Primitive("linalg_det", K.det, vjp=_det_vjp, saves=(0,), saves_out=True,
+DET = Primitive("linalg_det", E._quiet(K.det), vjp=_det_vjp, saves=(0,), saves_out=True,
                 shape_rule=_batch, grad_fn_name="LinalgDetBackward0", layout="c",
                 doc="the determinant of each square matrix")
-SLOGDET_SIGN = Primitive("linalg_slogdet_sign", K.slogdet_sign, shape_rule=_batch,
+SLOGDET_SIGN = Primitive("linalg_slogdet_sign", E._quiet(K.slogdet_sign), shape_rule=_batch,
                          layout="c", doc="the sign of the determinant of each square matrix")
-LOGABSDET = Primitive("linalg_logabsdet", K.logabsdet, vjp=_logabsdet_vjp, saves=(0,),
-                      shape_rule=_batch, grad_fn_name="LinalgSlogdetBackward0", layout="c",
+LOGABSDET = Primitive("linalg_logabsdet", E._quiet(K.logabsdet), vjp=_logabsdet_vjp,
+                      saves=(0,), shape_rule=_batch, grad_fn_name="LinalgSlogdetBackward0",
+                      layout="c",
                       doc="log |det A| of each square matrix")
-SOLVE = Primitive("linalg_solve", K.solve, vjp=_solve_vjp, saves=(0,), saves_out=True,
-                  dtype_rule=promote, shape_rule=_solve_shape,
+SOLVE = Primitive("linalg_solve", E._quiet(K.solve), vjp=_solve_vjp, saves=(0,),
+                  saves_out=True, dtype_rule=promote, shape_rule=_solve_shape,
                   grad_fn_name="LinalgSolveExBackward0", layout="c", may_raise=True,
                   doc="X with AX = B, batch dims broadcast")
 SOLVE_TRIANGULAR = Primitive(
-    "linalg_solve_triangular", K.solve_triangular, vjp=_solve_triangular_vjp, saves=(0,),
+    "linalg_solve_triangular", E._quiet(K.solve_triangular), vjp=_solve_triangular_vjp,
+    saves=(0,),
     saves_out=True, dtype_rule=promote, shape_rule=_solve_shape, layout="c",
     grad_fn_name="LinalgSolveTriangularBackward0",
     doc="X with AX = B for a triangular A (substitution; inf/nan at a zero diagonal)")
-INV_INFO = Primitive("linalg_inv_info", K.inv_info, shape_rule=_batch, layout="c",
+INV_INFO = Primitive("linalg_inv_info", E._quiet(K.inv_info), shape_rule=_batch, layout="c",
                      doc="LAPACK's info of LU: the first zero pivot (1-based), or 0")
-CHOLESKY_INFO = Primitive("linalg_cholesky_info", K.cholesky_info, shape_rule=_batch,
-                          layout="c", doc="LAPACK's info of Cholesky: the order of the first "
+CHOLESKY_INFO = Primitive("linalg_cholesky_info", E._quiet(K.cholesky_info),
+                          shape_rule=_batch, layout="c",
+                          doc="LAPACK's info of Cholesky: the order of the first "
                           "leading minor that is not positive-definite, or 0")
-CHOLESKY = Primitive("linalg_cholesky", K.cholesky, vjp=_cholesky_vjp, saves_out=True,
+CHOLESKY = Primitive("linalg_cholesky", E._quiet(K.cholesky), vjp=_cholesky_vjp, saves_out=True,
                      shape_rule=_same, grad_fn_name="LinalgCholeskyExBackward0", layout="c",
                      may_raise=True, doc="the lower Cholesky factor of each matrix")
 

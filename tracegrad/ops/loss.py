@@ -160,7 +160,7 @@ def _nll_backward_vjp(gg, ins, out, n):
             if n.needs[0] else None), None, None
 
 
-NLL_LOSS_BACKWARD = Primitive("nll_loss_backward", _nll_backward_kernel,
+NLL_LOSS_BACKWARD = Primitive("nll_loss_backward", E._quiet(_nll_backward_kernel),
                               vjp=_nll_backward_vjp, saves=(1, 2),
                               grad_fn_name="NllLossBackwardBackward0",
                               shape_rule=SR.attr_shape)   # (its targets passed nll_loss)
@@ -183,7 +183,7 @@ def _nll_shape(shapes, attrs):
     return tuple(shapes[1]) if attrs["reduction"] == "none" else ()
 
 
-NLL_LOSS = Primitive("nll_loss", _nll_kernel, vjp=_nll_vjp, saves=(1, 2),
+NLL_LOSS = Primitive("nll_loss", E._quiet(_nll_kernel), vjp=_nll_vjp, saves=(1, 2),
                      grad_fn_name="NllLossBackward0", shape_rule=_nll_shape, may_raise=True)
 NLL_LOSS2D = overload_of(NLL_LOSS, "nll_loss2d", "NllLoss2DBackward0")   # (N, C, H, W)
 
@@ -225,8 +225,8 @@ def _mse_shape(shapes, attrs):
     return SR.broadcast(shapes, attrs) if attrs["reduction"] == "none" else ()
 
 
-MSE_LOSS = Primitive("mse_loss", _mse_kernel, vjp=_mse_vjp, saves=(0, 1), dtype_rule=promote,
-                     grad_fn_name="MseLossBackward0", shape_rule=_mse_shape)
+MSE_LOSS = Primitive("mse_loss", E._quiet(_mse_kernel), vjp=_mse_vjp, saves=(0, 1),
+                     dtype_rule=promote, grad_fn_name="MseLossBackward0", shape_rule=_mse_shape)
 
 
 def mse_loss(input, target, reduction="mean"):

@@ -20,6 +20,7 @@ Attributes are tuples of Python ints (pairs for (h, w)) and bools; `input_size` 
 import numpy as np
 
 from .._dispatch import dispatch
+from .elementwise import _quiet
 from .primitive import Primitive
 
 
@@ -199,11 +200,38 @@ def _avg_matrices(size, a):
     return [m / div[:, None] for m, div in wins], 1.0
 
 
+def _window_sums(mh, x, mw):
+    """`mh @ x @ mw.T`, with each window's inf and nan its own (Note [Pooling by matmul])."""
+    dt = x.dtype
+    out = np.matmul(np.matmul(mh.astype(dt), x), mw.T.astype(dt))
+    if np.isfinite(x).all():
+        return out
+    inh, inw = (mh != 0).astype(dt), (mw != 0).astype(dt)
+
+    def hits(mask):             # how many of the masked entries each window holds
+        return np.matmul(np.matmul(inh, mask.astype(dt)), inw.T) > 0
+    pos, neg, nan = hits(np.isposinf(x)), hits(np.isneginf(x)), hits(np.isnan(x))
+    out = np.matmul(np.matmul(mh.astype(dt), np.where(np.isfinite(x), x, 0)), mw.T.astype(dt))
+    out[pos] = np.inf
+    out[neg] = -np.inf
+    out[nan | pos & neg] = np.nan
+    return out
+
+
+# Note [Pooling by matmul]
+# Average pooling sums windows with two matrix products by 0/1 (or 1/divisor) membership
+# matrices: one BLAS call instead of a loop over windows. But 0 * inf is nan, so an inf or nan
+# would spread to every window of its rows and columns. When the input is not all finite,
+# the finite part is pooled by matmul and each window then takes the IEEE sum of the
+# non-finite values it holds (nan if any nan or both signs of inf, else that inf), as a
+# window-by-window sum (PyTorch's kernel) gives.
+
+
 def _avg_kernel(x, **a):
     if x.dtype.kind != "f":
         return _avg_int_kernel(x, a)
     (mh, mw), scale = _avg_matrices(x.shape[-2:], a)
-    out = np.matmul(np.matmul(mh.astype(x.dtype), x), mw.T.astype(x.dtype))
+    out = _window_sums(mh, x, mw)
     return out * np.asarray(scale, x.dtype) if scale != 1.0 else out
 
 
@@ -217,7 +245,7 @@ def _avg_int_kernel(x, a):
 
 def _avg_backward_kernel(g, input_size, **a):
     (mh, mw), scale = _avg_matrices(tuple(input_size), a)
-    out = np.matmul(np.matmul(mh.T.astype(g.dtype), g), mw.astype(g.dtype))
+    out = _window_sums(mh.T, g, mw.T)
     return out * np.asarray(scale, g.dtype) if scale != 1.0 else out
 
 
@@ -236,15 +264,15 @@ def _adaptive_shape(shapes, attrs):
     return tuple(shapes[0][:-2]) + tuple(attrs["output_size"])
 
 
-AVG_POOL2D = Primitive("avg_pool2d", _avg_kernel, vjp=_avg_vjp, shape_rule=_pool_shape,
+AVG_POOL2D = Primitive("avg_pool2d", _quiet(_avg_kernel), vjp=_avg_vjp, shape_rule=_pool_shape,
                        grad_fn_name="AvgPool2DBackward0")
-AVG_POOL2D_BACKWARD = Primitive("avg_pool2d_backward", _avg_backward_kernel,
+AVG_POOL2D_BACKWARD = Primitive("avg_pool2d_backward", _quiet(_avg_backward_kernel),
                                 vjp=_avg_backward_vjp, shape_rule=_scatter_shape,
                                 grad_fn_name="AvgPool2DBackwardBackward0")
-ADAPTIVE_AVG_POOL2D = Primitive("adaptive_avg_pool2d", _avg_kernel, vjp=_avg_vjp,
+ADAPTIVE_AVG_POOL2D = Primitive("adaptive_avg_pool2d", _quiet(_avg_kernel), vjp=_avg_vjp,
                                 shape_rule=_adaptive_shape,
                                 grad_fn_name="AdaptiveAvgPool2DBackward0")
-ADAPTIVE_BACKWARD = Primitive("adaptive_avg_pool2d_backward", _avg_backward_kernel,
+ADAPTIVE_BACKWARD = Primitive("adaptive_avg_pool2d_backward", _quiet(_avg_backward_kernel),
                               vjp=_avg_backward_vjp, shape_rule=_scatter_shape,
                               grad_fn_name="AdaptiveAvgPool2DBackwardBackward0")
 

@@ -139,7 +139,11 @@ def inplace_of(prim, name=None, grad_fn_name=None):
     """Declare the in-place variant of a functional primitive: same math, writes operand 0."""
     def kernel(target, *rest, **attrs):
         res = prim.kernel(target, *rest, **attrs)
-        np.copyto(target, res, casting="unsafe")
+        if res.dtype == target.dtype:
+            np.copyto(target, res)
+        else:                     # a narrowing cast may overflow: inf, silently (PyTorch)
+            with np.errstate(all="ignore"):
+                np.copyto(target, res, casting="unsafe")
         return target
     # the result is the overwritten operand: its shape, whatever the functional rule says
     return Primitive(name or prim.name + "_", kernel, vjp=prim.vjp,

@@ -103,7 +103,7 @@ def _mean_vjp(g, ins, out, n):
     return (E.div(_expand_back(g, n.shapes[0], a["dims"], a["keepdim"]), cnt),)
 
 
-SUM = Primitive("sum", _sum_kernel, vjp=_sum_vjp, shape_rule=SR.reduce)
+SUM = Primitive("sum", E._quiet(_sum_kernel), vjp=_sum_vjp, shape_rule=SR.reduce)
 MEAN = Primitive("mean", _mean_kernel, vjp=_mean_vjp, specialize=_mean_specialize,
                  shape_rule=SR.reduce)
 SUM_DIM = overload_of(SUM, "sum_dim", "SumBackward1")       # sum(x, dim): another overload
@@ -154,7 +154,7 @@ def _prod_except_kernel(x, dims):
     return np.moveaxis(res, tuple(range(x.ndim - len(dims), x.ndim)), dims)
 
 
-PROD_EXCEPT = Primitive("prod_except", _prod_except_kernel, shape_rule=SR.same)
+PROD_EXCEPT = Primitive("prod_except", E._quiet(_prod_except_kernel), shape_rule=SR.same)
 
 
 def _prod_vjp(g, ins, out, n):
@@ -186,7 +186,7 @@ def _others_at_zeros(x, zero, safe, dims):
     return E.mul(p, factor)
 
 
-PROD = Primitive("prod", _prod_kernel, vjp=_prod_vjp, saves=(0,), saves_out=True,
+PROD = Primitive("prod", E._quiet(_prod_kernel), vjp=_prod_vjp, saves=(0,), saves_out=True,
                  shape_rule=SR.reduce)
 PROD_DIM = overload_of(PROD, "prod_dim", "ProdBackward1")
 
@@ -402,7 +402,7 @@ def _norm_vjp(g, ins, out, n):
     return (E.mul(ge, scale),)
 
 
-NORM = Primitive("norm", _norm_kernel, vjp=_norm_vjp, saves=(0,), saves_out=True,
+NORM = Primitive("norm", E._quiet(_norm_kernel), vjp=_norm_vjp, saves=(0,), saves_out=True,
                  grad_fn_name="LinalgVectorNormBackward0",    # torch.norm runs vector_norm
                  shape_rule=SR.reduce)
 INF = float("inf")
@@ -539,8 +539,8 @@ def logsumexp(input, dim, keepdim=False):
 
 
 def _softmax_kernel(x, dim):
-    if x.ndim == 0:
-        return np.ones_like(x)
+    if x.ndim == 0:                  # one element: 1, but nan for inf or nan (as PyTorch)
+        return _softmax_kernel(x.reshape(1), 0).reshape(())
     m = np.amax(x, axis=dim, keepdims=True) if x.size else 0
     with np.errstate(all="ignore"):
         e = np.exp(x - m)
@@ -552,8 +552,8 @@ def _softmax_vjp(g, ins, out, n):
 
 
 def _log_softmax_kernel(x, dim):
-    if x.ndim == 0:
-        return np.zeros_like(x)
+    if x.ndim == 0:                  # one element: 0, but nan for inf or nan (as PyTorch)
+        return _log_softmax_kernel(x.reshape(1), 0).reshape(())
     if x.size == 0:
         return x.copy()
     # ufunc methods directly: ndarray.max/.sum wrappers cost more than the math on small x

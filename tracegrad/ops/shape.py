@@ -17,6 +17,7 @@ from .._dispatch import dispatch
 from .._errors import (TracegradIndexError, TracegradRuntimeError, TracegradTypeError,
                        TracegradValueError, op_error)
 from .._tensor import Tensor, _wrap_dim, from_array
+from .elementwise import _quiet
 from . import shape_rules as SR
 from .primitive import Primitive, overload_of, promote
 
@@ -83,7 +84,7 @@ def _expand_kernel(x, shape):
     return np.broadcast_to(x, shape)
 
 
-SUM_TO = Primitive("sum_to_size", _sum_to_kernel,
+SUM_TO = Primitive("sum_to_size", _quiet(_sum_to_kernel),
                    vjp=lambda g, i, o, n: (expand(g, n.shapes[0]),), grad_fn_name="SumBackward1",
                    specialize=_sum_to_specialize, shape_rule=SR.attr_shape)
 EXPAND = Primitive("expand", _expand_kernel, aliases=0,
@@ -612,7 +613,7 @@ def _index_put_vjp(g, ins, o, n):
     return (gx, gv) + (None,) * len(idx)
 
 
-INDEX_PUT = Primitive("index_put", _index_put_kernel, vjp=_index_put_vjp,
+INDEX_PUT = Primitive("index_put", _quiet(_index_put_kernel), vjp=_index_put_vjp,
                       saves=tuple(range(2, 64)), shape_rule=SR.same, may_raise=True)
 from .primitive import inplace_of  # noqa: E402
 

@@ -17,6 +17,7 @@ import numpy as np
 
 from .._dispatch import EAGER_WRITES, _scalar, trace_hook
 from .._tensor import Tensor
+from ..ops.elementwise import _quiet
 
 _FLOATS = frozenset(np.dtype(t) for t in (np.float32, np.float64))
 
@@ -64,6 +65,7 @@ def _axpy_(y, x, alpha, dt):
         np.add(y, np.multiply(x, _scalar(alpha, dt)), out=y)
 
 
+@_quiet        # inf/nan gradients give inf/nan parameters silently, as the ops (and PyTorch) do
 def sgd_update(p, g, state, lr, momentum, dampening, weight_decay, nesterov, maximize):
     """One SGD update of `p` with gradient tensor `g` (sgd.py's op order); False: not done."""
     if not _numbers(lr, momentum, dampening, weight_decay):
@@ -94,6 +96,7 @@ def sgd_update(p, g, state, lr, momentum, dampening, weight_decay, nesterov, max
     return True
 
 
+@_quiet
 def adam_update(p, g, state, lr, beta1, beta2, eps, weight_decay, amsgrad, maximize,
                 decoupled):
     """One Adam/AdamW update (adam.py's op order); False: not done (state untouched)."""
@@ -131,10 +134,9 @@ def adam_update(p, g, state, lr, beta1, beta2, eps, weight_decay, amsgrad, maxim
         np.maximum(vmax._data, vd, out=vmax._data)
         _bump(vmax)
         vd = vmax._data
-    with np.errstate(all="ignore"):
-        denom = np.true_divide(np.sqrt(vd), _scalar(bias_correction2_sqrt, dt))
-        denom = np.add(denom, _scalar(eps, dt))
-        np.add(pd, np.true_divide(np.multiply(md, _scalar(-step_size, dt)), denom), out=pd)
+    denom = np.true_divide(np.sqrt(vd), _scalar(bias_correction2_sqrt, dt))
+    denom = np.add(denom, _scalar(eps, dt))
+    np.add(pd, np.true_divide(np.multiply(md, _scalar(-step_size, dt)), denom), out=pd)
     _bump(p)
     return True
 

@@ -32,8 +32,11 @@ for _p, _f in ((E.ADD, jnp.add), (E.SUB, jnp.subtract), (E.MUL, jnp.multiply),
                (E.EXPM1, jnp.expm1), (E.SQRT, jnp.sqrt),
                (E.RSQRT, lax.rsqrt), (E.SIN, jnp.sin), (E.COS, jnp.cos), (E.TANH, jnp.tanh),
                (E.RECIPROCAL, jnp.reciprocal), (E.NEG, jnp.negative), (E.ABS, jnp.abs),
-               (E.SIGN, jnp.sign), (E.ERF, lax.erf)):
+               (E.ERF, lax.erf)):
     simple(_p, _f)
+
+# sign(nan) is 0 in PyTorch (and in our numpy kernel), nan in jnp.sign
+simple(E.SIGN, lambda x: jnp.where(jnp.isnan(x), jnp.zeros_like(x), jnp.sign(x)))
 
 simple(E.RSUB, lambda x, y: jnp.subtract(y, x))
 

@@ -369,9 +369,23 @@ def _avg_pool(ctx, node, x):
     if not jnp.issubdtype(x.dtype, jnp.floating):
         return _avg_pool_int(ctx, node, x, a)
     (mh, mw), scale = P._avg_matrices(x.shape[-2:], a)
-    out = jnp.matmul(jnp.matmul(jnp.asarray(mh, x.dtype), x, precision=_HI),
-                     jnp.asarray(mw.T, x.dtype), precision=_HI)
+    out = _window_sums(mh, x, mw)
     return out * jnp.asarray(scale, x.dtype) if scale != 1.0 else out
+
+
+def _window_sums(mh, x, mw):
+    """`mh @ x @ mw.T` with each window's own inf/nan (Note [Pooling by matmul] in pool.py)."""
+    dt = x.dtype
+
+    def mm(a, v, b):
+        return jnp.matmul(jnp.matmul(jnp.asarray(a, dt), v, precision=_HI),
+                          jnp.asarray(b.T, dt), precision=_HI)
+    inh, inw = (mh != 0).astype(np.float32), (mw != 0).astype(np.float32)
+    pos, neg, nan = (mm(inh, m.astype(dt), inw) > 0
+                     for m in (jnp.isposinf(x), jnp.isneginf(x), jnp.isnan(x)))
+    out = mm(mh, jnp.where(jnp.isfinite(x), x, jnp.zeros_like(x)), mw)
+    out = jnp.where(pos, jnp.inf, jnp.where(neg, -jnp.inf, out))
+    return jnp.where(nan | pos & neg, jnp.nan, out).astype(dt)
 
 
 def _avg_pool_int(ctx, node, x, a):
@@ -388,8 +402,7 @@ def _avg_pool_int(ctx, node, x, a):
 @register(P.AVG_POOL2D_BACKWARD, P.ADAPTIVE_BACKWARD)
 def _avg_pool_backward(ctx, node, g):
     (mh, mw), scale = P._avg_matrices(tuple(node.attrs["input_size"]), _avg_attrs(node))
-    out = jnp.matmul(jnp.matmul(jnp.asarray(mh.T, g.dtype), g, precision=_HI),
-                     jnp.asarray(mw, g.dtype), precision=_HI)
+    out = _window_sums(mh.T, g, mw.T)
     return out * jnp.asarray(scale, g.dtype) if scale != 1.0 else out
 
 

@@ -122,8 +122,8 @@ def _lse(ctx, node, x):
 
 @register(R.SOFTMAX)
 def _softmax(ctx, node, x):
-    if x.ndim == 0:
-        return jnp.ones_like(x)
+    if x.ndim == 0:                  # 1, but nan for inf or nan (as the numpy kernel)
+        return (x - x) + 1
     d = node.attrs["dim"]
     e = jnp.exp(x - jnp.max(x, axis=d, keepdims=True)) if x.size else x
     return e / jnp.sum(e, axis=d, keepdims=True)
@@ -131,8 +131,8 @@ def _softmax(ctx, node, x):
 
 @register(R.LOG_SOFTMAX)
 def _log_softmax(ctx, node, x):
-    if x.ndim == 0:
-        return jnp.zeros_like(x)
+    if x.ndim == 0:                  # 0, but nan for inf or nan
+        return x - x
     if x.size == 0:
         return x
     d = node.attrs["dim"]
