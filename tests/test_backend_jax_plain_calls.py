@@ -77,7 +77,7 @@ def test_fast_call_results_equal_the_general_call():
 @pytest.mark.parametrize("mode", [True, False])
 def test_call_inside_an_x64_context_of_the_other_mode(mode):
     """A float32 program called inside `jax.enable_x64(True)` (and a float64 one inside
-    `enable_x64(False)`) still runs under its own mode, as `__call__` makes it."""
+    `enable_x64(False)`) still runs under its own mode."""
     dtype = np.float32 if mode else np.float64
     comp = tg.compile(loss_fn, backend="jax")
     for _ in range(3):
@@ -130,3 +130,99 @@ def test_large_gradients_are_adopted_not_fast():
         comp(x, w).backward()
         np.testing.assert_allclose(w.grad.numpy(), x.numpy())
     assert not _is_fast(_path(comp).backward_program)
+
+
+# ---- Note [Small inputs] (backends/jax/small_inputs.py) ----
+
+def _small(prog):
+    """The SmallInputs of a plain program's closure."""
+    fn = prog.fn
+    if fn.__name__ == "reordered":
+        fn = next(c.cell_contents for c in fn.__closure__ if callable(c.cell_contents)
+                  and getattr(c.cell_contents, "__name__", "") == "fast")
+    swap = next(c.cell_contents for c in fn.__closure__
+                if getattr(c.cell_contents, "__name__", "") == "swap")
+    return swap.__self__
+
+
+@pytest.mark.parametrize("how", ["inplace", "data", "numpy_view", "rebind", "same_values"])
+def test_eager_writes_to_small_inputs_between_calls_are_seen(how):
+    comp = tg.compile(loss_fn, backend="jax")
+    x, w = _leaves()
+    for _ in range(6):                   # repeated values: served from device copies
+        x.grad = w.grad = None
+        comp(x, w).backward()
+    small = _small(_path(comp).speculation.program)
+    assert sum(small.puts) >= 1 and sum(small.hits) >= 1
+    if how == "inplace":
+        with tg.no_grad():
+            w.mul_(2.0)
+    elif how == "data":
+        w.data[1] = 5.0
+    elif how == "numpy_view":            # no version counter moves
+        w.detach().numpy()[2] = -3.0
+    elif how == "rebind":
+        w.data = tg.tensor(np.full(5, 0.25, np.float32))
+    for _ in range(3):
+        x.grad = w.grad = None
+        loss = comp(x, w)
+        loss.backward()
+        ex = tg.tensor(x.detach().numpy().copy(), requires_grad=True)
+        ew = tg.tensor(w.detach().numpy().copy(), requires_grad=True)
+        eloss = loss_fn(ex, ew)
+        eloss.backward()
+        np.testing.assert_allclose(loss.item(), eloss.item(), rtol=1e-5)
+        np.testing.assert_allclose(w.grad.numpy(), ew.grad.numpy(), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(x.grad.numpy(), ex.grad.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_alternating_small_inputs_and_the_put_limit():
+    from tracegrad.backends.jax import small_inputs as S
+    f = tg.compile(lambda x, k: x * 2.0 + k, backend="jax")
+    x = tg.tensor(np.arange(4, dtype=np.float32))
+    ks = [np.array([1, 2, 3, 4]), np.array([10, 20, 30, 40])]
+    outs = []
+    for i in range(4 * S.PUT_LIMIT + 8):      # A A B B A A ...: a put every other call
+        k = ks[(i // 2) % 2]
+        out = f(x, tg.tensor(k)).numpy()
+        np.testing.assert_array_equal(out, x.numpy() * 2.0 + k)
+        outs.append(out)
+    small = _small(_path(f).forward_program)
+    assert small.puts[0] == 1 and small.hits[0] > S.PUT_LIMIT     # x: one copy, reused
+    assert small.puts[1] == S.PUT_LIMIT          # k: then no more copies are made
+    assert f(x, tg.tensor(ks[0])).dtype == tg.float32
+
+
+def test_integer_small_inputs_keep_their_values():
+    f = tg.compile(lambda x, idx: x[idx].sum() * 1.0, backend="jax")
+    x = tg.tensor(np.arange(10, dtype=np.float32))
+    idx = tg.tensor(np.array([1, 3, 5]))
+    for _ in range(4):
+        assert f(x, idx).item() == 9.0
+    idx.data[0] = 7                        # through .data: no version bump on idx
+    assert f(x, idx).item() == 15.0
+    x.data[7] = 100.0
+    assert f(x, idx).item() == 108.0
+
+
+def test_a_small_input_in_aligned_memory_is_copied_not_aliased():
+    """jax reads a 64-byte aligned numpy array in place: the kept device value must be a
+    copy of its own, or a later write into the array would change it unseen."""
+    from tracegrad.backends.jax.aligned import aligned
+    f = tg.compile(lambda x, k: x * 2.0 + k, backend="jax")
+    x = tg.tensor(np.arange(4, dtype=np.float32))
+    k = tg.tensor(np.ones(4, np.float32))
+    k._data = aligned(k._data)
+    for _ in range(4):
+        np.testing.assert_array_equal(f(x, k).numpy(), x.numpy() * 2.0 + 1.0)
+    view = k.numpy()
+    view[0] = 100.0                          # the same bytes were seen at the last check
+    np.testing.assert_array_equal(f(x, k).numpy(), x.numpy() * 2.0 + view)
+    view[1] = -5.0
+    np.testing.assert_array_equal(f(x, k).numpy(), x.numpy() * 2.0 + view)
+    for _ in range(3):
+        f(x, k)
+    before = view.copy()
+    k.data = tg.tensor(before.copy())        # k's new array holds the same bytes, and
+    view[2] = 42.0                           # the old one (a copy was made of) changes
+    np.testing.assert_array_equal(f(x, k).numpy(), x.numpy() * 2.0 + before)

@@ -40,6 +40,7 @@ from .adopt import adopt, big, replaceable, static_big, taken, to_host
 from .aligned import move_to_aligned
 from .client import device
 from .lower import guard_holds, lower
+from .small_inputs import SmallInputs, small_positions
 
 
 try:                                     # the x64 mode in effect (context or global flag)
@@ -133,18 +134,24 @@ class JaxProgram:
         callbacks, guards, runtime checks, adopted results) and goes through
         `Compiled.__call__`: on the 200-op chain that is about 5 us beside the executable's
         14. A plain program (`_plain`) gets a closure doing only what it needs: the x64 mode
-        (the call runs under it only when it is in effect already, else `__call__` enters
-        it), the executable's C++ entry point (`Compiled._call`, made by its first call),
-        and numpy copies of the first `writable` results, the rest passed on as they are.
-        Same results as `__call__`, which remains the entry point of everything else."""
+        (entered when it is not in effect already), small inputs that repeat passed as
+        device arrays (Note [Small inputs] in small_inputs.py), the executable's C++ entry
+        point (`Compiled._call`, made by its first call), and numpy copies of the first
+        `writable` results, the rest passed on as they are. Same results as `__call__`,
+        which remains the entry point of everything else."""
         if not self._plain():
             return None
-        x64, w, slow, exe = self.lowered.x64, self.writable, self.__call__, self.executable
+        x64, w, exe = self.lowered.x64, self.writable, self.executable
         state, array, cpp = _X64_STATE, np.array, [None]
+        small = small_positions(self._input_types())     # Note [Small inputs]
+        swap = SmallInputs(small, device()).swap if small else None
 
         def fast(*arrays):
-            if state.value != x64:
-                return slow(*arrays)
+            if state.value != x64:               # (rarely: a graph of 64-bit values)
+                with jax.enable_x64(x64):
+                    return fast(*arrays)
+            if swap is not None:
+                arrays = swap(list(arrays))
             call = cpp[0]
             if call is None:                     # (its first call makes the C++ entry)
                 outs = exe(*arrays)[0]
