@@ -226,3 +226,17 @@ def test_a_small_input_in_aligned_memory_is_copied_not_aliased():
     k.data = tg.tensor(before.copy())        # k's new array holds the same bytes, and
     view[2] = 42.0                           # the old one (a copy was made of) changes
     np.testing.assert_array_equal(f(x, k).numpy(), x.numpy() * 2.0 + before)
+
+
+def test_backward_program_without_speculation_uses_the_fast_call():
+    """A gradient other than one runs the backward program (not the speculative one)."""
+    comp = tg.compile(loss_fn, backend="jax")
+    for seed in (2.0, -0.5, 2.0, 3.0):
+        x, w = _leaves()
+        comp(x, w).backward(tg.tensor(seed))
+        ex, ew = _leaves()
+        loss_fn(ex, ew).backward(tg.tensor(seed))
+        np.testing.assert_allclose(x.grad.numpy(), ex.grad.numpy(), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(w.grad.numpy(), ew.grad.numpy(), rtol=1e-5, atol=1e-6)
+    prog = _path(comp).backward_program
+    assert _is_fast(prog) and sum(_small(prog).hits) >= 1

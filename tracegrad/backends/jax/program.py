@@ -64,6 +64,7 @@ class JaxProgram:
 
     quiet = False
     rerun_on_error = False       # Note [Errors inside compiled programs] in codegen.py
+    fn_is_call = True            # `fn` is `__call__`, or a faster equal (Note [Plain calls])
 
     def __init__(self, graph, name=None, writable=None, data_parallel=False, pack_out=None,
                  pack_in=None, follow_inputs=False, mutated=()):

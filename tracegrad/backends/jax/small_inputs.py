@@ -17,9 +17,9 @@ have from the numpy array: no version counter is trusted (writes through `.data`
 aligned.py and adopt.py read stay as they were). Comparing costs about 0.2 us per input.
 
 `jax.device_put` costs about 30 us, so it runs only when a value is seen on two
-consecutive calls, and no more once it has run PUT_LIMIT times without its copies serving
-at least as many calls again at that position (values that alternate, A A B B A A: the copies would cost
-more than they save).
+consecutive calls, and at one position no more once it has run PUT_LIMIT times without its
+copies serving as many calls again (values that alternate, A A B B A A: the copies would
+cost more than they save).
 """
 import jax
 import numpy as np
