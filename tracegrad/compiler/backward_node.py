@@ -120,8 +120,9 @@ class CompiledFunctionBackward(Node):
             if consume:                      # nothing else holds them: freed as it goes
                 self.saved_arrays = self.kept_arrays = None
             res = prog.call_owned(refs)
-        else:
-            res = prog(*cts, *self.saved_arrays)
+        else:                                # (a JAX program's `fn`: Note [Plain calls])
+            call = prog.fn if getattr(prog, "fn_is_call", False) else prog
+            res = call(*cts, *self.saved_arrays)
         return _fresh_gradients(res)
 
     def register_hook(self, fn):

@@ -154,7 +154,7 @@ def build_runner(path):
     if spec is not None and part.backward is not None:
         env["_spec"] = spec
         n_res = len(part.forward.outputs)
-        fcall = call.replace("_prog.", "sp.").replace("_fn(", "sp(")
+        fcall = call.replace("_prog.", "sp.").replace("_fn(", "sp.fn(")
         body = ["    sp = _spec.start() if _spec.on else None", "    st = None", "    try:",
                 "        if sp is None:", f"            res = {call}", "        else:",
                 f"            res = {fcall}", f"            if len(res) > {n_res}:",

@@ -2,6 +2,7 @@
 in compiler/state.py): `StateGuard` (one place and what it must still hold), `checker`
 (all of a path's guards as one generated function), and the first failing guard's reason.
 """
+import operator
 import types
 
 import numpy as np
@@ -71,17 +72,35 @@ def checker(guards):
     """A generated `() -> bool`: True while every guard holds (the per-call check).
 
     One line per guard, its holder and expected value bound as globals: a third of the
-    cost of calling each guard's getter. On False, `first_failing` says which and why."""
+    cost of calling each guard's getter. On False, `first_failing` says which and why.
+    Note [Checking many items at once]: the identity guards on items 0..n-1 of one list
+    or tuple (a global list of layers or ops looped over) are checked by one C-level pass,
+    `all(map(is_, holder, expected))` after `len(holder) >= n`: the same answer as n
+    lines (a shorter holder is an IndexError there, False here; items past n are not
+    checked by either), at about a third of the cost. A slot (SlotView) or a function's
+    `__code__` is read with `getattr(obj, name, _M)` directly, as SlotView.get does."""
     if not guards:
         return lambda: True
-    env = {"_M": _MISSING, "_aeq": _array_eq}
+    env = {"_M": _MISSING, "_aeq": _array_eq, "_all": all, "_map": map, "_is": operator.is_}
     lines = ["def check():", "    try:"]
+    batched = _item_batches(guards)
+    for b, (holder, expected) in enumerate(batched.values()):
+        env[f"bh{b}"], env[f"be{b}"] = holder, expected
+        lines.append(f"        if len(bh{b}) < {len(expected)} or not "
+                     f"_all(_map(_is, bh{b}, be{b})): return False")
+    skip = {id(g) for g in guards if id(g.holder) in batched and g.mode == "is"
+            and type(g.key) is int}
     for i, g in enumerate(guards):
+        if id(g) in skip:
+            continue
         env[f"h{i}"], env[f"k{i}"], env[f"e{i}"] = g.holder, g.key, g.expected
         if g.key is _LEN:
             get = f"len(h{i})"
         elif g.key is None:
             get = f"h{i}.cell_contents"
+        elif type(g.holder) is SlotView:
+            env[f"h{i}"] = g.holder.obj
+            get = f"getattr(h{i}, k{i}, _M)"
         elif isinstance(g.holder, _MAPPINGS):
             get = f"h{i}.get(k{i}, _M)"
         else:
@@ -95,6 +114,28 @@ def checker(guards):
               "    return True"]
     exec(compile("\n".join(lines), "<tracegrad state guards>", "exec"), env)
     return env["check"]
+
+
+_MIN_BATCH = 8           # fewer identity guards on one list: the lines cost no more
+
+
+def _item_batches(guards):
+    """{id(holder): (holder, expected items in index order)} for each list or tuple whose
+    identity guards cover exactly the items 0..n-1, n >= _MIN_BATCH (Note [Checking many
+    items at once])."""
+    by, mixed = {}, set()
+    for g in guards:
+        if g.mode == "is" and type(g.key) is int and type(g.holder) in (list, tuple):
+            items = by.setdefault(id(g.holder), (g.holder, {}))[1]
+            if items.get(g.key, g.expected) is not g.expected:
+                mixed.add(id(g.holder))      # two expectations for one item: line by line
+            items[g.key] = g.expected
+    out = {}
+    for hid, (holder, items) in by.items():
+        n = len(items)
+        if n >= _MIN_BATCH and hid not in mixed and all(k in items for k in range(n)):
+            out[hid] = (holder, tuple(items[k] for k in range(n)))
+    return out
 
 
 def first_failing(guards):

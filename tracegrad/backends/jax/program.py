@@ -40,6 +40,7 @@ from .adopt import adopt, big, replaceable, static_big, taken, to_host
 from .aligned import move_to_aligned
 from .client import device
 from .lower import guard_holds, lower
+from .small_inputs import SmallInputs, small_positions
 
 
 try:                                     # the x64 mode in effect (context or global flag)
@@ -63,6 +64,7 @@ class JaxProgram:
 
     quiet = False
     rerun_on_error = False       # Note [Errors inside compiled programs] in codegen.py
+    fn_is_call = True            # `fn` is `__call__`, or a faster equal (Note [Plain calls])
 
     def __init__(self, graph, name=None, writable=None, data_parallel=False, pack_out=None,
                  pack_in=None, follow_inputs=False, mutated=()):
@@ -95,7 +97,6 @@ class JaxProgram:
         # `follow_inputs`: the inputs' shardings are XLA's choice (saved values of a sharded
         # forward), so calls go through `jax.jit`, which compiles for the shardings it meets
         self._call = jitted if follow_inputs else self.executable
-        self.fn = self.__call__
         from .aligned import MIN_BYTES
         cpu = jax.default_backend() == "cpu"     # captured arrays worth moving (aligned.py)
         self._movable = [i for i, v in enumerate(graph.inputs) if cpu and v.role == "captured"
@@ -111,6 +112,55 @@ class JaxProgram:
                       [static_big(v) for v in graph.outputs[:self.writable]])
         if not self._movable and not self._rebind:   # callers pass arrays: nothing to do
             self.call_tensors = None
+        self.fn = self._fast() or self.__call__
+
+    def _plain(self):
+        """Whether a call is only the executable and numpy copies of the first `writable`
+        results (Note [Plain calls]): nothing drawn on the host, packed, called back, guarded
+        or checked, no result adopted, every user result present."""
+        low, g = self.lowered, self.graph
+        return (self.writable > 0 and _X64_STATE is not None and not low.host_nodes
+                and not low.opaque and self.pack_in is None and self.pack_out is None
+                and not g.guards and low.n_checks == 0 and self._adopt
+                and self._bigs is not None and not any(self._bigs)
+                and all(v is not None for v in self._user_values()))
+
+    def _user_values(self):
+        """The IR values of the first `writable` results."""
+        return self.graph.outputs[:self.writable]
+
+    def _fast(self):
+        """Note [Plain calls]
+        `__call__` asks per call what the program needs (host draws, packing, a memo for
+        callbacks, guards, runtime checks, adopted results) and goes through
+        `Compiled.__call__`: on the 200-op chain that is about 5 us beside the executable's
+        14. A plain program (`_plain`) gets a closure doing only what it needs: the x64 mode
+        (entered when it is not in effect already), small inputs that repeat passed as
+        device arrays (Note [Small inputs] in small_inputs.py), the executable's C++ entry
+        point (`Compiled._call`, made by its first call), and numpy copies of the first
+        `writable` results, the rest passed on as they are. Same results as `__call__`,
+        which remains the entry point of everything else."""
+        if not self._plain():
+            return None
+        x64, w, exe = self.lowered.x64, self.writable, self.executable
+        state, array, cpp = _X64_STATE, np.array, [None]
+        small = small_positions(self._input_types())     # Note [Small inputs]
+        swap = SmallInputs(small, device()).swap if small else None
+
+        def fast(*arrays):
+            if state.value != x64:               # (rarely: a graph of 64-bit values)
+                with jax.enable_x64(x64):
+                    return fast(*arrays)
+            if swap is not None:
+                arrays = swap(list(arrays))
+            call = cpp[0]
+            if call is None:                     # (its first call makes the C++ entry)
+                outs = exe(*arrays)[0]
+                cpp[0] = getattr(exe, "_call", None) or exe
+            else:
+                outs = call(*arrays)[0]
+            return [array(o) for o in outs[:w]] + outs[w:]
+        return fast
 
     # -- building --
     def _packing_fn(self):
@@ -185,7 +235,7 @@ class JaxProgram:
         for i in self._movable:
             move_to_aligned(inputs[i])
         swap = [(pos, k) for pos, k in self._rebind if replaceable(inputs[pos])]
-        res = self(*[t._data for t in inputs])
+        res = self.fn(*[t._data for t in inputs])
         seen = None
         for pos, k in swap:                      # a mutated input takes its new value's
             r, t = res[k], inputs[pos]           # memory (Note [Adopted results])

@@ -82,11 +82,32 @@ class SpeculativeProgram(JaxProgram):
             self.executable = traced.lower().compile()
         self.compile_seconds = time.perf_counter() - t0
         self._call = self.executable
-        self.fn = self.__call__
         self.writable = w + n_g
         self._bigs = ([static_big(v) for v in fwd.graph.outputs[:w]]
                       + [static_big(v) for v in bwd.graph.outputs])
         self._w_fwd = w
+        self.fn = self._fast() or self.__call__
+
+    def _plain(self):
+        return JaxProgram._plain(self) and self.lowered_backward.n_checks == 0
+
+    def _user_values(self):
+        return (self.graph.outputs[:self._w_fwd]
+                + list(self.lowered_backward.graph.outputs))
+
+    def _fast(self):
+        """Note [Plain calls] in program.py, with `__call__`'s reordering: the forward's
+        results, then the gradients."""
+        fast = JaxProgram._fast(self)
+        if fast is None:
+            return None
+        w, n_g = self._w_fwd, self.n_grads
+        wg = w + n_g
+
+        def reordered(*arrays):
+            res = fast(*arrays)
+            return res[:w] + res[wg:] + res[w:wg]
+        return reordered
 
     def __call__(self, *arrays):
         res = JaxProgram.__call__(self, *arrays)

@@ -1,0 +1,144 @@
+"""The identity guards on the items of a list or tuple a compiled function loops over are
+checked in one pass (Note [Checking many items at once] in compiler/state_guards.py), and a
+slot or function `__code__` guard reads the attribute directly: every change the line-by-line
+check saw must still be seen (a cached path must never run with stale Python state).
+"""
+import numpy as np
+import pytest
+
+import tracegrad as tg
+from tracegrad.compiler.state_guards import _MISSING, StateGuard, _item_batches, checker
+
+
+def _double(x):
+    return x * 2.0
+
+
+def _inc(x):
+    return x + 1.0
+
+
+OPS = [_double, _inc] * 6            # 12 items: checked as one batch
+
+
+def _chain(x):
+    for op in OPS:
+        x = op(x)
+    return x
+
+
+def _eager(x0):
+    x = x0
+    for op in OPS:
+        x = op(x)
+    return x
+
+
+@pytest.fixture
+def ops():
+    saved = list(OPS)
+    yield OPS
+    OPS[:] = saved
+
+
+@pytest.mark.parametrize("change", ["replace", "shrink", "grow", "same_code_new_fn",
+                                    "code_swap"])
+def test_changes_to_a_looped_global_list_are_seen(ops, change):
+    comp = tg.compile(_chain)
+    x = tg.tensor(np.arange(3, dtype=np.float32))
+    np.testing.assert_allclose(comp(x).numpy(), _eager(x.numpy()))
+    comp(x)
+    assert comp.stats.cache_hits >= 1
+    if change == "replace":
+        ops[5] = lambda t: t - 3.0
+    elif change == "shrink":
+        del ops[-1]
+    elif change == "grow":
+        ops.append(_double)
+    elif change == "same_code_new_fn":
+        ops[0] = lambda t: t * 2.0       # equal behaviour, another object: re-traced
+    elif change == "code_swap":
+        saved = _inc.__code__
+        _inc.__code__ = (lambda x: x - 1.0).__code__
+    try:
+        traces = comp.stats.traces
+        np.testing.assert_allclose(comp(x).numpy(), _eager(x.numpy()))
+        assert comp.stats.traces == traces + 1
+    finally:
+        if change == "code_swap":
+            _inc.__code__ = saved
+
+
+def test_batch_covers_only_lists_with_items_zero_to_n():
+    a, b = list(range(100, 120)), list(range(200, 220))
+    guards = [StateGuard(a, k, a[k], "is", f"a[{k}]") for k in range(len(a))]
+    guards += [StateGuard(b, k, b[k], "is", f"b[{k}]") for k in range(1, len(b))]  # no 0
+    batches = _item_batches(guards)
+    assert list(batches) == [id(a)]
+    check = checker(guards)
+    assert check()
+    b[3] = object()
+    assert not check()
+    b[3] = 203
+    assert check()
+    a[19] = object()
+    assert not check()
+    a[19] = 119
+    del a[-1]
+    assert not check()                   # shorter: the item guard would raise IndexError
+    a.append(119)
+    a.append(999)                        # longer: items past n are not guarded
+    assert check()
+
+
+def test_two_expectations_for_one_item_are_both_checked():
+    a = [object() for _ in range(10)]
+    guards = [StateGuard(a, k, a[k], "is", f"a[{k}]") for k in range(10)]
+    other = object()
+    guards.append(StateGuard(a, 4, other, "is", "a[4] again"))
+    assert _item_batches(guards) == {}
+    check = checker(guards)
+    assert not check()                   # a[4] cannot be two objects
+    a[4] = other
+    assert not check()
+
+
+def test_slot_and_code_guards_read_through_getattr():
+    class Cfg:
+        __slots__ = ("scale", "unset")
+
+        def __init__(self):
+            self.scale = 2.0
+
+    from tracegrad.compiler.state_slots import SlotView
+    cfg = Cfg()
+    view = SlotView(cfg)
+    guards = [StateGuard(view, "scale", 2.0, "eq", "cfg.scale"),
+              StateGuard(view, "unset", _MISSING, "is", "cfg.unset")]
+    check = checker(guards)
+    assert check()
+    cfg.scale = 3.0
+    assert not check()
+    cfg.scale = 2.0
+    cfg.unset = 1
+    assert not check()
+    del cfg.unset
+    assert check()
+
+
+def test_compiled_function_sees_a_slot_change():
+    class Cfg:
+        __slots__ = ("scale",)
+
+    cfg = Cfg()
+    cfg.scale = 2.0
+
+    def f(x):
+        return x * cfg.scale
+
+    comp = tg.compile(f)
+    x = tg.tensor([1.0, 2.0])
+    comp(x)
+    comp(x)
+    cfg.scale = 5.0
+    np.testing.assert_allclose(comp(x).numpy(), [5.0, 10.0])
