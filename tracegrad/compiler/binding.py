@@ -103,6 +103,23 @@ class Binder:
             except (TypeError, ValueError):
                 self.sig = None
 
+    def leaf_places(self, args, kwargs):
+        """Per leaf `bind` gives, where it sits: ("arg", name) for a direct argument,
+        (holder, key) for an item of a list or dict the caller passed (a place a trace can
+        put a stand-in into and take it out of again), None inside anything else (a tuple).
+        None when the call does not bind."""
+        if self.sig is None:
+            return None
+        try:
+            ba = self.sig.bind(*args, **kwargs)
+        except TypeError:
+            return None
+        ba.apply_defaults()
+        places = []
+        for name, v in ba.arguments.items():
+            _walk_places(v, ("arg", name), places)
+        return places
+
     def snapshot(self, args, kwargs):
         """What the containers among the arguments hold, per parameter: [(name, leaves,
         structure)] (Note [Assignments into argument containers]); [] when unbindable."""
@@ -172,6 +189,21 @@ def _walk(x, leaves, struct, containers):
             containers.append(id(x))
         leaves.append(x)
         struct.append(0)
+
+
+def _walk_places(x, place, places):
+    """The place of each leaf `_walk` finds in `x` (held at `place`), in its order."""
+    t = type(x)
+    if t in _FLAT or isinstance(x, Tensor):
+        places.append(place)
+    elif isinstance(x, dict):
+        for k, v in x.items():
+            _walk_places(v, (x, k) if type(x) is dict else None, places)
+    elif isinstance(x, (tuple, list)):
+        for k, v in enumerate(x):
+            _walk_places(v, (x, k) if type(x) is list else None, places)
+    else:
+        places.append(place)
 
 
 def _walk_names(x, prefix, names):

@@ -20,8 +20,13 @@ code is known by then). A trace with Numbers that first reaches such code on a n
 be wrong: it is not cached, and the call raises rather than return it (loud, never silent);
 its Python effects have run once, as eager's would.
 
-Only flat calls take part (every argument a direct parameter: no containers), so a
-position is the binder's leaf index, the same in the key and in the call.
+A position is the binder's leaf index, the same in the key and in the call. Numbers inside
+the containers passed take part too (a list of rewards or of loss weights, a config dict's
+entries): when the entry key's structure is the same and only such numbers changed, those
+in a list or dict (not a tuple: a trace cannot put a stand-in into it) become dynamic, and
+a trace puts the stand-in into the caller's container for its duration and the very number
+back afterwards (`Binder.leaf_places`); the container's contents are compared before and
+after by identity, as for any container argument, so that swap is invisible.
 
 Int arguments take part the same way (an `epoch`, a diffusion step `t`): once a call
 differs from the last only in the values of int (or float) arguments, those positions are
@@ -92,14 +97,23 @@ class DynamicFloats:
         self.items = True            # `.item()` gives Numbers (Note [Numbers taken from
         #                              tensors]) until a trace's Numbers escaped
 
-    def key(self, key, leaves, struct):
+    def key(self, key, leaves, struct, places=None):
         """`key` with the dynamic float positions of this call typed, not valued; the
-        holder gets the call's leaves. `key` itself when there are none."""
-        if struct is not None or not self.dynamic:
+        holder gets the call's leaves. `key` itself when there are none. With containers
+        (`struct`), `places()` gives where each leaf sits: only a leaf a trace can swap is
+        typed."""
+        if not self.dynamic:
             return key
+        where = None
+        if struct is not None:
+            where = places() if places is not None else None
+            if where is None or len(where) != len(leaves):
+                return key
         parts = list(key[0])
         hit = False
         for i in self.dynamic:
+            if where is not None and where[i] is None:
+                continue
             part = _dynamic_part(leaves[i]) if i < len(leaves) else None
             if part is not None:
                 parts[i] = part
@@ -109,12 +123,17 @@ class DynamicFloats:
         self.holder.set(leaves)
         return (tuple(parts),) + key[1:]
 
-    def widen(self, last, key, leaves, struct, names):
+    def widen(self, last, key, leaves, struct, names, places=None):
         """(key, reason) when `key` differs from the last call's key `last` only in the
-        values of float arguments: those become dynamic. None otherwise."""
-        if struct is not None or last is None or len(last) != len(key) or \
-                last[1:] != key[1:] or self.typed:
+        values of float arguments: those become dynamic. None otherwise. With containers
+        (`struct`), only numbers `places()` can swap take part."""
+        if last is None or len(last) != len(key) or last[1:] != key[1:] or self.typed:
             return None
+        where = None
+        if struct is not None:
+            where = places() if places is not None else None
+            if where is None or len(where) != len(leaves):
+                return None
         old, new = last[0], key[0]
         if len(old) != len(new):
             return None
@@ -123,6 +142,7 @@ class DynamicFloats:
             if a == b:
                 continue
             if (a[0] != "S" or b[0] != "S" or i in self.static
+                    or where is not None and where[i] is None
                     or not (a[1][0] == b[1][0] == "f" and type(leaves[i]) is float
                             or a[1][0] is b[1][0] is int
                             and _dynamic_part(leaves[i]) is DYNAMIC_INT
@@ -137,7 +157,7 @@ class DynamicFloats:
         said = [f"'{names[i]}'" if i < len(names) else f"{i}" for i in changed]
         said = (f"{kind} argument {said[0]} changed value" if len(said) == 1 else
                 f"{kind} arguments {', '.join(said[:-1])} and {said[-1]} changed value")
-        return self.key(key, leaves, struct), (
+        return self.key(key, leaves, struct, lambda: where), (
             f"{said}: read per call from now on (no re-trace for new values)")
 
     def widen_places(self, entry):
@@ -214,8 +234,9 @@ class DynamicFloats:
         return [(holder, key) for holder, key, *_ in placed]
 
     def substitute(self, tracer, binder, args, kwargs, leaves, positions, names):
-        """(numbers, args, kwargs) with a `Number` in place of each float at `positions`
-        and an `Integer` in place of each int."""
+        """(numbers, args, kwargs, swapped) with a `Number` in place of each float at
+        `positions` and an `Integer` in place of each int; those inside the caller's lists
+        and dicts are put there (`swapped`: what `restore` takes back out)."""
         numbers = tracer.numbers = tracer.numbers or Numbers(tracer)
         made = {}
         for i in positions:
@@ -226,14 +247,28 @@ class DynamicFloats:
             else:
                 t = tracer.scalar_source(self.holder, i, leaves[i], name=name)
                 made[i] = numbers.root(t, leaves[i], i)
-        if not kwargs and len(args) == len(leaves):
-            return numbers, tuple(made.get(i, a) for i, a in enumerate(args)), {}
+        flat = binder.bind(args, kwargs)[1] is None      # leaf i is argument i
+        if flat and not kwargs and len(args) == len(leaves):
+            return numbers, tuple(made.get(i, a) for i, a in enumerate(args)), {}, ()
+        where = None if flat else binder.leaf_places(args, kwargs)
         ba = binder.sig.bind(*args, **kwargs)
         ba.apply_defaults()
-        for i, name in enumerate(list(ba.arguments)):
-            if i in made:
-                ba.arguments[name] = made[i]
-        return numbers, ba.args, ba.kwargs
+        swapped = []
+        if where is None:                # flat: leaf i is parameter i
+            for i, name in enumerate(list(ba.arguments)):
+                if i in made:
+                    ba.arguments[name] = made[i]
+        else:
+            for i, n in made.items():
+                w = where[i]
+                if w[0] == "arg" and type(w) is tuple and len(w) == 2 and w[1] in ba.arguments \
+                        and ba.arguments[w[1]] is leaves[i]:
+                    ba.arguments[w[1]] = n
+                else:                    # an item of a list or dict (Binder.leaf_places)
+                    holder, k = w
+                    holder[k] = n
+                    swapped.append((holder, k, leaves[i], n))
+        return numbers, ba.args, ba.kwargs, swapped
 
     def settle(self, numbers, positions, placed=(), late=False):
         """After the trace (places restored): whether its path may be cached; positions

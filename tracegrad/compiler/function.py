@@ -219,7 +219,8 @@ class CompiledFunction(EagerFallbacks):
                 return self.fn(*args, **kwargs)
             key, tensors, aliased = entry_key(leaves, struct)
             if self._floats.dynamic:         # Note [Float arguments that change]
-                key = self._floats.key(key, leaves, struct)
+                key = self._floats.key(key, leaves, struct,
+                                       lambda: self.binder.leaf_places(args, kwargs))
             if self.module is not None:
                 key = key + (tuple(m.training for m in self.module.modules()),)
             if aliased:                          # Note [Arguments sharing memory]
@@ -234,8 +235,10 @@ class CompiledFunction(EagerFallbacks):
             entry = self.entries.get(key)
             wider = None
             if entry is None and self._last_key is not None:
-                wider = self._floats.widen(self._last_key, key, leaves, struct,
-                                           _arg_names(self.fn, len(leaves)))
+                names = (self.binder.leaf_names(args, kwargs) if struct is not None
+                         else None) or _arg_names(self.fn, len(leaves))
+                wider = self._floats.widen(self._last_key, key, leaves, struct, names,
+                                           lambda: self.binder.leaf_places(args, kwargs))
                 if wider is not None:
                     key = wider[0]
                     entry = self.entries.get(key)
@@ -443,8 +446,9 @@ class CompiledFunction(EagerFallbacks):
         call_args, call_kwargs = args, kwargs
         placed = tracer.placed = self._floats.place_numbers(tracer) if self._floats.places \
             else ()
+        swapped = ()
         if positions:
-            _, call_args, call_kwargs = self._floats.substitute(
+            _, call_args, call_kwargs, swapped = self._floats.substitute(
                 tracer, self.binder, args, kwargs, leaves, positions, names)
         # Note [Numbers taken from tensors] in tracing/numbers.py
         tracer.item_numbers = self._floats.items_per_call(_codes_of(self.fn),
@@ -471,6 +475,8 @@ class CompiledFunction(EagerFallbacks):
             finally:
                 if placed:
                     placed = tracer.placed = self._floats.restore(placed)
+                if swapped:                  # the caller's own numbers back in place
+                    self._floats.restore(swapped)
             del call_args, call_kwargs
         numbers = tracer.numbers
         scanned.missed_globals(watch.first_globals)   # Note [Globals of code the scan missed]
