@@ -352,9 +352,19 @@ _URANDOM = os.urandom
 
 
 def _global_rng_states():
+    """Python's and numpy's global generator states, cheap to compare (the key's bytes,
+    not its 624-number text: that cost 2.5 ms per trace)."""
     import random
     import numpy as np
-    return random.getstate(), str(np.random.get_state(legacy=False)["state"])
+    st = np.random.get_state(legacy=False)
+    inner = st["state"]
+    key = inner.get("key") if isinstance(inner, dict) else None
+    if isinstance(key, np.ndarray):
+        np_state = (st["bit_generator"], key.tobytes(), inner.get("pos"), st.get("has_gauss"),
+                    st.get("gauss"))
+    else:                                # another bit generator: its state's text
+        np_state = str(inner)
+    return random.getstate(), np_state
 
 
 def _is_user_frame(frame):
