@@ -25,11 +25,12 @@ class _layers:
     VIEW_SCATTER = None
 
 # A tracer installs a callable here; dispatch hands every call to it while it is set.
-from ._effects import trace_hook   # the one "is a trace active" variable (Note [Effects])
+from ._effects import trace_hook, watch_python   # the one "is a trace active" variable (Note [Effects])
 from . import _saved_hooks
 from ._saved_hooks import ACTIVE as _SAVED_HOOKS
 _get_hook = trace_hook.get
 _getprofile, _setprofile = sys.getprofile, sys.setprofile
+_WATCH_EVENT = watch_python._event
 _grad_on = _mode.grad_enabled
 _inference_on = _mode.inference_enabled
 EMPTY = {}
@@ -173,8 +174,8 @@ def dispatch(prim, args, attrs=EMPTY):
     hook = _get_hook()
     if hook is not None:
         watcher = _getprofile()
-        if watcher is None:
-            return hook(prim, _numbers(args), attrs)
+        if getattr(watcher, "__func__", None) is not _WATCH_EVENT:   # (a user's profiler
+            return hook(prim, _numbers(args), attrs)                # stays as it is)
         # Note [Primitives unwatched]: recording and running one primitive calls no user
         # code, so the trace's effect watcher (a profile hook, _effects.watch_python) is
         # off meanwhile: its callback on each of our own calls was 40% of a trace's time

@@ -416,7 +416,12 @@ class watch_python:
         return self
 
     def __exit__(self, *exc):
-        sys.setprofile(self.prev)
+        prev = self.prev
+        if prev is None or callable(prev):
+            sys.setprofile(prev)
+        else:                                # a C profiler (cProfile's): not a Python
+            sys.setprofile(None)             # callable setprofile takes back; it
+            getattr(prev, "enable", lambda: None)()   # re-installs itself
         if self.collecting:
             gc.enable()
         # numpy's generators are compiled methods no profiler sees: compare their states
