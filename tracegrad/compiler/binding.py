@@ -79,6 +79,17 @@ class Binder:
         """A readable name per leaf `bind` gives: the parameter's name, and inside the
         containers passed the path to the leaf (`batch[0]`, `cfg['lr']`, `packed.
         batch_sizes` for a named tuple's field). None when the call does not bind."""
+        bound = self._bound(args, kwargs)
+        if bound is None:
+            return None
+        names = []
+        for name, v in bound.items():
+            _walk_names(v, name, names)
+        return names
+
+    def _bound(self, args, kwargs):
+        """The call's arguments by parameter name, defaults applied; None when the call
+        does not bind."""
         if self.sig is None:
             return None
         try:
@@ -86,10 +97,7 @@ class Binder:
         except TypeError:
             return None
         ba.apply_defaults()
-        names = []
-        for name, v in ba.arguments.items():
-            _walk_names(v, name, names)
-        return names
+        return ba.arguments
 
     def _refresh(self):
         """Re-read the signature when the function's defaults were replaced since
@@ -108,15 +116,11 @@ class Binder:
         (holder, key) for an item of a list or dict the caller passed (a place a trace can
         put a stand-in into and take it out of again), None inside anything else (a tuple).
         None when the call does not bind."""
-        if self.sig is None:
+        bound = self._bound(args, kwargs)
+        if bound is None:
             return None
-        try:
-            ba = self.sig.bind(*args, **kwargs)
-        except TypeError:
-            return None
-        ba.apply_defaults()
         places = []
-        for name, v in ba.arguments.items():
+        for name, v in bound.items():
             _walk_places(v, ("arg", name), places)
         return places
 

@@ -26,14 +26,12 @@ run eagerly.
 import builtins
 import io
 import sys
-import threading
 import weakref
 
 from .._effects import _is_user_frame, active
+from .patched import Patched
 
-_lock = threading.Lock()
-_users = [0]
-_real = [builtins.print]
+_PRINT = Patched(builtins, "print")
 
 
 def _reprint(_, text, file, flush):
@@ -52,12 +50,12 @@ def _print(*args, sep=" ", end="\n", file=None, flush=False):
     caller = sys._getframe(1)
     if (tracer is None or not getattr(tracer, "recording_prints", False) or tracer.replaying
             or not _is_user_frame(caller)):
-        return _real[0](*args, sep=sep, end=end, file=file, flush=flush)
+        return _PRINT.real(*args, sep=sep, end=end, file=file, flush=flush)
     buf = io.StringIO()
     before = tracer.printed
     tracer.printing += 1                 # str(t) inside print(t) guards nothing
     try:
-        _real[0](*args, sep=sep, end=end, file=buf)
+        _PRINT.real(*args, sep=sep, end=end, file=buf)
     finally:
         tracer.printing -= 1
     text = buf.getvalue()
@@ -96,11 +94,7 @@ class recording_prints:
         self.tracer = tracer
 
     def __enter__(self):
-        with _lock:
-            if _users[0] == 0:
-                _real[0] = builtins.print
-                builtins.print = _print
-            _users[0] += 1
+        _PRINT.enter(_print)
         self.tracer.recording_prints = True
         self.tracer.stdout_at_start = sys.stdout
         return self
@@ -108,8 +102,5 @@ class recording_prints:
     def __exit__(self, *exc):
         self.tracer.recording_prints = False
         self.tracer.stdout_at_start = None
-        with _lock:
-            _users[0] -= 1
-            if _users[0] == 0:
-                builtins.print = _real[0]
+        _PRINT.exit()
         return False

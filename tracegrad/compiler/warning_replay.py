@@ -24,17 +24,15 @@ after eager's partial effects.
 """
 import os
 import sys
-import threading
 import warnings
 
 from .._effects import active
+from .patched import Patched
 
 _PKG = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # warnings about the trace itself, issued once by the code that compiles
 _COMPILER = tuple(os.path.join(_PKG, d, "") for d in ("compiler", "tracing"))
-_lock = threading.Lock()
-_users = [0]
-_real = [None]
+_WARN = Patched(warnings, "warn")
 
 
 def _rewarn(_, message, category, filename, lineno, module_globals):
@@ -46,7 +44,7 @@ def _rewarn(_, message, category, filename, lineno, module_globals):
 
 
 def _warn(message, category=None, stacklevel=1, source=None, **kwargs):
-    real = _real[0]
+    real = _WARN.real
     tracer = active()
     caller = sys._getframe(1)
     if (tracer is None or not getattr(tracer, "recording_warnings", False) or tracer.replaying
@@ -123,11 +121,7 @@ class recording_warnings:
         self.tracer = tracer
 
     def __enter__(self):
-        with _lock:
-            if _users[0] == 0:
-                _real[0] = warnings.warn
-                warnings.warn = _warn
-            _users[0] += 1
+        _WARN.enter(_warn)
         tracer = self.tracer
         tracer.recording_warnings = True
         tracer.warning_filters = warnings.filters    # Note [Warnings caught inside]
@@ -139,8 +133,5 @@ class recording_warnings:
 
     def __exit__(self, *exc):
         self.tracer.recording_warnings = False
-        with _lock:
-            _users[0] -= 1
-            if _users[0] == 0:
-                warnings.warn = _real[0]
+        _WARN.exit()
         return False

@@ -63,15 +63,7 @@ class Integer:
 
     # -- the concrete value, guarded --
     def __index__(self):
-        if self._t is None:
-            return self._v
-        owner = self._owner
-        if owner.recording():
-            int(self._t)                 # a guard on the exact value
-        else:
-            owner.unsafe = True
-        owner.exact |= self._roots
-        return self._v
+        return exact_value(self, int)
 
     __int__ = __trunc__ = __floor__ = __ceil__ = __index__
 
@@ -367,3 +359,19 @@ def _power(a, b):
     if a <= 1:
         return 1
     return a ** b if b <= 64 else INT64 * 2
+
+
+
+def exact_value(n, guard):
+    """Stand-in `n`'s concrete value where Python needs it: a guard on the exact value
+    (`guard(tensor)`, `float` or `int`) while its trace records; used outside it, the trace
+    is unsafe to cache. Either way its roots are now keyed by value."""
+    if n._t is None:
+        return n._v
+    owner = n._owner
+    if owner.recording():
+        guard(n._t)
+    else:
+        owner.unsafe = True
+    owner.exact |= n._roots
+    return n._v

@@ -242,15 +242,8 @@ class Number:
 
     # -- the concrete value, guarded --
     def __float__(self):
-        if self._t is None:
-            return self._v
-        owner = self._owner
-        if owner.recording():
-            float(self._t)               # a guard on the exact value
-        else:
-            owner.unsafe = True
-        owner.exact |= self._roots
-        return self._v
+        return exact_value(self, float)
+
 
     def _outcome(self, test, fn):
         """A Python bool from a comparison: a guard on its outcome only."""
@@ -568,6 +561,7 @@ def _fresh(n):
     return n._t.clone()
 
 
-from .integers import Integer  # noqa: E402  (integers.py imports Number from here)
+from .integers import Integer, exact_value  # noqa: E402  (integers.py imports Number)
 
 STAND_INS = (Number, Integer)
+
