@@ -22,6 +22,7 @@ flat calls get holds for it too: a float that changes between calls is read per 
 (Note [Float arguments that change] in dynamic_numbers.py: positional substitution is
 exact here) instead of keyed by value, a re-trace per value.
 """
+import functools
 import inspect
 import math
 
@@ -193,6 +194,33 @@ def _walk(x, leaves, struct, containers):
             containers.append(id(x))
         leaves.append(x)
         struct.append(0)
+
+
+@functools.lru_cache(maxsize=256)
+def swappable(struct):
+    """The leaf indexes of a call of structure `struct` (from `Binder.bind`) that sit
+    directly in an argument, a list or a dict (exact types): the places `leaf_places`
+    names, where a trace can put a stand-in and take it out again. Derived from the
+    structure alone, once per structure."""
+    out, leaf, pos = set(), 0, 0
+
+    def walk(pos, ok):
+        nonlocal leaf
+        e = struct[pos]
+        if e == 0:
+            if ok:
+                out.add(leaf)
+            leaf += 1
+            return pos + 1
+        kind, t, n = e
+        inner = t is dict if kind == "d" else t is list
+        pos += 1
+        for _ in range(len(n) if kind == "d" else n):
+            pos = walk(pos, inner)
+        return pos
+    while pos < len(struct):
+        pos = walk(pos, True)
+    return frozenset(out)
 
 
 def _walk_places(x, place, places):

@@ -25,7 +25,7 @@ the containers passed take part too (a list of rewards or of loss weights, a con
 entries): when the entry key's structure is the same and only such numbers changed, those
 in a list or dict (not a tuple: a trace cannot put a stand-in into it) become dynamic, and
 a trace puts the stand-in into the caller's container for its duration and the very number
-back afterwards (`Binder.leaf_places`); the container's contents are compared before and
+back afterwards (`swappable`, `Binder.leaf_places`); the container's contents are compared before and
 after by identity, as for any container argument, so that swap is invisible.
 
 Int arguments take part the same way (an `epoch`, a diffusion step `t`): once a call
@@ -55,6 +55,7 @@ the float is back in its place, and would bake it in.
 import threading
 
 from ..tracing.numbers import Numbers
+from .binding import swappable
 
 DYNAMIC = ("S", ("f", "read per call"))   # a dynamic float's part of the entry key
 DYNAMIC_INT = ("S", ("i", "read per call"))   # a dynamic int's
@@ -97,22 +98,17 @@ class DynamicFloats:
         self.items = True            # `.item()` gives Numbers (Note [Numbers taken from
         #                              tensors]) until a trace's Numbers escaped
 
-    def key(self, key, leaves, struct, places=None):
+    def key(self, key, leaves, struct):
         """`key` with the dynamic float positions of this call typed, not valued; the
         holder gets the call's leaves. `key` itself when there are none. With containers
-        (`struct`), `places()` gives where each leaf sits: only a leaf a trace can swap is
-        typed."""
+        (`struct`), only a leaf a trace can swap is typed (`swappable`)."""
         if not self.dynamic:
             return key
-        where = None
-        if struct is not None:
-            where = places() if places is not None else None
-            if where is None or len(where) != len(leaves):
-                return key
+        ok = None if struct is None else swappable(struct)
         parts = list(key[0])
         hit = False
         for i in self.dynamic:
-            if where is not None and where[i] is None:
+            if ok is not None and i not in ok:
                 continue
             part = _dynamic_part(leaves[i]) if i < len(leaves) else None
             if part is not None:
@@ -123,17 +119,13 @@ class DynamicFloats:
         self.holder.set(leaves)
         return (tuple(parts),) + key[1:]
 
-    def widen(self, last, key, leaves, struct, names, places=None):
+    def widen(self, last, key, leaves, struct, names):
         """(key, reason) when `key` differs from the last call's key `last` only in the
         values of float arguments: those become dynamic. None otherwise. With containers
-        (`struct`), only numbers `places()` can swap take part."""
+        (`struct`), only numbers a trace can swap take part (`swappable`)."""
         if last is None or len(last) != len(key) or last[1:] != key[1:] or self.typed:
             return None
-        where = None
-        if struct is not None:
-            where = places() if places is not None else None
-            if where is None or len(where) != len(leaves):
-                return None
+        ok = None if struct is None else swappable(struct)
         old, new = last[0], key[0]
         if len(old) != len(new):
             return None
@@ -142,7 +134,7 @@ class DynamicFloats:
             if a == b:
                 continue
             if (a[0] != "S" or b[0] != "S" or i in self.static
-                    or where is not None and where[i] is None
+                    or ok is not None and i not in ok
                     or not (a[1][0] == b[1][0] == "f" and type(leaves[i]) is float
                             or a[1][0] is b[1][0] is int
                             and _dynamic_part(leaves[i]) is DYNAMIC_INT
@@ -157,7 +149,7 @@ class DynamicFloats:
         said = [f"'{names[i]}'" if i < len(names) else f"{i}" for i in changed]
         said = (f"{kind} argument {said[0]} changed value" if len(said) == 1 else
                 f"{kind} arguments {', '.join(said[:-1])} and {said[-1]} changed value")
-        return self.key(key, leaves, struct, lambda: where), (
+        return self.key(key, leaves, struct), (
             f"{said}: read per call from now on (no re-trace for new values)")
 
     def widen_places(self, entry):

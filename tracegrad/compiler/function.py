@@ -219,8 +219,7 @@ class CompiledFunction(EagerFallbacks):
                 return self.fn(*args, **kwargs)
             key, tensors, aliased = entry_key(leaves, struct)
             if self._floats.dynamic:         # Note [Float arguments that change]
-                key = self._floats.key(key, leaves, struct,
-                                       lambda: self.binder.leaf_places(args, kwargs))
+                key = self._floats.key(key, leaves, struct)
             if self.module is not None:
                 key = key + (tuple(m.training for m in self.module.modules()),)
             if aliased:                          # Note [Arguments sharing memory]
@@ -237,8 +236,7 @@ class CompiledFunction(EagerFallbacks):
             if entry is None and self._last_key is not None:
                 names = (self.binder.leaf_names(args, kwargs) if struct is not None
                          else None) or _arg_names(self.fn, len(leaves))
-                wider = self._floats.widen(self._last_key, key, leaves, struct, names,
-                                           lambda: self.binder.leaf_places(args, kwargs))
+                wider = self._floats.widen(self._last_key, key, leaves, struct, names)
                 if wider is not None:
                     key = wider[0]
                     entry = self.entries.get(key)
