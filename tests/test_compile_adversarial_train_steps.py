@@ -623,7 +623,8 @@ def test_a_global_step_hook_added_between_calls_is_seen_by_the_compiled_step():
             h.remove()
 
 
-def test_a_step_hook_counting_its_calls_runs_the_step_eagerly_with_a_warning():
+def test_a_step_hook_counting_its_calls_compiles_and_counts_every_call():
+    # Note [Numbers written to Python state]: the count is read and written back per call
     def make(comp):
         m = _mlp()
         opt = tg.optim.SGD(m.parameters(), lr=0.1)
@@ -633,7 +634,8 @@ def test_a_step_hook_counting_its_calls_runs_the_step_eagerly_with_a_warning():
             seen["steps"] += 1
         opt.register_step_pre_hook(count)
         return comp(lambda x, y: _std_step(m, opt, None, x, y)), dict(m=m, opt=opt, seen=seen)
-    _compare(make, _plain, 4, loud="must")
+    stats = _compare(make, _plain, 6)
+    assert stats.eager_calls == 0 and stats.cache_hits >= 3, stats
 
 
 @pytest.mark.parametrize("dtype", [tg.float32, tg.float64])

@@ -190,10 +190,13 @@ def is_number(value, narrow=False):
     a numpy one (a learning rate computed with numpy), never a bool; a numpy float
     narrower than float64 only when `narrow` (Note [Narrow numpy hyper-parameters]).
     `narrow` "int": an int argument read per call as int64, a plain int of at most 2**62
-    (Note [Integers read per call] in tracing/integers.py)."""
+    (Note [Integers read per call] in tracing/integers.py). `narrow` "float": a Python float
+    only (a float place of Python state, Note [Float attributes that change])."""
     t = type(value)
     if narrow == "int":
         return t is int and -_INT_LIMIT <= value <= _INT_LIMIT
+    if narrow == "float":                # a float place of Python state: a float only
+        return t is float
     return t is float or t is int or t in _NUMPY_NUMBERS or (narrow and t in _NARROW_FLOATS)
 
 

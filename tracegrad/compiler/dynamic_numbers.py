@@ -161,7 +161,7 @@ class DynamicFloats:
         found = {}
         for path in entry.paths:
             bad = [g for g in path.state_guards if not _holds(g)]
-            if not bad or not all(_float_place(g) for g in bad):
+            if not bad or not all(number_place(g) for g in bad):
                 return None
             for g in bad:
                 k = (id(g.holder), g.key)
@@ -194,8 +194,9 @@ class DynamicFloats:
         return [i for i, p in enumerate(key[0]) if p == DYNAMIC or p == DYNAMIC_INT]
 
     def place_numbers(self, tracer):
-        """Put a Number into each dynamic place holding a float now: [(holder, key, the
-        float, the Number)], to `restore` after the trace."""
+        """Put a Number into each dynamic place holding a float now, an Integer where it
+        holds an int: [(holder, key, the number, its stand-in)], to `restore` after the
+        trace."""
         out = []
         numbers = tracer.numbers
         for k, (holder, key) in list(self.places.items()):
@@ -203,12 +204,17 @@ class DynamicFloats:
                 value = holder[key]
             except (KeyError, IndexError, TypeError):
                 continue
-            if type(value) is not float:
+            kind = number_kind(value)
+            if kind is None:
                 continue
             if numbers is None:
                 numbers = tracer.numbers = Numbers(tracer)
-            t = tracer.scalar_source(holder, key, value)
-            n = numbers.root(t, value, ("place",) + k)
+            if kind == "i":
+                t = tracer.scalar_source(holder, key, value, narrow="int")
+                n = numbers.root_int(t, value, ("place",) + k, _INT_LIMIT)
+            else:
+                t = tracer.scalar_source(holder, key, value, narrow="float")
+                n = numbers.root(t, value, ("place",) + k)
             holder[key] = n
             out.append((holder, key, value, n))
         return out
@@ -334,11 +340,25 @@ def _holds(g):
         return False
 
 
-def _float_place(g):
-    """A guard on a float in a dict or a list that holds a float now."""
-    if g.mode != "eq" or type(g.expected) is not float or not isinstance(g.holder, (dict, list)):
+def number_kind(v):
+    """"f" for a float, "i" for a plain int that can be read per call, None otherwise."""
+    t = type(v)
+    if t is float:
+        return "f"
+    if t is int and -_INT_LIMIT <= v <= _INT_LIMIT:
+        return "i"
+    return None
+
+
+def number_place(g):
+    """A value guard on a number (a float, or an int: not a bool) in a dict or a list that
+    holds a number of the same kind now."""
+    if g.mode != "eq" or not isinstance(g.holder, (dict, list)):
+        return False
+    kind = number_kind(g.expected)
+    if kind is None:
         return False
     try:
-        return type(g.current()) is float
+        return number_kind(g.current()) == kind
     except (ValueError, IndexError, KeyError, TypeError):
         return False

@@ -243,6 +243,10 @@ def effect_lines(path):
             for pos in getattr(path, "retain_inputs", ())]
     out += [f"  %{names[ins[pos]]}.grad = " + ("None" if k is None else f"result {k}")
             for pos, k in path.grad_set_plan]
+    where = getattr(path, "scalar_names", {})   # Note [Numbers written to Python state]
+    out += [f"  {where.get((id(h), key), f'{type(h).__name__}[{key!r}]')} = "
+            + (repr(c) if k is None else f"a number the program computes (extra result {k})")
+            + " after the program" for h, key, k, c in getattr(path.out_build, "writes", ())]
     out += [f"  output {k}: backward() already ran through its graph inside; no saved values,"
             f" its grad_fn ({name}) raises on a second backward" for k, name in
             path.consumed.items()]

@@ -11,6 +11,7 @@ import warnings
 
 from .._errors import user_stacklevel
 from ..tracing.forward_memo import next_attempt
+from . import place_writes
 
 
 class EagerFallbacks:
@@ -118,6 +119,10 @@ class EagerFallbacks:
         an optimizer creating state for more parameters does not count (`growth`, Note
         [Optimizer state growth] in state.py) up to `cache_limit` times."""
         entry.growths = getattr(entry, "growths", 0) + growth
+        widened = place_writes.widen(self._floats, changed)
+        if widened is not None:          # Note [Numbers written to Python state]
+            entry.unstable_reason = widened
+            return out
         g = changed[0]
         if growth and entry.growths <= self.cache_limit:
             entry.unstable_reason = (f"the last trace created optimizer state ({g.where}), "

@@ -57,6 +57,7 @@ from .._effects import replay_reads, watch_python
 from .foreign_rng import drawn
 from .binding import Binder, changed_argument
 from .dynamic_numbers import DynamicFloats, taken_from_tensors
+from . import place_writes
 from ..tracing.numbers import split_outputs
 from .state import optimizer_state_growth, scan
 from .caller_arrays import returns_callers_array, written_array
@@ -359,8 +360,17 @@ class CompiledFunction(EagerFallbacks):
             args, kwargs, leaves, containers, positions)
         if tracer.numbers is not None:       # Note [Float arguments that change]
             late = any(CLASS_OF.get(n.prim) is not None for n in tracer.graph.nodes)
-            if not self._floats.settle(tracer.numbers, positions, tracer.placed, late) and (
-                    late or not any(e.eager for e in tracer.effects)):
+            _, bad, fresh = tracer.place_writes or ((), (), ())
+            for h, k in fresh:               # Note [Numbers written to Python state]
+                if (id(h), k) not in self._floats.static_places:
+                    self._floats.places[(id(h), k)] = (h, k)
+            for h, k in bad:                 # what no cached call can write: by value
+                self._floats.static_places[(id(h), k)] = (h, k)
+                self._floats.places.pop((id(h), k), None)
+            settled = self._floats.settle(tracer.numbers, positions, tracer.placed, late)
+            if bad or fresh:
+                settled = False
+            if not settled and (late or not any(e.eager for e in tracer.effects)):
                 return out           # (a path that runs eagerly anyway is stored as one)
             if self._floats.static.intersection(positions):
                 key = self._floats.valued(key, leaves)
@@ -459,6 +469,9 @@ class CompiledFunction(EagerFallbacks):
                 out = self.fn(*call_args, **call_kwargs)
                 if tracer.numbers is not None:
                     out, number_outs = split_outputs(out)
+                    # Note [Numbers written to Python state] in place_writes.py
+                    tracer.place_writes = place_writes.collect(tracer.numbers, placed,
+                                                               scanned.guards)
             except BaseException as e:
                 if tracer.numbers is not None:
                     if isinstance(e, TypeError) and taken_from_tensors(tracer.numbers):
@@ -539,6 +552,13 @@ class CompiledFunction(EagerFallbacks):
         if number_outs and all(t is not None for t in number_outs.values()):
             outs = [number_outs.get(k, o) for k, o in enumerate(outs)]
             build = _numbers_out(build, frozenset(number_outs))
+        writes = tracer.place_writes[0] if tracer.place_writes else ()
+        if writes:                           # Note [Numbers written to Python state]
+            extra = [t for _, _, t, _ in writes if t is not None]
+            ks = iter(range(len(extra)))
+            build = place_writes.with_writes(build, len(outs), [
+                (h, k, None if t is None else next(ks), c) for h, k, t, c in writes])
+            outs = list(outs) + extra
         return tracer, scanned, out, outs, build, n_args, read_keys
 
     def _store(self, entry, path, reason):

@@ -29,8 +29,9 @@ appended item or an added hook re-traces. Plain data nested deeper than MAX_NEST
 containers longer than MAX_ITEMS is guarded by a deep copy (Note [Data beyond the walk]);
 other reads beyond this reach (values behind calls, objects or tensors nested deeper) are
 not guarded: pass such values as arguments. A function
-that changes scalar state it reads (a call counter) re-traces on each call until
-`cache_limit`, then runs eagerly, which is what eager gives. After the trace, guards on what
+that changes number state it reads (a call counter, a running loss) reads it per call and
+writes it back after each cached call (Note [Numbers written to Python state] in
+place_writes.py); one that changes other state it reads runs eagerly after two such traces. After the trace, guards on what
 user code cannot have read are dropped (compiler/state_unread.py).
 
 This file is the walk; the guards and their per-call check are compiler/state_guards.py,

@@ -72,7 +72,8 @@ def _outputs(out_tensors, build, grad_sets, inputs=()):
     return Outputs(
         build=build, is_tensor=is_tensor,
         consts=tuple(None if t else o for t, o in zip(is_tensor, out_tensors)),
-        single=(len(out_tensors) == 1 and is_tensor[0]
+        # (a build that writes Python state must run on every call: place_writes.py)
+        single=(len(out_tensors) == 1 and is_tensor[0] and not hasattr(build, "writes")
                 and build(list(out_tensors)) is out_tensors[0]),
         requires=tuple(o.requires_grad and k not in consumed for k, o in enumerate(tens)),
         consumed=consumed,

@@ -1,0 +1,106 @@
+"""Numbers a traced call writes into Python state: replayed by each cached call.
+
+Note [Numbers written to Python state]
+A training step keeps counters and running values on objects: `self.steps += 1`,
+`self.last_loss = loss.item()`, `self.ema = 0.9 * self.ema + 0.1 * loss.item()`, a
+`global_step` in a config dict. Such a place is guarded by value (Note [Captured state] in
+state.py), and a trace that changes it is not cached (replaying its path would skip the
+write), so before this every such step ran eagerly from its second call. Now:
+- A trace that changes only number places (a float or an int, not a bool, in an object's
+  attribute dict or a list or dict: `number_place` in dynamic_numbers.py), before and after, makes them
+  *dynamic* (`widen`): the next trace reads each through a stand-in (a `Number` or an
+  `Integer`, Note [Float attributes that change] in dynamic_numbers.py), so nothing it
+  computes from the place is a constant.
+- When that trace returns, each dynamic place holding a stand-in of the trace other than
+  its own is a *written place* (`collect`): the stand-in's traced value becomes an extra
+  output of the program, and the place gets the plain number eager stored. A place holding
+  a plain number (or None, a bool, a str) that the trace wrote is written that constant
+  (it came from constants and guarded values, as a path's constant outputs do).
+  Anything else written there (a list, an object) keeps the path from being cached.
+- A stand-in written into a number place the trace did not read through a stand-in (its
+  first trace: `self.last_loss = loss.item()` with the place still keyed by value) gets
+  its plain value there too, and the place becomes dynamic for the next trace; that trace
+  is not cached, but its `.item()` stand-ins stay on (`fresh`: not an escape).
+- Each cached call writes its places after its program ran, when the path's outputs are
+  rebuilt (`with_writes`), in the order the trace left them. A call that fails before
+  that (an error inside the program reruns the call eagerly) writes nothing twice.
+"""
+from ..tracing.numbers import STAND_INS, _fresh
+from .dynamic_numbers import number_place
+
+_CONSTANTS = (int, float, bool, str, type(None))
+
+
+def widen(floats, changed):
+    """The reason to trace again with stand-ins at the places `changed` (the trace's own
+    broken guards) when each is a number place (`number_place`) not found to need its
+    value; None otherwise (the trace changed state it reads: not cached)."""
+    if floats.typed or not changed or not all(number_place(g) for g in changed):
+        return None
+    keys = [(id(g.holder), g.key) for g in changed]
+    if any(k in floats.static_places for k in keys):
+        return None
+    for k, g in zip(keys, changed):
+        floats.places[k] = (g.holder, g.key)
+    said = " and ".join(g.where for g in changed)
+    return (f"it changes {said}, which it also reads: read per call and written back by "
+            "each call from now on")
+
+
+def collect(numbers, placed, guards):
+    """The places written by the trace that just returned: ([(holder, key, fresh tensor or
+    None, constant)], bad, fresh) with `placed` the dynamic places' (holder, key, value
+    before, stand-in), `guards` the scan's value guards. Call while the trace records.
+    `bad`: places holding what no cached call can replay, [(holder, key)]. `fresh`: number
+    places the trace wrote a stand-in into without reading them through one."""
+    writes, bad, mine = [], [], set()
+    for holder, key, _, n in placed:
+        mine.add((id(holder), key))
+        try:
+            now = holder[key]
+        except (KeyError, IndexError, TypeError):
+            bad.append((holder, key))    # deleted: a cached call cannot replay that
+            continue
+        if now is n:
+            continue
+        if type(now) in STAND_INS and now._owner is numbers:
+            t = _fresh(now)
+            if t is None:
+                bad.append((holder, key))
+                continue
+            holder[key] = now._v
+            writes.append((holder, key, t, None))
+        elif type(now) in _CONSTANTS:
+            writes.append((holder, key, None, now))
+        else:
+            bad.append((holder, key))
+    fresh = []
+    for g in guards:
+        if (id(g.holder), g.key) in mine or g.mode != "eq" \
+                or not isinstance(g.holder, (dict, list)):
+            continue
+        try:
+            now = g.holder[g.key]
+        except (KeyError, IndexError, TypeError):
+            continue
+        if type(now) in STAND_INS and now._owner is numbers:
+            g.holder[g.key] = now._v
+            mine.add((id(g.holder), g.key))
+            fresh.append((g.holder, g.key))
+    return writes, bad, fresh
+
+
+def with_writes(build, n, writes):
+    """`build` over the first `n` leaves, writing `writes` first: each (holder, key, k,
+    constant) stores leaf n + k (a 0-d float64 or int64 tensor) as a Python number, or the
+    constant when k is None."""
+    def rebuild(leaves):
+        for holder, key, k, const in writes:
+            if k is None:
+                holder[key] = const
+            else:
+                v = leaves[n + k]._data.reshape(()).item()
+                holder[key] = int(v) if leaves[n + k]._data.dtype.kind in "iu" else float(v)
+        return build(leaves[:n])
+    rebuild.writes = writes
+    return rebuild
