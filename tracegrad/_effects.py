@@ -409,6 +409,9 @@ class watch_python:
         self.foreign_calls = set()  # code of other libraries user code called
         self.dict_reads = set()     # ids of dicts user code read by computed keys (items(),
         #                             values(), ...: Note [Hyper-parameters unread])
+        self.appends = {}           # id(list) -> [the list, its length before, the effects]:
+        #                             `append` on a caller's list (compiler/append_replay.py)
+        self.mutated = set()        # ids of the caller's containers changed otherwise
 
     def __enter__(self):
         self.prev = sys.getprofile()
@@ -553,6 +556,14 @@ class watch_python:
         elif name in _MUTATORS and id(owner) in self.external:
             self._report(frame, "mutation", f"{type(owner).__name__}.{name}() on a "
                          "container the caller can see")
+            # Note [Appends to the caller's lists] in compiler/append_replay.py (code the
+            # trace records: not a custom Function's forward, which every call runs again)
+            if (name == "append" and type(owner) is list and not self.tracer.replaying
+                    and self._hook.get() is not None):
+                self.appends.setdefault(id(owner), [owner, len(owner), []])[2].append(
+                    self.tracer.effects[-1])
+            else:
+                self.mutated.add(id(owner))
         elif fn is _OPEN or (name in _WRITES and type(owner).__module__ in ("_io", "io")):
             self._report(frame, "io", "open()" if fn is _OPEN else   # Note [Files]
                          f"{type(owner).__name__}.{name}() (a file)")

@@ -97,6 +97,8 @@ class DynamicFloats:
         self.static_places = {}      # the same, of places found to need their value
         self.items = True            # `.item()` gives Numbers (Note [Numbers taken from
         #                              tensors]) until a trace's Numbers escaped
+        self.rebound = {}            # places a trace stored another tensor at (Note
+        #                              [Tensors written to Python state] in tensor_places.py)
 
     def key(self, key, leaves, struct):
         """`key` with the dynamic float positions of this call typed, not valued; the

@@ -218,6 +218,8 @@ def source_lines(path):
         k = next((i for i, t in enumerate(path.captured) if t is r), None)
         return f"%{names[ins[path.n_args + k]]}" if k is not None else "a tensor"
     out = [f"  %{names[ins[path.n_args + j]]} = {owner(r)}.grad" for j, r in path.sources]
+    out += [f"  %{names[ins[path.n_args + j]]} = {type(h).__name__}[{k!r}]  (the tensor "
+            "stored there by the last call)" for j, h, k in getattr(path, "place_sources", ())]
     where = getattr(path, "scalar_names", {})
     out += [f"  %{names[ins[path.n_args + j]]} = "
             f"{where.get((id(h), k), f'{type(h).__name__}[{k!r}]')}  (a runtime number: "
@@ -244,9 +246,12 @@ def effect_lines(path):
     out += [f"  %{names[ins[pos]]}.grad = " + ("None" if k is None else f"result {k}")
             for pos, k in path.grad_set_plan]
     where = getattr(path, "scalar_names", {})   # Note [Numbers written to Python state]
-    out += [f"  {where.get((id(h), key), f'{type(h).__name__}[{key!r}]')} = "
-            + (repr(c) if k is None else f"a number the program computes (extra result {k})")
-            + " after the program" for h, key, k, c in getattr(path.out_build, "writes", ())]
+    from .append_replay import APPEND
+    out += [(f"  {type(h).__name__}.append(" if key is APPEND else
+             f"  {where.get((id(h), key), f'{type(h).__name__}[{key!r}]')} = ")
+            + (repr(c) if k is None else f"extra result {k} of the program")
+            + (")" if key is APPEND else "") + " after the program"
+            for h, key, k, c, _ in getattr(path.out_build, "writes", ())]
     out += [f"  output {k}: backward() already ran through its graph inside; no saved values,"
             f" its grad_fn ({name}) raises on a second backward" for k, name in
             path.consumed.items()]

@@ -57,7 +57,7 @@ from .._effects import replay_reads, watch_python
 from .foreign_rng import drawn
 from .binding import Binder, changed_argument
 from .dynamic_numbers import DynamicFloats, taken_from_tensors
-from . import place_writes
+from . import append_replay, place_writes, tensor_places
 from ..tracing.numbers import split_outputs
 from .state import optimizer_state_growth, scan
 from .caller_arrays import returns_callers_array, written_array
@@ -461,7 +461,7 @@ class CompiledFunction(EagerFallbacks):
         # Note [Numbers taken from tensors] in tracing/numbers.py
         tracer.item_numbers = self._floats.items_per_call(_codes_of(self.fn),
                                                           scanned.code_names)
-        number_outs = {}
+        number_outs, appends, stored = {}, (), ()
         with tracer, watch_python(tracer, external, _codes_of(self.fn)) as watch, \
                 recording_warnings(tracer), recording_prints(tracer):  # Notes [Warnings
             #                                         replayed], [Prints replayed]
@@ -472,6 +472,12 @@ class CompiledFunction(EagerFallbacks):
                     # Note [Numbers written to Python state] in place_writes.py
                     tracer.place_writes = place_writes.collect(tracer.numbers, placed,
                                                                scanned.guards)
+                # Note [Appends to the caller's lists] in append_replay.py
+                appends = append_replay.collect(tracer, watch, scanned.guards,
+                                                set(containers))
+                # Note [Tensors written to Python state] in tensor_places.py
+                stored, tracer.place_sources = tensor_places.collect(
+                    tracer, scanned.bindings, self._floats.rebound)
             except BaseException as e:
                 if tracer.numbers is not None:
                     if isinstance(e, TypeError) and taken_from_tensors(tracer.numbers):
@@ -530,6 +536,9 @@ class CompiledFunction(EagerFallbacks):
         functions = {CLASS_OF.get(n.prim) for n in tracer.graph.nodes}
         scanned.unread = {id(g) for g in unread_attribute_guards(
             scanned, watch, [c for c in functions if c is not None])}
+        if appends:                          # Note [Appends to the caller's lists]
+            scanned.unread |= append_replay.dropped_guards([a for a, _ in appends],
+                                                           scanned.guards)
         read_keys = keys_user_code_may_read(scanned, watch)
         scanned.unread_hyper = {id(g) for g in unread_hyper_guards(scanned, read_keys)}
         try:
@@ -552,12 +561,18 @@ class CompiledFunction(EagerFallbacks):
         if number_outs and all(t is not None for t in number_outs.values()):
             outs = [number_outs.get(k, o) for k, o in enumerate(outs)]
             build = _numbers_out(build, frozenset(number_outs))
-        writes = tracer.place_writes[0] if tracer.place_writes else ()
-        if writes:                           # Note [Numbers written to Python state]
-            extra = [t for _, _, t, _ in writes if t is not None]
+        # Notes [Numbers written to Python state], [Appends to the caller's lists]
+        writes = [(h, k, t, c, t is not None) for h, k, t, c in
+                  (tracer.place_writes[0] if tracer.place_writes else ())]
+        writes += [(lst, append_replay.APPEND, t, c, number) for lst, items in appends
+                   for t, c, number in items]
+        writes += [(h, k, t, None, False) for h, k, t in stored]
+        if writes:
+            extra = [t for _, _, t, _, _ in writes if t is not None]
             ks = iter(range(len(extra)))
             build = place_writes.with_writes(build, len(outs), [
-                (h, k, None if t is None else next(ks), c) for h, k, t, c in writes])
+                (h, k, None if t is None else next(ks), c, number)
+                for h, k, t, c, number in writes])
             outs = list(outs) + extra
         return tracer, scanned, out, outs, build, n_args, read_keys
 

@@ -24,6 +24,7 @@ from ..ir.interpret import GuardFailed
 from .._tensor_storage import _root
 from .state_guards import checker, first_failing
 from .trace_plan import leaf_hooks
+from .tensor_places import read as read_place
 from .warning_replay import recorded, would_raise
 
 
@@ -164,7 +165,8 @@ class CompiledPath:
                 return None, (f"{attr} of {who} read by the function changed: {value} -> "
                               f"{attr_now(t, attr)}")
         captured = self.captured
-        if self.sources or self.grad_none or self.grad_some or self.scalar_sources:
+        if self.sources or self.grad_none or self.grad_some or self.scalar_sources \
+                or self.place_sources:
             captured, bad = self._read_sources(args)
             if bad is not None:
                 return None, bad
@@ -194,6 +196,11 @@ class CompiledPath:
             if g is None:
                 return None, "a .grad read by the function is None now"
             captured[j] = g
+        for j, holder, key in self.place_sources:   # Note [Tensors written to Python state]
+            t = read_place(holder, key)
+            if t is None:
+                return None, f"{key!r} no longer holds a tensor"
+            captured[j] = t
         for j, holder, key, index, n, narrow in self.scalar_sources:
             value = holder.get(key) if isinstance(holder, dict) else holder[key]
             if index is not None:

@@ -26,6 +26,7 @@ write), so before this every such step ran eagerly from its second call. Now:
   that (an error inside the program reruns the call eagerly) writes nothing twice.
 """
 from ..tracing.numbers import STAND_INS, _fresh
+from .append_replay import APPEND
 from .dynamic_numbers import number_place
 
 _CONSTANTS = (int, float, bool, str, type(None))
@@ -91,16 +92,24 @@ def collect(numbers, placed, guards):
 
 
 def with_writes(build, n, writes):
-    """`build` over the first `n` leaves, writing `writes` first: each (holder, key, k,
-    constant) stores leaf n + k (a 0-d float64 or int64 tensor) as a Python number, or the
-    constant when k is None."""
+    """`build` over the first `n` leaves, making `writes` first, in order: each (holder, key,
+    k, constant, number) stores leaf n + k (as a Python number when `number`: a 0-d float64
+    or int64 tensor), or the constant when k is None, at `holder[key]`; with key `APPEND`,
+    appends it to the list `holder` (Note [Appends to the caller's lists])."""
     def rebuild(leaves):
-        for holder, key, k, const in writes:
+        for holder, key, k, const, number in writes:
             if k is None:
-                holder[key] = const
+                v = const
             else:
-                v = leaves[n + k]._data.reshape(()).item()
-                holder[key] = int(v) if leaves[n + k]._data.dtype.kind in "iu" else float(v)
+                v = leaves[n + k]
+                if number:
+                    d = v._data
+                    v = d.reshape(()).item()
+                    v = int(v) if d.dtype.kind in "iu" else float(v)
+            if key is APPEND:
+                holder.append(v)
+            else:
+                holder[key] = v
         return build(leaves[:n])
     rebuild.writes = writes
     return rebuild

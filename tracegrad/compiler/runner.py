@@ -29,6 +29,7 @@ from .._tensor import Tensor
 from ..ir.interpret import GuardFailed
 from ..ops.elementwise import quiet_enter, quiet_exit
 from .backward_node import ConsumedBackward
+from .tensor_places import read as read_place
 from .warning_replay import would_raise
 
 
@@ -45,7 +46,7 @@ def build_runner(path):
            "_copyto": np.copyto, "_attach": path._attach,
            "_state": path._state_holds, "_miss": path._miss, "_root": _root,
            "_f64": _f64, "_i64": _i64, "_Consumed": ConsumedBackward, "_number": is_number,
-           "_Rerun": RerunEagerly}
+           "_Rerun": RerunEagerly, "_read_place": read_place}
     env.update({f"c{i}": t for i, t in enumerate(path.captured)})   # fixed unless sourced
     lines = ["def call(args):"]
     if n_args:
@@ -74,6 +75,9 @@ def build_runner(path):
         lines.append(f"    if {owner(r)}._grad is None: {miss}")
     for j, r in path.sources:
         lines += [f"    c{j} = {owner(r)}._grad", f"    if c{j} is None: {miss}"]
+    for j, holder, key in path.place_sources:   # Note [Tensors written to Python state]
+        env[f"ph{j}"], env[f"pk{j}"] = holder, key
+        lines += [f"    c{j} = _read_place(ph{j}, pk{j})", f"    if c{j} is None: {miss}"]
     scalar = {j for j, *_ in path.scalar_sources}
     for j, holder, key, index, n, narrow in path.scalar_sources:
         # (one tuple swapped whole, so threads calling at once never mix two values)

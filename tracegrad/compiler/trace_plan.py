@@ -36,6 +36,8 @@ class TracePlan:
     inner_uses: dict = None  # output k -> outputs computed from it inside the function
     retain_inputs: list = ()  # input positions: retain_grad after the program (a non-leaf
     #                        argument or captured tensor the function called it on)
+    place_sources: list = ()  # [(captured index, holder, key)]: captured input j is the
+    #                        tensor at holder[key] (Note [Tensors written to Python state])
     eager_reason: str = None
 
 
@@ -141,6 +143,8 @@ def plan_from_trace(tracer, out_tensors, grad_sets):
         pre_effects=pre_effects, post_retain=post_retain, retain_inputs=retain_inputs,
         inner_uses=inner_uses(tracer.graph, user_outs),
         grad_set_plan=grad_set_plan,
+        place_sources=[(j, *tracer.place_sources[v]) for j, (v, _) in
+                       enumerate(tracer.captured) if v in tracer.place_sources],
         pre_clear=pre_clear, pre_clear_held=held,
         hook_checks=_hook_checks([o for o, _ in grad_sets] + tracer.leaves_reached,
                                  position, ref),

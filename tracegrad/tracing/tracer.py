@@ -136,6 +136,7 @@ class Tracer:
         self.numbers = None      # numbers.Numbers: float arguments read per call, if any
         self.placed = ()         # [(holder, key, float, Number)]: Numbers put into places
         self.place_writes = None  # (writes, ok, fresh): compiler/place_writes.py
+        self.place_sources = {}  # captured Value -> (holder, key): compiler/tensor_places.py
         self.item_numbers = False  # `.item()` of a floating tensor gives a Number (Note
         #                            [Numbers taken from tensors] in numbers.py)
         self.replays = []        # [(obj, method, args, kwargs, attributes it rewrote)]
