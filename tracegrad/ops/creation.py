@@ -8,6 +8,7 @@ import numbers
 import operator
 
 import threading
+import weakref
 
 import numpy as np
 
@@ -283,6 +284,16 @@ def _seed_value(seed):
     return seed % 2 ** 64
 
 
+# every Generator alive, so work that runs kernels without being the user's call (the VJP
+# pass deriving a backward program) can leave them as it found them (`live_generators`)
+_LIVE = weakref.WeakSet()
+
+
+def live_generators():
+    """The Generator objects alive now."""
+    return list(_LIVE)
+
+
 class Generator:
     """Random state (numpy PCG64). `manual_seed` resets the default generator. A fresh
     `Generator()` starts from PyTorch's default seed, so its draws repeat run to run."""
@@ -294,6 +305,7 @@ class Generator:
         seed = _DEFAULT_SEED if seed is None else _seed_value(seed)
         self._rng = np.random.default_rng(seed)
         self._seed = seed
+        _LIVE.add(self)
         from .._dispatch import trace_hook
         if trace_hook.get() is not None:
             # made inside a traced function: a compiled call reuses this very object, so
