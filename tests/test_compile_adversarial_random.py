@@ -106,3 +106,185 @@ def test_a_custom_forward_drawing_from_its_own_generator_is_never_frozen(backend
             rec.append(([o.tolist() for o in out], between, tg.rand((), generator=gen).item()))
         runs.append(rec)
     assert runs[1] == runs[0]
+
+
+# -- sampling functions against PyTorch ----------------------------------------------------
+
+def _error_of(fn, lib):
+    try:
+        fn(lib)
+    except Exception as e:                   # noqa: BLE001 -- compared with torch's
+        return e
+    return None
+
+
+_ERRORS = {
+    "randn of an integer dtype": lambda m: m.randn(3, dtype=m.int64),
+    "rand of bool": lambda m: m.rand(3, dtype=m.bool),
+    "rand_like of an integer tensor": lambda m: m.rand_like(m.zeros(3, dtype=m.int64)),
+    "randint, empty range": lambda m: m.randint(3, 3, (2,)),
+    "randint, high below low": lambda m: m.randint(5, 3, (2,)),
+    "randperm(-1)": lambda m: m.randperm(-1),
+    "normal, a negative std tensor": lambda m: m.normal(m.zeros(3), -m.ones(3)),
+    "normal, an integer mean": lambda m: m.normal(m.zeros(3, dtype=m.int64), 1.0),
+    "uniform_(2, 1)": lambda m: m.zeros(3).uniform_(2, 1),
+    "normal_ with std < 0": lambda m: m.zeros(3).normal_(0, -1),
+    "normal_ of an integer tensor": lambda m: m.zeros(3, dtype=m.int64).normal_(),
+    "uniform_ of an integer tensor": lambda m: m.zeros(3, dtype=m.int64).uniform_(),
+    "bernoulli of an integer tensor": lambda m: m.bernoulli(m.tensor([1, 0])),
+    "exponential_(0)": lambda m: m.zeros(3).exponential_(0),
+    "exponential_ of an integer tensor": lambda m: m.zeros(3, dtype=m.int64).exponential_(),
+    "geometric_(1)": lambda m: m.zeros(3).geometric_(1),
+    "geometric_(1.5)": lambda m: m.zeros(3).geometric_(1.5),
+    "bernoulli_(1.5)": lambda m: m.zeros(3).bernoulli_(1.5),
+    "bernoulli_ of a tensor p that does not broadcast": lambda m: m.zeros(3).bernoulli_(
+        m.tensor([0.5, 0.5])),
+    "cauchy_ with sigma < 0": lambda m: m.zeros(3).cauchy_(0, -1),
+    "cauchy_ of an integer tensor": lambda m: m.zeros(3, dtype=m.int64).cauchy_(),
+    "log_normal_ with std 0": lambda m: m.zeros(3).log_normal_(0, 0),
+    "log_normal_ of an integer tensor": lambda m: m.zeros(3, dtype=m.int64).log_normal_(),
+    "random_(5, 3)": lambda m: m.zeros(3).random_(5, 3),
+    "random_(-3)": lambda m: m.zeros(3).random_(-3),
+    "random_(300) of uint8": lambda m: m.zeros(3, dtype=m.uint8).random_(300),
+    "random_(2**40) of int32": lambda m: m.zeros(3, dtype=m.int32).random_(2 ** 40),
+    "random_(0.5)": lambda m: m.zeros(3).random_(0.5),
+    "a fill of a leaf that requires grad": lambda m: m.ones(3, requires_grad=True).geometric_(
+        0.5),
+}
+
+
+@pytest.mark.parametrize("case", list(_ERRORS))
+def test_sampling_errors_like_torch(case):
+    torch = pytest.importorskip("torch")
+    fn = _ERRORS[case]
+    want, got = _error_of(fn, torch), _error_of(fn, tg)
+    assert want is not None and got is not None, (want, got)
+    assert isinstance(got, type(want)), (type(want), type(got), got)
+    first = str(want).splitlines()[0].split(" (Could this")[0].split(", but expected one of")[0]
+    assert first.strip() in str(got), (str(want), str(got))
+
+
+_FILLS = {
+    "bernoulli_(0.3)": (lambda t: t.bernoulli_(0.3), 0.3, 0.21),
+    "bernoulli_(tensor)": (lambda t: t.bernoulli_(tg.full((1,), 0.3)), 0.3, 0.21),
+    "exponential_(2)": (lambda t: t.exponential_(2.0), 0.5, 0.25),
+    "geometric_(0.3)": (lambda t: t.geometric_(0.3), 1 / 0.3, 0.7 / 0.09),
+    "random_(3, 9)": (lambda t: t.random_(3, 9), 5.5, 35 / 12),
+    "log_normal_(0, 0.5)": (lambda t: t.log_normal_(0.0, 0.5), np.exp(0.125),
+                            (np.exp(0.25) - 1) * np.exp(0.25)),
+}
+
+
+@pytest.mark.parametrize("case", list(_FILLS))
+def test_inplace_fills_have_pytorchs_distribution(case):
+    fill, mean, var = _FILLS[case]
+    tg.manual_seed(0)
+    t = tg.empty(100_000, dtype=tg.float64)
+    v0 = t._version
+    out = fill(t)
+    assert out is t and t._version > v0
+    x = t.numpy()
+    assert abs(x.mean() - mean) < 0.02 * max(1.0, mean)
+    assert abs(x.var() - var) < 0.05 * max(1.0, var)
+
+
+def test_inplace_fill_dtypes_support_and_reproducibility():
+    torch = pytest.importorskip("torch")
+    for m in (torch, tg):
+        m.manual_seed(0)
+        assert m.zeros(50, dtype=m.int64).bernoulli_(0.5).dtype == m.int64
+        assert set(m.zeros(200, dtype=m.int64).geometric_(0.5).tolist()) <= set(range(1, 99))
+        r = m.zeros(500, dtype=m.int64).random_(2, 5)
+        assert set(r.tolist()) == {2, 3, 4}
+        assert set(m.zeros(500).random_(4).tolist()) == {0.0, 1.0, 2.0, 3.0}
+        assert set(m.zeros(50, dtype=m.bool).random_().tolist()) == {False, True}
+        assert float(m.zeros(500).random_().max()) <= 2 ** 24
+        assert float(m.zeros(500).exponential_().min()) >= 0
+        assert float(m.zeros(500).log_normal_().min()) > 0
+    for name in ("bernoulli_", "exponential_", "geometric_", "random_", "cauchy_",
+                 "log_normal_"):
+        args = (0.5,) if name in ("bernoulli_", "geometric_") else ()
+        tg.manual_seed(3)
+        a = getattr(tg.zeros(4), name)(*args).tolist()
+        tg.manual_seed(3)
+        assert getattr(tg.zeros(4), name)(*args).tolist() == a, name
+        g = tg.Generator().manual_seed(1)
+        b = getattr(tg.zeros(4), name)(*args, generator=g).tolist()
+        g.manual_seed(1)
+        assert getattr(tg.zeros(4), name)(*args, generator=g).tolist() == b, name
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_compiled_inplace_fills_draw_anew_like_eager(backend):
+    _backend(backend)
+
+    def f(x):
+        return (x.clone().bernoulli_(0.3), x.clone().exponential_(2.0),
+                x.clone().geometric_(0.3), x.clone().random_(3, 9), x.clone().cauchy_(),
+                x.clone().log_normal_(), x.long().random_())
+
+    runs = []
+    for fn in (f, tg.compile(f, backend=backend)):
+        tg.manual_seed(0)
+        runs.append([[o.numpy() for o in fn(tg.full((3, 4), float(i)))] + [tg.rand(2).numpy()]
+                     for i in range(4)])
+    for e_call, c_call in zip(*runs):
+        for e, c in zip(e_call, c_call):
+            assert e.dtype == c.dtype
+            if backend == "numpy" or e.dtype.kind != "f":
+                assert e.tobytes() == c.tobytes()
+            else:                              # XLA's transcendental functions round apart
+                np.testing.assert_allclose(c, e, rtol=1e-5)
+    assert runs[0][0][0].tobytes() != runs[0][1][0].tobytes()     # fresh each call
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_normal_of_tensors_passes_zero_gradients_like_torch(backend):
+    # tracegrad's normal(mean, std) was mean + std * eps, differentiable like rsample;
+    # PyTorch's passes zero gradients to both (NormalBackward3)
+    torch = pytest.importorskip("torch")
+    _backend(backend)
+    m = torch.ones(3, requires_grad=True)
+    s = torch.ones(3, requires_grad=True)
+    y = torch.normal(m, s)
+    y.sum().backward()
+    assert y.requires_grad and m.grad.tolist() == [0.0] * 3 and s.grad.tolist() == [0.0] * 3
+
+    def f(mean, std):
+        return tg.normal(mean, std), tg.normal(mean, 2.0), tg.normal(0.5, std)
+
+    runs = []
+    for fn in (f, tg.compile(f, backend=backend)):
+        tg.manual_seed(0)
+        rec = []
+        for i in range(3):
+            mean = tg.full((3,), float(i), requires_grad=True)
+            std = tg.full((3,), 0.5 + i, dtype=tg.float64, requires_grad=True)
+            outs = fn(mean, std)
+            assert all(o.requires_grad for o in outs)
+            sum(o.sum() for o in outs).backward()
+            rec.append(([o.tolist() for o in outs], mean.grad.tolist(), std.grad.tolist()))
+        runs.append(rec)
+    assert runs[0][0][1] == [0.0] * 3 and runs[0][0][2] == [0.0] * 3
+    if backend == "numpy":
+        assert runs[1] == runs[0]
+    for (ev, eg, es), (cv, cg, cs) in zip(*runs):
+        assert (cg, cs) == (eg, es)
+        np.testing.assert_allclose(np.array(cv), np.array(ev), rtol=1e-12)   # XLA's fma
+    tg.manual_seed(0)
+    a = tg.normal(tg.zeros(3), 1.0)
+    tg.manual_seed(0)
+    assert a.tolist() == tg.randn(3).tolist()            # still a draw from the generator
+
+
+def test_like_factories_take_a_generator():
+    torch = pytest.importorskip("torch")
+    for m in (torch, tg):
+        x = m.zeros(2, 3)
+        for fn in (lambda g: m.rand_like(x, generator=g), lambda g: m.randn_like(x, generator=g),
+                   lambda g: m.randint_like(x, 9, generator=g),
+                   lambda g: m.randint_like(x, 2, 9, generator=g)):
+            g = m.Generator().manual_seed(4)
+            a = fn(g)
+            g.manual_seed(4)
+            assert a.tolist() == fn(g).tolist() and a.dtype == x.dtype

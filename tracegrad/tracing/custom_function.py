@@ -203,8 +203,8 @@ def _forward(cls, ctx, args, fill_ctx=True):
 def _generator_states():
     """What changes when any tracegrad generator draws (the default one or a user's
     `Generator` the forward closes over) or is seeded again."""
-    from ..ops.creation import live_generators
-    return {id(g): (id(g._rng), g._rng.bit_generator.state) for g in live_generators()}
+    from ..ops.creation import _live_generators
+    return {id(g): (id(g._rng), g._rng.bit_generator.state) for g in _live_generators()}
 
 
 def _supported(ctx, out):
