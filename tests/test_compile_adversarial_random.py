@@ -288,3 +288,23 @@ def test_like_factories_take_a_generator():
             a = fn(g)
             g.manual_seed(4)
             assert a.tolist() == fn(g).tolist() and a.dtype == x.dtype
+
+
+@pytest.mark.parametrize("p", [0.0, 0.5, 1.0])
+@pytest.mark.parametrize("training", [False, True])
+@pytest.mark.parametrize("fn", ["dropout2d", "feature_alpha_dropout"])
+def test_feature_dropout_of_a_1d_input_raises_like_torch_when_it_draws(fn, training, p):
+    # tracegrad's dropout2d warned and dropped single elements of a 1-D input; PyTorch warns
+    # and then refuses it (feature dropout needs a channel dimension)
+    torch = pytest.importorskip("torch")
+    import warnings
+    outs = []
+    for m in (torch, tg):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            outs.append(_error_of(lambda m: getattr(m.nn.functional, fn)(
+                m.ones(3), p, training=training), m))
+    want, got = outs
+    assert type(want) is type(got) or isinstance(got, type(want)), (want, got)
+    if want is not None:
+        assert str(want) in str(got)
