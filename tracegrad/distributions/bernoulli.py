@@ -33,7 +33,7 @@ class Bernoulli(Distribution):
         if "probs" in self.__dict__:
             return {"probs": (lambda v: O.logical_and(O.ge(v, 0), O.le(v, 1)),
                               "Interval(lower_bound=0.0, upper_bound=1.0)")}
-        return {}
+        return {"logits": (lambda v: O.eq(v, v), "Real()")}
 
     @lazy_property
     def logits(self):
@@ -50,6 +50,11 @@ class Bernoulli(Distribution):
     @property
     def variance(self):
         return O.mul(self.probs, O.rsub(self.probs, 1))
+
+    @property
+    def mode(self):
+        mode = O.ge(self.probs, 0.5).to(self.probs.dtype)
+        return O.where(O.eq(self.probs, 0.5), float("nan"), mode)
 
     def sample(self, sample_shape=()):
         shape = self._extended_shape(sample_shape)

@@ -35,7 +35,7 @@ class Categorical(Distribution):
         if "probs" in self.__dict__:
             return {"probs": (lambda v: O.logical_and(O.all(O.ge(v, 0)), O.all(O.isclose(
                 O.sum(v, -1), O.ones((), dtype=v.dtype), atol=1e-6))), "Simplex()")}
-        return {}
+        return {"logits": (lambda v: O.eq(v, v), "IndependentConstraint(Real(), 1)")}
 
     @lazy_property
     def logits(self):

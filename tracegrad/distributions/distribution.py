@@ -105,6 +105,36 @@ class Distribution:
     def stddev(self):
         return O.sqrt(self.variance)
 
+    def expand(self, batch_shape, _instance=None):
+        """The distribution with its parameters expanded (views, no copies) to
+        `batch_shape`, which must broadcast from `batch_shape` as `Tensor.expand` does."""
+        batch_shape = D_size(batch_shape)
+        new = object.__new__(type(self)) if _instance is None else _instance
+        new.__dict__.update(self.__dict__)
+        n = len(self._batch_shape)
+        for name in self._params:
+            t = self.__dict__.get(name)
+            if t is not None:
+                new.__dict__[name] = O.expand(t, tuple(batch_shape) + tuple(t.shape[n:]))
+        new._batch_shape = batch_shape
+        return new
+
+    def perplexity(self):
+        return O.exp(self.entropy())
+
+    # what a distribution does not define raises as PyTorch's base class does
+    def log_prob(self, value):
+        raise NotImplementedError
+
+    def entropy(self):
+        raise NotImplementedError
+
+    def cdf(self, value):
+        raise NotImplementedError
+
+    def icdf(self, value):
+        raise NotImplementedError
+
     def _validate_sample(self, value, support_ok, support):
         if not isinstance(value, Tensor):
             raise ValueError("The value argument to log_prob must be a Tensor")
