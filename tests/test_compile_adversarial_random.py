@@ -537,3 +537,75 @@ def test_sampling_training_steps_compile_like_eager(make, backend):
     finally:
         tg.set_default_dtype(prev)
     assert stats.eager_calls == 0
+
+
+# -- Python values read from generators and distributions made outside --------------------
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("own_generator", [False, True])
+def test_initial_seed_read_inside_follows_manual_seed_between_calls(backend, own_generator):
+    # initial_seed() is a Python int: the trace kept the first call's seed as a constant
+    from _differential import compare
+    _backend(backend)
+
+    gens = []
+
+    def make(comp):
+        gens.append(tg.Generator() if own_generator else tg.default_generator)
+        gen = gens[-1]
+
+        @comp
+        def step(x):
+            return x * (gen.initial_seed() % 1000) + tg.rand(3, generator=gen)
+        return step, {}
+
+    def calls(step, objs, i):
+        gens[-1].manual_seed(100 + i)
+        return step(tg.ones(3)), tg.rand(2, generator=gens[-1])
+
+    compare(make, calls, n=4, backend=backend, loud="must")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_lazy_logits_of_a_distribution_made_outside_stay_eagers(backend):
+    # Bernoulli(probs=p) made outside: eagerly the logits the first call computed stay on
+    # the object, stale after `p` changes in place; the compiled path recomputed them
+    from _differential import compare
+    _backend(backend)
+    D = tg.distributions
+
+    def make(comp):
+        p = tg.full((3,), 0.3)
+        d = D.Bernoulli(probs=p)
+        c = D.Categorical(logits=tg.tensor([0.0, 1.0, 2.0]))    # holds only its own tensor
+
+        @comp
+        def step(x):
+            return d.logits * x, d.entropy(), c.probs * x, d.sample()
+        return step, {"p": p}
+
+    def calls(step, objs, i):
+        out = step(tg.ones(3))
+        objs["p"].mul_(1.5)
+        return out
+
+    compare(make, calls, n=4, backend=backend, loud=True)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_lazy_parameters_of_distributions_made_inside_or_owned_stay_compiled(backend):
+    _backend(backend)
+    D = tg.distributions
+    c = D.Categorical(logits=tg.tensor([0.0, 1.0, 2.0]))
+
+    @tg.compile(backend=backend)
+    def f(p):
+        d = D.Bernoulli(probs=p).expand((2, 3))
+        return d.logits + c.probs, d.sample()
+
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for i in range(3):
+            f(tg.full((3,), 0.1 * (i + 1)))
+    assert f.stats.eager_calls == 0

@@ -5,8 +5,8 @@ import numbers
 from .. import _mode
 from .. import ops as O
 from ..nn import functional as F
-from .distribution import (Distribution, broadcast_all, lazy_property, logits_to_probs,
-                           probs_to_logits)
+from .distribution import (Distribution, broadcast_all, holds, lazy_property,
+                           logits_to_probs, probs_to_logits)
 
 
 class Bernoulli(Distribution):
@@ -27,6 +27,9 @@ class Bernoulli(Distribution):
         else:
             (self.logits,) = broadcast_all(logits)
             shape = self.logits.shape
+        given = probs if probs is not None else logits   # Note [Lazy parameters under compile]
+        self._holds_caller_tensor = holds(self.probs if probs is not None else self.logits,
+                                          given)
         super().__init__(shape, (), validate_args)
 
     def _checks(self):

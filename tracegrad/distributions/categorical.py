@@ -29,6 +29,7 @@ class Categorical(Distribution):
             self.logits = O.sub(logits, O.logsumexp(logits, -1, keepdim=True))
             param = self.logits
         self._num_events = param.shape[-1]
+        self._holds_caller_tensor = False     # normalized: its own (Note [Lazy parameters ...])
         super().__init__(param.shape[:-1], (), validate_args)
 
     def _checks(self):

@@ -9,9 +9,10 @@ guard when traced: a compiled program re-checks on every call at the cost of one
 `validate_args=False` (or `Distribution.set_default_validate_args(False)`) skips them.
 """
 import math
+import weakref
 
 from .. import _dtype as D
-from .. import _mode
+from .. import _effects, _mode
 from .. import ops as O
 from .._settings import finfo
 from .._tensor import Size, Tensor
@@ -43,7 +44,18 @@ def logits_to_probs(logits, is_binary=False):
 
 
 class lazy_property:
-    """Computed on first access, then stored on the instance (PyTorch's lazy_property)."""
+    """Computed on first access, then stored on the instance (PyTorch's lazy_property).
+
+    Note [Lazy parameters under compile]
+    A distribution made outside a compiled function and first asked for `probs` (or
+    `logits`) inside it keeps the value the first call computed: eagerly, later calls read
+    that tensor even after the caller's parameter it came from changed in place (an
+    optimizer step on the tensor the distribution holds, as PyTorch's, without a copy).
+    A compiled path would compute it again from the parameter on every call, so when the
+    distribution holds a caller's tensor (`_holds_caller_tensor`) such a call notes an
+    effect and runs eagerly (with a warning). A distribution made inside the traced
+    function is the trace's own, and one holding only tensors it made (Categorical
+    normalizes its parameter) cannot see them change: caching on those is no effect."""
 
     def __init__(self, fn):
         self.fn, self.__doc__ = fn, fn.__doc__
@@ -52,8 +64,29 @@ class lazy_property:
         if obj is None:
             return self
         value = self.fn(obj)
+        tracer = _effects.active()
+        if (tracer is not None and obj.__dict__.get("_holds_caller_tensor", True)
+                and not _made_in(obj, tracer)):
+            _effects.note("state", f"{type(obj).__name__}.{self.fn.__name__} computed and kept "
+                                   "on a distribution made before the call")
         setattr(obj, self.fn.__name__, value)
         return value
+
+
+def _made_by():
+    """A weak reference to the tracer recording now, or None."""
+    tracer = _effects.active()
+    return None if tracer is None else weakref.ref(tracer)
+
+
+def holds(stored, given):
+    """Whether tensor `stored` is (a view of) the caller's tensor `given`."""
+    return isinstance(given, Tensor) and stored._vc is given._vc
+
+
+def _made_in(obj, tracer):
+    made = obj.__dict__.get("_made_by")
+    return made is not None and made() is tracer
 
 
 class Distribution:
@@ -69,6 +102,7 @@ class Distribution:
 
     def __init__(self, batch_shape=(), event_shape=(), validate_args=None):
         self._batch_shape, self._event_shape = D_size(batch_shape), D_size(event_shape)
+        self._made_by = _made_by()              # Note [Lazy parameters under compile]
         self._validate_args = (Distribution._validate_default if validate_args is None
                                else validate_args)
         if self._validate_args:
@@ -111,6 +145,7 @@ class Distribution:
         batch_shape = D_size(batch_shape)
         new = object.__new__(type(self)) if _instance is None else _instance
         new.__dict__.update(self.__dict__)
+        new._made_by = _made_by()
         n = len(self._batch_shape)
         for name in self._params:
             t = self.__dict__.get(name)

@@ -2,7 +2,7 @@
 dimensions of a distribution read as event dimensions, so `log_prob` and `entropy` sum over
 them (a diagonal Normal over vectors: `Independent(Normal(loc, scale), 1)`), as PyTorch's."""
 from .. import ops as O
-from .distribution import Distribution
+from .distribution import Distribution, _made_by
 
 __all__ = ["Independent"]
 
@@ -41,6 +41,7 @@ class Independent(Distribution):
     def expand(self, batch_shape, _instance=None):
         new = object.__new__(Independent) if _instance is None else _instance
         new.__dict__.update(self.__dict__)
+        new._made_by = _made_by()
         n = self.reinterpreted_batch_ndims
         new.base_dist = self.base_dist.expand(
             tuple(batch_shape) + tuple(self.event_shape[:n]))

@@ -4,7 +4,7 @@ the index of each one-hot value."""
 from .. import ops as O
 from ..nn import functional as F
 from .categorical import Categorical
-from .distribution import Distribution
+from .distribution import Distribution, _made_by
 
 __all__ = ["OneHotCategorical"]
 
@@ -27,6 +27,7 @@ class OneHotCategorical(Distribution):
     def expand(self, batch_shape, _instance=None):
         new = object.__new__(OneHotCategorical) if _instance is None else _instance
         new.__dict__.update(self.__dict__)
+        new._made_by = _made_by()
         new._categorical = self._categorical.expand(batch_shape)
         new._batch_shape = type(self._batch_shape)(tuple(batch_shape))
         return new

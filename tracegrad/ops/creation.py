@@ -337,6 +337,10 @@ class Generator:
         return s
 
     def initial_seed(self):
+        # a Python int the trace would keep as a constant, while `manual_seed` between
+        # calls changes it: such calls run eagerly (with a warning)
+        _effects.note("random", "Generator.initial_seed() / initial_seed() (a seed that "
+                                "manual_seed can change between calls)")
         return self._seed
 
     def get_state(self):
