@@ -609,3 +609,30 @@ def test_lazy_parameters_of_distributions_made_inside_or_owned_stay_compiled(bac
         for i in range(3):
             f(tg.full((3,), 0.1 * (i + 1)))
     assert f.stats.eager_calls == 0
+
+
+def test_fork_rng_inside_runs_eagerly_naming_the_users_line():
+    # the warning named contextlib.py (the @contextmanager machinery), not the `with` line
+    import warnings
+
+    @tg.compile
+    def f(x):
+        with tg.random.fork_rng():
+            tg.manual_seed(5)
+            a = tg.rand(2)
+        return x + tg.rand(2), a
+
+    tg.manual_seed(0)
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        got = [[t.tolist() for t in f(tg.ones(2))] for _ in range(3)]
+    msgs = [str(x.message) for x in w if "runs eagerly" in str(x.message)]
+    assert msgs and __file__ in msgs[0] and "contextlib" not in msgs[0]
+    tg.manual_seed(0)
+    ref = []
+    for _ in range(3):
+        with tg.random.fork_rng():
+            tg.manual_seed(5)
+            a = tg.rand(2)
+        ref.append([(tg.ones(2) + tg.rand(2)).tolist(), a.tolist()])
+    assert got == ref
