@@ -636,3 +636,100 @@ def test_fork_rng_inside_runs_eagerly_naming_the_users_line():
             a = tg.rand(2)
         ref.append([(tg.ones(2) + tg.rand(2)).tolist(), a.tolist()])
     assert got == ref
+
+
+_A = np.array([[2., 0.5, 0.1], [0.5, 1., 0.2], [0.1, 0.2, 1.5]])
+
+
+def _mvn(m, kind, batch=False):
+    loc = m.tensor([[0., 1., -1.], [1., 2., 3.]] if batch else [0., 1., -1.], dtype=m.float64)
+    if kind == "scale_tril":
+        return m.distributions.MultivariateNormal(
+            loc, scale_tril=m.tensor(np.linalg.cholesky(_A), dtype=m.float64))
+    return m.distributions.MultivariateNormal(loc, **{kind: m.tensor(_A, dtype=m.float64)})
+
+
+@pytest.mark.parametrize("batch", [False, True])
+@pytest.mark.parametrize("kind", ["covariance_matrix", "precision_matrix", "scale_tril"])
+def test_multivariate_normal_like_torch(kind, batch):
+    torch = pytest.importorskip("torch")
+    want, got = _mvn(torch, kind, batch), _mvn(tg, kind, batch)
+    assert repr(got) == repr(want)
+    assert (got.batch_shape, got.event_shape) == (want.batch_shape, want.event_shape)
+    for attr in ("mean", "variance", "stddev", "mode", "covariance_matrix", "precision_matrix",
+                 "scale_tril"):
+        _same(getattr(want, attr), getattr(got, attr))
+    v = [[0.3, -0.2, 1.0], [0., 0., 0.]]
+    _same(want.entropy(), got.entropy())
+    _same(want.log_prob(torch.tensor(v, dtype=torch.float64)),
+          got.log_prob(tg.tensor(v, dtype=tg.float64)))
+    _same(torch.distributions.kl_divergence(want, _mvn(torch, "covariance_matrix")),
+          tg.distributions.kl_divergence(got, _mvn(tg, "covariance_matrix")))
+    big = (4,) + tuple(want.batch_shape)
+    _same(want.expand(big).log_prob(torch.tensor(v[0], dtype=torch.float64)),
+          got.expand(big).log_prob(tg.tensor(v[0], dtype=tg.float64)))
+    assert tuple(got.rsample((5,)).shape) == tuple(want.rsample((5,)).shape)
+    tg.manual_seed(0)
+    x = _mvn(tg, kind).sample((100_000,)).numpy()
+    assert np.abs(x.mean(0) - [0., 1., -1.]).max() < 0.03
+    cov = np.linalg.inv(_A) if kind == "precision_matrix" else _A
+    assert np.abs(np.cov(x.T) - cov).max() < 0.05
+
+
+_MVN_ERRORS = [
+    lambda m: m.distributions.MultivariateNormal(m.zeros(2), m.tensor([[1., 2.], [2., 1.]])),
+    lambda m: m.distributions.MultivariateNormal(m.zeros(2), m.tensor([[1., .5], [0., 1.]])),
+    lambda m: m.distributions.MultivariateNormal(m.zeros(2)),
+    lambda m: m.distributions.MultivariateNormal(m.zeros(()), m.eye(2)),
+    lambda m: m.distributions.MultivariateNormal(m.zeros(2), m.ones(2)),
+    lambda m: m.distributions.MultivariateNormal(m.zeros(2),
+                                                 scale_tril=m.tensor([[1., 1.], [0., 1.]])),
+    lambda m: m.distributions.MultivariateNormal(m.zeros(2),
+                                                 scale_tril=m.tensor([[-1., 0.], [0., 1.]])),
+    lambda m: m.distributions.MultivariateNormal(
+        m.zeros(2), precision_matrix=m.tensor([[1., 2.], [2., 1.]])),
+    lambda m: m.distributions.MultivariateNormal(m.zeros(2), m.eye(2)).log_prob(
+        m.tensor([float("nan"), 0.])),
+    lambda m: m.distributions.MultivariateNormal(m.tensor([float("nan"), 0.]), m.eye(2)),
+    lambda m: m.distributions.kl_divergence(
+        m.distributions.MultivariateNormal(m.zeros(2), m.eye(2)),
+        m.distributions.MultivariateNormal(m.zeros(3), m.eye(3))),
+]
+
+
+@pytest.mark.parametrize("k", range(len(_MVN_ERRORS)))
+def test_multivariate_normal_errors_like_torch(k):
+    torch = pytest.importorskip("torch")
+    want, got = _error_of(_MVN_ERRORS[k], torch), _error_of(_MVN_ERRORS[k], tg)
+    assert isinstance(want, ValueError) and isinstance(got, ValueError)
+    assert str(got) == str(want)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_compiled_multivariate_normal_rsample_gradients_like_eager(backend):
+    _backend(backend)
+    D = tg.distributions
+
+    def f(loc, a):
+        d = D.MultivariateNormal(loc, scale_tril=tg.tril(a) + tg.eye(3) * 2)
+        z = d.rsample((4,))
+        loss = (z ** 2).sum() + d.log_prob(z).sum() + d.entropy()
+        loss.backward()
+        return z, loss
+
+    runs = []
+    for fn in (f, tg.compile(f, backend=backend)):
+        tg.manual_seed(0)
+        rec = []
+        for i in range(4):
+            loc = tg.full((3,), 0.1 * i, requires_grad=True)
+            a = tg.full((3, 3), 0.2, requires_grad=True)
+            z, loss = fn(loc, a)
+            rec.append([z.detach().numpy(), loss.detach().numpy(), loc.grad.numpy(),
+                        a.grad.numpy(), tg.rand(()).numpy()])
+        runs.append(rec)
+    for e_call, c_call in zip(*runs):
+        for e, c in zip(e_call, c_call):
+            np.testing.assert_allclose(c, e, rtol=1e-5 if backend == "jax" else 0,
+                                       atol=1e-5 if backend == "jax" else 0)
+    assert not np.array_equal(runs[0][0][0], runs[0][1][0])

@@ -1,6 +1,6 @@
 """`tracegrad.distributions`: the common distributions of `torch.distributions` (Normal,
 Bernoulli, Categorical, OneHotCategorical, Uniform, Gamma, Poisson, Beta, Dirichlet,
-Independent) and `kl_divergence`, composed of tracegrad ops, so `log_prob`, `entropy`,
+MultivariateNormal, Independent) and `kl_divergence`, composed of tracegrad ops, so `log_prob`, `entropy`,
 `rsample` and KL terms differentiate, trace and compile like any other code. Samples come
 from tracegrad's generator (numbers differ from PyTorch's).
 """
@@ -13,8 +13,9 @@ from .gamma import Gamma, Poisson  # noqa: F401
 from .dirichlet import Beta, Dirichlet  # noqa: F401
 from .independent import Independent  # noqa: F401
 from .one_hot_categorical import OneHotCategorical  # noqa: F401
+from .multivariate_normal import MultivariateNormal  # noqa: F401
 from .kl import kl_divergence, register_kl  # noqa: F401
 
 __all__ = ["Distribution", "Normal", "Bernoulli", "Categorical", "Uniform", "Gamma", "Poisson",
-           "Beta", "Dirichlet", "Independent", "OneHotCategorical", "kl_divergence",
-           "register_kl"]
+           "Beta", "Dirichlet", "Independent", "OneHotCategorical", "MultivariateNormal",
+           "kl_divergence", "register_kl"]

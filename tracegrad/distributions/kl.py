@@ -1,6 +1,6 @@
 """`kl_divergence(p, q)` and `register_kl`: closed forms by the pair of types, PyTorch's
 formulas for Normal, Bernoulli, Categorical, OneHotCategorical, Uniform, Gamma, Poisson,
-Beta, Dirichlet and Independent pairs (inf where q has no mass)."""
+Beta, Dirichlet, MultivariateNormal and Independent pairs (inf where q has no mass)."""
 from .. import ops as O
 from ..nn import functional as F
 from .bernoulli import Bernoulli
@@ -8,6 +8,7 @@ from .categorical import Categorical
 from .dirichlet import Beta, Dirichlet
 from .gamma import Gamma, Poisson
 from .independent import Independent, _sum_rightmost
+from .multivariate_normal import MultivariateNormal, kl_multivariate_normal
 from .one_hot_categorical import OneHotCategorical
 from .normal import Normal
 from .uniform import Uniform
@@ -112,3 +113,6 @@ def _kl_independent_independent(p, q):
     if p.reinterpreted_batch_ndims != q.reinterpreted_batch_ndims:
         raise NotImplementedError
     return _sum_rightmost(kl_divergence(p.base_dist, q.base_dist), p.reinterpreted_batch_ndims)
+
+
+register_kl(MultivariateNormal, MultivariateNormal)(kl_multivariate_normal)
