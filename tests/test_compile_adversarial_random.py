@@ -733,3 +733,50 @@ def test_compiled_multivariate_normal_rsample_gradients_like_eager(backend):
             np.testing.assert_allclose(c, e, rtol=1e-5 if backend == "jax" else 0,
                                        atol=1e-5 if backend == "jax" else 0)
     assert not np.array_equal(runs[0][0][0], runs[0][1][0])
+
+
+@pytest.mark.parametrize("name", ["Normal", "Bernoulli", "Categorical", "Uniform",
+                                  "OneHotCategorical", "Independent(Normal)"])
+def test_sample_moments_match_torchs_distribution(name):
+    # the numbers differ from PyTorch's; their distribution may not
+    torch = pytest.importorskip("torch")
+    want = _DISTS[name](torch, torch.distributions, lambda v: torch.tensor(v, dtype=torch.float64))
+    got = _DISTS[name](tg, tg.distributions, lambda v: tg.tensor(v, dtype=tg.float64))
+    tg.manual_seed(0)
+    x = got.sample((40_000,)).numpy().astype(np.float64)
+    if name == "Categorical":                 # moments of the category index
+        p = want.probs.numpy()
+        k = np.arange(p.shape[-1])
+        mean, var = (p * k).sum(-1), (p * k ** 2).sum(-1) - ((p * k).sum(-1)) ** 2
+    else:
+        mean, var = want.mean.numpy(), want.variance.numpy()
+    assert x.shape[1:] == tuple(want.batch_shape) + tuple(want.event_shape)
+    np.testing.assert_allclose(x.mean(0), mean, atol=0.04 * (1 + np.abs(mean).max()))
+    np.testing.assert_allclose(x.var(0), var, atol=0.06 * (1 + np.abs(var).max()))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_default_validation_switched_between_compiled_calls(backend):
+    # Distribution.set_default_validate_args between calls: each call checks (or not) as
+    # eager does, on either backend
+    _backend(backend)
+    D = tg.distributions
+
+    def f(scale):
+        return D.Normal(0.0, scale).log_prob(tg.zeros(3))
+
+    runs = []
+    try:
+        for fn in (f, tg.compile(f, backend=backend)):
+            rec = []
+            for i in range(6):
+                D.Distribution.set_default_validate_args(i % 3 != 1)
+                scale = tg.tensor([0.5, 1.0, 2.0]) * (-1 if i % 2 else 1)
+                err = _error_of(lambda m: fn(scale), tg)
+                rec.append(type(err).__name__ if err is not None
+                           else np.isnan(fn(scale).numpy()).tolist())
+            runs.append(rec)
+    finally:
+        D.Distribution.set_default_validate_args(True)
+    assert runs[1] == runs[0]
+    assert runs[0][1] == [True] * 3 and runs[0][3] == "ValueError"

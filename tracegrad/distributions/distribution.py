@@ -6,7 +6,8 @@ Note [Validation under compile]
 Like PyTorch (`validate_args` defaults to on), parameters are checked at construction and
 values at `log_prob`. A check reads a tensor's values as a Python bool, which records a
 guard when traced: a compiled program re-checks on every call at the cost of one guard;
-`validate_args=False` (or `Distribution.set_default_validate_args(False)`) skips them.
+`validate_args=False` (or `Distribution.set_default_validate_args(False)`) skips them; that
+default is read on every compiled call (a guard), so switching it between calls is seen.
 """
 import math
 import weakref
@@ -89,22 +90,27 @@ def _made_in(obj, tracer):
     return made is not None and made() is tracer
 
 
+# The default of `validate_args`, as 0/1: inside a trace `hyper` reads it per call, and the
+# `bool()` of that runtime value is a guard, so switching it between compiled calls takes
+# the path traced under the new setting (Note [Validation under compile]).
+_DEFAULT = {"validate": 1}
+
+
 class Distribution:
     """Base class: `batch_shape`, `event_shape`, `sample`, `rsample`, `log_prob`, `entropy`,
     `mean`, `variance`, `stddev`; subclasses say which parameters they check (`_checks`)."""
 
     has_rsample = False
-    _validate_default = True
 
     @staticmethod
     def set_default_validate_args(value):
-        Distribution._validate_default = bool(value)
+        _DEFAULT["validate"] = int(bool(value))
 
     def __init__(self, batch_shape=(), event_shape=(), validate_args=None):
         self._batch_shape, self._event_shape = D_size(batch_shape), D_size(event_shape)
         self._made_by = _made_by()              # Note [Lazy parameters under compile]
-        self._validate_args = (Distribution._validate_default if validate_args is None
-                               else validate_args)
+        self._validate_args = (bool(_effects.hyper(_DEFAULT, "validate"))
+                               if validate_args is None else validate_args)
         if self._validate_args:
             for name, (ok, constraint) in self._checks().items():
                 value = getattr(self, name)
