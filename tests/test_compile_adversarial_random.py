@@ -780,3 +780,30 @@ def test_default_validation_switched_between_compiled_calls(backend):
         D.Distribution.set_default_validate_args(True)
     assert runs[1] == runs[0]
     assert runs[0][1] == [True] * 3 and runs[0][3] == "ValueError"
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_distribution_closed_over_is_read_through_its_attributes(backend):
+    # `d.loc = ...` between calls on a distribution the function closes over: the state
+    # scan did not walk tracegrad.distributions objects, so the first call's loc stayed
+    from _differential import compare
+    _backend(backend)
+    D = tg.distributions
+
+    made = []
+
+    def make(comp):
+        made.append(D.Normal(tg.zeros(3), 1.0))
+        d = made[-1]
+
+        @comp
+        def step(x):
+            return d.sample() + d.log_prob(x), d.entropy()
+        return step, {}
+
+    def calls(step, objs, i):
+        made[-1].loc = tg.full((3,), float(i))
+        made[-1].scale = tg.full((3,), 1.0 + i)
+        return step(tg.ones(3))
+
+    compare(make, calls, n=4, backend=backend)
