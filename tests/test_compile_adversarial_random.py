@@ -807,3 +807,99 @@ def test_a_distribution_closed_over_is_read_through_its_attributes(backend):
         return step(tg.ones(3))
 
     compare(make, calls, n=4, backend=backend)
+
+
+def _transformed(m, kind):
+    D, T = m.distributions, m.distributions.transforms
+    f64 = lambda v: m.tensor(v, dtype=m.float64)                     # noqa: E731
+    base = D.Normal(f64([0., 1., -1.]), f64([1., 2., .5]))
+    if kind == "affine+sigmoid":
+        return D.TransformedDistribution(base, [T.AffineTransform(1., 2.), T.SigmoidTransform()])
+    if kind == "tanh":
+        return D.TransformedDistribution(base, T.TanhTransform())
+    if kind == "exp of Independent":
+        return D.TransformedDistribution(D.Independent(base, 1), [T.ExpTransform()])
+    if kind == "broadcasting affine":
+        return D.TransformedDistribution(base, T.AffineTransform(f64([[0.], [1.]]),
+                                                                 f64([2., 3., 4.])))
+    return D.LogNormal(f64([0., 1., -1.]), f64([1., 2., .5]))
+
+
+_TVALUES = {"affine+sigmoid": [0.2, 0.5, 0.9], "tanh": [0.2, -0.5, 0.9],
+            "exp of Independent": [0.5, 1., 2.], "broadcasting affine": [0.5, 1., 2.],
+            "LogNormal": [0.5, 1., 2.]}
+
+
+@pytest.mark.parametrize("kind", list(_TVALUES))
+def test_transformed_distributions_like_torch(kind):
+    torch = pytest.importorskip("torch")
+    want, got = _transformed(torch, kind), _transformed(tg, kind)
+    assert repr(got) == repr(want) and got.has_rsample == want.has_rsample
+    assert (got.batch_shape, got.event_shape) == (want.batch_shape, want.event_shape)
+    v = _TVALUES[kind]
+    _same(want.log_prob(torch.tensor(v, dtype=torch.float64)),
+          got.log_prob(tg.tensor(v, dtype=tg.float64)))
+    assert tuple(got.rsample((4,)).shape) == tuple(want.rsample((4,)).shape)
+    big = (2,) + tuple(want.batch_shape)
+    assert got.expand(big).batch_shape == want.expand(big).batch_shape
+    if kind == "LogNormal":
+        for attr in ("mean", "variance", "stddev", "mode"):
+            _same(getattr(want, attr), getattr(got, attr))
+        _same(want.entropy(), got.entropy())
+        _same(torch.distributions.kl_divergence(want, _transformed(torch, kind)),
+              tg.distributions.kl_divergence(got, _transformed(tg, kind)))
+        tg.manual_seed(0)
+        x = got.sample((200_000,)).numpy()
+        np.testing.assert_allclose(np.median(x, 0), np.exp([0., 1., -1.]), rtol=0.03)
+    else:
+        for m, d in ((torch, want), (tg, got)):
+            with pytest.raises(NotImplementedError):
+                d.mean
+            with pytest.raises(NotImplementedError):
+                d.entropy()
+
+
+def test_transformed_distribution_errors_like_torch():
+    torch = pytest.importorskip("torch")
+    cases = [lambda m: m.distributions.TransformedDistribution(m.distributions.Normal(0., 1.),
+                                                               "x"),
+             lambda m: _transformed(m, "LogNormal").log_prob(-m.ones(3)),
+             lambda m: _transformed(m, "affine+sigmoid").log_prob(m.ones(3) * 2),
+             lambda m: _transformed(m, "tanh").log_prob(m.ones(3) * 2)]
+    for case in cases:
+        want, got = _error_of(case, torch), _error_of(case, tg)
+        assert isinstance(want, ValueError) and isinstance(got, ValueError)
+        assert str(got).splitlines()[0] == str(want).splitlines()[0]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_compiled_tanh_squashed_policy_step_like_eager(backend):
+    # a SAC-style squashed Gaussian policy: rsample through Affine and Tanh, its log_prob,
+    # backward and the optimizer step in one compiled call
+    from _differential import compare
+    _backend(backend)
+    D = tg.distributions
+
+    def make(comp):
+        tg.manual_seed(1)
+        net = tg.nn.Linear(3, 4).double()
+        opt = tg.optim.Adam(net.parameters(), lr=0.01)
+
+        @comp
+        def step(obs):
+            opt.zero_grad()
+            h = net(obs)
+            base = D.Independent(D.Normal(h[:, :2], h[:, 2:].clamp(-5, 2).exp()), 1)
+            pi = D.TransformedDistribution(base, [D.transforms.AffineTransform(0.0, 1.0),
+                                                  D.transforms.TanhTransform()])
+            a = pi.rsample()
+            loss = (pi.log_prob(a.clamp(-0.999, 0.999)) - a.sum(-1)).mean()
+            loss.backward()
+            opt.step()
+            return loss, a
+        return step, {"net": net, "opt": opt}
+
+    def calls(step, objs, i):
+        return step(tg.full((5, 3), 0.1 * (i + 1), dtype=tg.float64))
+
+    assert compare(make, calls, n=4, backend=backend).eager_calls == 0

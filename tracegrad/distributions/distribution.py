@@ -142,6 +142,14 @@ class Distribution:
         raise NotImplementedError(f"{type(self).__name__} has no rsample")
 
     @property
+    def mean(self):
+        raise NotImplementedError
+
+    @property
+    def variance(self):
+        raise NotImplementedError
+
+    @property
     def stddev(self):
         return O.sqrt(self.variance)
 

@@ -1,6 +1,7 @@
 """`kl_divergence(p, q)` and `register_kl`: closed forms by the pair of types, PyTorch's
 formulas for Normal, Bernoulli, Categorical, OneHotCategorical, Uniform, Gamma, Poisson,
-Beta, Dirichlet, MultivariateNormal and Independent pairs (inf where q has no mass)."""
+Beta, Dirichlet, MultivariateNormal, Independent and TransformedDistribution pairs (inf
+where q has no mass)."""
 from .. import ops as O
 from ..nn import functional as F
 from .bernoulli import Bernoulli
@@ -10,6 +11,7 @@ from .gamma import Gamma, Poisson
 from .independent import Independent, _sum_rightmost
 from .multivariate_normal import MultivariateNormal, kl_multivariate_normal
 from .one_hot_categorical import OneHotCategorical
+from .transformed_distribution import TransformedDistribution
 from .normal import Normal
 from .uniform import Uniform
 
@@ -116,3 +118,10 @@ def _kl_independent_independent(p, q):
 
 
 register_kl(MultivariateNormal, MultivariateNormal)(kl_multivariate_normal)
+
+
+@register_kl(TransformedDistribution, TransformedDistribution)
+def _kl_transformed_transformed(p, q):
+    if p.transforms != q.transforms or p.event_shape != q.event_shape:
+        raise NotImplementedError
+    return kl_divergence(p.base_dist, q.base_dist)
