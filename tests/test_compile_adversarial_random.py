@@ -903,3 +903,58 @@ def test_compiled_tanh_squashed_policy_step_like_eager(backend):
         return step(tg.full((5, 3), 0.1 * (i + 1), dtype=tg.float64))
 
     assert compare(make, calls, n=4, backend=backend).eager_calls == 0
+
+
+# -- every sampling op with generator objects, compiled and eager over several calls ------
+
+_DRAWS = {
+    "rand": lambda x, g: tg.rand(3, generator=g) + x.sum(),
+    "randn": lambda x, g: tg.randn(3, generator=g),
+    "randint": lambda x, g: tg.randint(0, 9, (4,), generator=g),
+    "randperm": lambda x, g: tg.randperm(6, generator=g),
+    "bernoulli": lambda x, g: tg.bernoulli(x * 0.5, generator=g),
+    "multinomial": lambda x, g: tg.multinomial(x, 2, generator=g),
+    "normal": lambda x, g: tg.normal(x, 1.0, generator=g),
+    "rand_like": lambda x, g: tg.rand_like(x, generator=g),
+    "randint_like": lambda x, g: tg.randint_like(x, 7, generator=g),
+    "uniform_": lambda x, g: x.clone().uniform_(generator=g),
+    "normal_": lambda x, g: x.clone().normal_(generator=g),
+    "bernoulli_": lambda x, g: x.clone().bernoulli_(0.3, generator=g),
+    "exponential_": lambda x, g: x.clone().exponential_(generator=g),
+    "random_": lambda x, g: x.clone().random_(5, generator=g),
+}
+
+
+@pytest.mark.parametrize("how", ["argument, two alternated", "closed over, reseeded",
+                                 "closed over, state restored", "made inside"])
+@pytest.mark.parametrize("op", list(_DRAWS))
+def test_generator_objects_compiled_like_eager(op, how):
+    draw = _DRAWS[op]
+    runs = []
+    for compiled in (False, True):
+        g1, g2 = tg.Generator().manual_seed(11), tg.Generator().manual_seed(22)
+        saved = g1.get_state()
+        if how == "argument, two alternated":
+            def f(x, g):
+                return draw(x, g)
+        elif how == "made inside":
+            def f(x):
+                return draw(x, tg.Generator().manual_seed(7))
+        else:
+            def f(x):
+                return draw(x, g1)
+        fn = tg.compile(f) if compiled else f
+        rec = []
+        for i in range(5):
+            x = tg.full((2, 3), float(i % 2 + 1))
+            out = fn(x, g1 if i % 2 == 0 else g2) if how.startswith("argument") else fn(x)
+            rec.append((out.numpy().tobytes(), str(out.dtype), g1.get_state().tolist(),
+                        g2.get_state().tolist()))
+            if how == "closed over, reseeded" and i % 2:
+                g1.manual_seed(i)
+            if how == "closed over, state restored" and i % 2:
+                g1.set_state(saved)
+        runs.append(rec)
+        if compiled:
+            assert fn.stats.eager_calls == 0
+    assert runs[1] == runs[0]
