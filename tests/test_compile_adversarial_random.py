@@ -430,7 +430,8 @@ def test_compiled_independent_one_hot_and_expanded_sampling_like_eager(backend):
         runs.append(rec)
     for e_call, c_call in zip(*runs):
         for e, c in zip(e_call, c_call):
-            np.testing.assert_allclose(c, e, rtol=1e-5 if backend == "jax" else 0, atol=1e-6 if backend == "jax" else 0)
+            tol = 1e-5 if backend == "jax" else 0                   # XLA's rounding
+            np.testing.assert_allclose(c, e, rtol=tol, atol=tol / 10)
     assert not np.array_equal(runs[0][0][0], runs[0][1][0])
 
 
