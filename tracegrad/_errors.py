@@ -4,6 +4,7 @@ Every user-facing error subclasses `TracegradError` *and* the builtin PyTorch ra
 same situation, so `except RuntimeError` code written for PyTorch keeps working. Messages
 say what happened, in which op and at which user source line, and how to fix it.
 """
+import contextlib
 import os
 import sys
 
@@ -64,14 +65,17 @@ class RerunEagerly(Exception):
 
 
 _inside = {}
+# the standard library's `@contextmanager` machinery runs between a `with` line and
+# tracegrad's own context managers (`fork_rng`): never the user's line
+_CONTEXTLIB = os.path.realpath(contextlib.__file__)
 
 
 def _is_internal(filename):
     r = _inside.get(filename)
     if r is None:
+        real = "" if filename.startswith("<") else os.path.realpath(filename)
         r = filename.startswith("<tracegrad") or (
-            not filename.startswith("<") and
-            os.path.realpath(filename).startswith(_PKG_DIR + os.sep))
+            bool(real) and (real.startswith(_PKG_DIR + os.sep) or real == _CONTEXTLIB))
         _inside[filename] = r
     return r
 

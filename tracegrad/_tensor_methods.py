@@ -49,8 +49,10 @@ from .ops.composite_more import nan_to_num_ as _nan_to_num_  # noqa: E402
 Tensor.nan_to_num_ = _nan_to_num_
 from .ops.fmod_prim import fmod_ as _fmod_  # noqa: E402
 Tensor.fmod_ = _fmod_
-from .ops.random_fill import normal_ as _normal_, uniform_ as _uniform_  # noqa: E402
-Tensor.normal_, Tensor.uniform_ = _normal_, _uniform_
+from .ops import random_fill as _fill  # noqa: E402
+for _name in ("normal_", "uniform_", "bernoulli_", "exponential_", "geometric_", "random_",
+              "cauchy_", "log_normal_"):
+    setattr(Tensor, _name, getattr(_fill, _name))
 Tensor.where = lambda self, condition, other: E.where(condition, self, other)
 Tensor.multiply, Tensor.subtract, Tensor.divide, Tensor.true_divide = E.mul, E.sub, E.div, E.div
 Tensor.greater, Tensor.less, Tensor.absolute = E.gt, E.lt, E.abs

@@ -10,7 +10,8 @@ from .state_slots import slot_names
 MAX_ITEMS = 4096        # larger containers are not walked
 MAX_DEPTH = 3           # user functions reached through user functions
 MAX_NEST = 4            # containers and objects reached through containers and objects
-_WALKED_LIBRARY = ("tracegrad.optim", "tracegrad.utils")   # their objects hold user state
+_WALKED_LIBRARY = ("tracegrad.optim", "tracegrad.utils",        # their objects hold user
+                   "tracegrad.distributions")                  # state (parameters)
 
 
 def _dotted(where, k):

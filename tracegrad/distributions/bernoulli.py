@@ -5,8 +5,8 @@ import numbers
 from .. import _mode
 from .. import ops as O
 from ..nn import functional as F
-from .distribution import (Distribution, broadcast_all, lazy_property, logits_to_probs,
-                           probs_to_logits)
+from .distribution import (Distribution, broadcast_all, holds, lazy_property,
+                           logits_to_probs, probs_to_logits)
 
 
 class Bernoulli(Distribution):
@@ -27,13 +27,16 @@ class Bernoulli(Distribution):
         else:
             (self.logits,) = broadcast_all(logits)
             shape = self.logits.shape
+        given = probs if probs is not None else logits   # Note [Lazy parameters under compile]
+        self._holds_caller_tensor = holds(self.probs if probs is not None else self.logits,
+                                          given)
         super().__init__(shape, (), validate_args)
 
     def _checks(self):
         if "probs" in self.__dict__:
             return {"probs": (lambda v: O.logical_and(O.ge(v, 0), O.le(v, 1)),
                               "Interval(lower_bound=0.0, upper_bound=1.0)")}
-        return {}
+        return {"logits": (lambda v: O.eq(v, v), "Real()")}
 
     @lazy_property
     def logits(self):
@@ -50,6 +53,11 @@ class Bernoulli(Distribution):
     @property
     def variance(self):
         return O.mul(self.probs, O.rsub(self.probs, 1))
+
+    @property
+    def mode(self):
+        mode = O.ge(self.probs, 0.5).to(self.probs.dtype)
+        return O.where(O.eq(self.probs, 0.5), float("nan"), mode)
 
     def sample(self, sample_shape=()):
         shape = self._extended_shape(sample_shape)

@@ -29,13 +29,14 @@ class Categorical(Distribution):
             self.logits = O.sub(logits, O.logsumexp(logits, -1, keepdim=True))
             param = self.logits
         self._num_events = param.shape[-1]
+        self._holds_caller_tensor = False     # normalized: its own (Note [Lazy parameters ...])
         super().__init__(param.shape[:-1], (), validate_args)
 
     def _checks(self):
         if "probs" in self.__dict__:
             return {"probs": (lambda v: O.logical_and(O.all(O.ge(v, 0)), O.all(O.isclose(
                 O.sum(v, -1), O.ones((), dtype=v.dtype), atol=1e-6))), "Simplex()")}
-        return {}
+        return {"logits": (lambda v: O.eq(v, v), "IndependentConstraint(Real(), 1)")}
 
     @lazy_property
     def logits(self):

@@ -100,6 +100,14 @@ class Beta(Distribution):
         super().__init__(self._dirichlet.batch_shape, (), validate_args=False)
         self._validate_args = self._dirichlet._validate_args
 
+    def expand(self, batch_shape, _instance=None):
+        new = super().expand(batch_shape, _instance)
+        shape = tuple(new.batch_shape)
+        new.concentration1 = O.expand(self.concentration1, shape)
+        new.concentration0 = O.expand(self.concentration0, shape)
+        new._dirichlet = self._dirichlet.expand(shape)
+        return new
+
     @property
     def mean(self):
         return O.div(self.concentration1, O.add(self.concentration1, self.concentration0))

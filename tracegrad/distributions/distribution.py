@@ -6,12 +6,14 @@ Note [Validation under compile]
 Like PyTorch (`validate_args` defaults to on), parameters are checked at construction and
 values at `log_prob`. A check reads a tensor's values as a Python bool, which records a
 guard when traced: a compiled program re-checks on every call at the cost of one guard;
-`validate_args=False` (or `Distribution.set_default_validate_args(False)`) skips them.
+`validate_args=False` (or `Distribution.set_default_validate_args(False)`) skips them; that
+default is read on every compiled call (a guard), so switching it between calls is seen.
 """
 import math
+import weakref
 
 from .. import _dtype as D
-from .. import _mode
+from .. import _effects, _mode
 from .. import ops as O
 from .._settings import finfo
 from .._tensor import Size, Tensor
@@ -43,7 +45,18 @@ def logits_to_probs(logits, is_binary=False):
 
 
 class lazy_property:
-    """Computed on first access, then stored on the instance (PyTorch's lazy_property)."""
+    """Computed on first access, then stored on the instance (PyTorch's lazy_property).
+
+    Note [Lazy parameters under compile]
+    A distribution made outside a compiled function and first asked for `probs` (or
+    `logits`) inside it keeps the value the first call computed: eagerly, later calls read
+    that tensor even after the caller's parameter it came from changed in place (an
+    optimizer step on the tensor the distribution holds, as PyTorch's, without a copy).
+    A compiled path would compute it again from the parameter on every call, so when the
+    distribution holds a caller's tensor (`_holds_caller_tensor`) such a call notes an
+    effect and runs eagerly (with a warning). A distribution made inside the traced
+    function is the trace's own, and one holding only tensors it made (Categorical
+    normalizes its parameter) cannot see them change: caching on those is no effect."""
 
     def __init__(self, fn):
         self.fn, self.__doc__ = fn, fn.__doc__
@@ -52,8 +65,35 @@ class lazy_property:
         if obj is None:
             return self
         value = self.fn(obj)
+        tracer = _effects.active()
+        if (tracer is not None and obj.__dict__.get("_holds_caller_tensor", True)
+                and not _made_in(obj, tracer)):
+            _effects.note("state", f"{type(obj).__name__}.{self.fn.__name__} computed and kept "
+                                   "on a distribution made before the call")
         setattr(obj, self.fn.__name__, value)
         return value
+
+
+def _made_by():
+    """A weak reference to the tracer recording now, or None."""
+    tracer = _effects.active()
+    return None if tracer is None else weakref.ref(tracer)
+
+
+def holds(stored, given):
+    """Whether tensor `stored` is (a view of) the caller's tensor `given`."""
+    return isinstance(given, Tensor) and stored._vc is given._vc
+
+
+def _made_in(obj, tracer):
+    made = obj.__dict__.get("_made_by")
+    return made is not None and made() is tracer
+
+
+# The default of `validate_args`, as 0/1: inside a trace `hyper` reads it per call, and the
+# `bool()` of that runtime value is a guard, so switching it between compiled calls takes
+# the path traced under the new setting (Note [Validation under compile]).
+_DEFAULT = {"validate": 1}
 
 
 class Distribution:
@@ -61,16 +101,16 @@ class Distribution:
     `mean`, `variance`, `stddev`; subclasses say which parameters they check (`_checks`)."""
 
     has_rsample = False
-    _validate_default = True
 
     @staticmethod
     def set_default_validate_args(value):
-        Distribution._validate_default = bool(value)
+        _DEFAULT["validate"] = int(bool(value))
 
     def __init__(self, batch_shape=(), event_shape=(), validate_args=None):
         self._batch_shape, self._event_shape = D_size(batch_shape), D_size(event_shape)
-        self._validate_args = (Distribution._validate_default if validate_args is None
-                               else validate_args)
+        self._made_by = _made_by()              # Note [Lazy parameters under compile]
+        self._validate_args = (bool(_effects.hyper(_DEFAULT, "validate"))
+                               if validate_args is None else validate_args)
         if self._validate_args:
             for name, (ok, constraint) in self._checks().items():
                 value = getattr(self, name)
@@ -102,8 +142,47 @@ class Distribution:
         raise NotImplementedError(f"{type(self).__name__} has no rsample")
 
     @property
+    def mean(self):
+        raise NotImplementedError
+
+    @property
+    def variance(self):
+        raise NotImplementedError
+
+    @property
     def stddev(self):
         return O.sqrt(self.variance)
+
+    def expand(self, batch_shape, _instance=None):
+        """The distribution with its parameters expanded (views, no copies) to
+        `batch_shape`, which must broadcast from `batch_shape` as `Tensor.expand` does."""
+        batch_shape = D_size(batch_shape)
+        new = object.__new__(type(self)) if _instance is None else _instance
+        new.__dict__.update(self.__dict__)
+        new._made_by = _made_by()
+        n = len(self._batch_shape)
+        for name in self._params:
+            t = self.__dict__.get(name)
+            if t is not None:
+                new.__dict__[name] = O.expand(t, tuple(batch_shape) + tuple(t.shape[n:]))
+        new._batch_shape = batch_shape
+        return new
+
+    def perplexity(self):
+        return O.exp(self.entropy())
+
+    # what a distribution does not define raises as PyTorch's base class does
+    def log_prob(self, value):
+        raise NotImplementedError
+
+    def entropy(self):
+        raise NotImplementedError
+
+    def cdf(self, value):
+        raise NotImplementedError
+
+    def icdf(self, value):
+        raise NotImplementedError
 
     def _validate_sample(self, value, support_ok, support):
         if not isinstance(value, Tensor):

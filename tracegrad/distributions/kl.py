@@ -1,12 +1,17 @@
 """`kl_divergence(p, q)` and `register_kl`: closed forms by the pair of types, PyTorch's
-formulas for Normal, Bernoulli, Categorical, Uniform, Gamma, Poisson, Beta and Dirichlet
-pairs (inf where q has no mass)."""
+formulas for Normal, Bernoulli, Categorical, OneHotCategorical, Uniform, Gamma, Poisson,
+Beta, Dirichlet, MultivariateNormal, Independent and TransformedDistribution pairs (inf
+where q has no mass)."""
 from .. import ops as O
 from ..nn import functional as F
 from .bernoulli import Bernoulli
 from .categorical import Categorical
 from .dirichlet import Beta, Dirichlet
 from .gamma import Gamma, Poisson
+from .independent import Independent, _sum_rightmost
+from .multivariate_normal import MultivariateNormal, kl_multivariate_normal
+from .one_hot_categorical import OneHotCategorical
+from .transformed_distribution import TransformedDistribution
 from .normal import Normal
 from .uniform import Uniform
 
@@ -98,3 +103,25 @@ def _kl_dirichlet_dirichlet(p, q):
     t3 = O.sub(p.concentration, q.concentration)
     t4 = O.sub(O.digamma(p.concentration), O.unsqueeze(O.digamma(sp), -1))
     return O.add(O.sub(t1, t2), O.sum(O.mul(t3, t4), -1))
+
+
+@register_kl(OneHotCategorical, OneHotCategorical)
+def _kl_onehotcategorical_onehotcategorical(p, q):
+    return _kl_categorical_categorical(p._categorical, q._categorical)
+
+
+@register_kl(Independent, Independent)
+def _kl_independent_independent(p, q):
+    if p.reinterpreted_batch_ndims != q.reinterpreted_batch_ndims:
+        raise NotImplementedError
+    return _sum_rightmost(kl_divergence(p.base_dist, q.base_dist), p.reinterpreted_batch_ndims)
+
+
+register_kl(MultivariateNormal, MultivariateNormal)(kl_multivariate_normal)
+
+
+@register_kl(TransformedDistribution, TransformedDistribution)
+def _kl_transformed_transformed(p, q):
+    if p.transforms != q.transforms or p.event_shape != q.event_shape:
+        raise NotImplementedError
+    return kl_divergence(p.base_dist, q.base_dist)

@@ -22,7 +22,8 @@ class Normal(Distribution):
         super().__init__(self.loc.shape, (), validate_args)
 
     def _checks(self):
-        return {"scale": (lambda v: O.gt(v, 0), "GreaterThan(lower_bound=0.0)")}
+        return {"loc": (lambda v: O.eq(v, v), "Real()"),
+                "scale": (lambda v: O.gt(v, 0), "GreaterThan(lower_bound=0.0)")}
 
     @property
     def mean(self):
@@ -59,3 +60,7 @@ class Normal(Distribution):
     def cdf(self, value):
         z = O.div(O.sub(value, self.loc), O.mul(self.scale, math.sqrt(2)))
         return O.mul(O.add(O.erf(z), 1), 0.5)
+
+    def icdf(self, value):
+        z = O.mul(O.erfinv(O.sub(O.mul(value, 2), 1)), math.sqrt(2))
+        return O.add(self.loc, O.mul(self.scale, z))

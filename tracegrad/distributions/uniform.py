@@ -45,3 +45,10 @@ class Uniform(Distribution):
 
     def cdf(self, value):
         return O.clamp(O.div(O.sub(value, self.low), O.sub(self.high, self.low)), 0, 1)
+
+    def icdf(self, value):
+        return O.add(O.mul(value, O.sub(self.high, self.low)), self.low)
+
+    @property
+    def mode(self):
+        return O.mul(self.high, float("nan"))

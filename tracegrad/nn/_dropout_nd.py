@@ -20,6 +20,13 @@ def _check_p(p):
         raise TracegradValueError(f"dropout probability has to be between 0 and 1, but got {p}")
 
 
+def check_feature_dims(input):
+    """PyTorch's feature dropout needs a channel dimension (raised only when it draws)."""
+    if input.ndim < 2:
+        raise TracegradRuntimeError("Feature dropout requires at least 2 dimensions in the "
+                                    "input")
+
+
 def _feature_dropout(input, p, training, inplace, batched=True):
     """One draw per channel: noise of shape (N, C, 1, ...), or (C, 1, ...) unbatched (what
     PyTorch computes on the input unsqueezed to a batch of one)."""
@@ -27,6 +34,7 @@ def _feature_dropout(input, p, training, inplace, batched=True):
         return input
     if p == 1:
         return input.mul_(0.0) if inplace else O.mul(input, 0.0)
+    check_feature_dims(input)
     lead = 2 if batched else 1
     shape = tuple(input.shape[:lead]) + (1,) * (input.ndim - lead)
     noise = _dropout.dropout_noise(shape, input._data.dtype, p)

@@ -26,6 +26,8 @@ def _alpha_dropout(input, p, training, inplace, feature):
         return input.mul_(0.0) if inplace else O.mul(input, 0.0)
     shape = tuple(input.shape)
     if feature:
+        from ._dropout_nd import check_feature_dims
+        check_feature_dims(input)
         shape = shape[:2] + (1,) * (input.ndim - 2)
     u = O.rand(shape, dtype=input.dtype)
     keep = O.lt(u, 1.0 - p).to(input.dtype)

@@ -8,6 +8,7 @@ import numbers
 import operator
 
 import threading
+import weakref
 
 import numpy as np
 
@@ -16,7 +17,8 @@ from .. import _effects, _mode
 from .._device import check_device
 from .._dispatch import dispatch
 from .._rng_guard import check_draw as _check_draw
-from .._errors import TracegradRuntimeError, TracegradTypeError, op_error
+from .._errors import (TracegradNotImplementedError, TracegradRuntimeError,
+                       TracegradTypeError, op_error)
 from .._tensor import Tensor, from_array
 from .._tensor import check_factory_requires_grad as _check_requires_grad
 from . import shape_rules as SR
@@ -283,6 +285,16 @@ def _seed_value(seed):
     return seed % 2 ** 64
 
 
+# every Generator alive, so work that runs kernels without being the user's call (the VJP
+# pass deriving a backward program) can leave them as it found them (`_live_generators`)
+_LIVE = weakref.WeakSet()
+
+
+def _live_generators():
+    """The Generator objects alive now."""
+    return list(_LIVE)
+
+
 class Generator:
     """Random state (numpy PCG64). `manual_seed` resets the default generator. A fresh
     `Generator()` starts from PyTorch's default seed, so its draws repeat run to run."""
@@ -294,6 +306,7 @@ class Generator:
         seed = _DEFAULT_SEED if seed is None else _seed_value(seed)
         self._rng = np.random.default_rng(seed)
         self._seed = seed
+        _LIVE.add(self)
         from .._dispatch import trace_hook
         if trace_hook.get() is not None:
             # made inside a traced function: a compiled call reuses this very object, so
@@ -324,6 +337,10 @@ class Generator:
         return s
 
     def initial_seed(self):
+        # a Python int the trace would keep as a constant, while `manual_seed` between
+        # calls changes it: such calls run eagerly (with a warning)
+        _effects.note("random", "Generator.initial_seed() / initial_seed() (a seed that "
+                                "manual_seed can change between calls)")
         return self._seed
 
     def get_state(self):
@@ -428,9 +445,10 @@ RANDINT = Primitive("randint", _randint_kernel, impure=True, shape_rule=SR.attr_
 
 def _random(prim, size, dtype, requires_grad, generator, **attrs):
     d = _float(dtype) if prim is not RANDINT else (D.as_dtype(dtype) if dtype else D.int64)
-    if prim is not RANDINT and not d.is_floating_point:
-        raise op_error(TracegradRuntimeError, prim.name,
-                       f'"check_uniform_bounds" not implemented for \'{d.name}\'')
+    if prim is not RANDINT and not d.is_floating_point:     # PyTorch's kernel names
+        kernel = "normal_kernel_cpu" if prim is RANDN else "check_uniform_bounds"
+        raise op_error(TracegradNotImplementedError, prim.name, f'"{kernel}" not implemented '
+                       f"for '{D.scalar_type_name(d)}'")
     _check_draw()
     t = dispatch(prim, (generator or default_generator,),
                  dict(attrs, shape=_shape(size), dtype=d.np))
@@ -457,6 +475,9 @@ def randint(low=0, high=None, size=None, *, generator=None, dtype=None, device=N
     check_device(device)
     if size is None:
         low, high, size = 0, low, high
+    if int(low) >= int(high):
+        raise op_error(TracegradRuntimeError, "randint", f"random_ expects 'from' to be less "
+                       f"than 'to', but got from={int(low)} >= to={int(high)}")
     return _random(RANDINT, (size,) if isinstance(size, int) else tuple(size), dtype,
                    requires_grad, generator, low=int(low), high=int(high))
 
@@ -469,13 +490,21 @@ def _randperm_kernel(gen, shape, dtype):
 RANDPERM = Primitive("randperm", _randperm_kernel, impure=True, shape_rule=SR.attr_shape)
 
 
+def _count(n, op):
+    n = int(n)
+    if n < 0:
+        raise op_error(TracegradRuntimeError, op,
+                       f"Trying to create tensor with negative dimension {n}: [{n}]")
+    return n
+
+
 def randperm(n, *, generator=None, dtype=None, device=None, requires_grad=False):
     """A random permutation of 0..n-1 (int64 unless `dtype` says otherwise)."""
     check_device(device)
     d = D.as_dtype(dtype) if dtype else D.int64
     _check_draw()
     t = dispatch(RANDPERM, (generator or default_generator,),
-                 dict(shape=(int(n),), dtype=d.np))
+                 dict(shape=(_count(n, "randperm"),), dtype=d.np))
     if requires_grad:
         _check_requires_grad(t)
         t.requires_grad_(True)
@@ -484,17 +513,35 @@ def randperm(n, *, generator=None, dtype=None, device=None, requires_grad=False)
 
 def normal(mean=0.0, std=1.0, size=None, *, generator=None):
     """`mean + std * randn(shape)`: shape `size`, or the broadcast shape of tensor `mean` /
-    `std` (in their floating dtype), as `torch.normal(mean, std)`."""
+    `std` (in their floating dtype), as `torch.normal(mean, std)`. Like PyTorch's, the
+    draw passes a zero gradient to `mean` and `std` (it is no reparameterized sample:
+    `Normal(mean, std).rsample()` is)."""
     from . import elementwise as E
     if not isinstance(std, Tensor) and std < 0:
         raise op_error(TracegradRuntimeError, "normal", f"normal expects std >= 0.0, but found "
                        f"std {std:g}")
     tensors = [t for t in (mean, std) if isinstance(t, Tensor)]
+    for t in tensors:
+        if not t.is_floating_point():
+            raise op_error(TracegradNotImplementedError, "normal", '"normal_kernel_cpu" not '
+                           f"implemented for '{D.scalar_type_name(t.dtype)}'")
+    if isinstance(std, Tensor) and bool(E.lt(std.detach(), 0).any()):
+        raise op_error(TracegradRuntimeError, "normal",
+                       "normal expects all elements of std >= 0.0")
+    m, s_ = (t.detach() if isinstance(t, Tensor) else t for t in (mean, std))
     if size is None and tensors:
         shape = np.broadcast_shapes(*(tuple(t.shape) for t in tensors))
         dtype = D._FROM_NP[np.result_type(*(t.dtype.np for t in tensors))]
-        return E.add(E.mul(randn(shape, generator=generator, dtype=dtype), std), mean)
-    return E.add(E.mul(randn(*(size or ()), generator=generator), std), mean)
+        out = E.add(E.mul(randn(shape, generator=generator, dtype=dtype), s_), m)
+    else:
+        out = E.add(E.mul(randn(*(size or ()), generator=generator), s_), m)
+    if _mode.is_grad_enabled():            # PyTorch records a node whose gradients are zero
+        keep = None
+        for t in tensors:
+            if t.requires_grad:
+                keep = full((), True, dtype=D.bool_) if keep is None else keep
+                out = E.where(keep, out, t)
+    return out
 
 
 # ---------------- *_like ----------------
@@ -524,20 +571,27 @@ def full_like(input, fill_value, *, dtype=None, device=None, requires_grad=False
                 requires_grad=requires_grad)
 
 
-def rand_like(input, *, dtype=None, device=None, requires_grad=False, memory_format=None):
+def rand_like(input, *, generator=None, dtype=None, device=None, requires_grad=False,
+              memory_format=None):
     check_device(device)
-    return rand(input.shape, dtype=_like_dtype(input, dtype), requires_grad=requires_grad)
+    return rand(input.shape, generator=generator, dtype=_like_dtype(input, dtype),
+                requires_grad=requires_grad)
 
 
-def randn_like(input, *, dtype=None, device=None, requires_grad=False, memory_format=None):
+def randn_like(input, *, generator=None, dtype=None, device=None, requires_grad=False,
+               memory_format=None):
     check_device(device)
-    return randn(input.shape, dtype=_like_dtype(input, dtype), requires_grad=requires_grad)
+    return randn(input.shape, generator=generator, dtype=_like_dtype(input, dtype),
+                 requires_grad=requires_grad)
 
 
-def randint_like(input, low=0, high=None, *, dtype=None):
+def randint_like(input, low=0, high=None, *, generator=None, dtype=None, device=None,
+                 requires_grad=False, memory_format=None):
+    check_device(device)
     if high is None:
         low, high = 0, low
-    return randint(low, high, tuple(input.shape), dtype=_like_dtype(input, dtype))
+    return randint(low, high, tuple(input.shape), generator=generator,
+                   dtype=_like_dtype(input, dtype), requires_grad=requires_grad)
 
 
 _ = _mode

@@ -9,7 +9,7 @@ import numpy as np
 
 from .._dispatch import dispatch
 from .._rng_guard import check_draw as _check_draw
-from .._errors import TracegradRuntimeError, op_error
+from .._errors import TracegradNotImplementedError, TracegradRuntimeError, op_error
 from .creation import default_generator
 from .primitive import Primitive
 
@@ -83,8 +83,9 @@ def bernoulli(input, p=None, *, generator=None):
     from . import elementwise as E
     from . import reduction as R
     if not input.is_floating_point():
-        raise op_error(TracegradRuntimeError, "bernoulli", "\"bernoulli_tensor_cpu_p_\" not "
-                       "implemented for integer inputs")
+        from .._dtype import scalar_type_name
+        raise op_error(TracegradNotImplementedError, "bernoulli", "\"bernoulli_tensor_cpu_p_\" "
+                       f"not implemented for '{scalar_type_name(input.dtype)}'")
     probs = input if p is None else p
     if p is None and bool(R.any(E.logical_or(E.lt(input, 0), E.gt(input, 1)))):
         raise op_error(TracegradRuntimeError, "bernoulli", "Expected p_in >= 0 && p_in <= 1 "

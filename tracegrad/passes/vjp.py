@@ -8,11 +8,15 @@ zeros (no cotangent) are skipped; gradients are cast to their operand's dtype as
 does. The rules have no data-dependent branches, so concrete values only serve to run the
 kernels while recording: a saved value missing from `values` (a floating array the traced
 program freed, Note [Known values] in functionalize.py) is a zero placeholder of its type.
+Running the rules draws too where a rule draws (a custom `autograd.Function` whose backward
+calls `rand`): those draws are the recording's, not the user's, so every generator is left
+as the pass found it; the backward program draws when backward runs, as eager does.
 
 Returns a `VJPResult`: the backward graph (inputs: cotangents, then saved forward values),
 `saved` (the forward Values it reads: the partition), `grads` (one backward output per wrt
 input, or None) and `differentiated` (forward node indices whose rule ran).
 """
+import contextlib
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -59,6 +63,25 @@ def requires_grad_values(g, wrt):
 
 def vjp(g, wrt=None, values=None, out_mask=None):
     """Backward graph of functional graph `g` w.r.t. inputs `wrt` (default: float inputs)."""
+    with _generators_untouched():
+        return _vjp(g, wrt, values, out_mask)
+
+
+@contextlib.contextmanager
+def _generators_untouched():
+    """Within the block draw freely: every tracegrad generator is put back on leaving it."""
+    from ..ops.creation import _live_generators
+    snap = [(gen, gen._rng, gen._rng.bit_generator.state, gen._seed)
+            for gen in _live_generators()]
+    try:
+        yield
+    finally:
+        for gen, rng, state, seed in snap:
+            gen._rng, gen._seed = rng, seed
+            rng.bit_generator.state = state
+
+
+def _vjp(g, wrt, values, out_mask):
     if wrt is None:
         wrt = [v for v in g.inputs if v.type.dtype.is_floating_point]
     if values is None:

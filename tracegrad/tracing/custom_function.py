@@ -185,19 +185,26 @@ def is_plain(v, depth=0):
 def _forward(cls, ctx, args, fill_ctx=True):
     """`cls.forward(ctx, *args)` with recording off and no grad, or what it gave on an
     earlier attempt at this call (Note [Forwards run once per call] in forward_memo.py);
-    raises Unsupported when it draws from tracegrad's generator (backward recomputes
+    raises Unsupported when it draws from any of tracegrad's generators (backward recomputes
     forward: draws must not differ)."""
-    from ..ops.creation import default_generator
-    rng = default_generator._rng.bit_generator.state
+    rng = _generator_states()
     token = trace_hook.set(None)
     try:
         with _mode.no_grad():
             out = run_forward(cls, ctx, args, lambda: cls._tg_call_forward(ctx, *args), fill_ctx)
     finally:
         trace_hook.reset(token)
-    if default_generator._rng.bit_generator.state != rng:
+    now = _generator_states()
+    if any(now.get(k) != v for k, v in rng.items()):      # (one made inside starts fresh)
         raise Unsupported(ctx, out)
     return out
+
+
+def _generator_states():
+    """What changes when any tracegrad generator draws (the default one or a user's
+    `Generator` the forward closes over) or is seeded again."""
+    from ..ops.creation import _live_generators
+    return {id(g): (id(g._rng), g._rng.bit_generator.state) for g in _live_generators()}
 
 
 def _supported(ctx, out):
