@@ -27,6 +27,7 @@ class _layers:
 # A tracer installs a callable here; dispatch hands every call to it while it is set.
 from ._effects import trace_hook, watch_python   # the one "is a trace active" variable (Note [Effects])
 from . import _saved_hooks
+from ._overlap import check_overlap
 from ._saved_hooks import ACTIVE as _SAVED_HOOKS
 _get_hook = trace_hook.get
 _getprofile, _setprofile = sys.getprofile, sys.setprofile
@@ -361,6 +362,7 @@ def run_inplace(prim, args, attrs):
     target = args[0]
     grad_on = _grad_on() and not prim.nondiff
     _check_inplace_target(prim, target, grad_on)
+    check_overlap(prim, args, attrs)        # Note [Overlapping in-place operands]
     func = prim.functional
     arrays = _arrays(func, args)
     try:
