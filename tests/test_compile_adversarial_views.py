@@ -119,3 +119,65 @@ def test_overlap_verdict_follows_the_layout_of_a_non_contiguous_argument(backend
     eager, compiled, _ = records(f, make, 4, _backend(backend))
     assert eager[1][0] == "TracegradRuntimeError"
     assert_same_records(eager, compiled)
+
+
+# -- Note [Bases of returned views] (compiler/trace_settle.py) --
+
+def _aliases(args, out):
+    """What a caller sees of returned views: per output its values, `_base` being set,
+    version and flags; then, after writing through the first output under no_grad, every
+    output and argument again (a write shows through whatever shares the memory), and
+    the gradient of a weighted sum of the outputs requiring grad."""
+    outs = list(out) if isinstance(out, (tuple, list)) else [out]
+
+    def seen():
+        return [(o.tolist(), o.requires_grad, o._version) for o in outs] + [
+            (a.tolist(), a._version) for a in args]
+    before = seen() + [o._base is not None for o in outs]
+    with tg.no_grad():
+        outs[0].add_(100.0)
+    after = seen()
+    grads = [o for o in outs if o.requires_grad]
+    if grads:
+        sum((o * (k + 2)).sum() for k, o in enumerate(grads)).backward()
+    return before, after, [None if a.grad is None else a.grad.tolist() for a in args]
+
+
+VIEWS_OF_AN_INTERMEDIATE = {
+    "overlapping_rows": lambda x: (lambda y: (y[1:], y[:2]))(x * 2),
+    "row_and_transpose": lambda x: (lambda y: (y[0], y.t()))(x * 2),
+    "unbind": lambda x: (x * 2).unbind(1),
+    "view_before_its_base": lambda x: (lambda y: (y[1], y))(x + 1),
+    "view_of_a_view": lambda x: (lambda y: (y[1:][0], y[1:]))(x * 3),
+    "one_view": lambda x: (x * 2)[1:],
+    "views_of_a_detached_result": lambda x: (lambda y: (y[0], y[1:]))((x * 2).detach()),
+    "view_of_input_and_of_result": lambda x: ((x * 2)[1:], x[0]),
+    "nested_containers": lambda x: (lambda y: [y[0], {"a": y[1:]}])(x * 2),
+}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("grad", [False, True])
+@pytest.mark.parametrize("name", sorted(VIEWS_OF_AN_INTERMEDIATE))
+def test_views_of_one_result_share_its_memory_as_in_eager(name, grad, backend):
+    fn = VIEWS_OF_AN_INTERMEDIATE[name]
+
+    def make(i):
+        x = tg.arange(12.0).reshape(3, 4) * (i + 1) + 0.5
+        return (x.requires_grad_(grad),)
+
+    def f(x):
+        out = fn(x)
+        return tuple(out[:1]) + (out[1]["a"],) if name == "nested_containers" else out
+
+    eager, compiled, _ = records(f, make, 4, _backend(backend), observe=_aliases)
+    assert_same_records(eager, compiled)
+
+
+def test_view_of_a_result_writes_into_its_sibling_view():
+    f = tg.compile(lambda x: (lambda y: (y[1:], y[:2]))(x * 2))
+    for _ in range(3):
+        a, b = f(tg.ones(3, 2))
+        a[0].fill_(7.0)                       # row 1 of the hidden result: b's second row
+        assert b.tolist() == [[2.0, 2.0], [7.0, 7.0]]
+        assert a._base is b._base is not None and a._version == b._version == 1
