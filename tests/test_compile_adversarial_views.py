@@ -181,3 +181,78 @@ def test_view_of_a_result_writes_into_its_sibling_view():
         a[0].fill_(7.0)                       # row 1 of the hidden result: b's second row
         assert b.tolist() == [[2.0, 2.0], [7.0, 7.0]]
         assert a._base is b._base is not None and a._version == b._version == 1
+
+
+# -- diagonal as a view (ops/diagonal_view.py) --
+
+DIAGONALS = [(0, 0, 1), (1, 0, 1), (-1, 0, 1), (5, 0, 1), (1, -1, 0), (0, 2, 0), (-2, 1, 2)]
+
+
+@pytest.mark.parametrize("offset,dim1,dim2", DIAGONALS)
+def test_diagonal_is_the_view_pytorch_returns(offset, dim1, dim2):
+    torch = pytest.importorskip("torch")
+    got, want = tg.arange(24.0).reshape(2, 3, 4), torch.arange(24.0).reshape(2, 3, 4)
+    dg, dw = got.diagonal(offset, dim1, dim2), want.diagonal(offset, dim1, dim2)
+    assert dg.tolist() == dw.tolist()
+    assert (dg.shape, dg.stride(), dg.storage_offset()) == (
+        tuple(dw.shape), dw.stride(), dw.storage_offset())
+    assert dg._is_view() and dw._is_view()
+    dg.mul_(-1)                               # writes into the input, bumps its version
+    dw.mul_(-1)
+    assert got.tolist() == want.tolist() and got._version == want._version == 1
+
+
+@pytest.mark.parametrize("offset,dim1,dim2", DIAGONALS)
+def test_diagonal_gradients_of_first_and_second_order(offset, dim1, dim2):
+    x = tg.tensor(np.random.default_rng(0).standard_normal((2, 3, 4)), requires_grad=True)
+    w = tg.tensor(np.random.default_rng(1).standard_normal((2, 3, 4)))
+
+    def f(x):
+        return ((x * w).diagonal(offset, dim1, dim2) ** 2).sum()
+    assert tg.autograd.gradcheck(f, (x,))
+    assert tg.autograd.gradgradcheck(f, (x,))
+
+
+def test_diagonal_errors_as_pytorch():
+    torch = pytest.importorskip("torch")
+    for module in (tg, torch):
+        with pytest.raises(RuntimeError, match="diagonal dimensions cannot be identical 1, 1"):
+            module.ones(3, 3).diagonal(0, 1, 1)
+        with pytest.raises(IndexError, match="Dimension out of range"):
+            module.ones(3).diagonal()
+
+
+@pytest.mark.parametrize("shape,wrap", [((3, 3), False), ((7, 3), True), ((7, 3), False),
+                                        ((4, 3), True), ((3, 5), True), ((3, 3, 3), False)])
+def test_fill_diagonal_as_pytorch(shape, wrap):
+    torch = pytest.importorskip("torch")
+    got, want = tg.zeros(*shape), torch.zeros(*shape)
+    assert got.fill_diagonal_(2.5, wrap=wrap) is got
+    want.fill_diagonal_(2.5, wrap=wrap)
+    assert got.tolist() == want.tolist()
+    for module in (tg, torch):
+        with pytest.raises(RuntimeError, match="all dimensions of input must be of equal"):
+            module.zeros(3, 3, 2).fill_diagonal_(1.0)
+
+
+DIAGONAL_PROGRAMS = {
+    "returned_view": lambda x: x.diagonal(),
+    "copy_into_diagonal": lambda x: (lambda y: (y.diagonal().copy_(x[0, :3] * 2), y)[1])(
+        x.clone()),
+    "fill_diagonal_of_a_result": lambda x: (x * 2).fill_diagonal_(0.0),
+    "diagonal_of_a_result_and_the_result": lambda x: (lambda y: (y.diagonal(1), y))(x + 1),
+}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("grad", [False, True])
+@pytest.mark.parametrize("name", sorted(DIAGONAL_PROGRAMS))
+def test_diagonal_programs_compiled_as_eager(name, grad, backend):
+    fn = DIAGONAL_PROGRAMS[name]
+
+    def make(i):
+        x = tg.arange(12.0).reshape(3, 4) * (i + 1) + 0.5
+        return (x.requires_grad_(grad),)
+
+    eager, compiled, _ = records(fn, make, 4, _backend(backend), observe=_aliases)
+    assert_same_records(eager, compiled)

@@ -31,7 +31,7 @@ norm var std logsumexp softmax log_softmax matmul mm bmm dot outer einsum expand
 view reshape flatten squeeze unsqueeze permute transpose swapaxes t contiguous repeat split
 chunk unbind narrow select add sub mul div floor_divide remainder square any all eq ne lt le gt
 ge logical_and logical_or logical_not bitwise_not isnan nonzero lerp equal isclose allclose isinf
-isfinite isposinf isneginf roll diag nan_to_num xlogy fmod bincount bernoulli trunc tan asin acos
+isfinite isposinf isneginf roll diag diagonal nan_to_num xlogy fmod bincount bernoulli trunc tan asin acos
 atan sinh cosh asinh acosh atanh log10 atan2 arcsin arccos arctan arcsinh arccosh arctanh arctan2
 logaddexp logaddexp2 clamp_min clamp_max nansum nanmean count_nonzero addcmul addcdiv logit median
 quantile rot90 fliplr flipud movedim moveaxis tile kron diff masked_select unique""".split())
@@ -51,6 +51,9 @@ from .ops.fmod_prim import fmod_ as _fmod_  # noqa: E402
 Tensor.fmod_ = _fmod_
 from .ops.random_fill import normal_ as _normal_, uniform_ as _uniform_  # noqa: E402
 Tensor.normal_, Tensor.uniform_ = _normal_, _uniform_
+from .ops.diagonal_view import fill_diagonal_ as _fill_diagonal_  # noqa: E402
+Tensor.fill_diagonal_ = _fill_diagonal_
+Tensor._is_view = lambda self: self._base is not None
 Tensor.where = lambda self, condition, other: E.where(condition, self, other)
 Tensor.multiply, Tensor.subtract, Tensor.divide, Tensor.true_divide = E.mul, E.sub, E.div, E.div
 Tensor.greater, Tensor.less, Tensor.absolute = E.gt, E.lt, E.abs
