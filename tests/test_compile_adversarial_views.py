@@ -256,3 +256,72 @@ def test_diagonal_programs_compiled_as_eager(name, grad, backend):
 
     eager, compiled, _ = records(fn, make, 4, _backend(backend), observe=_aliases)
     assert_same_records(eager, compiled)
+
+
+# -- index_put_, index_fill_, index_copy_ (ops/index_writes.py) --
+
+def _index_writes(m):
+    """(name, fn(x, v)) pairs written the same for tracegrad and PyTorch (`m`)."""
+    i = m.tensor([0, 2, 0])
+    return {
+        "put": lambda x, v: x.index_put_((i,), v[:1]),
+        "put_accumulate_repeats": lambda x, v: x.index_put_((i, i), v[:3], accumulate=True),
+        "put_accumulate_rows": lambda x, v: x.index_put_((i,), v, accumulate=True),
+        "put_accumulate_mask": lambda x, v: x.index_put_((x > 4,), v[0], accumulate=True),
+        "put_out_of_place": lambda x, v: x.index_put((i, m.tensor([1, 1, 3])), v[:3] * 2,
+                                                     accumulate=True),
+        "fill": lambda x, v: x.index_fill_(1, m.tensor([3, 0]), -1.5),
+        "fill_tensor": lambda x, v: x.index_fill_(0, m.tensor([1]), v[2]),
+        "copy": lambda x, v: x.index_copy_(1, m.tensor([3, 1]), v[:2].t().expand(3, 2) * 1),
+        "copy_out_of_place": lambda x, v: x.index_copy(0, m.tensor([2, 0]),
+                                                       v.expand(2, 4) * 1),
+    }
+
+
+@pytest.mark.parametrize("name", sorted(_index_writes(tg)))
+def test_index_writes_as_pytorch_with_gradients(name):
+    torch = pytest.importorskip("torch")
+    res = []
+    for m in (tg, torch):
+        x = m.tensor(np.arange(12.0, dtype=np.float32).reshape(3, 4), requires_grad=True)
+        v = m.tensor([1.0, 2.0, 3.0, 4.0], requires_grad=True)
+        y = _index_writes(m)[name](x * 1, v)
+        (y * m.arange(12.0).reshape(3, 4)).sum().backward()
+        res.append((y.tolist(), x.grad.tolist(),
+                    None if v.grad is None else v.grad.tolist()))
+    assert res[0] == res[1]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("name", sorted(_index_writes(tg)))
+def test_index_writes_compiled_as_eager(name, backend):
+    fn = _index_writes(tg)[name]
+
+    def f(x, v):
+        return fn(x * 1, v)
+
+    def make(i):
+        return ((tg.arange(12.0).reshape(3, 4) * (i + 1)).requires_grad_(),
+                tg.tensor([1.0, 2.0, 3.0, 4.0]) - i)
+
+    eager, compiled, _ = records(f, make, 4, _backend(backend), backward=True)
+    assert_same_records(eager, compiled)
+
+
+def test_index_put_accumulate_second_order_gradients():
+    x = tg.tensor(np.random.default_rng(0).standard_normal((3, 4)), requires_grad=True)
+    v = tg.tensor(np.random.default_rng(1).standard_normal(3), requires_grad=True)
+    i = tg.tensor([0, 2, 0])
+
+    def f(x, v):
+        return ((x * 1).index_put_((i, i), v * v, accumulate=True) ** 2).sum()
+    assert tg.autograd.gradcheck(f, (x, v))
+    assert tg.autograd.gradgradcheck(f, (x, v))
+
+
+def test_index_put_refuses_values_of_another_dtype_as_pytorch():
+    torch = pytest.importorskip("torch")
+    for m in (tg, torch):
+        with pytest.raises(RuntimeError, match="Index put requires the source and destination "
+                           "dtypes match, got Float for the destination and Double"):
+            m.zeros(3).index_put_((m.tensor([0]),), m.tensor([1.0], dtype=m.float64))

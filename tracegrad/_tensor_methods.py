@@ -52,6 +52,8 @@ Tensor.fmod_ = _fmod_
 from .ops.random_fill import normal_ as _normal_, uniform_ as _uniform_  # noqa: E402
 Tensor.normal_, Tensor.uniform_ = _normal_, _uniform_
 from .ops.diagonal_view import fill_diagonal_ as _fill_diagonal_  # noqa: E402
+from .ops import index_writes as _IP  # noqa: E402
+_attach("index_put_ index_put index_fill_ index_fill index_copy_ index_copy".split(), _IP)
 Tensor.fill_diagonal_ = _fill_diagonal_
 Tensor._is_view = lambda self: self._base is not None
 Tensor.where = lambda self, condition, other: E.where(condition, self, other)
