@@ -325,3 +325,62 @@ def test_index_put_refuses_values_of_another_dtype_as_pytorch():
         with pytest.raises(RuntimeError, match="Index put requires the source and destination "
                            "dtypes match, got Float for the destination and Double"):
             m.zeros(3).index_put_((m.tensor([0]),), m.tensor([1.0], dtype=m.float64))
+
+
+# -- Note [Multi-output views] (ops/shape.py) --
+
+MULTI_OUTPUT_WRITES = {
+    "unbind": lambda y: y.unbind(0)[1].add_(1),
+    "chunk": lambda y: y.chunk(2)[1].mul_(2),
+    "chunk_into_one": lambda y: y.chunk(1)[0].add_(1),
+    "split": lambda y: y.split(2, 1)[0].mul_(2),
+    "split_with_sizes": lambda y: y.split([1, 3])[1].sub_(1),
+    "view_of_an_output": lambda y: y.unbind(0)[1][0].add_(1),
+    "transposed_output": lambda y: y.chunk(2)[0].t().add_(1),
+    "iterating": lambda y: [row.mul_(2) for row in y],
+    "base_without_grad": lambda y: y.detach().unbind(0)[1].add_(1),
+}
+
+
+def _multi(module, name, leaf=False):
+    x = module.ones(4, 4, requires_grad=True)
+    try:
+        MULTI_OUTPUT_WRITES[name](x if leaf else x * 1)
+    except RuntimeError as e:
+        return str(e).split("\n")[0].split("_: ", 1)[-1]
+    return "ok"
+
+
+@pytest.mark.parametrize("name", sorted(MULTI_OUTPUT_WRITES))
+def test_in_place_write_into_a_multi_output_view_as_pytorch(name):
+    torch = pytest.importorskip("torch")
+    assert _multi(tg, name) == _multi(torch, name)
+    assert (_multi(tg, name) == "ok") == (name == "base_without_grad")
+    if name == "unbind":                      # before "a view of a leaf Variable ..."
+        assert _multi(tg, name, leaf=True) == _multi(torch, name, leaf=True)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_in_place_write_into_a_multi_output_view_compiled_as_eager(backend):
+    def f(x):
+        q, k = (x * 2).chunk(2)
+        if x.requires_grad:
+            return q * k
+        q.mul_(3)
+        return q * k
+
+    def make(i):
+        return (tg.arange(8.0).reshape(4, 2).requires_grad_(i % 2 == 0),)
+
+    eager, compiled, _ = records(f, make, 4, _backend(backend))
+    assert eager[0][0] == "ok" and eager[1][0] == "ok"
+    assert_same_records(eager, compiled)
+
+    def g(x):
+        q, k = (x * 2).chunk(2)
+        q.mul_(3)
+        return q * k
+
+    eager, compiled, _ = records(g, make, 4, _backend(backend))
+    assert eager[0][0] == "InplaceError" and eager[1][0] == "ok"
+    assert_same_records(eager, compiled)

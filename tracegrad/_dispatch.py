@@ -251,6 +251,8 @@ def _alias(prim, args, attrs, out):
         out._base = src if base is None else base
         out._view_chain = src._view_chain + ((prim, attrs),)
         out._fn_version = src._vc.v
+        if src._multi_view is not None:     # Note [Multi-output views]: views of it too
+            out._multi_view = (prim.grad_fn_name.replace("Backward0", ""), 0)
 
 
 def _version(prim, t):
@@ -445,6 +447,13 @@ def _check_inplace_target(prim, t, grad_on):
                        "inplace update.")
     if not grad_on:
         return
+    if t._multi_view is not None and t._base is not None and t._base.requires_grad:
+        name, k = t._multi_view
+        raise op_error(InplaceError, prim.name,
+                       f"Output {k} of {name} is a view and is being modified inplace. This "
+                       "view is the output of a function that returns multiple views. Such "
+                       "functions do not allow the output views to be modified inplace.",
+                       "You should replace the inplace operation by an out-of-place one.")
     if t.requires_grad and t._grad_fn is None and t._base is None:
         raise op_error(InplaceError, prim.name,
                        "a leaf Variable that requires grad is being used in an in-place "
