@@ -384,3 +384,52 @@ def test_in_place_write_into_a_multi_output_view_compiled_as_eager(backend):
     eager, compiled, _ = records(g, make, 4, _backend(backend))
     assert eager[0][0] == "InplaceError" and eager[1][0] == "ok"
     assert_same_records(eager, compiled)
+
+
+# -- out= (ops/out_arg.py) --
+
+OUT_CALLS = {
+    "into_a_fresh_tensor": lambda m, x: m.add(x, 1.0, out=m.empty(4)),
+    "into_the_next_row": lambda m, x: m.add(x.view(2, 4)[0], 1.0, out=x.view(2, 4)[1]),
+    "into_the_input": lambda m, x: m.mul(x, x, out=x),
+    "overlapping_the_input": lambda m, x: m.add(x[1:5], 1.0, out=x[:4]),
+    "input_requires_grad": lambda m, x: m.add(x.requires_grad_(), 1.0, out=m.empty(8)),
+    "result_narrowed_to_int": lambda m, x: m.add(x, 1.0, out=m.zeros(8, dtype=m.int64)),
+    "int_result_widened": lambda m, x: m.add(x.long(), 1, out=m.zeros(8)),
+    "empty_resized": lambda m, x: m.mul(x, 2.0, out=m.empty(0)),
+    "matmul": lambda m, x: m.matmul(x.view(2, 4), x.view(4, 2), out=m.ones(2, 2)),
+    "cat": lambda m, x: m.cat([x, x], out=m.empty(16)),
+    "zeros": lambda m, x: m.zeros(4, out=x[2:6]),
+    "ones_resized": lambda m, x: m.ones(2, 2, out=m.empty(0)),
+}
+
+
+@pytest.mark.filterwarnings("ignore:An output with one or more elements was resized")
+@pytest.mark.parametrize("name", sorted(OUT_CALLS))
+def test_out_argument_as_pytorch(name):
+    torch = pytest.importorskip("torch")
+    res = []
+    for m in (tg, torch):
+        x = m.arange(8.0)
+        try:
+            r = OUT_CALLS[name](m, x)
+        except RuntimeError as e:                 # tracegrad's messages start "op: "
+            msg = str(e).split("\n")[0]
+            res.append(msg.split(": ", 1)[1] if m is tg else msg)
+        else:
+            res.append((r.tolist(), str(r.dtype).split(".")[-1], r._version, x.tolist()))
+    assert res[0] == res[1]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_out_argument_compiled_as_eager(backend):
+    def f(x, y):
+        tg.add(x[0], y, out=x[1])
+        tg.mul(x[2:], 2.0, out=x[:2]) if y[0] > 100 else None
+        return tg.mul(x, y, out=tg.empty(3, 4))
+
+    def make(i):
+        return tg.arange(12.0).reshape(3, 4) * (i + 1), tg.arange(4.0) + 50 * i
+
+    eager, compiled, _ = records(f, make, 4, _backend(backend))
+    assert_same_records(eager, compiled)
