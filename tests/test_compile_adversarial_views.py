@@ -433,3 +433,23 @@ def test_out_argument_compiled_as_eager(backend):
 
     eager, compiled, _ = records(f, make, 4, _backend(backend))
     assert_same_records(eager, compiled)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("key", [1, slice(1, None), (Ellipsis, 0), [0, 2], "mask"])
+def test_item_assignment_into_a_leaf_names_the_view_as_pytorch(key, backend):
+    torch = pytest.importorskip("torch")
+
+    def f(m):
+        def g(x):
+            x[x > 1 if isinstance(key, str) else key] = 0.0
+            return x * 2
+        return g
+
+    msgs = []
+    for m, run in ((torch, f(torch)), (tg, f(tg)), (tg, tg.compile(f(tg), backend=backend))):
+        for _ in range(2):
+            with pytest.raises(RuntimeError) as e:
+                run(m.ones(3, 3, requires_grad=True))
+            msgs.append(str(e.value).split("\n")[0].split("_: ", 1)[-1].split(" Wrap")[0])
+    assert len(set(msgs)) == 1, msgs
