@@ -31,10 +31,11 @@ norm var std logsumexp softmax log_softmax matmul mm bmm dot outer einsum expand
 view reshape flatten squeeze unsqueeze permute transpose swapaxes t contiguous repeat split
 chunk unbind narrow select add sub mul div floor_divide remainder square any all eq ne lt le gt
 ge logical_and logical_or logical_not bitwise_not isnan nonzero lerp equal isclose allclose isinf
-isfinite isposinf isneginf roll diag diagonal nan_to_num xlogy fmod bincount bernoulli trunc tan asin acos
+isfinite isposinf isneginf roll diag nan_to_num xlogy fmod bincount bernoulli trunc tan asin acos
 atan sinh cosh asinh acosh atanh log10 atan2 arcsin arccos arctan arcsinh arccosh arctanh arctan2
 logaddexp logaddexp2 clamp_min clamp_max nansum nanmean count_nonzero addcmul addcdiv logit median
-quantile rot90 fliplr flipud movedim moveaxis tile kron diff masked_select unique""".split())
+quantile rot90 fliplr flipud movedim moveaxis tile kron diff masked_select unique
+diagonal""".split())
 from .ops import special_prim as _SP  # noqa: E402
 _attach("lgamma digamma erfc erfinv mvlgamma lgamma_ digamma_ erfc_ erfinv_ erf_ polygamma_ "
         "mvlgamma_".split(), _SP)
