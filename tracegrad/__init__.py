@@ -17,6 +17,8 @@ from . import _tensor_methods  # noqa: F401  (attaches methods and operators)
 from . import _tensor_storage  # noqa: F401  (stride, is_contiguous, deepcopy, ...)
 from .ops import *  # noqa: F401,F403
 from .ops import abs, pow, round, sum, max, min, any, all  # noqa: F401,A004
+from .ops.out_arg import WITH_OUT as _WITH_OUT, with_out as _with_out  # noqa: E402
+globals().update({_n: _with_out(globals()[_n]) for _n in _WITH_OUT})   # `out=` (torch.add)
 from . import autograd  # noqa: F401
 from .autograd.anomaly_mode import is_anomaly_enabled, is_anomaly_check_nan_enabled  # noqa
 from .compiler import compile  # noqa: F401,A004

@@ -27,6 +27,7 @@ class _layers:
 # A tracer installs a callable here; dispatch hands every call to it while it is set.
 from ._effects import trace_hook, watch_python   # the one "is a trace active" variable (Note [Effects])
 from . import _saved_hooks
+from ._overlap import check_overlap
 from ._saved_hooks import ACTIVE as _SAVED_HOOKS
 _get_hook = trace_hook.get
 _getprofile, _setprofile = sys.getprofile, sys.setprofile
@@ -250,6 +251,8 @@ def _alias(prim, args, attrs, out):
         out._base = src if base is None else base
         out._view_chain = src._view_chain + ((prim, attrs),)
         out._fn_version = src._vc.v
+        if src._multi_view is not None:     # Note [Multi-output views]: views of it too
+            out._multi_view = (prim.grad_fn_name.replace("Backward0", ""), 0)
 
 
 def _version(prim, t):
@@ -361,6 +364,7 @@ def run_inplace(prim, args, attrs):
     target = args[0]
     grad_on = _grad_on() and not prim.nondiff
     _check_inplace_target(prim, target, grad_on)
+    check_overlap(prim, args, attrs)        # Note [Overlapping in-place operands]
     func = prim.functional
     arrays = _arrays(func, args)
     try:
@@ -443,7 +447,19 @@ def _check_inplace_target(prim, t, grad_on):
                        "inplace update.")
     if not grad_on:
         return
+    if t._multi_view is not None and t._base is not None and t._base.requires_grad:
+        name, k = t._multi_view
+        raise op_error(InplaceError, prim.name,
+                       f"Output {k} of {name} is a view and is being modified inplace. This "
+                       "view is the output of a function that returns multiple views. Such "
+                       "functions do not allow the output views to be modified inplace.",
+                       "You should replace the inplace operation by an out-of-place one.")
     if t.requires_grad and t._grad_fn is None and t._base is None:
+        if prim.name == "index_put_":    # `x[1] = v`: PyTorch writes through the view x[1]
+            raise op_error(InplaceError, prim.name,
+                           "a view of a leaf Variable that requires grad is being used in an "
+                           "in-place operation.", "Wrap the update in `with torch.no_grad():`, "
+                           "or clone the leaf first.")
         raise op_error(InplaceError, prim.name,
                        "a leaf Variable that requires grad is being used in an in-place "
                        "operation.", "Wrap the update in `with torch.no_grad():`, or clone the "

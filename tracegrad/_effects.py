@@ -80,6 +80,16 @@ def attr_read(t, attr, value):
         tracer.note_attr_read(t, attr, value)
 
 
+def layout_read(root):
+    """An in-place op's overlap check (Note [Overlapping in-place operands] in _overlap.py)
+    read the layout of the memory owned by numpy array `root`: inside a trace, the strides
+    of the arguments and captured tensors on that memory become guards, as if Python had
+    read `x.stride()` (Note [Layout read by Python])."""
+    tracer = getattr(_get_hook(), "__self__", None)
+    if tracer is not None and hasattr(tracer, "note_layout_read"):
+        tracer.note_layout_read(root)
+
+
 def attr_now(t, attr):
     """What `attr_read` recorded, read again now (for the per-call check)."""
     if attr == "grad_fn":

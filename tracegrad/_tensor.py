@@ -60,6 +60,7 @@ class Tensor:
     _owned = False                     # a fresh gradient AccumulateGrad may adopt
     _view_chain = ()
     _fn_version = 0
+    _multi_view = None                 # (function, output number): Note [Multi-output views]
 
     @staticmethod
     def _wrap(data, requires_grad=False, grad_fn=None):

@@ -34,7 +34,8 @@ ge logical_and logical_or logical_not bitwise_not isnan nonzero lerp equal isclo
 isfinite isposinf isneginf roll diag nan_to_num xlogy fmod bincount bernoulli trunc tan asin acos
 atan sinh cosh asinh acosh atanh log10 atan2 arcsin arccos arctan arcsinh arccosh arctanh arctan2
 logaddexp logaddexp2 clamp_min clamp_max nansum nanmean count_nonzero addcmul addcdiv logit median
-quantile rot90 fliplr flipud movedim moveaxis tile kron diff masked_select unique""".split())
+quantile rot90 fliplr flipud movedim moveaxis tile kron diff masked_select unique
+diagonal""".split())
 from .ops import special_prim as _SP  # noqa: E402
 _attach("lgamma digamma erfc erfinv mvlgamma lgamma_ digamma_ erfc_ erfinv_ erf_ polygamma_ "
         "mvlgamma_".split(), _SP)
@@ -53,6 +54,11 @@ from .ops import random_fill as _fill  # noqa: E402
 for _name in ("normal_", "uniform_", "bernoulli_", "exponential_", "geometric_", "random_",
               "cauchy_", "log_normal_"):
     setattr(Tensor, _name, getattr(_fill, _name))
+from .ops.diagonal_view import fill_diagonal_ as _fill_diagonal_  # noqa: E402
+from .ops import index_writes as _IP  # noqa: E402
+_attach("index_put_ index_put index_fill_ index_fill index_copy_ index_copy".split(), _IP)
+Tensor.fill_diagonal_ = _fill_diagonal_
+Tensor._is_view = lambda self: self._base is not None
 Tensor.where = lambda self, condition, other: E.where(condition, self, other)
 Tensor.multiply, Tensor.subtract, Tensor.divide, Tensor.true_divide = E.mul, E.sub, E.div, E.div
 Tensor.greater, Tensor.less, Tensor.absolute = E.gt, E.lt, E.abs

@@ -64,7 +64,8 @@ from .caller_arrays import returns_callers_array, written_array
 from .fallbacks import EagerFallbacks, is_generator_function
 from .fullgraph import fullgraph_class
 from .tensor_attrs import attr_objects, attrs_written
-from .trace_settle import grad_outputs, set_grad_mode, settle_state, warn_effects
+from .trace_settle import (grad_outputs, set_grad_mode, settle_state, warn_effects,
+                           with_view_bases)
 from .state_iterators import advanced
 from .state_unread import (all_names, hooks_of, keys_user_code_may_read, unread_attribute_guards,
                            unread_hyper_guards, unused_hook_guards)
@@ -375,6 +376,7 @@ class CompiledFunction(EagerFallbacks):
             if self._floats.static.intersection(positions):
                 key = self._floats.valued(key, leaves)
                 entry = self.entries.get(key)
+        outs, build = with_view_bases(tracer, outs, build)   # Note [Bases of returned views]
         grad_sets = grad_outputs(tracer, outs)
         reached = [o for o, _ in grad_sets] + tracer.leaves_reached
         # Note [Gradient hooks' state] in state_unread.py

@@ -15,9 +15,8 @@ instead, `call(args) -> (outputs, None)`:
   version bumped, outputs wrapped, the backward node attached, consumed graphs marked,
   `retain_grad` and `.grad` assignments replayed, Python-only calls replayed.
 When a check fails it returns `(None, why)` with the reason the generic `resolve` gives
-(the slow path, taken only on a miss). Paths whose outputs alias inputs, repeat or view
-each other through a view, or that guard tensor attributes Python read, keep the generic
-pair. On the tiny
+(the slow path, taken only on a miss). Paths whose outputs are views of inputs, or that
+guard tensor attributes Python read, keep the generic pair. On the tiny
 MLP training step this saves about a quarter of the per-call work outside the program.
 """
 import numpy as np
@@ -36,7 +35,7 @@ from .warning_replay import would_raise
 def build_runner(path):
     """`call(args) -> (outputs, why)` generated for `path`, or None when the generic
     `CompiledPath.call` must serve."""
-    if path.view_out or path.attr_guards or any(chain for _, chain in path.alias_out.values()):
+    if path.attr_guards or any(chain for _, chain in path.alias_out.values()):
         return None
     part, prog = path.part, path.forward_program
     n_args, n_cap = path.n_args, len(path.captured)
@@ -203,6 +202,13 @@ def build_runner(path):
                   f"res[{sl.start}:{sl.stop}], {kept})"]
         if spec is not None:
             lines += ["    if st is not None:", "        _spec.stashed(nd, st)"]
+    if path.view_out:                    # views of a returned result, made again on it
+        from .path import _view
+        env["_view"] = _view
+        for k, (j, chain) in path.view_out.items():
+            env[f"vc{k}"] = chain
+            lines += [f"    t = outs[{j}]", f"    for p, a in vc{k}:", "        t = _view(p, t, a)",
+                      f"    outs[{k}] = t"]
     for k in path.post_retain:
         lines += [f"    if outs[{k}].requires_grad:", f"        outs[{k}].retain_grad()"]
     for pos in path.retain_inputs:       # `a.retain_grad()` on a non-leaf argument

@@ -29,6 +29,29 @@ def grad_outputs(tracer, outs):
     return grad_sets
 
 
+def with_view_bases(tracer, outs, build):
+    """(outs, build) with, after the user's results, the trace-made bases of returned views.
+
+    Note [Bases of returned views]
+    Eagerly, `y = x * 2; return y[1:], y[:2]` returns two views of one tensor `y`: both have
+    `_base`, share a version counter, and a write through one shows through the other. A
+    compiled call makes `y` a hidden output (rebuilt outputs never show it) and each view
+    again on it after the call (functionalize's OutputFacts.views, CompiledPath.view_out),
+    so gradients flow through the view ops and the memory is shared as eagerly. Views of
+    inputs need no base: they are made again on the input (OutputFacts.roots)."""
+    extra, seen = [], {id(o) for o in outs}
+    for o in outs:
+        b = o._base if isinstance(o, Tensor) else None
+        if b is not None and id(b) in tracer.env and id(b) not in tracer.input_ids \
+                and id(b) not in seen:
+            seen.add(id(b))
+            extra.append(b)
+    if not extra:
+        return outs, build
+    n = len(outs)
+    return list(outs) + extra, lambda leaves: build(leaves[:n])
+
+
 def settle_state(tracer, scanned, read_keys=frozenset(), placed=()):
     """(state guards of the path, guards of places read as runtime numbers, guards the trace
     itself broke). Captured tensors' bindings come first, then every container and scalar

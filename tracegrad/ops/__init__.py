@@ -25,6 +25,8 @@ from .linear import addmm  # noqa: F401
 from .compare import (equal, isclose, allclose, isinf, isfinite, isposinf,  # noqa: F401
                       isneginf)
 from .composite_more import hstack, vstack, roll, diag, nan_to_num  # noqa: F401
+from .diagonal_view import diagonal  # noqa: F401
+from .index_writes import index_put, index_fill, index_copy  # noqa: F401
 from .fmod_prim import fmod, trunc  # noqa: F401
 from .counting import bincount  # noqa: F401
 from .trig_prim import (tan, asin, acos, atan, sinh, cosh, asinh, acosh, atanh,  # noqa: F401

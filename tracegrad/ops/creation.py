@@ -212,16 +212,25 @@ def _fill(value, size, dtype, requires_grad, default=None):
 
 def zeros(*size, dtype=None, device=None, requires_grad=False, out=None):
     check_device(device)
+    if out is not None:                  # written into `out` (ops/out_arg.py)
+        from .out_arg import write_out
+        return write_out("zeros", out, _fill(0, size, dtype or out.dtype, False), ())
     return _fill(0, size, dtype, requires_grad)
 
 
 def ones(*size, dtype=None, device=None, requires_grad=False, out=None):
     check_device(device)
+    if out is not None:                  # written into `out` (ops/out_arg.py)
+        from .out_arg import write_out
+        return write_out("ones", out, _fill(1, size, dtype or out.dtype, False), ())
     return _fill(1, size, dtype, requires_grad)
 
 
 def empty(*size, dtype=None, device=None, requires_grad=False, out=None):
     check_device(device)
+    if out is not None:                  # written into `out` (ops/out_arg.py)
+        from .out_arg import write_out
+        return write_out("empty", out, _fill(0, size, dtype or out.dtype, False), ())
     return _fill(0, size, dtype, requires_grad)
 
 

@@ -876,7 +876,22 @@ def split(tensor, split_size_or_sections, dim=0):
     for s in sizes:
         out.append(narrow(tensor, d, start, s))
         start += s
-    return tuple(out)
+    return _multi_output(out, "Split" if isinstance(split_size_or_sections, int)
+                         else "SplitWithSizes")
+
+
+def _multi_output(views, name):
+    """Note [Multi-output views]
+    PyTorch refuses an in-place write, with grad mode on, into a view that `unbind`,
+    `split` or `chunk` returned (or a view of one) when its base requires grad: their
+    backward cannot see such writes. The views carry (function, output number) so that
+    `_dispatch._check_inplace_target` raises PyTorch's error; views created with grad mode
+    off carry nothing, as in PyTorch."""
+    from .. import _mode
+    if _mode.is_grad_enabled():
+        for k, v in enumerate(views):
+            v._multi_view = (name, k)
+    return tuple(views)
 
 
 def chunk(input, chunks, dim=0):
@@ -891,7 +906,7 @@ def chunk(input, chunks, dim=0):
 
 def unbind(input, dim=0):
     d = _wrap_dim(dim, input.ndim, "unbind")
-    return tuple(select(input, d, i) for i in range(input.shape[d]))
+    return _multi_output([select(input, d, i) for i in range(input.shape[d])], "Unbind")
 
 
 def _nonzero_kernel(x):

@@ -198,20 +198,29 @@ def functionalize_with_facts(g, values=None):
     in_pos = {v: i for i, v in enumerate(g.inputs)}
     roots = [(in_pos[root[v]], chain[v]) if v is not None and root[v] in in_pos
              else None for v in g.outputs]
-    # Outputs sharing another output's storage: a view of an earlier output that is the whole
+    # Outputs sharing another output's storage: a view of an output that is the whole
     # storage -> ("view", j, chain), replayed on output j; any other overlap -> ("copy",),
     # so two returned tensors never share memory without eager's view relationship.
-    views, whole_out, seen_root = [], {}, set()
+    # The base is the output with the shortest chain on that storage (the whole of it, or
+    # its `detach()`), wherever it comes (Note [Bases of returned views]); an output whose
+    # chain continues the base's is a view of it.
+    base_out = {}
+    for k, v in enumerate(g.outputs):
+        if v is not None and root[v] not in in_pos:
+            j = base_out.get(root[v])
+            if j is None or len(chain[v]) < len(chain[g.outputs[j]]):
+                base_out[root[v]] = k
+    views, seen_root = [], set()
     for k, v in enumerate(g.outputs):
         r = root[v] if v is not None else None
         kind = None
         if r is not None and r not in in_pos:
-            if r in whole_out and v is not g.outputs[whole_out[r]]:
-                kind = ("view", whole_out[r], chain[v])
-            elif r in seen_root and v not in g.outputs[:k]:
+            j = base_out[r]
+            bc = chain[g.outputs[j]]
+            if v is not g.outputs[j] and chain[v][:len(bc)] == bc:
+                kind = ("view", j, chain[v][len(bc):])
+            elif r in seen_root and v not in g.outputs[:k] and v is not g.outputs[j]:
                 kind = ("copy",)
-            if not chain[v]:
-                whole_out.setdefault(r, k)
             seen_root.add(r)
         views.append(kind)
     # the copy-back needs the new contents, not their autograd identity (NOGRAD_WRITE)

@@ -246,6 +246,16 @@ class Tracer:
             self.attr_reads[key] = (t, attr, value)
             self.keep.append(t)
 
+    def note_layout_read(self, root):
+        """The layout of the memory owned by numpy array `root` decided something (an
+        in-place op's overlap check): guard the strides of the inputs on it that the entry
+        key leaves open (it keys C-contiguity only)."""
+        from .._tensor_storage import _root
+        for _, t in self.args + self.captured:
+            d = t._data
+            if d.ndim > 1 and not d.flags.c_contiguous and _root(d) is root:
+                self.note_attr_read(t, "stride", tuple(s // d.itemsize for s in d.strides))
+
     def note_grad_set(self, owner, old=None):
         """`owner.grad` was assigned (it was `old`). A first assignment of None to a `.grad`
         whose value the trace never used can happen before the program runs (zero_grad:

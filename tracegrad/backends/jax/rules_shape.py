@@ -14,6 +14,7 @@ positions, found by running the chain's numpy kernels on `arange` at lowering ti
 import jax.numpy as jnp
 import numpy as np
 
+from ...ops import diagonal_view as DG
 from ...ops import shape as S
 from .table import Unsupported, register, simple
 
@@ -226,3 +227,19 @@ def _nonzero(ctx, node, x):
     ctx.mask_counts[node.inputs[0]] = count
     ctx.actual_shape(node.output, [jnp.count_nonzero(x), x.ndim])
     return jnp.stack(jnp.nonzero(x, size=count, fill_value=0), axis=1)
+
+
+@register(DG.DIAGONAL)
+def _diagonal(ctx, node, x):
+    a = node.attrs
+    return jnp.diagonal(x, a["offset"], a["dim1"], a["dim2"])
+
+
+@register(DG.DIAGONAL_BACKWARD)
+def _diagonal_backward(ctx, node, g):
+    # the flat positions of the diagonal, found on numpy's `arange` at lowering time
+    a, shape = node.attrs, tuple(node.attrs["shape"])
+    pos = np.diagonal(np.arange(int(np.prod(shape))).reshape(shape), a["offset"], a["dim1"],
+                      a["dim2"])
+    z = jnp.zeros(int(np.prod(shape)), g.dtype)
+    return z.at[pos.reshape(-1)].set(g.reshape(-1)).reshape(shape)
