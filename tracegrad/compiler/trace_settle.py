@@ -49,7 +49,12 @@ def with_view_bases(tracer, outs, build):
     if not extra:
         return outs, build
     n = len(outs)
-    return list(outs) + extra, lambda leaves: build(leaves[:n])
+
+    def rebuild(leaves):
+        return build(leaves[:n])
+    if hasattr(build, "writes"):             # (place_writes.with_writes: shown by explain)
+        rebuild.writes = build.writes
+    return list(outs) + extra, rebuild
 
 
 def settle_state(tracer, scanned, read_keys=frozenset(), placed=()):
