@@ -231,6 +231,13 @@ def _inplace_math(x):
 
 
 EXTRA["inplace_math"] = (_inplace_math, lambda: [_t(2, 3)])
+
+
+def _diagonals(x):
+    return [x.diagonal(), tg.diagonal(x * 2.0, offset=1), (x * 1.0).diagonal(-1, 0, 1) * 3]
+
+
+EXTRA["diagonal"] = (_diagonals, lambda: [_t(3, 4)])
 EXTRA["nn_new"] = (_nn_new, lambda: [_t(1, 2, 5, 6), _t(2, 2, 3, seed=1), _t(2, 3, seed=2)])
 
 

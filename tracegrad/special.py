@@ -8,7 +8,8 @@ live in ops/special_more.py. All are differentiable, trace and compile like any 
 >>> tg.special.gammaln(tg.tensor([4.]))
 tensor([1.7918])
 """
-from .ops.elementwise import erf, expm1, log1p, sigmoid as expit, xlogy, round  # noqa: F401
+from .ops.elementwise import erf, expm1, log1p, xlogy, round  # noqa: F401
+from . import sigmoid as expit  # noqa: F401,E402  (the package's: it takes `out=`)
 from .ops.composite_math import logit  # noqa: F401
 from .ops.reduction import logsumexp, softmax, log_softmax  # noqa: F401
 from .ops.special_prim import (lgamma as gammaln, digamma, polygamma, erfc, erfinv,  # noqa: F401

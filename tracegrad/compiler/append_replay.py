@@ -110,6 +110,8 @@ def _reached_only_to_append(lst, guards, codes, watch):
             if not _only_appended(codes, key):
                 return False
             continue
+        if not outer:                    # a dict found in a closure cell, a list, ...
+            return False
         if type(key) is not str or id(holder) in watch.dict_reads or id(holder) in watch.mutated:
             return False
         if any(_places(h, guards) is not None for h, _ in outer):   # (one level only)

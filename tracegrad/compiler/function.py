@@ -59,7 +59,7 @@ from .binding import Binder, changed_argument
 from .dynamic_numbers import DynamicFloats, taken_from_tensors
 from . import append_replay, place_writes, tensor_places
 from ..tracing.numbers import split_outputs
-from .state import optimizer_state_growth, scan
+from .state import optimizer_state_growth, owned_holders, scan
 from .caller_arrays import returns_callers_array, written_array
 from .fallbacks import EagerFallbacks, is_generator_function
 from .fullgraph import fullgraph_class
@@ -472,8 +472,9 @@ class CompiledFunction(EagerFallbacks):
                 if tracer.numbers is not None:
                     out, number_outs = split_outputs(out)
                     # Note [Numbers written to Python state] in place_writes.py
-                    tracer.place_writes = place_writes.collect(tracer.numbers, placed,
-                                                               scanned.guards)
+                    tracer.place_writes = place_writes.collect(
+                        tracer.numbers, placed, scanned.guards,
+                        owned_holders([o for o, *_ in tracer.replays]), bool(tracer.replays))
                 # Note [Appends to the caller's lists] in append_replay.py
                 appends = append_replay.collect(tracer, watch, scanned.guards,
                                                 set(containers))

@@ -15,8 +15,10 @@ write), so before this every such step ran eagerly from its second call. Now:
   its own is a *written place* (`collect`): the stand-in's traced value becomes an extra
   output of the program, and the place gets the plain number eager stored. A place holding
   a plain number (or None, a bool, a str) that the trace wrote is written that constant
-  (it came from constants and guarded values, as a path's constant outputs do).
-  Anything else written there (a list, an object) keeps the path from being cached.
+  (it came from constants and guarded values, as a path's constant outputs do), unless
+  the trace made calls that are replayed after each cached call (a scheduler's step()):
+  such a call may have written the place from state it owns, not guarded. Anything else
+  written there (a list, an object, such a constant) keeps the path from being cached.
 - A stand-in written into a number place the trace did not read through a stand-in (its
   first trace: `self.last_loss = loss.item()` with the place still keyed by value) gets
   its plain value there too, and the place becomes dynamic for the next trace; that trace
@@ -48,15 +50,22 @@ def widen(floats, changed):
             "each call from now on")
 
 
-def collect(numbers, placed, guards):
+def collect(numbers, placed, guards, owned=frozenset(), replayed=False):
     """The places written by the trace that just returned: ([(holder, key, fresh tensor or
     None, constant)], bad, fresh) with `placed` the dynamic places' (holder, key, value
     before, stand-in), `guards` the scan's value guards. Call while the trace records.
     `bad`: places holding what no cached call can replay, [(holder, key)]. `fresh`: number
-    places the trace wrote a stand-in into without reading them through one."""
+    places the trace wrote a stand-in into without reading them through one. `owned`: ids
+    of the holders that calls replayed after the program rewrite (a scheduler's step()
+    setting a param group's momentum): their places are the replay's to write. `replayed`:
+    the trace made calls replayed after each cached call, which may have written a place
+    from state they own (a scheduler's `last_epoch`): no constant written there is known
+    to be the trace's own."""
     writes, bad, mine = [], [], set()
     for holder, key, _, n in placed:
         mine.add((id(holder), key))
+        if id(holder) in owned:
+            continue
         try:
             now = holder[key]
         except (KeyError, IndexError, TypeError):
@@ -71,13 +80,13 @@ def collect(numbers, placed, guards):
                 continue
             holder[key] = now._v
             writes.append((holder, key, t, None))
-        elif type(now) in _CONSTANTS:
+        elif type(now) in _CONSTANTS and not replayed:
             writes.append((holder, key, None, now))
         else:
             bad.append((holder, key))
     fresh = []
     for g in guards:
-        if (id(g.holder), g.key) in mine or g.mode != "eq" \
+        if (id(g.holder), g.key) in mine or g.mode != "eq" or id(g.holder) in owned \
                 or not isinstance(g.holder, (dict, list)):
             continue
         try:
