@@ -272,6 +272,9 @@ def _repr(self):
         tracer = hook.__self__
         if not getattr(tracer, "printing", 0):
             _observe(self, "numpy", self._data)
+            from . import _format                # the text depends on the print options
+            for k in _format.OPTIONS:            # too (Note [Settings read and set])
+                _effects.setting_read(vars(_format), k, f"the print option {k.lower()}")
         else:                                # Note [Prints replayed]
             tracer.printed = getattr(tracer, "printed", 0) + 1
     return _plain_repr(self)

@@ -1,0 +1,132 @@
+"""Adversarial review of dtypes, type promotion and process-wide settings in compiled code.
+
+Each program runs eagerly and compiled (numpy and JAX backends) over several calls, with
+`_differential.records`: `make(i)` builds call i's arguments and may first change a global
+setting, so a cached path that kept the old setting's behaviour differs from eager. Eager
+is checked against PyTorch where torch is installed.
+"""
+import numpy as np
+import pytest
+
+import tracegrad as tg
+from _differential import assert_same_records, records
+
+BACKENDS = ["numpy", "jax"]
+
+
+def _backend(name):
+    if name == "jax":
+        pytest.importorskip("jax")
+    return name
+
+
+@pytest.fixture(autouse=True)
+def _restore_settings():
+    yield
+    tg.use_deterministic_algorithms(False)
+    tg.set_num_threads(2)
+    tg.set_float32_matmul_precision("highest")
+    tg.set_printoptions(profile="default")
+    tg.set_default_dtype(tg.float32)
+
+
+def _same(fn, make, calls=5, backend="numpy", **kw):
+    eager, compiled, f = records(fn, make, calls, backend=_backend(backend), **kw)
+    assert_same_records(eager, compiled)
+    return f
+
+
+# -- process-wide settings read or set inside the function (Note [Settings read and set])
+
+def _toggling(setter):
+    """Arguments of call i, after `setter(i % 2 == 1)` (the setting flips between calls)."""
+    def make(i):
+        setter(i % 2 == 1)
+        return (tg.tensor([1.0, 2.0]),)
+    return make
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_deterministic_setting_read_inside_is_guarded(backend):
+    def f(x):
+        return x * (2 if tg.are_deterministic_algorithms_enabled() else 3)
+    f = _same(f, _toggling(tg.use_deterministic_algorithms), backend=backend)
+    assert "deterministic algorithms changed" in str(f.stats)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_threads_and_matmul_precision_read_inside_are_guarded(backend):
+    def f(x):
+        return x * tg.get_num_threads(), tg.get_float32_matmul_precision()
+    _same(f, _toggling(lambda on: (tg.set_num_threads(1 if on else 3),
+                                   tg.set_float32_matmul_precision("high" if on else
+                                                                   "highest"))),
+          backend=backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_print_options_changed_between_calls_change_repr(backend):
+    def f(x):
+        return repr(x * 1.23456), f"{x}"
+    _same(f, _toggling(lambda on: tg.set_printoptions(precision=2 if on else 4,
+                                                      sci_mode=True if on else None)),
+          backend=backend)
+
+
+def _reset():
+    tg.use_deterministic_algorithms(False)
+    tg.set_num_threads(3)
+    tg.set_float32_matmul_precision("highest")
+    tg.set_printoptions(profile="default")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_settings_set_inside_are_set_on_every_call(backend):
+    def f(x):
+        tg.use_deterministic_algorithms(True, warn_only=True)
+        tg.set_num_threads(1)
+        tg.set_float32_matmul_precision("medium")
+        tg.set_printoptions(precision=2)
+        return x * 2
+
+    def make(i):
+        _reset()
+        return (tg.tensor([1.0, 2.0]),)
+
+    def observe(args, out):
+        return (out.tolist(), tg.are_deterministic_algorithms_enabled(),
+                tg.is_deterministic_algorithms_warn_only_enabled(), tg.get_num_threads(),
+                tg.get_float32_matmul_precision(), repr(tg.tensor([1.23456])))
+    f = _same(f, make, backend=backend, observe=observe)
+    assert f.stats.traces == 1
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_setting_toggled_from_its_own_value_inside(backend):
+    def f(x):
+        on = tg.are_deterministic_algorithms_enabled()
+        tg.use_deterministic_algorithms(not on)
+        return x + on
+
+    def observe(args, out):
+        return out.tolist(), tg.are_deterministic_algorithms_enabled()
+    def make(i):
+        if i == 0:                       # each run starts off; then each call flips it
+            tg.use_deterministic_algorithms(False)
+        return (tg.tensor([1.0]),)
+    _same(f, make, backend=backend, observe=observe)
+
+
+def test_settings_as_torch_reads_them():
+    torch = pytest.importorskip("torch")
+    for m in (tg, torch):
+        m.use_deterministic_algorithms(True, warn_only=True)
+        m.set_printoptions(precision=2)
+    try:
+        assert repr(tg.tensor([1.23456])) == repr(torch.tensor([1.23456]))
+        assert (tg.is_deterministic_algorithms_warn_only_enabled()
+                == torch.is_deterministic_algorithms_warn_only_enabled())
+    finally:
+        for m in (tg, torch):
+            m.use_deterministic_algorithms(False)
+            m.set_printoptions(profile="default")
