@@ -130,3 +130,69 @@ def test_settings_as_torch_reads_them():
         for m in (tg, torch):
             m.use_deterministic_algorithms(False)
             m.set_printoptions(profile="default")
+
+
+# -- Python's `%` on floats: a zero result keeps the dividend's sign, as PyTorch (and JAX)
+
+_DIVIDENDS = [-3.0, 6.0, 3.0, -6.0, 0.0, -0.0, 5.5, -5.5, 7.25]
+_DIVISORS = [3.0, -3.0, 3.0, -3.0, 3.0, -3.0, float("inf"), float("inf"), -0.5]
+
+
+def _bits(t):
+    return t.detach().numpy().tobytes()
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16"])
+def test_float_remainder_signed_zero_matches_torch(dtype):
+    torch = pytest.importorskip("torch")
+    def ab(m):
+        return (m.tensor(_DIVIDENDS, dtype=getattr(m, dtype)),
+                m.tensor(_DIVISORS, dtype=getattr(m, dtype)))
+    for f in (lambda m, a, b: a % b, lambda m, a, b: a % 3, lambda m, a, b: a % -3.0,
+              lambda m, a, b: m.remainder(a, b[1]), lambda m, a, b: a[1] % b):
+        assert _bits(f(tg, *ab(tg))) == f(torch, *ab(torch)).numpy().tobytes()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_float_remainder_compiled_bitwise_equals_eager(backend):
+    def f(x, y):
+        return x % y, x % 3, (x * 2) % -3.0
+
+    def make(i):
+        return (tg.tensor([v + (i % 2) * 3 for v in _DIVIDENDS]), tg.tensor(_DIVISORS))
+    _same(f, make, backend=backend)
+
+
+# -- eager errors PyTorch raises for bool inputs and integer in-place clamps
+
+@pytest.mark.parametrize("op", ["argmax", "argmin", "topk"])
+def test_bool_argmax_argmin_topk_raise_like_torch(op):
+    args = (1,) if op == "topk" else ()
+    with pytest.raises(RuntimeError, match="does not support bool"):
+        getattr(tg.tensor([True, False]), op)(*args)
+    m = tg.tensor([[True, False], [False, True]])
+    assert m.max(1).indices.tolist() == [0, 1] and m.min(0).indices.tolist() == [1, 0]
+    torch = pytest.importorskip("torch")
+    with pytest.raises(RuntimeError, match="does not support bool"):
+        getattr(torch.tensor([True, False]), op)(*args)
+
+
+@pytest.mark.parametrize("case", [
+    ("float bound on int", lambda m: m.tensor([1, 5]).clamp_(0.5, 2), "result type Float"),
+    ("float bound on bool", lambda m: m.tensor([True]).clamp_(0.5), "result type Float"),
+    ("no bound", lambda m: m.tensor([1.0]).clamp_(), "At least one of 'min' or 'max'"),
+    ("int8 overflow", lambda m: m.tensor([1], dtype=m.int8).clamp_(0, 300),
+     "without overflow"),
+], ids=lambda c: c[0])
+def test_inplace_clamp_checks_its_bounds_like_torch(case):
+    _, f, msg = case
+    with pytest.raises(RuntimeError, match=msg):
+        f(tg)
+    torch = pytest.importorskip("torch")
+    with pytest.raises(RuntimeError, match=msg):
+        f(torch)
+
+
+def test_inplace_clamp_numpy_scalar_bound_keeps_float32():
+    x = tg.tensor([1.0, -1.0]).clamp_(np.float64(0.1))
+    assert x.dtype is tg.float32 and x.tolist() == pytest.approx([1.0, 0.1])

@@ -82,7 +82,22 @@ Tensor.expm1_ = _inplace(E.EXPM1_)
 
 
 def clamp_(self, min=None, max=None):
-    return dispatch(E.CLAMP_, (self,), E._clamp_attrs(min, max))
+    """`clamp` in place, its bounds checked as `clamp` checks them; a float bound on an
+    integer or bool tensor raises PyTorch's cast error (the result would be floating)."""
+    if min is None and max is None:
+        raise op_error(TracegradRuntimeError, "clamp_",
+                       "torch.clamp: At least one of 'min' or 'max' must not be None")
+    min, max = (v.item() if isinstance(v, np.generic) else v for v in (min, max))
+    attrs = E._clamp_attrs(min, max)
+    if self.dtype.category < 2:
+        if any(isinstance(v, float) for v in (min, max)):
+            raise op_error(TracegradRuntimeError, "clamp_",
+                           f"result type {D.scalar_type_name(D.get_default_dtype())} can't be "
+                           "cast to the desired output type "
+                           f"{D.scalar_type_name(self.dtype)}.",
+                           "Convert the tensor first, e.g. `x = x.float()`.")
+        E._check_int_bounds(self.dtype, min, max)
+    return dispatch(E.CLAMP_, (self,), attrs)
 
 
 def zero_(self):

@@ -183,6 +183,18 @@ def _floor_div(x, y):
     return np.floor_divide(x, y)
 
 
+def _remainder(x, y):
+    """Python's `%` (the divisor's sign), as PyTorch computes it: from C's `fmod`, so a zero
+    result keeps the dividend's sign (`-3.0 % 3` is -0.0, `6.0 % -3` is 0.0), where numpy
+    gives zero the divisor's sign (JAX agrees with PyTorch)."""
+    r = np.mod(x, y)
+    if r.dtype.kind == "f":
+        zero = r == 0
+        if zero.any():
+            r = np.where(zero, np.copysign(r, np.asarray(x, dtype=r.dtype)), r)
+    return r
+
+
 def _no_bool_subtraction(op):
     """Promotion that refuses bool tensors, as PyTorch does (`1 - mask` is a bug magnet)."""
     def rule(args):
@@ -272,7 +284,7 @@ def _floor_divide_vjp(g, ins, out, n):
 FLOOR_DIVIDE = Primitive("floor_divide", _int_zero_check("floor_divide", _quiet(_floor_div)),
                          vjp=_floor_divide_vjp, shape_rule=SR.broadcast,
                          dtype_rule=promote, grad_fn_name="NotImplemented", may_raise="integer")
-REMAINDER = Primitive("remainder", _int_zero_check("remainder", _quiet(np.mod)), vjp=_rem_vjp,
+REMAINDER = Primitive("remainder", _int_zero_check("remainder", _quiet(_remainder)), vjp=_rem_vjp,
                       saves=(0, 1), shape_rule=SR.broadcast,
                       dtype_rule=promote, may_raise="integer")
 REMAINDER_TENSOR = overload_of(REMAINDER, "remainder_tensor", "RemainderBackward1")
