@@ -196,3 +196,24 @@ def test_inplace_clamp_checks_its_bounds_like_torch(case):
 def test_inplace_clamp_numpy_scalar_bound_keeps_float32():
     x = tg.tensor([1.0, -1.0]).clamp_(np.float64(0.1))
     assert x.dtype is tg.float32 and x.tolist() == pytest.approx([1.0, 0.1])
+
+
+# -- numpy scalars: `np.True_` is a float to PyTorch, and stays one under a trace
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_numpy_bool_scalar_argument_promotes_as_eager(backend):
+    scalars = [2.5, np.True_, True, np.False_, 1, np.float32(1.5), np.int8(3)]
+
+    def f(x, s):
+        return x * s, x + s, s * x, x // s if not isinstance(s, bool) and s else x
+    _same(f, lambda i: (tg.tensor([1, 2, 3], dtype=tg.int32), scalars[i]),
+          calls=len(scalars), backend=backend)
+
+
+def test_numpy_bool_scalar_in_creation_and_clamp_matches_torch():
+    torch = pytest.importorskip("torch")
+    for f in (lambda m: m.full((2,), np.True_), lambda m: m.tensor([1, 2]).clamp(np.True_),
+              lambda m: m.tensor([True, False]) + np.True_, lambda m: m.arange(np.True_, 3),
+              lambda m: m.tensor([1, 2], dtype=m.int32) * np.False_):
+        a, b = f(tg), f(torch)
+        assert str(a.dtype) == str(b.dtype) and a.tolist() == b.tolist()

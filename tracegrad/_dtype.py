@@ -178,6 +178,12 @@ def promote_types(a, b):
         raise
 
 
+def python_number(x):
+    """A numpy scalar as the Python number PyTorch takes it for: its value, where `np.bool_`
+    counts as a float (`int_tensor * np.True_` is float32; see `scalar_category`)."""
+    return float(x) if isinstance(x, np.bool_) else x.item()
+
+
 def scalar_category(x):
     """0 bool, 1 integer, 2 floating. numpy scalars count as Python numbers, as in PyTorch
     (`np.int64(3)` is an integer; `np.bool_` counts as a float there)."""

@@ -87,7 +87,7 @@ def clamp_(self, min=None, max=None):
     if min is None and max is None:
         raise op_error(TracegradRuntimeError, "clamp_",
                        "torch.clamp: At least one of 'min' or 'max' must not be None")
-    min, max = (v.item() if isinstance(v, np.generic) else v for v in (min, max))
+    min, max = (D.python_number(v) if isinstance(v, np.generic) else v for v in (min, max))
     attrs = E._clamp_attrs(min, max)
     if self.dtype.category < 2:
         if any(isinstance(v, float) for v in (min, max)):

@@ -69,8 +69,10 @@ def _infer(data, numpy_typed=False):
             d = x.dtype
         elif numpy_typed and isinstance(x, np.generic) and x.dtype in D._FROM_NP:
             d = D.from_numpy_dtype(x.dtype)
-        elif isinstance(x, (bool, np.bool_)):
+        elif isinstance(x, bool):
             d = D.bool_
+        elif isinstance(x, np.bool_):        # counts as a float, as in PyTorch
+            d = D.get_default_dtype()
         elif isinstance(x, (numbers.Integral,)):
             d = D.int64
         elif isinstance(x, numbers.Real):
