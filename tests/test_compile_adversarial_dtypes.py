@@ -217,3 +217,39 @@ def test_numpy_bool_scalar_in_creation_and_clamp_matches_torch():
               lambda m: m.tensor([1, 2], dtype=m.int32) * np.False_):
         a, b = f(tg), f(torch)
         assert str(a.dtype) == str(b.dtype) and a.tolist() == b.tolist()
+
+
+# -- Python numbers into an integer dtype: PyTorch's overflow check, not numpy's
+
+@pytest.mark.parametrize("case", [
+    ("uint8 negatives wrap", lambda m: m.tensor([[1, -3], [-255, 4]], dtype=m.uint8)),
+    ("uint8 scalar", lambda m: m.tensor(-2, dtype=m.uint8)),
+    ("floats truncate", lambda m: m.tensor([1.5, -2.0, 127.0], dtype=m.int8)),
+    ("bools", lambda m: m.tensor([True, 2], dtype=m.int8)),
+    ("past uint8", lambda m: m.tensor([-256], dtype=m.uint8)),
+    ("negative float to uint8", lambda m: m.tensor([-0.5], dtype=m.uint8)),
+    ("float past int8", lambda m: m.tensor([127.9], dtype=m.int8)),
+    ("nan to int", lambda m: m.tensor([float("nan")], dtype=m.int8)),
+    ("inf to int32", lambda m: m.tensor([float("inf")], dtype=m.int32)),
+    ("past int64", lambda m: m.tensor([2 ** 63], dtype=m.int64)),
+], ids=lambda c: c[0])
+def test_tensor_from_python_numbers_into_int_dtypes_like_torch(case):
+    torch = pytest.importorskip("torch")
+    _, f = case
+
+    def outcome(m):
+        try:
+            t = f(m)
+        except (RuntimeError, ValueError) as e:
+            return [c for c in type(e).__mro__ if c.__module__ == "builtins"][0], \
+                str(e).split("\n")[0].split(": ", 1)[-1]
+        return str(t.dtype), t.tolist()
+    assert outcome(tg) == outcome(torch)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_tensor_of_python_ints_inside_compiled_wraps_as_eager(backend):
+    def f(x, k):
+        return x + tg.tensor([k, -k], dtype=tg.uint8)
+    _same(f, lambda i: (tg.tensor([1, 2], dtype=tg.uint8), [3, 200, -255, 256][i]), calls=4,
+          backend=backend)
