@@ -253,3 +253,26 @@ def test_tensor_of_python_ints_inside_compiled_wraps_as_eager(backend):
         return x + tg.tensor([k, -k], dtype=tg.uint8)
     _same(f, lambda i: (tg.tensor([1, 2], dtype=tg.uint8), [3, 200, -255, 256][i]), calls=4,
           backend=backend)
+
+
+def test_can_cast_matches_torch():
+    torch = pytest.importorskip("torch")
+    names = ["bool", "uint8", "int8", "int32", "int64", "float16", "float32", "float64"]
+    for a in names:
+        for b in names:
+            assert tg.can_cast(getattr(tg, a), getattr(tg, b)) == torch.can_cast(
+                getattr(torch, a), getattr(torch, b)), (a, b)
+    with pytest.raises(TypeError, match="must be torch.dtype"):
+        tg.can_cast(1, tg.int8)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_dtype_queries_inside_compiled_follow_the_input_dtype(backend):
+    dtypes = [tg.float32, tg.float64, tg.int32, tg.float16, tg.int64, tg.bool]
+
+    def f(x):
+        k = 2 if tg.can_cast(x.dtype, tg.int32) else 3
+        eps = tg.finfo(x.dtype).eps if x.is_floating_point() else 1
+        return x.to(tg.promote_types(x.dtype, tg.float16)) * k + eps, str(x.dtype)
+    _same(f, lambda i: (tg.tensor([1, 0, 3]).to(dtypes[i]),), calls=len(dtypes),
+          backend=backend)

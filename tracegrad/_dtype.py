@@ -178,6 +178,20 @@ def promote_types(a, b):
         raise
 
 
+def can_cast_public(from_, to):
+    """`torch.can_cast(from_, to)`: whether PyTorch's casting rules allow `from_` into `to`
+    (within a kind or up: never floating into integer, nor anything but bool into bool).
+
+    >>> tg.can_cast(tg.int32, tg.float16), tg.can_cast(tg.float64, tg.int64)
+    (True, False)
+    """
+    for pos, (name, d) in enumerate((("from_", from_), ("to", to)), 1):
+        if not isinstance(d, dtype):
+            raise TypeError(f"can_cast(): argument '{name}' (position {pos}) must be "
+                            f"torch.dtype, not {type(d).__name__}")
+    return can_cast(from_, to)
+
+
 def python_number(x):
     """A numpy scalar as the Python number PyTorch takes it for: its value, where `np.bool_`
     counts as a float (`int_tensor * np.True_` is float32; see `scalar_category`)."""
