@@ -9,7 +9,8 @@ import math
 import numpy as np
 
 from .._dispatch import dispatch
-from .._dtype import get_default_dtype, python_number, scalar_type_name, wrap_int
+from .._dtype import get_default_dtype, scalar_type_name, wrap_int
+from .._dtype import python_number as _python_number
 from .._tensor import Tensor
 from . import shape_rules as SR
 from .primitive import Primitive, inplace_of, overload_of, promote, promote_float, promote_tail
@@ -826,7 +827,7 @@ def clamp(input, min=None, max=None):
         raise _err("clamp", "At least one of 'min' or 'max' must not be None")
     # numpy scalars bound as the Python numbers they hold, as in PyTorch (numpy would
     # promote a float32 tensor clamped by np.float64(0.1) to float64)
-    min, max = (python_number(v) if isinstance(v, np.generic) else v for v in (min, max))
+    min, max = (_python_number(v) if isinstance(v, np.generic) else v for v in (min, max))
     attrs = _clamp_attrs(min, max)
     if input.dtype.category < 2:
         if any(isinstance(v, float) for v in (min, max)):
