@@ -325,3 +325,27 @@ def test_float16_kernels_compiled_equal_eager(backend):
             np.testing.assert_allclose(r.detach().numpy().astype(np.float32),
                                        e.detach().numpy().astype(np.float32), rtol=2e-3,
                                        atol=1e-4)
+
+
+def test_python_float_type_as_dtype_is_float64_like_torch():
+    torch = pytest.importorskip("torch")
+    for m in (tg, torch):
+        m.set_default_dtype(m.float32)
+    for f in (lambda m: m.zeros(2, dtype=float), lambda m: m.tensor([1], dtype=float),
+              lambda m: m.ones(2).to(float), lambda m: m.arange(3, dtype=float),
+              lambda m: m.ones(2).sum(dtype=float), lambda m: m.ones(2).to(int),
+              lambda m: m.ones(2).to(bool)):
+        assert str(f(tg).dtype) == str(f(torch).dtype)
+
+
+@pytest.mark.parametrize("bound", [65519.0, 1e5, -1e5, 100000])
+def test_float16_clamp_bound_past_its_range_raises_like_torch(bound):
+    torch = pytest.importorskip("torch")
+    for m in (tg, torch):
+        with pytest.raises(RuntimeError, match="c10::Half without overflow"):
+            m.tensor([1.0], dtype=m.float16).clamp(max=bound)
+        with pytest.raises(RuntimeError, match="c10::Half without overflow"):
+            m.tensor([1.0], dtype=m.float16).clamp_(min=bound)
+    for b in (65504.0, float("inf"), float("nan")):       # representable: no error
+        assert str(tg.tensor([1.0], dtype=tg.float16).clamp(max=b)) == str(
+            torch.tensor([1.0], dtype=torch.float16).clamp(max=b))

@@ -236,11 +236,12 @@ def can_cast(frm, to):
 
 
 def as_dtype(d):
-    """Accept a tracegrad dtype, a numpy dtype, or a Python type (float/int/bool)."""
+    """Accept a tracegrad dtype, a numpy dtype, or a Python type: `float` is float64 (as in
+    PyTorch, whatever the default dtype), `int` int64, `bool` bool."""
     if isinstance(d, dtype):
         return d
     if d is float:
-        return get_default_dtype()
+        return float64
     if d is int:
         return int64
     if d is bool:

@@ -96,7 +96,7 @@ def clamp_(self, min=None, max=None):
                            "cast to the desired output type "
                            f"{D.scalar_type_name(self.dtype)}.",
                            "Convert the tensor first, e.g. `x = x.float()`.")
-        E._check_int_bounds(self.dtype, min, max)
+    E._check_int_bounds(self.dtype, min, max)
     return dispatch(E.CLAMP_, (self,), attrs)
 
 

@@ -829,17 +829,29 @@ def clamp(input, min=None, max=None):
     # promote a float32 tensor clamped by np.float64(0.1) to float64)
     min, max = (_python_number(v) if isinstance(v, np.generic) else v for v in (min, max))
     attrs = _clamp_attrs(min, max)
-    if input.dtype.category < 2:
-        if any(isinstance(v, float) for v in (min, max)):
-            input = input.to(get_default_dtype())      # int tensor, float bound: a float result
-        else:
-            _check_int_bounds(input.dtype, min, max)
+    if input.dtype.category < 2 and any(isinstance(v, float) for v in (min, max)):
+        input = input.to(get_default_dtype())          # int tensor, float bound: a float result
+    _check_int_bounds(input.dtype, min, max)
     return dispatch(CLAMP, (input,), attrs)
 
 
+# the largest finite value and C++ name of the floating dtypes a Python bound may overflow
+_FLOAT_TOPS = {"float16": (65504.0, "c10::Half"), "float32": (3.4028234663852886e38, "float"),
+               "bfloat16": (3.3895313892515355e38, "c10::BFloat16")}
+
+
 def _check_int_bounds(dt, *bounds):
-    """PyTorch's overflow check of integer bounds: into the dtype's range, where an unsigned
-    dtype also takes negatives down to -max (they wrap)."""
+    """PyTorch's overflow check of Python bounds: into the dtype's range, where an unsigned
+    dtype also takes negatives down to -max (they wrap), and a finite bound must not pass a
+    floating dtype's largest value (`half.clamp(max=1e5)` raises; inf and nan do not)."""
+    if dt.category == 2:
+        top, cname = _FLOAT_TOPS.get(dt.name, (None, None))
+        for v in bounds:
+            if (top is not None and type(v) in (int, float) and not -top <= v <= top
+                    and v == v and v not in (math.inf, -math.inf)):
+                raise _err("clamp", f"value cannot be converted to type {cname} without "
+                           "overflow")
+        return
     if dt.itemsize >= 8 or dt.category == 0:
         return
     info = np.iinfo(dt.np)
