@@ -349,3 +349,26 @@ def test_float16_clamp_bound_past_its_range_raises_like_torch(bound):
     for b in (65504.0, float("inf"), float("nan")):       # representable: no error
         assert str(tg.tensor([1.0], dtype=tg.float16).clamp(max=b)) == str(
             torch.tensor([1.0], dtype=torch.float16).clamp(max=b))
+
+
+@pytest.mark.parametrize("case", [
+    ("end wider", lambda m: m.lerp(m.ones(2), m.ones(2, dtype=m.float64), 0.5), RuntimeError),
+    ("end narrower", lambda m: m.lerp(m.ones(2, dtype=m.float64), m.ones(2), 0.5),
+     RuntimeError),
+    ("weight tensor", lambda m: m.lerp(m.ones(2), m.ones(2), m.ones(2, dtype=m.float64)),
+     RuntimeError),
+    ("integer", lambda m: m.lerp(m.ones(2, dtype=m.int64), m.ones(2, dtype=m.int64), 0.5),
+     NotImplementedError),
+], ids=lambda c: c[0] if isinstance(c, tuple) else None)
+def test_lerp_refuses_mixed_dtypes_like_torch(case):
+    _, f, err = case
+    torch = pytest.importorskip("torch")
+    for m in (tg, torch):
+        with pytest.raises(err) as info:
+            f(m)
+        msg = str(info.value).split("\n")[0].split(": ", 1)[-1]
+        if m is tg:
+            mine = msg
+    assert mine == msg
+    zero_dim = tg.lerp(tg.ones(2), tg.ones(2) * 3, tg.tensor(0.25, dtype=tg.float64))
+    assert zero_dim.dtype is tg.float32 and zero_dim.tolist() == [1.5, 1.5]

@@ -955,7 +955,25 @@ def square(input):
     return mul(input, input)
 
 
+_CPP_NAMES = {"float16": "c10::Half", "float32": "float", "float64": "double",
+              "bfloat16": "c10::BFloat16", "int64": "long int", "int32": "int",
+              "int16": "short int", "int8": "signed char", "uint8": "unsigned char",
+              "bool": "bool"}        # PyTorch's C++ names of its dtypes, in some messages
+
+
 def lerp(input, end, weight):
+    """`input + weight * (end - input)`; PyTorch's kernel takes floating operands of one
+    dtype only (a dimensioned `weight` too), where promotion would hide a mixed-precision
+    mistake."""
+    for name, t in (("end", end), ("weight", weight)):
+        if isinstance(t, Tensor) and t.dtype is not input.dtype and (name == "end" or t.ndim):
+            raise _err("lerp", f"expected dtype {_CPP_NAMES[input.dtype.name]} for `{name}` "
+                       f"but got dtype {_CPP_NAMES[t.dtype.name]}")
+    if not input.dtype.is_floating_point:
+        from .._errors import TracegradNotImplementedError, op_error
+        kind = "tensor" if isinstance(weight, Tensor) else "scalar"
+        raise op_error(TracegradNotImplementedError, "lerp", f'"lerp_kernel_{kind}" not '
+                       f"implemented for '{scalar_type_name(input.dtype)}'")
     return add(input, mul(weight, sub(end, input)))
 
 
