@@ -372,3 +372,45 @@ def test_lerp_refuses_mixed_dtypes_like_torch(case):
     assert mine == msg
     zero_dim = tg.lerp(tg.ones(2), tg.ones(2) * 3, tg.tensor(0.25, dtype=tg.float64))
     assert zero_dim.dtype is tg.float32 and zero_dim.tolist() == [1.5, 1.5]
+
+
+# -- dtypes that change between calls (each re-traces or errors as eager does)
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_argument_dtype_changes_between_calls(backend):
+    dtypes = ["float32", "float64", "int64", "float16", "bool", "float64"]
+
+    def f(x):
+        return x * 2.5, x / 2, x // 2 if x.dtype != tg.bool else x, x.sum(), x.float().mean()
+    f = _same(f, lambda i: (tg.tensor([1, -2, 3]).to(getattr(tg, dtypes[i])),),
+              calls=len(dtypes), backend=backend)
+    assert f.stats.traces == 5
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_mixed_precision_gradients_keep_each_leaf_dtype(backend):
+    def f(w, x, s):
+        return (w * x + s).pow(2).sum() + (w.double() @ x.double())
+
+    def make(i):
+        wd, xd = [("float32", "float64"), ("float64", "float32"), ("float16", "float32"),
+                  ("float32", "float64")][i]
+        return (tg.tensor([1.5, -2.0], dtype=getattr(tg, wd), requires_grad=True),
+                tg.tensor([0.5, 3.0], dtype=getattr(tg, xd), requires_grad=True),
+                tg.tensor(0.25, dtype=tg.float64, requires_grad=True))
+    eager, compiled, _ = records(f, make, 4, backend=_backend(backend), backward=True)
+    if backend == "numpy":
+        assert_same_records(eager, compiled)
+    for e, c in zip(eager, compiled):           # each .grad has its leaf's dtype
+        assert [a[2] for a in e[2][1]] == [a[2] for a in c[2][1]]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_default_dtype_changed_between_calls(backend):
+    def f(x):
+        return x * 1.5, tg.ones(2) + x[:2], tg.tensor([0.1, 0.2, 0.3]) * x, x / 3
+
+    def make(i):
+        tg.set_default_dtype(tg.float64 if i % 2 else tg.float32)
+        return (tg.tensor([1, 2, 3]),)
+    _same(f, make, calls=4, backend=backend)
