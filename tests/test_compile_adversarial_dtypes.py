@@ -414,3 +414,39 @@ def test_default_dtype_changed_between_calls(backend):
         tg.set_default_dtype(tg.float64 if i % 2 else tg.float32)
         return (tg.tensor([1, 2, 3]),)
     _same(f, make, calls=4, backend=backend)
+
+
+# -- floats guarded by value: the sign of zero and NaN (Note [Zeros and NaNs guarded])
+
+SCALE = 0.0
+_CFG = {"s": 0.0}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_global_zero_changing_sign_between_calls(backend):
+    global SCALE
+
+    def f(x):
+        return x * SCALE, x * _CFG["s"], x + SCALE
+
+    def make(i):
+        global SCALE
+        SCALE = _CFG["s"] = -0.0 if i % 2 else 0.0
+        return (tg.tensor([1.0, -2.0]),)
+    try:
+        _same(f, make, calls=4, backend=backend)
+    finally:
+        SCALE = _CFG["s"] = 0.0
+
+
+def test_global_nan_does_not_retrace_every_call():
+    global SCALE
+    SCALE = float("nan")
+    try:
+        f = tg.compile(lambda x: x * SCALE)
+        for _ in range(4):
+            SCALE = float("nan")                # a new NaN object each call
+            assert np.isnan(f(tg.tensor([1.0])).numpy()).all()
+        assert f.stats.traces == 1
+    finally:
+        SCALE = 0.0
