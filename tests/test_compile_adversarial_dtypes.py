@@ -450,3 +450,33 @@ def test_global_nan_does_not_retrace_every_call():
         assert f.stats.traces == 1
     finally:
         SCALE = 0.0
+
+
+def test_subtracting_numpy_bool_scalar_like_torch():
+    torch = pytest.importorskip("torch")
+    for f in (lambda m: m.tensor([1.0, 2.0]) - np.True_, lambda m: np.True_ - m.tensor([1, 2]),
+              lambda m: m.tensor([1.0]).sub(np.True_, alpha=2)):
+        a, b = f(tg), f(torch)
+        assert str(a.dtype) == str(b.dtype) and a.tolist() == b.tolist()
+    for m in (tg, torch):                    # a bool tensor still refuses, naming one bool
+        with pytest.raises(RuntimeError, match="with a bool tensor is not supported"):
+            m.tensor([True]) - np.True_
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_numpy_bool_scalar_subtracted_inside_compiled(backend):
+    _same(lambda x, s: (x - s, s - x), lambda i: (tg.tensor([1, -2]).to(
+        [tg.float32, tg.int64, tg.int8, tg.float64][i]), [np.True_, np.False_, 1, 2.5][i]),
+        calls=4, backend=backend)
+
+
+def test_jax_zero_dim_boolean_mask_runs_on_numpy_with_a_warning():
+    pytest.importorskip("jax")
+
+    def f(x):
+        a = x.mean()
+        return a[a > 0] * 2
+    c = tg.compile(f, backend="jax")
+    with pytest.warns(UserWarning, match="zero-dim boolean mask"):
+        for xs in ([1.0, 2.0], [-1.0, -2.0], [2.0, 2.0]):
+            assert c(tg.tensor(xs)).tolist() == f(tg.tensor(xs)).tolist()

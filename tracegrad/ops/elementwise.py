@@ -199,8 +199,9 @@ def _remainder(x, y):
 def _no_bool_subtraction(op):
     """Promotion that refuses bool tensors, as PyTorch does (`1 - mask` is a bug magnet)."""
     def rule(args):
-        n = sum(1 for a in args if type(a) is bool
-                or getattr(getattr(a, "_data", a), "dtype", None) == np.bool_)
+        n = sum(1 for a in args if type(a) is bool     # not np.True_: a float to PyTorch
+                or not isinstance(a, np.generic)
+                and getattr(getattr(a, "_data", a), "dtype", None) == np.bool_)
         if n == 2:
             raise _err(op, "Subtraction, the `-` operator, with two bool tensors is not "
                        "supported. Use the `^` or `logical_xor()` operator instead.")
