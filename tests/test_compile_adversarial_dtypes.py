@@ -480,3 +480,20 @@ def test_jax_zero_dim_boolean_mask_runs_on_numpy_with_a_warning():
     with pytest.warns(UserWarning, match="zero-dim boolean mask"):
         for xs in ([1.0, 2.0], [-1.0, -2.0], [2.0, 2.0]):
             assert c(tg.tensor(xs)).tolist() == f(tg.tensor(xs)).tolist()
+
+
+@pytest.mark.parametrize("value", [np.float32(2.5), np.float16(1.5), np.True_, np.float64(2.5),
+                                   np.int64(2), np.uint8(3)], ids=repr)
+def test_item_assignment_of_numpy_scalars_like_torch(value):
+    torch = pytest.importorskip("torch")
+
+    def outcome(m, dtype):
+        x = m.zeros(3, dtype=getattr(m, dtype))
+        try:
+            x[0] = value
+            x[1:] = value
+        except TypeError as e:
+            return "TypeError", str(e).split("\n")[0].split(": ", 1)[-1].split(" Pass")[0]
+        return x.tolist(), x.fill_(value).tolist()
+    for dtype in ("float32", "int64"):
+        assert outcome(tg, dtype) == outcome(torch, dtype)
