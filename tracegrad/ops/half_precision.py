@@ -30,7 +30,9 @@ def in_float(kernel):
         if getattr(x, "dtype", None) != _F16:
             return kernel(x, *rest, **kw)
         out = kw.pop("out", None)
-        r = np.asarray(kernel(x.astype(_F32), *rest, **kw)).astype(_F16)
+        r = np.asarray(kernel(x.astype(_F32), *rest, **kw))
+        with np.errstate(over="ignore"):      # past float16's range: inf, quietly
+            r = r.astype(_F16)
         if out is None:
             return r
         np.copyto(out, r)
