@@ -7,6 +7,7 @@ from . import _dtype
 from ._dtype import (dtype, float16, float32, float64, int32, int64, bool_ as bool,  # noqa
                      int8, int16, uint8, bfloat16,
                      get_default_dtype, set_default_dtype, promote_types)
+from ._dtype import can_cast_public as can_cast  # noqa: F401
 from ._errors import (TracegradError, TracegradRuntimeError, TracegradTypeError,  # noqa: F401
                       TracegradIndexError, TracegradValueError, InplaceError)
 from ._errors import CompileMismatchError  # noqa: F401

@@ -13,7 +13,8 @@ import sys
 import numpy as np
 
 from . import _mode
-from ._dtype import _FROM_NP, BF16_NP, can_cast, is_float_np, scalar_type_name, wrap_int
+from ._dtype import (_FROM_NP, BF16_NP, can_cast, is_float_np, python_number, scalar_type_name,
+                     wrap_int)
 from ._errors import InplaceError, TracegradRuntimeError, op_error
 from . import _tensor
 from ._tensor import Tensor, edge_of
@@ -223,10 +224,11 @@ def dispatch(prim, args, attrs=EMPTY):
 
 def _numbers(args):
     """Operands with numpy scalars turned into Python numbers (see `_cast`), so a traced
-    program records the literal eager execution computes with."""
+    program records the literal eager execution computes with, and promotes as eager does
+    (`np.True_` is a float there, never a Python bool: `python_number`)."""
     for a in args:
         if isinstance(a, np.generic):
-            return tuple([a.item() if isinstance(a, np.generic) else a for a in args])
+            return tuple([python_number(a) if isinstance(a, np.generic) else a for a in args])
     return args
 
 

@@ -178,6 +178,26 @@ def promote_types(a, b):
         raise
 
 
+def can_cast_public(from_, to):
+    """`torch.can_cast(from_, to)`: whether PyTorch's casting rules allow `from_` into `to`
+    (within a kind or up: never floating into integer, nor anything but bool into bool).
+
+    >>> tg.can_cast(tg.int32, tg.float16), tg.can_cast(tg.float64, tg.int64)
+    (True, False)
+    """
+    for pos, (name, d) in enumerate((("from_", from_), ("to", to)), 1):
+        if not isinstance(d, dtype):
+            raise TypeError(f"can_cast(): argument '{name}' (position {pos}) must be "
+                            f"torch.dtype, not {type(d).__name__}")
+    return can_cast(from_, to)
+
+
+def python_number(x):
+    """A numpy scalar as the Python number PyTorch takes it for: its value, where `np.bool_`
+    counts as a float (`int_tensor * np.True_` is float32; see `scalar_category`)."""
+    return float(x) if isinstance(x, np.bool_) else x.item()
+
+
 def scalar_category(x):
     """0 bool, 1 integer, 2 floating. numpy scalars count as Python numbers, as in PyTorch
     (`np.int64(3)` is an integer; `np.bool_` counts as a float there)."""
@@ -216,11 +236,12 @@ def can_cast(frm, to):
 
 
 def as_dtype(d):
-    """Accept a tracegrad dtype, a numpy dtype, or a Python type (float/int/bool)."""
+    """Accept a tracegrad dtype, a numpy dtype, or a Python type: `float` is float64 (as in
+    PyTorch, whatever the default dtype), `int` int64, `bool` bool."""
     if isinstance(d, dtype):
         return d
     if d is float:
-        return get_default_dtype()
+        return float64
     if d is int:
         return int64
     if d is bool:

@@ -287,6 +287,45 @@ def replayed(method):
 _WRAPPER_CODE = replayed(lambda self: None).__code__
 
 
+# Note [Settings read and set]
+# Process-wide settings a program may read or set inside a compiled function -- print
+# options, `use_deterministic_algorithms`, `set_num_threads`,
+# `set_float32_matmul_precision` -- are Python state outside the IR (the default dtype and
+# grad mode are in the entry key instead). Read inside a trace (`if
+# are_deterministic_algorithms_enabled():`, `repr(t)` under the print options), a setting
+# became a constant of the path: calls after the user changed it replayed the old value.
+# Set inside a trace, it was set on the tracing call alone. So a read is a guard on the
+# setting's place, at the value the call started with (a setting the trace set before
+# reading it is the trace's own: no guard), and a set is a replayed call of the path, run
+# again after each cached call with the same (plain Python) arguments.
+def setting_read(holder, key, where):
+    """`holder[key]`, a process-wide setting, read inside a trace: guarded."""
+    tracer = active()
+    if tracer is not None and (id(holder), key) not in tracer.settings_set:
+        tracer.setting_reads.setdefault((id(holder), key), (holder, key, holder[key], where))
+
+
+def _set_again(_, setter, *args, **kwargs):
+    """A replayed setting call (`_`: the unused object slot of a replayed call)."""
+    setter(*args, **kwargs)
+
+
+def setting_set(setter, args, kwargs, holder, keys):
+    """`setter(*args, **kwargs)`, which writes `holder[k]` for `k` in `keys`, called inside
+    a trace: replayed after each cached call (Note [Settings read and set])."""
+    tracer = active()
+    if tracer is None:
+        return
+    if tracer.numbers is not None:
+        from .tracing.numbers import plain as plain_numbers
+        args, kwargs = plain_numbers(args), plain_numbers(kwargs)
+    if not all(isinstance(a, (bool, int, float, str, type(None)))
+               for a in args + tuple(kwargs.values())):
+        tracer.note_effect("python", f"{setter.__name__}() with non-Python arguments", None)
+    tracer.settings_set.update((id(holder), k) for k in keys)
+    tracer.note_replay(None, _set_again, (setter,) + tuple(args), dict(kwargs))
+
+
 def replay_reads(tracer, watch):
     """Note [Reads of replayed state]
     A replayed call (a scheduler's `step`) rewrites its object's attributes on every call,

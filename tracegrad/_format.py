@@ -22,18 +22,22 @@ Rules followed (re-derived from PyTorch's behaviour):
 * Suffixes go on the same line unless that line would exceed the line width.
 
 `set_printoptions` changes the four numbers and can force the scientific style, as
-`torch.set_printoptions` does.
+`torch.set_printoptions` does. Inside a compiled function a call is replayed on every call,
+and formatting a tensor guards the options (Note [Settings read and set] in _effects.py).
 """
 
 import math
 
 import numpy as np
 
+from . import _effects
+
 PRECISION = 4
 THRESHOLD = 1000
 EDGEITEMS = 3
 LINEWIDTH = 80
 SCI_MODE = None          # None: chosen per tensor (above); True/False: forced
+OPTIONS = ("PRECISION", "THRESHOLD", "EDGEITEMS", "LINEWIDTH", "SCI_MODE")
 _PREFIX = "tensor("
 
 # `set_printoptions(profile=...)`: (precision, threshold, edgeitems, linewidth)
@@ -47,6 +51,9 @@ def set_printoptions(precision=None, threshold=None, edgeitems=None, linewidth=N
     or 'full') first, then each option given; `sci_mode` True/False forces scientific
     notation on or off, None (every call that does not pass it) lets each tensor choose."""
     global PRECISION, THRESHOLD, EDGEITEMS, LINEWIDTH, SCI_MODE
+    _effects.setting_set(set_printoptions, (), {   # Note [Settings read and set]
+        "precision": precision, "threshold": threshold, "edgeitems": edgeitems,
+        "linewidth": linewidth, "profile": profile, "sci_mode": sci_mode}, globals(), OPTIONS)
     if profile in _PROFILES:
         PRECISION, THRESHOLD, EDGEITEMS, LINEWIDTH = _PROFILES[profile]
     PRECISION = PRECISION if precision is None else precision

@@ -4,7 +4,9 @@
 
 tracegrad computes in numpy on the CPU, deterministically, at full float32 precision, so
 the settings change nothing about the numbers: they are accepted, validated as PyTorch
-validates them, and read back as set (a script that asks gets what it asked for).
+validates them, and read back as set (a script that asks gets what it asked for). Read or
+set inside a compiled function, each is guarded or replayed per call (Note [Settings read
+and set] in _effects.py).
 """
 import os
 import warnings
@@ -12,6 +14,7 @@ import warnings
 import numpy as np
 
 from . import _dtype as D
+from . import _effects
 from ._errors import TracegradRuntimeError, TracegradTypeError
 
 __all__ = ["finfo", "iinfo", "set_float32_matmul_precision", "get_float32_matmul_precision",
@@ -76,32 +79,46 @@ def set_float32_matmul_precision(precision):
         warnings.warn(f"{precision} is not one of 'highest', 'high', or 'medium'; the current "
                       "setFloat32MatmulPrecision call has no effect.", stacklevel=2)
         return
+    _effects.setting_set(set_float32_matmul_precision, (precision,), {}, _state, ("matmul",))
     _state["matmul"] = precision
 
 
+def _read(key):
+    """A setting's value; read inside a trace, a guard (Note [Settings read and set])."""
+    _effects.setting_read(_state, key, f"the setting {_NAMES[key]}")
+    return _state[key]
+
+
+_NAMES = {"matmul": "float32_matmul_precision", "deterministic": "deterministic algorithms",
+          "warn_only": "deterministic algorithms' warn_only", "threads": "num_threads"}
+
+
 def get_float32_matmul_precision():
-    return _state["matmul"]
+    return _read("matmul")
 
 
 def use_deterministic_algorithms(mode, *, warn_only=False):
     """Accepted for PyTorch scripts; tracegrad's kernels are always deterministic."""
+    _effects.setting_set(use_deterministic_algorithms, (mode,), {"warn_only": warn_only},
+                         _state, ("deterministic", "warn_only"))
     _state["deterministic"], _state["warn_only"] = bool(mode), bool(warn_only)
 
 
 def are_deterministic_algorithms_enabled():
-    return _state["deterministic"]
+    return _read("deterministic")
 
 
 def is_deterministic_algorithms_warn_only_enabled():
-    return _state["warn_only"]
+    return _read("warn_only")
 
 
 def set_num_threads(int):
     """Accepted for PyTorch scripts (numpy's BLAS picks its own thread count)."""
     if not isinstance(int, type(1)) or int <= 0:
         raise TracegradRuntimeError("set_num_threads expects a positive integer")
+    _effects.setting_set(set_num_threads, (int,), {}, _state, ("threads",))
     _state["threads"] = int
 
 
 def get_num_threads():
-    return _state["threads"]
+    return _read("threads")

@@ -90,7 +90,22 @@ Tensor.expm1_ = _inplace(E.EXPM1_)
 
 
 def clamp_(self, min=None, max=None):
-    return dispatch(E.CLAMP_, (self,), E._clamp_attrs(min, max))
+    """`clamp` in place, its bounds checked as `clamp` checks them; a float bound on an
+    integer or bool tensor raises PyTorch's cast error (the result would be floating)."""
+    if min is None and max is None:
+        raise op_error(TracegradRuntimeError, "clamp_",
+                       "torch.clamp: At least one of 'min' or 'max' must not be None")
+    min, max = (D.python_number(v) if isinstance(v, np.generic) else v for v in (min, max))
+    attrs = E._clamp_attrs(min, max)
+    if self.dtype.category < 2:
+        if any(isinstance(v, float) for v in (min, max)):
+            raise op_error(TracegradRuntimeError, "clamp_",
+                           f"result type {D.scalar_type_name(D.get_default_dtype())} can't be "
+                           "cast to the desired output type "
+                           f"{D.scalar_type_name(self.dtype)}.",
+                           "Convert the tensor first, e.g. `x = x.float()`.")
+    E._check_int_bounds(self.dtype, min, max)
+    return dispatch(E.CLAMP_, (self,), attrs)
 
 
 def zero_(self):
@@ -280,6 +295,9 @@ def _repr(self):
         tracer = hook.__self__
         if not getattr(tracer, "printing", 0):
             _observe(self, "numpy", self._data)
+            from . import _format                # the text depends on the print options
+            for k in _format.OPTIONS:            # too (Note [Settings read and set])
+                _effects.setting_read(vars(_format), k, f"the print option {k.lower()}")
         else:                                # Note [Prints replayed]
             tracer.printed = getattr(tracer, "printed", 0) + 1
     return _plain_repr(self)

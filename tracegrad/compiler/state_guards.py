@@ -2,6 +2,7 @@
 in compiler/state.py): `StateGuard` (one place and what it must still hold), `checker`
 (all of a path's guards as one generated function), and the first failing guard's reason.
 """
+import math
 import operator
 import types
 
@@ -42,6 +43,8 @@ class StateGuard:
             return cur is exp[0] and _array_eq(cur, exp[1])
         if self.mode == "data":
             return cur is exp[0] and cur == exp[1]
+        if _signed_float(exp):
+            return _same_float(cur, exp)
         return cur is exp or (type(cur) is type(exp) and cur == exp)
 
     def reason(self):
@@ -105,6 +108,10 @@ def checker(guards):
             get = f"h{i}.get(k{i}, _M)"
         else:
             get = f"h{i}[k{i}]"
+        if g.mode == "eq" and _signed_float(g.expected):    # Note [Zeros and NaNs guarded]
+            env["_sf"] = _same_float
+            lines += [f"        v = {get}", f"        if not _sf(v, e{i}): return False"]
+            continue
         test = {"is": f"v is not e{i}",
                 "array": f"v is not e{i}[0] or not _aeq(v, e{i}[1])",
                 "data": f"v is not e{i}[0] or v != e{i}[1]"}.get(
@@ -114,6 +121,20 @@ def checker(guards):
               "    return True"]
     exec(compile("\n".join(lines), "<tracegrad state guards>", "exec"), env)
     return env["check"]
+
+
+# Note [Zeros and NaNs guarded]
+# A float guarded by value is the same float only bit for bit where `==` says otherwise:
+# `-0.0 == 0.0` (a global `scale = -0.0` after `0.0` kept a path whose zeros have the
+# other sign: `x * scale` differs from eager bitwise) and `nan != nan` (a NaN re-traced on
+# every call). Guards expecting a zero or a NaN compare the sign and NaN-ness too.
+def _signed_float(x):
+    return type(x) is float and (x == 0.0 or x != x)
+
+
+def _same_float(v, e):
+    return type(v) is float and (v != v and e != e or v == e and math.copysign(1.0, v)
+                                 == math.copysign(1.0, e))
 
 
 _MIN_BATCH = 8           # fewer identity guards on one list: the lines cost no more

@@ -7,7 +7,7 @@ from .. import _mode
 from .._errors import user_stacklevel
 from .._tensor import Tensor
 from .state import owned_holders
-from .state_guards import changed_by_trace
+from .state_guards import StateGuard, changed_by_trace
 
 
 def grad_outputs(tracer, outs):
@@ -87,6 +87,9 @@ def settle_state(tracer, scanned, read_keys=frozenset(), placed=()):
     # entry, and set again after each call (Note [Mode set while tracing] in module.py)
     moded = {id(vars(m)) for obj, *_ in tracer.mode_replays for m in obj.modules()}
     changed = [g for g in changed if not (g.key == "training" and id(g.holder) in moded)]
+    # settings read at the value the call began with (Note [Settings read and set])
+    guards += [StateGuard(h, k, v, "eq", where)
+               for h, k, v, where in tracer.setting_reads.values()]
     return guards, runtime, changed
 
 

@@ -49,3 +49,5 @@ from .mode import mode  # noqa: F401
 from .random_dists import poisson  # noqa: F401
 from .special_bessel import i0  # noqa: F401
 from .householder import geqrf, householder_product as orgqr  # noqa: F401
+# float16 kernels computed in float32 (Note [Half precision computed in float])
+from . import half_precision as _half_precision  # noqa: F401,E402

@@ -71,8 +71,10 @@ def _infer(data, numpy_typed=False):
             d = x.dtype
         elif numpy_typed and isinstance(x, np.generic) and x.dtype in D._FROM_NP:
             d = D.from_numpy_dtype(x.dtype)
-        elif isinstance(x, (bool, np.bool_)):
+        elif isinstance(x, bool):
             d = D.bool_
+        elif isinstance(x, np.bool_):        # counts as a float, as in PyTorch
+            d = D.get_default_dtype()
         elif isinstance(x, (numbers.Integral,)):
             d = D.int64
         elif isinstance(x, numbers.Real):
@@ -92,6 +94,30 @@ def _to_list(data):
     return data
 
 
+def _checked_ints(values, inferred, want):
+    """Python numbers converted into integer dtype `want` as PyTorch converts them: an
+    integer must fit (an unsigned dtype also takes negatives down to -max, which wrap:
+    `tensor([-2], dtype=uint8)` is 254); a float must lie within the dtype's range (NaN and
+    inf never do) and is truncated. numpy refuses every negative for uint8 and clips or
+    wraps floats silently."""
+    try:
+        raw = np.array(values, dtype=inferred.np)
+    except OverflowError:                 # past int64: PyTorch fails unpacking it, as here
+        raise op_error(TracegradValueError, "tensor", "Overflow when unpacking long long") \
+            from None
+    info = np.iinfo(want.np)
+    if raw.dtype.kind == "f":
+        bad = np.isnan(raw) | (raw < info.min) | (raw > info.max)
+    else:
+        low = info.min if info.min else -int(info.max)
+        bad = (raw < low) | (raw > info.max)
+    if bad.any():
+        raise op_error(TracegradRuntimeError, "tensor",
+                       f"value cannot be converted to type {want.name} without overflow")
+    with np.errstate(all="ignore"):
+        return raw.astype(want.np)
+
+
 def tensor(data, dtype=None, device=None, requires_grad=False, pin_memory=False):
     """A new tensor holding a copy of `data` (nested lists, numbers, numpy arrays, tensors)."""
     check_device(device)
@@ -106,8 +132,12 @@ def tensor(data, dtype=None, device=None, requires_grad=False, pin_memory=False)
             arr = arr.astype(D.from_numpy_dtype(arr.dtype).np)
     else:
         inferred = _infer(data, numpy_typed=True)
+        want = D.as_dtype(dtype) if dtype else inferred
         try:
-            arr = np.array(_to_list(data), dtype=(D.as_dtype(dtype) if dtype else inferred).np)
+            arr = (_checked_ints(_to_list(data), inferred, want) if want.category == 1
+                   else np.array(_to_list(data), dtype=want.np))
+        except TracegradValueError:
+            raise
         except ValueError as e:
             raise op_error(TracegradValueError, "tensor", str(e)) from None
         except OverflowError as e:        # `tensor([300], dtype=uint8)`: PyTorch refuses too

@@ -10,6 +10,7 @@ import numpy as np
 
 from .._dispatch import dispatch
 from .._dtype import get_default_dtype, scalar_type_name, wrap_int
+from .._dtype import python_number as _python_number
 from .._tensor import Tensor
 from . import shape_rules as SR
 from .primitive import Primitive, inplace_of, overload_of, promote, promote_float, promote_tail
@@ -183,11 +184,24 @@ def _floor_div(x, y):
     return np.floor_divide(x, y)
 
 
+def _remainder(x, y):
+    """Python's `%` (the divisor's sign), as PyTorch computes it: from C's `fmod`, so a zero
+    result keeps the dividend's sign (`-3.0 % 3` is -0.0, `6.0 % -3` is 0.0), where numpy
+    gives zero the divisor's sign (JAX agrees with PyTorch)."""
+    r = np.mod(x, y)
+    if r.dtype.kind == "f":
+        zero = r == 0
+        if zero.any():
+            r = np.where(zero, np.copysign(r, np.asarray(x, dtype=r.dtype)), r)
+    return r
+
+
 def _no_bool_subtraction(op):
     """Promotion that refuses bool tensors, as PyTorch does (`1 - mask` is a bug magnet)."""
     def rule(args):
-        n = sum(1 for a in args if type(a) is bool
-                or getattr(getattr(a, "_data", a), "dtype", None) == np.bool_)
+        n = sum(1 for a in args if type(a) is bool     # not np.True_: a float to PyTorch
+                or not isinstance(a, np.generic)
+                and getattr(getattr(a, "_data", a), "dtype", None) == np.bool_)
         if n == 2:
             raise _err(op, "Subtraction, the `-` operator, with two bool tensors is not "
                        "supported. Use the `^` or `logical_xor()` operator instead.")
@@ -272,7 +286,7 @@ def _floor_divide_vjp(g, ins, out, n):
 FLOOR_DIVIDE = Primitive("floor_divide", _int_zero_check("floor_divide", _quiet(_floor_div)),
                          vjp=_floor_divide_vjp, shape_rule=SR.broadcast,
                          dtype_rule=promote, grad_fn_name="NotImplemented", may_raise="integer")
-REMAINDER = Primitive("remainder", _int_zero_check("remainder", _quiet(np.mod)), vjp=_rem_vjp,
+REMAINDER = Primitive("remainder", _int_zero_check("remainder", _quiet(_remainder)), vjp=_rem_vjp,
                       saves=(0, 1), shape_rule=SR.broadcast,
                       dtype_rule=promote, may_raise="integer")
 REMAINDER_TENSOR = overload_of(REMAINDER, "remainder_tensor", "RemainderBackward1")
@@ -814,19 +828,31 @@ def clamp(input, min=None, max=None):
         raise _err("clamp", "At least one of 'min' or 'max' must not be None")
     # numpy scalars bound as the Python numbers they hold, as in PyTorch (numpy would
     # promote a float32 tensor clamped by np.float64(0.1) to float64)
-    min, max = (v.item() if isinstance(v, np.generic) else v for v in (min, max))
+    min, max = (_python_number(v) if isinstance(v, np.generic) else v for v in (min, max))
     attrs = _clamp_attrs(min, max)
-    if input.dtype.category < 2:
-        if any(isinstance(v, float) for v in (min, max)):
-            input = input.to(get_default_dtype())      # int tensor, float bound: a float result
-        else:
-            _check_int_bounds(input.dtype, min, max)
+    if input.dtype.category < 2 and any(isinstance(v, float) for v in (min, max)):
+        input = input.to(get_default_dtype())          # int tensor, float bound: a float result
+    _check_int_bounds(input.dtype, min, max)
     return dispatch(CLAMP, (input,), attrs)
 
 
+# the largest finite value and C++ name of the floating dtypes a Python bound may overflow
+_FLOAT_TOPS = {"float16": (65504.0, "c10::Half"), "float32": (3.4028234663852886e38, "float"),
+               "bfloat16": (3.3895313892515355e38, "c10::BFloat16")}
+
+
 def _check_int_bounds(dt, *bounds):
-    """PyTorch's overflow check of integer bounds: into the dtype's range, where an unsigned
-    dtype also takes negatives down to -max (they wrap)."""
+    """PyTorch's overflow check of Python bounds: into the dtype's range, where an unsigned
+    dtype also takes negatives down to -max (they wrap), and a finite bound must not pass a
+    floating dtype's largest value (`half.clamp(max=1e5)` raises; inf and nan do not)."""
+    if dt.category == 2:
+        top, cname = _FLOAT_TOPS.get(dt.name, (None, None))
+        for v in bounds:
+            if (top is not None and type(v) in (int, float) and not -top <= v <= top
+                    and v == v and v not in (math.inf, -math.inf)):
+                raise _err("clamp", f"value cannot be converted to type {cname} without "
+                           "overflow")
+        return
     if dt.itemsize >= 8 or dt.category == 0:
         return
     info = np.iinfo(dt.np)
@@ -930,7 +956,25 @@ def square(input):
     return mul(input, input)
 
 
+_CPP_NAMES = {"float16": "c10::Half", "float32": "float", "float64": "double",
+              "bfloat16": "c10::BFloat16", "int64": "long int", "int32": "int",
+              "int16": "short int", "int8": "signed char", "uint8": "unsigned char",
+              "bool": "bool"}        # PyTorch's C++ names of its dtypes, in some messages
+
+
 def lerp(input, end, weight):
+    """`input + weight * (end - input)`; PyTorch's kernel takes floating operands of one
+    dtype only (a dimensioned `weight` too), where promotion would hide a mixed-precision
+    mistake."""
+    for name, t in (("end", end), ("weight", weight)):
+        if isinstance(t, Tensor) and t.dtype is not input.dtype and (name == "end" or t.ndim):
+            raise _err("lerp", f"expected dtype {_CPP_NAMES[input.dtype.name]} for `{name}` "
+                       f"but got dtype {_CPP_NAMES[t.dtype.name]}")
+    if not input.dtype.is_floating_point:
+        from .._errors import TracegradNotImplementedError, op_error
+        kind = "tensor" if isinstance(weight, Tensor) else "scalar"
+        raise op_error(TracegradNotImplementedError, "lerp", f'"lerp_kernel_{kind}" not '
+                       f"implemented for '{scalar_type_name(input.dtype)}'")
     return add(input, mul(weight, sub(end, input)))
 
 

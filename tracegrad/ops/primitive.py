@@ -55,7 +55,7 @@ class Primitive:
     __slots__ = ("name", "kernel", "vjp", "grad_fn_name", "saves", "saves_out", "dtype_rule",
                  "overwrites", "aliases", "is_view", "functional", "node_cls", "nondiff",
                  "shape_rule", "doc", "impure", "elementwise", "float_fast", "saves_for",
-                 "_saves_by_need", "specialize", "layout", "may_raise")
+                 "_saves_by_need", "specialize", "layout", "may_raise", "half_in_float")
 
     def __init__(self, name, kernel, *, vjp=None, grad_fn_name=None, saves=(), saves_out=False,
                  dtype_rule=None, overwrites=(), aliases=None, is_view=None, functional=None,
@@ -96,6 +96,7 @@ class Primitive:
         # the program runs (Note [Errors inside compiled programs] in codegen.py); "integer":
         # only when its result is an integer (a division by zero, a negative power)
         self.may_raise = may_raise
+        self.half_in_float = False    # Note [Half precision computed in float] (half_precision.py)
         from ..autograd.graph import node_class
         self.node_cls = node_class(self.grad_fn_name)     # see Note [Monomorphic nodes]
         REGISTRY[name] = self

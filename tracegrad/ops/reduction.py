@@ -288,12 +288,29 @@ ARGMAX = Primitive("argmax", _argmax_kernel, shape_rule=SR.arg_reduce)
 ARGMIN = Primitive("argmin", _argmin_kernel, shape_rule=SR.arg_reduce)
 
 
-def argmax(input, dim=None, keepdim=False):
+def _argmax(input, dim=None, keepdim=False):
     return dispatch(ARGMAX, (input,), {"dim": _arg_dim(input, dim, "argmax"), "keepdim": keepdim})
 
 
-def argmin(input, dim=None, keepdim=False):
+def _argmin(input, dim=None, keepdim=False):
     return dispatch(ARGMIN, (input,), {"dim": _arg_dim(input, dim, "argmin"), "keepdim": keepdim})
+
+
+def _no_bool(input, op):
+    """PyTorch's argmax/argmin refuse bool tensors (its max/min(dim) take them)."""
+    if input.dtype is D.bool_:
+        raise op_error(TracegradRuntimeError, op, f"{op}(): does not support bool input",
+                       "Convert first, e.g. `mask.int()`.")
+
+
+def argmax(input, dim=None, keepdim=False):
+    _no_bool(input, "argmax")
+    return _argmax(input, dim, keepdim)
+
+
+def argmin(input, dim=None, keepdim=False):
+    _no_bool(input, "argmin")
+    return _argmin(input, dim, keepdim)
 
 
 def _arg_dim(input, dim, op):
@@ -310,9 +327,9 @@ def _arg_dim(input, dim, op):
     return dim
 
 
-MAX_DIM = Primitive("max_dim", _sel_kernel(np.argmax), vjp=_sel_vjp(argmax), saves=(0,),
+MAX_DIM = Primitive("max_dim", _sel_kernel(np.argmax), vjp=_sel_vjp(_argmax), saves=(0,),
                     grad_fn_name="MaxBackward0", shape_rule=SR.reduce_dim)
-MIN_DIM = Primitive("min_dim", _sel_kernel(np.argmin), vjp=_sel_vjp(argmin), saves=(0,),
+MIN_DIM = Primitive("min_dim", _sel_kernel(np.argmin), vjp=_sel_vjp(_argmin), saves=(0,),
                     grad_fn_name="MinBackward0", shape_rule=SR.reduce_dim)
 
 
@@ -352,8 +369,8 @@ class _MinMax(_MinMax):
     _name = "max"
 
 
-max = _minmax("max", MAX_ALL, MAX_DIM, argmax, E.maximum)
-min = _minmax("min", MIN_ALL, MIN_DIM, argmin, E.minimum)
+max = _minmax("max", MAX_ALL, MAX_DIM, _argmax, E.maximum)
+min = _minmax("min", MIN_ALL, MIN_DIM, _argmin, E.minimum)
 
 
 # ---- norm ----

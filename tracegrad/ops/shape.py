@@ -815,6 +815,12 @@ def setitem(x, key, value, prim=None):
         raise op_error(TracegradRuntimeError, "index_put_", "masked_fill_ only supports boolean "
                        "masks, but got mask with dtype unsigned char",
                        "Use a bool mask: `m.bool()`.")
+    if prim is None and isinstance(value, (np.floating, np.bool_)) and not isinstance(
+            value, float):                   # PyTorch takes np.float64 (a float) and numpy
+        raise op_error(TracegradTypeError, "index_put_",   # integers (they have __index__)
+                       f"can't assign a numpy.{type(value).__name__} to a "
+                       f"torch.{D.tensor_type_name(x.dtype)}",
+                       "Pass a Python number: `x[i] = float(v)`.")
     k, tensors, adv = _normalize_key(x, key)
     if isinstance(value, Tensor):
         if value.dtype is not x.dtype:

@@ -9,6 +9,7 @@ The VJP recomputes the order from the saved input and scatters the cotangent bac
 """
 import numpy as np
 
+from .. import _dtype as D
 from .._dispatch import dispatch
 from .._errors import TracegradRuntimeError, op_error
 from .._tensor import _wrap_dim
@@ -116,6 +117,9 @@ TOPK_INDICES = Primitive("topk_indices", _topk_indices_kernel, shape_rule=_topk_
 def topk(input, k, dim=-1, largest=True, sorted=True):
     """(values, indices) of the `k` largest (or smallest) entries along `dim`, in order."""
     d = _wrap_dim(dim, input.ndim, "topk")
+    if input.dtype is D.bool_:
+        raise op_error(TracegradRuntimeError, "topk", "topk does not support bool dtypes on "
+                       "CPU", "Convert first, e.g. `mask.int()`.")
     size = input.shape[d] if input.ndim else 1
     if not 0 <= k <= size:
         raise op_error(TracegradRuntimeError, "topk", "selected index k out of range",

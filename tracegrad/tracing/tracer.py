@@ -141,6 +141,9 @@ class Tracer:
         #                            [Numbers taken from tensors] in numbers.py)
         self.replays = []        # [(obj, method, args, kwargs, attributes it rewrote)]
         self.replaying = 0       # inside a replayed call (`_effects.replayed`)
+        self.setting_reads = {}  # (id(holder), key) -> (holder, key, value, where): settings
+        #                          read (Note [Settings read and set] in _effects.py)
+        self.settings_set = set()  # (id(holder), key) of settings the trace set
         self.mode_replays = []   # [(module, Module.train, (mode,), {})]: train()/eval() calls
         self.setting_mode = False
         self.input_ids = set()   # ids of argument and captured tensors

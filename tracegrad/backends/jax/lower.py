@@ -79,6 +79,12 @@ class Ctx:
         self.shapes[value] = dims
 
 
+def _float32(a):
+    """A float16 operand as float32 (Note [Half precision computed in float] in
+    ops/half_precision.py); anything else as it is."""
+    return a.astype(jnp.float32) if getattr(a, "dtype", None) == jnp.float16 else a
+
+
 def rule_for(prim):
     """The lowering rule of `prim` (an in-place variant lowers as its functional op; a custom
     Function's opaque primitive as a host callback, callback.py)."""
@@ -167,7 +173,9 @@ class Lowered:
             if wide:
                 for k, a in wide.items():
                     args[k] = a
-            env[n.output] = _typed(rule_for(n.prim)(ctx, n, *args), n)
+            if n.prim.half_in_float and n.output.type.dtype.np == np.float16:
+                args = [_float32(a) for a in args]   # Note [Half precision computed in
+            env[n.output] = _typed(rule_for(n.prim)(ctx, n, *args), n)   # float]
         self.n_checks = len(ctx.checks)
         outs = [env[v] if v is not None else None for v in g.outputs]
         guards = [_guard_value(ctx, gd, env) for gd in g.guards]

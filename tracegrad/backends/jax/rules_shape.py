@@ -143,9 +143,11 @@ def _mask_of(node, key, idx):
     return masks[0]
 
 
-def _masked_dim(shape, key, idx, out_shape):
+def _masked_dim(prim, shape, key, idx, out_shape):
     """(count, position of the selected dimension in the result) for `x[key]` with one mask,
-    from the result's static shape: numpy's result with 1 and with 2 selected elements."""
+    from the result's static shape: numpy's result with 1 and with 2 selected elements. A
+    zero-dim mask (`s[s > 0]` of a 0-d `s`) selects no dimension this finds: Unsupported
+    (the path runs on the numpy backend)."""
     dummy = np.broadcast_to(np.zeros((), np.int8), shape)
 
     def result(n):
@@ -158,7 +160,9 @@ def _masked_dim(shape, key, idx, out_shape):
                 k2.append(k)
         return dummy[tuple(k2)].shape
     s1, s2 = result(1), result(2)
-    p = next(i for i, (a, b) in enumerate(zip(s1, s2)) if a != b)
+    p = next((i for i, (a, b) in enumerate(zip(s1, s2)) if a != b), None)
+    if p is None:
+        raise Unsupported(prim, "a zero-dim boolean mask")
     rest = int(np.prod(s1, dtype=np.int64))
     if rest == 0:
         return None, p
@@ -172,7 +176,7 @@ def _index(ctx, node, x, *idx):
     if mask is None:
         return x[_fill_key(ctx, node, x.shape, key, idx)]
     out_shape = node.output.type.shape
-    count, p = _masked_dim(x.shape, key, idx, out_shape)
+    count, p = _masked_dim(node.prim, x.shape, key, idx, out_shape)
     if count is None:
         raise Unsupported(node.prim, "a boolean mask on an empty selection")
     m = idx[mask.k] if isinstance(mask, S.Slot) else jnp.asarray(mask)
@@ -187,7 +191,7 @@ def _index_backward(ctx, node, g, *idx):
     shape, key = tuple(node.attrs["shape"]), node.attrs["key"]
     count = None
     if _mask_of(node, key, idx) is not None:
-        count, _ = _masked_dim(shape, key, idx, g.shape)
+        count, _ = _masked_dim(node.prim, shape, key, idx, g.shape)
     key = _fill_key(ctx, node, shape, key, idx, count)
     return jnp.zeros(shape, g.dtype).at[key].add(g)        # repeated indices accumulate
 
