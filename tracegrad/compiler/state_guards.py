@@ -94,19 +94,26 @@ def checker(guards):
         if id(g) in skip:
             continue
         env[f"h{i}"], env[f"k{i}"], env[f"e{i}"] = g.holder, g.key, g.expected
+        # Note [Guard lines]: a str or int key is a constant of the line, not a global
+        key = repr(g.key) if type(g.key) in (str, int) else f"k{i}"
         if g.key is _LEN:
             get = f"len(h{i})"
         elif g.key is None:
             get = f"h{i}.cell_contents"
         elif type(g.holder) is SlotView:
             env[f"h{i}"] = g.holder.obj
-            get = f"getattr(h{i}, k{i}, _M)"
+            get = f"getattr(h{i}, {key}, _M)"
         elif isinstance(g.holder, _MAPPINGS):
-            get = f"h{i}.get(k{i}, _M)"
+            get = f"h{i}.get({key}, _M)"
         else:
-            get = f"h{i}[k{i}]"
-        test = {"is": f"v is not e{i}",
-                "array": f"v is not e{i}[0] or not _aeq(v, e{i}[1])",
+            get = f"h{i}[{key}]"
+        if g.mode == "is":
+            lines.append(f"        if {get} is not e{i}: return False")
+            continue
+        if g.key is _LEN and type(g.expected) is int:    # `len` gives an int: `!=` is exact
+            lines.append(f"        if {get} != {g.expected}: return False")
+            continue
+        test = {"array": f"v is not e{i}[0] or not _aeq(v, e{i}[1])",
                 "data": f"v is not e{i}[0] or v != e{i}[1]"}.get(
             g.mode, f"v is not e{i} and (type(v) is not type(e{i}) or v != e{i})")
         lines += [f"        v = {get}", f"        if {test}: return False"]
@@ -114,6 +121,13 @@ def checker(guards):
               "    return True"]
     exec(compile("\n".join(lines), "<tracegrad state guards>", "exec"), env)
     return env["check"]
+
+
+# Note [Guard lines]
+# A training step checks ~120 guards per call, ~35 ns each: an identity guard is one line
+# (`if h.get('bias', _M) is not e: return False`, no local), a length guard compares with
+# its int as a constant (`len` always gives an int, so `!=` answers as the generic test
+# does), a str or int key is a constant of the line. About 15% of the check's time.
 
 
 _MIN_BATCH = 8           # fewer identity guards on one list: the lines cost no more
