@@ -130,8 +130,10 @@ def build_runner(path):
             lines.append("    roots = _roots[0]")
         else:
             lines.append(f"    roots = {{{', '.join(f'q{j}' for j in tensor_caps)}}}")
-        for i in range(n_args):
-            lines.append(f"    if id(_root(a{i}._data)) in roots: {miss}")
+        for i in range(n_args):          # (an array owning its memory: no _root call)
+            lines += [f"    d = a{i}._data",
+                      f"    if id(d if d.base is None else _root(d)) in roots: {miss}"]
+        lines.append("    d = None")
     elif keep and tensor_caps:
         env["_seen_new"] = _seen_updater(env["_seen"], env["_roots"])
     restore = []       # on GuardFailed or RerunEagerly: as the call found them (another
