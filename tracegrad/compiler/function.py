@@ -235,7 +235,7 @@ class CompiledFunction(EagerFallbacks):
                         return self._rerun(e, args, kwargs)
                     if bad is None:
                         self.stats.cache_hits += 1
-                        return path.rebuild_outputs(outs)
+                        return outs[0] if path.single else path.rebuild_outputs(outs)
                 else:
                     out = self._serve(entry, tensors, args, kwargs)
                     if out is not _MISS:
