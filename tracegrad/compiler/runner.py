@@ -175,8 +175,9 @@ def build_runner(path):
     lines += body
     for k, (pos, count) in enumerate(part.mutations):
         t = names[pos]
-        lines += [f"    r, d = res[{path._mut_start + k}], {t}._data",
-                  "    if r is not d:", "        _copyto(d, r, casting='unsafe')",
+        r = f"res[{path._mut_start + k}]"      # (the program wrote into it: the same array)
+        lines += [f"    if {r} is not {t}._data:",
+                  f"        _copyto({t}._data, {r}, casting='unsafe')",
                   f"    {t}._vc.v += {count}"]
     for k in range(part.n_user):         # each output: fresh, an input, a repeat or a copy
         if k in path.dup_out:
