@@ -142,3 +142,66 @@ def test_compiled_function_sees_a_slot_change():
     comp(x)
     cfg.scale = 5.0
     np.testing.assert_allclose(comp(x).numpy(), [5.0, 10.0])
+
+
+# ---- Note [Guard lines]: empties tested together, plain dicts read by subscript ----
+def test_still_empty_containers_are_checked_together():
+    import collections
+    from tracegrad.compiler.state_guards import _LEN
+    holders = [{}, collections.OrderedDict(), collections.defaultdict(list), [], ()]
+    holders += [{} for _ in range(20)]          # more than one line of them
+    guards = [StateGuard(h, _LEN, 0, "len", f"h{k}") for k, h in enumerate(holders)]
+    check = checker(guards)
+    assert check()
+    for h in holders[:4] + holders[-1:]:
+        if isinstance(h, dict):
+            h["k"] = 1
+        else:
+            h.append(1)
+        assert not check()
+        h.clear()
+        assert check()
+
+
+def test_a_plain_dict_key_removed_or_rebound_fails_the_check_and_a_defaultdict_is_not_filled():
+    import collections
+    w, b = object(), object()
+    d = {"weight": w, "bias": b, "training": True}
+    od = collections.OrderedDict(weight=w)
+    dd = collections.defaultdict(dict, {"state": w})
+    guards = [StateGuard(d, "weight", w, "is", "m.weight"),
+              StateGuard(d, "training", True, "eq", "m.training"),
+              StateGuard(od, "weight", w, "is", "od.weight"),
+              StateGuard(dd, "absent", _MISSING, "is", "dd['absent']")]
+    check = checker(guards)
+    assert check()
+    assert "absent" not in dd                 # reading the guard never calls __missing__
+    del d["weight"]
+    assert not check()                        # a KeyError answers False, never raises
+    d["weight"] = w
+    d["training"] = 1                         # equal, another type: not the same value
+    assert not check()
+    d["training"] = True
+    del od["weight"]
+    assert not check()
+    od["weight"] = w
+    dd["absent"] = {}
+    assert not check()
+    del dd["absent"]
+    assert check()
+
+
+def test_a_hook_registered_on_a_submodule_after_cached_calls_runs():
+    model = tg.nn.Sequential(tg.nn.Linear(3, 2), tg.nn.ReLU())
+    comp = tg.compile(lambda x: model(x).sum())
+    x = tg.tensor(np.ones((2, 3), np.float32))
+    comp(x)
+    comp(x)
+    assert comp.stats.cache_hits >= 1
+    handle = model[1].register_forward_hook(lambda m, i, o: o * 10)
+    try:
+        want = model(x).sum().item()
+        assert comp(x).item() == want
+    finally:
+        handle.remove()
+    assert comp(x).item() == model(x).sum().item()

@@ -206,3 +206,24 @@ def test_compiled_backward_uses_fused_kernels_and_matches_eager():
         grads.append((x.grad.numpy(), w.grad.numpy()))
     for a, b in zip(*grads):
         np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("into", ["g", "y", "fresh"])
+def test_relu_gradient_kernel_writes_out_last_into_either_operand(into):
+    """With `out=` the buffer of the gradient or of the relu output (the memory planner
+    hands either), the result equals the out-of-place one bit for bit: NaN and inf
+    gradients dropped to +0, a NaN output keeping its gradient."""
+    rng = np.random.default_rng(11)
+    y = np.maximum(rng.standard_normal((8, 7)), 0).astype(np.float32)
+    y[0, :2], y[1, :3] = np.nan, 0.0
+    g = rng.standard_normal((8, 7)).astype(np.float32)
+    g[1, :3] = [np.nan, np.inf, -0.0]
+    g[0, 0] = -3.0
+    want = E._threshold_backward_kernel(g, y)
+    g2, y2 = g.copy(), y.copy()
+    out = {"g": g2, "y": y2, "fresh": np.empty_like(g)}[into]
+    got = E._threshold_backward_kernel(g2, y2, out=out)
+    assert got is out
+    assert _bits_equal(got, want)
+    assert _bits_equal(want[1:2, :3], np.zeros((1, 3), np.float32))     # +0, not -0 / nan
+    assert want[0, 0] == -3.0 and want[0, 1] == g[0, 1]                # NaN y: g kept

@@ -122,6 +122,18 @@ class _Entry:
         self.last = None
         self.eager = None           # a reason: calls with this key run eagerly
         self.check = _UNBUILT       # Note [Checking the last key] in keys.py
+        self.all_tensors = False    # every argument of the checked call is a tensor
+        self.solo = None            # Note [One path, no draws]
+
+
+# Note [One path, no draws]
+# A call the last entry's key check accepts normally runs `_serve` -> `_run_cached`, which
+# loops over the entry's paths (the last one first, another on a failed guard or Python
+# state that no longer holds), snapshotting random generators to rewind. An entry with one
+# path whose programs draw from no generator has nothing to choose or rewind: the call
+# runs that path directly, and on any miss (a failed guard, state that changed) falls
+# through to the keyed lookup below, exactly where `_serve` would have sent it. About 1 us
+# of the tiny training step's per-call work.
 
 
 class CompiledFunction(EagerFallbacks):
@@ -211,10 +223,25 @@ class CompiledFunction(EagerFallbacks):
                 # the entry the last call hit, with its key unchanged (Note [Checking the
                 # last key] in keys.py): no keying, no lookup
                 self._last_key = entry.key
-                tensors = [a for a in args if isinstance(a, Tensor)]
-                out = self._serve(entry, tensors, args, kwargs)
-                if out is not _MISS:
-                    return out
+                tensors = args if entry.all_tensors else [a for a in args
+                                                          if isinstance(a, Tensor)]
+                path = entry.solo
+                if path is not None:             # Note [One path, no draws]
+                    next_attempt()
+                    try:
+                        outs, bad = path.call(tensors)
+                    except GuardFailed:          # (the path put back what it changed)
+                        bad = True
+                    except RerunEagerly as e:    # Note [Errors inside compiled programs]
+                        self._log_rerun()
+                        return self._rerun(e, args, kwargs)
+                    if bad is None:
+                        self.stats.cache_hits += 1
+                        return outs[0] if path.single else path.rebuild_outputs(outs)
+                else:
+                    out = self._serve(entry, tensors, args, kwargs)
+                    if out is not _MISS:
+                        return out
             leaves, struct, containers = self.binder.bind(args, kwargs)
             if leaves is None:                   # arguments that do not fit: Python's error
                 next_attempt()
@@ -261,6 +288,8 @@ class CompiledFunction(EagerFallbacks):
                     if entry.check is _UNBUILT:
                         entry.check = (key_checker(key, args) if self.module is None
                                        and not kwargs else None)
+                        # the check fixes each argument's type: all tensors stay so
+                        entry.all_tensors = all(isinstance(a, Tensor) for a in args)
                     self._hit = entry if entry.check is not None else None
                     return out
                 if type(reason) is RerunEagerly:
@@ -321,8 +350,7 @@ class CompiledFunction(EagerFallbacks):
                 outs, bad = path.call(tensors)
             except RerunEagerly as e:            # Note [Errors inside compiled programs]
                 rewind(rng)                     # in codegen.py: eager raises eager's error
-                log.info("tracegrad: '%s' failed inside its compiled program before "
-                         "writing into any input; running the call eagerly", self.name)
+                self._log_rerun()
                 return None, e
             except GuardFailed as gf:
                 rewind(rng)                     # undo draws made before the failed guard
@@ -343,6 +371,10 @@ class CompiledFunction(EagerFallbacks):
             entry.last = path
             return path.rebuild_outputs(outs), None
         return None, first_bad or getattr(entry, "unstable_reason", "no path")
+
+    def _log_rerun(self):
+        log.info("tracegrad: '%s' failed inside its compiled program before writing into "
+                 "any input; running the call eagerly", self.name)
 
     def _trace(self, key, entry, args, kwargs, leaves, reason, containers=()):
         """Run the call eagerly while recording it, and cache the path (Note [Paths])."""
@@ -585,6 +617,8 @@ class CompiledFunction(EagerFallbacks):
         if not self._opaque:
             self._opaque = any(n.prim in OPAQUE for n in path.part.forward.nodes)
         entry.last = path
+        rng_states(path)                     # finds the generators its draws use, once
+        entry.solo = path if len(entry.paths) == 1 and not path._generators else None
         path.trace_reason = reason
         if path.eager_reason is None and entry.key[0] and entry.key[0][-1][0] == "aliases":
             n = path.n_args

@@ -92,8 +92,11 @@ def key_checker(key, args):
                   f"    if a{i}.__dict__ and _ak(a{i}): return False"]
     lines.append("    if _ge() is not _G or _ie() is not _I or _dd() is not _DD: return False")
     if len(tensors) > 1:                 # entry_key's `aliased` is False for this key
-        lines.append(f"    if len({{{', '.join(f'id(_root({x}._data))' for x in tensors)}}}) "
-                     f"!= {len(tensors)}: return False")
+        # (an array owning its memory, the usual argument, needs no _root call)
+        for x in tensors:
+            lines.append(f"    d{x} = {x}._data")
+        owners = ', '.join(f'id(d{x} if d{x}.base is None else _root(d{x}))' for x in tensors)
+        lines.append(f"    if len({{{owners}}}) != {len(tensors)}: return False")
     lines.append("    return True")
     exec(compile("\n".join(lines), "<tracegrad key check>", "exec"), env)
     return env["check"]

@@ -133,8 +133,10 @@ def build_runner(path):
             lines.append("    roots = _roots[0]")
         else:
             lines.append(f"    roots = {{{', '.join(f'q{j}' for j in tensor_caps)}}}")
-        for i in range(n_args):
-            lines.append(f"    if id(_root(a{i}._data)) in roots: {miss}")
+        for i in range(n_args):          # (an array owning its memory: no _root call)
+            lines += [f"    d = a{i}._data",
+                      f"    if id(d if d.base is None else _root(d)) in roots: {miss}"]
+        lines.append("    d = None")
     elif keep and tensor_caps:
         env["_seen_new"] = _seen_updater(env["_seen"], env["_roots"])
     restore = []       # on GuardFailed or RerunEagerly: as the call found them (another
@@ -176,8 +178,9 @@ def build_runner(path):
     lines += body
     for k, (pos, count) in enumerate(part.mutations):
         t = names[pos]
-        lines += [f"    r, d = res[{path._mut_start + k}], {t}._data",
-                  "    if r is not d:", "        _copyto(d, r, casting='unsafe')",
+        r = f"res[{path._mut_start + k}]"      # (the program wrote into it: the same array)
+        lines += [f"    if {r} is not {t}._data:",
+                  f"        _copyto({t}._data, {r}, casting='unsafe')",
                   f"    {t}._vc.v += {count}"]
     for k in range(part.n_user):         # each output: fresh, an input, a repeat or a copy
         if k in path.dup_out:

@@ -648,18 +648,22 @@ _SAME_WIDTH_INT = {np.dtype(np.float16): np.int16, np.dtype(np.float32): np.int3
 def _threshold_backward_kernel(g, y, out=None):
     """PyTorch's `y <= 0 ? 0 : g` (a NaN or inf gradient where y <= 0 becomes +0).
 
-    Branch-free: the float's bits are ANDed with a mask of all ones (keep) or zeros (drop).
-    `np.where`/`np.putmask` branch per element and mispredict on a relu's random sign
-    pattern: at 256x512 float32 they take ~460 us against ~60 us for the mask."""
+    Branch-free: the float's bits, as a same-width int, are multiplied by 1 (keep) or 0
+    (drop: the bits of +0). `np.where`/`np.putmask` branch per element and mispredict on a
+    relu's random sign pattern: at 256x512 float32 they take ~460 us against ~45 us here.
+    (Three numpy calls; ANDing with a mask of all ones or zeros took four, ~10% more.)"""
     it = _SAME_WIDTH_INT.get(g.dtype)
     if it is None or g.dtype != y.dtype or g.shape != y.shape:
         r = np.where(y <= 0, 0, g).astype(g.dtype, copy=False)
         return r if out is None else np.copyto(out, r) or out
-    keep = np.less_equal(y, 0).astype(it)   # before writing: `out` may be `y`
-    keep -= 1                               # 1 -> 0 (drop), 0 -> -1 (all bits set)
+    keep = np.less_equal(y, 0)              # before writing: `out` may be `y`
+    if type(keep) is np.ndarray:            # (not `y > 0`: a NaN `y` keeps `g`)
+        np.logical_not(keep, out=keep)
+    else:                                   # 0-d: numpy gave a scalar
+        keep = not keep
     if out is None:
         out = np.empty(g.shape, g.dtype)
-    np.bitwise_and(g.view(it), keep, out=out.view(it))
+    np.multiply(g.view(it), keep, out=out.view(it))
     return out
 
 
