@@ -177,17 +177,26 @@ def test_unchanged_state_never_retraces_a_training_loop():
     del opt
 
 
+class Counter(tg.nn.Module):
+    """A module counting its calls, then computing with the count (`times`) or using it as
+    a loop bound (`loop`)."""
+
+    def __init__(self, use="times"):
+        super().__init__()
+        self.calls, self.use = 0, use
+
+    def forward(self, x):
+        self.calls += 1
+        if self.use == "times":
+            return x * self.calls
+        for _ in range(self.calls):          # the exact value: a path per value
+            x = x * 2
+        return x
+
+
 def test_function_changing_a_counter_it_reads_compiles_and_writes_it_back():
     # Note [Numbers written to Python state]: the counter is read per call and written
     # back by each cached call
-    class Counter(tg.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.calls = 0
-
-        def forward(self, x):
-            self.calls += 1
-            return x * self.calls
     m = Counter()
     c = tg.compile(m, cache_limit=3)
     with warnings.catch_warnings(record=True) as w:
@@ -200,17 +209,7 @@ def test_function_changing_a_counter_it_reads_compiles_and_writes_it_back():
 
 
 def test_function_changing_state_it_needs_the_value_of_falls_back_to_eager_with_eager_results():
-    class Counter(tg.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.calls = 0
-
-        def forward(self, x):
-            self.calls += 1
-            for _ in range(self.calls):      # the exact value: a path per value
-                x = x * 2
-            return x
-    m = Counter()
+    m = Counter("loop")
     c = tg.compile(m, cache_limit=3)
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always")

@@ -45,6 +45,20 @@ def _net(buffers=False):
     return nn.Sequential(nn.Linear(3, 4), BatchNorm(4, buffers), nn.ReLU(), nn.Linear(4, 1))
 
 
+def _sgd_step(net, model=None):
+    """The training step as users write it, on `model` (default: `net`) with SGD on `net`."""
+    opt = tg.optim.SGD(net.parameters(), lr=0.1)
+    model = model or net
+
+    def step(x, y):
+        loss = F.mse_loss(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        return loss
+    return step, opt
+
+
 def _stats(net):
     bn = net[1]
     return [bn.moving_mean, bn.moving_var]
@@ -54,14 +68,7 @@ def _stats(net):
 def test_a_batch_norm_rebinding_its_statistics_compiles(buffers):
     def make(comp):
         net = _net(buffers)
-        opt = tg.optim.SGD(net.parameters(), lr=0.1)
-
-        def step(x, y):
-            loss = F.mse_loss(net(x), y)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            return loss
+        step, opt = _sgd_step(net)
         return comp(step), {"net": net, "opt": opt}
 
     def calls(step, objs, i):
@@ -74,15 +81,8 @@ def test_a_batch_norm_rebinding_its_statistics_compiles(buffers):
 def test_training_and_eval_calls_of_a_compiled_model_alternate_without_re_tracing():
     def make(comp):
         net = _net()
-        opt = tg.optim.SGD(net.parameters(), lr=0.1)
         cnet = comp(net)
-
-        def step(x, y):
-            loss = F.mse_loss(cnet(x), y)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            return loss
+        step, opt = _sgd_step(net, cnet)
         return [step, cnet], {"net": net, "opt": opt}
 
     def calls(steps, objs, i):
@@ -183,15 +183,7 @@ def test_a_batch_norm_rebinding_its_statistics_on_the_jax_backend():
     for comp in (lambda f: f, lambda f: tg.compile(f, backend="jax")):
         tg.manual_seed(0)
         net = _net()
-        opt = tg.optim.SGD(net.parameters(), lr=0.1)
-
-        def step(x, y):
-            loss = F.mse_loss(net(x), y)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            return loss
-        step = comp(step)
+        step = comp(_sgd_step(net)[0])
         losses = [step(tg.randn(8, 3), tg.randn(8, 1)).item() for _ in range(5)]
         runs.append((losses, [s.numpy().copy() for s in _stats(net)], step))
     (le, se, _), (lc, sc, step) = runs
