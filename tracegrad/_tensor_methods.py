@@ -58,6 +58,14 @@ from .ops.diagonal_view import fill_diagonal_ as _fill_diagonal_  # noqa: E402
 from .ops import index_writes as _IP  # noqa: E402
 _attach("index_put_ index_put index_fill_ index_fill index_copy_ index_copy".split(), _IP)
 Tensor.fill_diagonal_ = _fill_diagonal_
+from .ops import shift_prim as _SH  # noqa: E402
+_attach("bitwise_left_shift bitwise_right_shift bitwise_left_shift_ bitwise_right_shift_".split(),
+        _SH)
+from .ops import composite_missing as _CM  # noqa: E402
+_attach("sgn sgn_ frac frac_ fmax fmin swapdims swapdims_ lerp_ addcmul_ addcdiv_".split(), _CM)
+Tensor.swapaxes_ = _CM.swapdims_
+from .ops import inplace_shape as _IS  # noqa: E402
+_attach("t_ transpose_ unsqueeze_ squeeze_".split(), _IS)
 Tensor._is_view = lambda self: self._base is not None
 Tensor.where = lambda self, condition, other: E.where(condition, self, other)
 Tensor.multiply, Tensor.subtract, Tensor.divide, Tensor.true_divide = E.mul, E.sub, E.div, E.div
@@ -169,6 +177,12 @@ Tensor.__or__ = E.bitwise_or
 Tensor.__ror__ = _rev(E.bitwise_or)
 Tensor.__xor__ = E.bitwise_xor
 Tensor.__rxor__ = _rev(E.bitwise_xor)
+Tensor.__lshift__ = _SH.bitwise_left_shift
+Tensor.__rlshift__ = _rev(_SH.bitwise_left_shift)
+Tensor.__rshift__ = _SH.bitwise_right_shift
+Tensor.__rrshift__ = _rev(_SH.bitwise_right_shift)
+Tensor.__ilshift__ = _SH.bitwise_left_shift_
+Tensor.__irshift__ = _SH.bitwise_right_shift_
 Tensor.__eq__ = E.eq
 Tensor.__ne__ = E.ne
 Tensor.__lt__ = E.lt
