@@ -103,6 +103,9 @@ def clamp_(self, min=None, max=None):
     if min is None and max is None:
         raise op_error(TracegradRuntimeError, "clamp_",
                        "torch.clamp: At least one of 'min' or 'max' must not be None")
+    if isinstance(min, Tensor) or isinstance(max, Tensor):
+        from .ops.clamp_tensor import clamp_tensor_
+        return clamp_tensor_(self, min, max)
     min, max = (D.python_number(v) if isinstance(v, np.generic) else v for v in (min, max))
     attrs = E._clamp_attrs(min, max)
     if self.dtype.category < 2:

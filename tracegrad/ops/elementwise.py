@@ -830,6 +830,9 @@ def clamp(input, min=None, max=None):
     """Clamp into [min, max]; either bound may be None (not both)."""
     if min is None and max is None:
         raise _err("clamp", "At least one of 'min' or 'max' must not be None")
+    if isinstance(min, Tensor) or isinstance(max, Tensor):
+        from .clamp_tensor import clamp_tensor
+        return clamp_tensor(input, min, max)
     # numpy scalars bound as the Python numbers they hold, as in PyTorch (numpy would
     # promote a float32 tensor clamped by np.float64(0.1) to float64)
     min, max = (_python_number(v) if isinstance(v, np.generic) else v for v in (min, max))
@@ -871,8 +874,8 @@ clip = clamp
 
 def _clamp_attrs(lo, hi):
     for v in (lo, hi):
-        if isinstance(v, Tensor):
-            raise _err("clamp", "tensor bounds are not supported; pass Python numbers")
+        if isinstance(v, Tensor):           # clamp and clamp_ route these to clamp_tensor.py
+            raise _err("clamp", "tensor bounds reached the number-bound primitive")
     return {"min": lo, "max": hi}
 
 
