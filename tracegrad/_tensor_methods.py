@@ -64,6 +64,8 @@ _attach("bitwise_left_shift bitwise_right_shift bitwise_left_shift_ bitwise_righ
 from .ops import composite_missing as _CM  # noqa: E402
 _attach("sgn sgn_ frac frac_ fmax fmin swapdims swapdims_ lerp_ addcmul_ addcdiv_".split(), _CM)
 Tensor.swapaxes_ = _CM.swapdims_
+from .ops.scatter_reduce import scatter_reduce as _srd, scatter_reduce_ as _srd_  # noqa: E402
+Tensor.scatter_reduce, Tensor.scatter_reduce_ = _srd, _srd_
 from .ops import inplace_shape as _IS  # noqa: E402
 _attach("t_ transpose_ unsqueeze_ squeeze_".split(), _IS)
 Tensor._is_view = lambda self: self._base is not None
