@@ -92,8 +92,9 @@ def addcmul(input, tensor1, tensor2, *, value=1):
 
 
 def addcdiv(input, tensor1, tensor2, *, value=1):
-    """`input + value * tensor1 / tensor2`; integer `tensor1` and `tensor2` raise PyTorch's
-    RuntimeError (it no longer divides integers here)."""
+    """`input + value * tensor1 / tensor2` (integer tensor1 and tensor2: RuntimeError).
+
+    PyTorch no longer divides two integer tensors here and raises; so does this."""
     if not (tensor1.dtype.is_floating_point or tensor2.dtype.is_floating_point):
         from .._errors import TracegradRuntimeError, op_error
         raise op_error(TracegradRuntimeError, "addcdiv",

@@ -95,27 +95,33 @@ def write_result(op, self, res):
 
 
 def frac_(input):
+    """`frac` in place (floating tensors only)."""
     return write_result("frac_", input, frac(input))
 
 
 def sgn_(input):
+    """`sgn` in place."""
     return write_result("sgn_", input, sgn(input))
 
 
 def lerp_(input, end, weight):
+    """`lerp` in place: `input += weight * (end - input)`."""
     return write_result("lerp_", input, E.lerp(input, end, weight))
 
 
 def addcmul_(input, tensor1, tensor2, *, value=1):
+    """`addcmul` in place: `input += value * tensor1 * tensor2`."""
     from .composite_math import addcmul
     return write_result("addcmul_", input, addcmul(input, tensor1, tensor2, value=value))
 
 
 def addcdiv_(input, tensor1, tensor2, *, value=1):
+    """`addcdiv` in place: `input += value * tensor1 / tensor2`."""
     from .composite_math import addcdiv
     return write_result("addcdiv_", input, addcdiv(input, tensor1, tensor2, value=value))
 
 
 def swapdims_(input, dim0, dim1):
+    """Alias of `transpose_` (two dimensions swapped in place)."""
     from .inplace_shape import transpose_
     return transpose_(input, dim0, dim1)

@@ -63,8 +63,10 @@ def bitwise_right_shift(input, other):
 
 
 def bitwise_left_shift_(input, other):
+    """`input <<= other` (the result must fit input's dtype)."""
     return dispatch(LSHIFT_, (input, other))
 
 
 def bitwise_right_shift_(input, other):
+    """`input >>= other` (the result must fit input's dtype)."""
     return dispatch(RSHIFT_, (input, other))
