@@ -241,8 +241,9 @@ EXTRA["diagonal"] = (_diagonals, lambda: [_t(3, 4)])
 
 
 def _missing_ops(x, s):
-    """Bitwise shifts (and their in-place forms) and scatter_reduce (ops/shift_prim.py,
-    scatter_reduce.py), with the second-order graph of scatter_reduce's VJP."""
+    """Bitwise shifts (and their in-place forms), scatter_reduce and as_strided
+    (ops/shift_prim.py, scatter_reduce.py, as_strided.py), with the second-order graph of
+    scatter_reduce's VJP."""
     a = tg.tensor([[1, -2, 3], [4, 5, -6]])
     c = a.clone()
     c <<= 2
@@ -254,7 +255,10 @@ def _missing_ops(x, s):
     y = x * 1.0
     y.scatter_reduce_(1, i, s, "prod", include_self=False)
     g, = tg.autograd.grad((x.scatter_reduce(1, i, s, "prod") ** 2).sum(), x, create_graph=True)
-    return outs + [y, g]
+    w = (s * 1.0).as_strided((3, 3), (1, 2), 1)      # as_strided (ops/as_strided.py)
+    z = s * 2.0
+    z.as_strided((2, 2), (2, 1)).mul_(3.0)
+    return outs + [y, g, w * 2.0, z]
 
 
 EXTRA["missing_ops"] = (_missing_ops, lambda: [_t(2, 3), _t(2, 4, seed=1)])

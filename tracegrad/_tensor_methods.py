@@ -66,6 +66,9 @@ _attach("sgn sgn_ frac frac_ fmax fmin swapdims swapdims_ lerp_ addcmul_ addcdiv
 Tensor.swapaxes_ = _CM.swapdims_
 from .ops.scatter_reduce import scatter_reduce as _srd, scatter_reduce_ as _srd_  # noqa: E402
 Tensor.scatter_reduce, Tensor.scatter_reduce_ = _srd, _srd_
+from .ops.as_strided import as_strided as _as_strided, as_strided_ as _as_strided_  # noqa: E402
+from .ops.as_strided import resize_ as _resize_  # noqa: E402
+Tensor.as_strided, Tensor.as_strided_, Tensor.resize_ = _as_strided, _as_strided_, _resize_
 from .ops import inplace_shape as _IS  # noqa: E402
 _attach("t_ transpose_ unsqueeze_ squeeze_".split(), _IS)
 Tensor._is_view = lambda self: self._base is not None
