@@ -145,7 +145,7 @@ def test_gradients_match_torch(name, fn, arrays):
 
 
 # ---------------- float64 finite differences, first and second order ----------------
-def _f64(*shape, lo=None):
+def _f64(*shape):
     a = R.standard_normal(shape)
     return tg.tensor(a, requires_grad=True)
 

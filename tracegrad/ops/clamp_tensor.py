@@ -20,8 +20,9 @@ __all__ = []
 
 
 def _type_error(input, min, max):
-    got = ", ".join(["Tensor"] + [f"{k}={type(v).__name__ if not isinstance(v, Tensor) else 'Tensor'}"
-                                  for k, v in (("max", max), ("min", min)) if v is not None])
+    kinds = [f"{k}={'Tensor' if isinstance(v, Tensor) else type(v).__name__}"
+             for k, v in (("max", max), ("min", min)) if v is not None]
+    got = ", ".join(["Tensor"] + kinds)
     return TracegradTypeError(f"clamp() received an invalid combination of arguments - got "
                               f"({got}), but expected one of: (Tensor input, Number min, "
                               "Number max) or (Tensor input, Tensor min, Tensor max)")
