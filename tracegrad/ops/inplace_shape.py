@@ -12,6 +12,10 @@ The IR has no node for "this tensor now has another shape": inside a compiled fu
 change is reported as an effect the program cannot replay, so the call runs eagerly with a
 warning naming the line (Note [Effects] in _effects.py). The trace itself stays coherent:
 the tensor is rebound to the view's value.
+Known gap: views taken of a (non-view) tensor *before* its shape changed keep a view chain
+relative to its old shape; values stay right (memory is shared), but an in-place write
+through such a view afterwards rebases the tensor's grad_fn with the old chain, so
+gradients can differ from PyTorch's (which rebases through the storage's geometry).
 """
 from .. import _effects, _mode
 from .._dispatch import trace_hook
