@@ -603,3 +603,36 @@ def test_resize_and_as_strided_inside_compile_run_eagerly_with_a_warning(op):
         seen += [str(w.message) for w in caught]
         np.testing.assert_allclose(out.numpy(), f(x).numpy())
     assert cf.stats.eager_calls >= 1 and any("runs eagerly" in m for m in seen), seen
+
+
+def test_views_taken_before_a_shape_change_refuse_to_derive_gradients_loudly():
+    """Note [Shape changed in place]: their chain is relative to the old shape (PyTorch
+    re-derives them through the storage); silently wrong gradients are refused."""
+    x = tg.tensor(R.standard_normal((2, 3)), requires_grad=True)
+    h = x * 1
+    vv = h.view(3, 2)
+    h.t_()
+    with pytest.raises(NotImplementedError, match="taken before its base's shape changed"):
+        vv * 2
+    with pytest.raises(NotImplementedError, match="taken before its base's shape changed"):
+        vv.mul_(2.0)
+    with tg.no_grad():                      # no gradient to derive: values only, as PyTorch
+        b = tg.zeros(2, 3)
+        early = b.view(3, 2)
+        b.t_()
+        early[0, 1] = 4.0
+        assert b[1, 0].item() == 4.0
+
+
+def test_views_taken_after_a_shape_change_backpropagate_like_torch():
+    a = R.standard_normal((2, 3))
+    grads = []
+    for m in (torch, tg):
+        x = m.tensor(a, requires_grad=True)
+        h = x * 1
+        h.t_()
+        v = h[1:]
+        v.mul_(m.tensor([[2.0, 3.0], [4.0, 5.0]], dtype=m.float64))
+        (h * m.arange(6.0, dtype=m.float64).view(3, 2)).sum().backward()
+        grads.append(x.grad.numpy())
+    np.testing.assert_allclose(grads[1], grads[0])

@@ -12,10 +12,13 @@ The IR has no node for "this tensor now has another shape": inside a compiled fu
 change is reported as an effect the program cannot replay, so the call runs eagerly with a
 warning naming the line (Note [Effects] in _effects.py). The trace itself stays coherent:
 the tensor is rebound to the view's value.
-Known gap: views taken of a (non-view) tensor *before* its shape changed keep a view chain
-relative to its old shape; values stay right (memory is shared), but an in-place write
-through such a view afterwards rebases the tensor's grad_fn with the old chain, so
-gradients can differ from PyTorch's (which rebases through the storage's geometry).
+Known gap, made loud: views taken of a (non-view) tensor *before* its shape changed keep a
+view chain relative to its old shape (PyTorch re-derives them through the storage's
+geometry). Their values stay right (memory is shared), but re-deriving their grad_fn from
+the base (after a later write, or the version bump itself, while the base requires grad)
+or writing through them would use the old chain, so that raises NotImplementedError
+(`_tensor.stale_view_check`): the base counts its shape changes (`_shape_epoch`), a view
+remembers the count when taken (`_base_epoch`).
 """
 from .. import _effects, _mode
 from .._dispatch import trace_hook
@@ -48,6 +51,8 @@ def _become(op, t, view):
     t._vc.v += 1
     if t._base is not None:
         t._fn_version = t._vc.v
+    else:                                     # views taken before now are stale (Note)
+        t._shape_epoch += 1
     if hook is not None:
         tracer = hook.__self__
         v = tracer.env.get(id(view))
