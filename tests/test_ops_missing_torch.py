@@ -49,6 +49,7 @@ CASES = [
     ("sgn", lambda m, a: m.sgn(a), (np.array([-2.0, 0.0, -0.0, NAN, 3.0]),)),
     ("sgn_int", lambda m, a: a.sgn(), (I64,)),
     ("sgn_bool", lambda m, a: m.sgn(a), (np.array([True, False]),)),
+    ("sign_bool", lambda m, a: m.sign(a), (np.array([True, False]),)),
     ("frac", lambda m, a: m.frac(a), (np.array([-1.5, 2.25, 3.0, -0.0, NAN, np.inf]),)),
     ("frac_", lambda m, a: a.clone().frac_(), (np.array([-1.5, 2.25]),)),
     ("fmax", lambda m, a, b: m.fmax(a, b),
@@ -376,7 +377,7 @@ def _program_shifts(a, b):
 def _program_math(x, y, z):
     w = (x * 1).lerp_(y, 0.3)
     w.addcmul_(y, z, value=0.5).addcdiv_(y, z.abs() + 1)
-    return [tg.fmax(x, y), tg.fmin(x, y), tg.frac(x * 3), tg.sgn(x), w,
+    return [tg.fmax(x, y), tg.fmin(x, y), tg.frac(x * 3), tg.sgn(x), w, (x > 0).sign(),
             tg.swapdims(z.reshape(2, 2), 0, 1)]
 
 

@@ -573,7 +573,13 @@ def _abs(x):
 ABS = _unary("abs", _abs, lambda g, i, o, n: (mul(g, sign(i[0])),), saves=(0,),
              float_only=False)
 def _sign(x, out=None):
-    """np.sign, but 0 for nan as PyTorch gives ((x > 0) - (x < 0))."""
+    """np.sign, but 0 for nan as PyTorch gives ((x > 0) - (x < 0)); a bool is its own sign
+    (numpy has no bool loop)."""
+    if x.dtype == np.bool_:
+        if out is None:
+            return x.copy()
+        np.copyto(out, x)
+        return out
     r = np.sign(x, out=out)
     if r.dtype.kind == "f":
         r = np.asarray(r)            # a 0-d input gives a numpy scalar

@@ -37,7 +37,8 @@ for _p, _f in ((E.ADD, jnp.add), (E.SUB, jnp.subtract), (E.MUL, jnp.multiply),
     simple(_p, _f)
 
 # sign(nan) is 0 in PyTorch (and in our numpy kernel), nan in jnp.sign
-simple(E.SIGN, lambda x: jnp.where(jnp.isnan(x), jnp.zeros_like(x), jnp.sign(x)))
+simple(E.SIGN, lambda x: x if x.dtype == jnp.bool_ else
+       jnp.where(jnp.isnan(x), jnp.zeros_like(x), jnp.sign(x)))
 
 simple(E.RSUB, lambda x, y: jnp.subtract(y, x))
 
