@@ -238,6 +238,30 @@ def _diagonals(x):
 
 
 EXTRA["diagonal"] = (_diagonals, lambda: [_t(3, 4)])
+
+
+def _missing_ops(x, s):
+    """Bitwise shifts (and their in-place forms), scatter_reduce and as_strided
+    (ops/shift_prim.py, scatter_reduce.py, as_strided.py), with the second-order graph of
+    scatter_reduce's VJP."""
+    a = tg.tensor([[1, -2, 3], [4, 5, -6]])
+    c = a.clone()
+    c <<= 2
+    c >>= tg.tensor([1, 64, 0])
+    i = tg.tensor([[0, 2, 0, 1], [1, 1, 0, 2]])
+    outs = [(a << tg.tensor([1, 64, -1])).double(), (3 >> a.abs()).double(), c.double()]
+    for r in ("sum", "prod", "mean", "amax", "amin"):
+        outs.append(x.scatter_reduce(1, i, s, r, include_self=r != "mean"))
+    y = x * 1.0
+    y.scatter_reduce_(1, i, s, "prod", include_self=False)
+    g, = tg.autograd.grad((x.scatter_reduce(1, i, s, "prod") ** 2).sum(), x, create_graph=True)
+    w = (s * 1.0).as_strided((3, 3), (1, 2), 1)      # as_strided (ops/as_strided.py)
+    z = s * 2.0
+    z.as_strided((2, 2), (2, 1)).mul_(3.0)
+    return outs + [y, g, w * 2.0, z]
+
+
+EXTRA["missing_ops"] = (_missing_ops, lambda: [_t(2, 3), _t(2, 4, seed=1)])
 EXTRA["nn_new"] = (_nn_new, lambda: [_t(1, 2, 5, 6), _t(2, 2, 3, seed=1), _t(2, 3, seed=2)])
 
 

@@ -17,7 +17,7 @@ from ._dtype import (_FROM_NP, BF16_NP, can_cast, is_float_np, python_number, sc
                      wrap_int)
 from ._errors import InplaceError, TracegradRuntimeError, op_error
 from . import _tensor
-from ._tensor import Tensor, edge_of
+from ._tensor import Tensor, edge_of, stale_view_check
 
 
 class _layers:
@@ -250,8 +250,10 @@ def _alias(prim, args, attrs, out):
         out._inference = True
     if prim.is_view:
         base = src._base
-        out._base = src if base is None else base
+        out._base = root = src if base is None else base
         out._view_chain = src._view_chain + ((prim, attrs),)
+        if root._shape_epoch:           # Note [Shape changed in place] (ops/inplace_shape.py)
+            out._base_epoch = root._shape_epoch
         out._fn_version = src._vc.v
         if src._multi_view is not None:     # Note [Multi-output views]: views of it too
             out._multi_view = (prim.grad_fn_name.replace("Backward0", ""), 0)
@@ -482,6 +484,7 @@ def _rebase_view(prim, args, attrs, view, needs, old):
     """
     S = _layers
     base = view._base
+    stale_view_check(view)
     view_old = Tensor._wrap(view._data, view.requires_grad, view.grad_fn)
     view_old._output_nr = view._output_nr
     f_out = Tensor._wrap(view._data)

@@ -37,6 +37,21 @@ class _layers:
     AccumulateGrad = None
 
 
+def stale_view_check(view):
+    """Refuse a view taken before its base's shape changed in place (Note [Shape changed in
+    place] in ops/inplace_shape.py): its view chain is relative to the old shape, so the
+    gradient it would derive is wrong; loudly, where PyTorch computes."""
+    base = view._base
+    if base is not None and view._base_epoch != base._shape_epoch:
+        from ._errors import TracegradNotImplementedError
+        raise op_error(TracegradNotImplementedError, "view",
+                       "this view was taken before its base's shape changed in place (t_(), "
+                       "transpose_(), unsqueeze_(), squeeze_(), as_strided_(), resize_()); "
+                       "its gradient cannot be derived from the base's new shape.",
+                       "Take the view after the in-place shape change, or use the "
+                       "out-of-place op (`y = y.t()`).")
+
+
 class VersionCounter:
     """Shared by a tensor and all its views (and `detach()` results); bumped by in-place ops."""
 
@@ -60,6 +75,8 @@ class Tensor:
     _owned = False                     # a fresh gradient AccumulateGrad may adopt
     _view_chain = ()
     _fn_version = 0
+    _shape_epoch = 0                   # in-place shape changes of this base (inplace_shape.py)
+    _base_epoch = 0                    # a view: its base's _shape_epoch when it was taken
     _multi_view = None                 # (function, output number): Note [Multi-output views]
 
     @staticmethod
@@ -183,6 +200,7 @@ class Tensor:
         """Re-derive this view's grad_fn from its base's current grad_fn (see Note)."""
         record = _layers.record
         base = self._base
+        stale_view_check(self)
         self._fn_version = self._vc.v
         if not base.requires_grad:
             return

@@ -58,6 +58,19 @@ from .ops.diagonal_view import fill_diagonal_ as _fill_diagonal_  # noqa: E402
 from .ops import index_writes as _IP  # noqa: E402
 _attach("index_put_ index_put index_fill_ index_fill index_copy_ index_copy".split(), _IP)
 Tensor.fill_diagonal_ = _fill_diagonal_
+from .ops import shift_prim as _SH  # noqa: E402
+_attach("bitwise_left_shift bitwise_right_shift bitwise_left_shift_ bitwise_right_shift_".split(),
+        _SH)
+from .ops import composite_missing as _CM  # noqa: E402
+_attach("sgn sgn_ frac frac_ fmax fmin swapdims swapdims_ lerp_ addcmul_ addcdiv_".split(), _CM)
+Tensor.swapaxes_ = _CM.swapdims_
+from .ops.scatter_reduce import scatter_reduce as _srd, scatter_reduce_ as _srd_  # noqa: E402
+Tensor.scatter_reduce, Tensor.scatter_reduce_ = _srd, _srd_
+from .ops.as_strided import as_strided as _as_strided, as_strided_ as _as_strided_  # noqa: E402
+from .ops.as_strided import resize_ as _resize_  # noqa: E402
+Tensor.as_strided, Tensor.as_strided_, Tensor.resize_ = _as_strided, _as_strided_, _resize_
+from .ops import inplace_shape as _IS  # noqa: E402
+_attach("t_ transpose_ unsqueeze_ squeeze_".split(), _IS)
 Tensor._is_view = lambda self: self._base is not None
 Tensor.where = lambda self, condition, other: E.where(condition, self, other)
 Tensor.multiply, Tensor.subtract, Tensor.divide, Tensor.true_divide = E.mul, E.sub, E.div, E.div
@@ -95,6 +108,9 @@ def clamp_(self, min=None, max=None):
     if min is None and max is None:
         raise op_error(TracegradRuntimeError, "clamp_",
                        "torch.clamp: At least one of 'min' or 'max' must not be None")
+    if isinstance(min, Tensor) or isinstance(max, Tensor):
+        from .ops.clamp_tensor import clamp_tensor_
+        return clamp_tensor_(self, min, max)
     min, max = (D.python_number(v) if isinstance(v, np.generic) else v for v in (min, max))
     attrs = E._clamp_attrs(min, max)
     if self.dtype.category < 2:
@@ -169,6 +185,12 @@ Tensor.__or__ = E.bitwise_or
 Tensor.__ror__ = _rev(E.bitwise_or)
 Tensor.__xor__ = E.bitwise_xor
 Tensor.__rxor__ = _rev(E.bitwise_xor)
+Tensor.__lshift__ = _SH.bitwise_left_shift
+Tensor.__rlshift__ = _rev(_SH.bitwise_left_shift)
+Tensor.__rshift__ = _SH.bitwise_right_shift
+Tensor.__rrshift__ = _rev(_SH.bitwise_right_shift)
+Tensor.__ilshift__ = _SH.bitwise_left_shift_
+Tensor.__irshift__ = _SH.bitwise_right_shift_
 Tensor.__eq__ = E.eq
 Tensor.__ne__ = E.ne
 Tensor.__lt__ = E.lt

@@ -101,13 +101,14 @@ def __deepcopy__(self, memo):
     if self._grad is not None:
         new._grad = copy.deepcopy(self._grad, memo)
     for k, v in self.__dict__.items():
-        if k not in ("_grad", "_accum", "_leaf_hooks", "_base", "_view_chain", "_fn_version"):
+        if k not in ("_grad", "_accum", "_leaf_hooks", "_base", "_view_chain", "_fn_version",
+                     "_base_epoch"):
             new.__dict__[k] = copy.deepcopy(v, memo)
     return new
 
 
 _INTERNAL = ("_grad", "_accum", "_leaf_hooks", "_base", "_view_chain", "_fn_version",
-             "_retains_grad", "_owned")
+             "_retains_grad", "_owned", "_shape_epoch", "_base_epoch")
 
 
 def _user_state(t):

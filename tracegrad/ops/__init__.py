@@ -49,5 +49,9 @@ from .mode import mode  # noqa: F401
 from .random_dists import poisson  # noqa: F401
 from .special_bessel import i0  # noqa: F401
 from .householder import geqrf, householder_product as orgqr  # noqa: F401
+from .shift_prim import bitwise_left_shift, bitwise_right_shift  # noqa: F401
+from .composite_missing import sgn, frac, frac_, fmax, fmin, swapdims  # noqa: F401
+from .scatter_reduce import scatter_reduce  # noqa: F401
+from .as_strided import as_strided  # noqa: F401
 # float16 kernels computed in float32 (Note [Half precision computed in float])
 from . import half_precision as _half_precision  # noqa: F401,E402

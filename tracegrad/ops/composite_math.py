@@ -92,7 +92,19 @@ def addcmul(input, tensor1, tensor2, *, value=1):
 
 
 def addcdiv(input, tensor1, tensor2, *, value=1):
-    """`input + value * tensor1 / tensor2`."""
+    """`input + value * tensor1 / tensor2` (integer tensor1 and tensor2: RuntimeError).
+
+    PyTorch no longer divides two integer tensors here and raises; so does this."""
+    if not (tensor1.dtype.is_floating_point or tensor2.dtype.is_floating_point):
+        from .._errors import TracegradRuntimeError, op_error
+        raise op_error(TracegradRuntimeError, "addcdiv",
+                       "Integer division with addcdiv is no longer supported, and in a future "
+                       " release addcdiv will perform a true division of tensor1 and tensor2. "
+                       "The historic addcdiv behavior can be implemented as (input + value * "
+                       "torch.trunc(tensor1 / tensor2)).to(input.dtype) for integer inputs and"
+                       " as (input + value * tensor1 / tensor2) for float inputs. The future "
+                       "addcdiv behavior is just the latter implementation: (input + value * "
+                       "tensor1 / tensor2), for all dtypes.")
     q = E.div(tensor1, tensor2)
     return E.add(input, q if value == 1 else E.mul(q, value))
 

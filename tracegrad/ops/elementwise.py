@@ -573,7 +573,13 @@ def _abs(x):
 ABS = _unary("abs", _abs, lambda g, i, o, n: (mul(g, sign(i[0])),), saves=(0,),
              float_only=False)
 def _sign(x, out=None):
-    """np.sign, but 0 for nan as PyTorch gives ((x > 0) - (x < 0))."""
+    """np.sign, but 0 for nan as PyTorch gives ((x > 0) - (x < 0)); a bool is its own sign
+    (numpy has no bool loop)."""
+    if x.dtype == np.bool_:
+        if out is None:
+            return x.copy()
+        np.copyto(out, x)
+        return out
     r = np.sign(x, out=out)
     if r.dtype.kind == "f":
         r = np.asarray(r)            # a 0-d input gives a numpy scalar
@@ -830,6 +836,9 @@ def clamp(input, min=None, max=None):
     """Clamp into [min, max]; either bound may be None (not both)."""
     if min is None and max is None:
         raise _err("clamp", "At least one of 'min' or 'max' must not be None")
+    if isinstance(min, Tensor) or isinstance(max, Tensor):
+        from .clamp_tensor import clamp_tensor
+        return clamp_tensor(input, min, max)
     # numpy scalars bound as the Python numbers they hold, as in PyTorch (numpy would
     # promote a float32 tensor clamped by np.float64(0.1) to float64)
     min, max = (_python_number(v) if isinstance(v, np.generic) else v for v in (min, max))
@@ -871,8 +880,8 @@ clip = clamp
 
 def _clamp_attrs(lo, hi):
     for v in (lo, hi):
-        if isinstance(v, Tensor):
-            raise _err("clamp", "tensor bounds are not supported; pass Python numbers")
+        if isinstance(v, Tensor):           # clamp and clamp_ route these to clamp_tensor.py
+            raise _err("clamp", "tensor bounds reached the number-bound primitive")
     return {"min": lo, "max": hi}
 
 

@@ -13,6 +13,7 @@ from jax import lax
 
 from ...ops import elementwise as E
 from ...ops import fmod_prim as FM
+from ...ops import shift_prim as SH
 from .table import register, simple
 
 
@@ -36,7 +37,8 @@ for _p, _f in ((E.ADD, jnp.add), (E.SUB, jnp.subtract), (E.MUL, jnp.multiply),
     simple(_p, _f)
 
 # sign(nan) is 0 in PyTorch (and in our numpy kernel), nan in jnp.sign
-simple(E.SIGN, lambda x: jnp.where(jnp.isnan(x), jnp.zeros_like(x), jnp.sign(x)))
+simple(E.SIGN, lambda x: x if x.dtype == jnp.bool_ else
+       jnp.where(jnp.isnan(x), jnp.zeros_like(x), jnp.sign(x)))
 
 simple(E.RSUB, lambda x, y: jnp.subtract(y, x))
 
@@ -186,3 +188,22 @@ for _p, _f in ((TR.TAN, jnp.tan), (TR.ASIN, jnp.arcsin), (TR.ACOS, jnp.arccos),
                (TR.ASINH, jnp.arcsinh), (TR.ACOSH, jnp.arccosh), (TR.ATANH, jnp.arctanh),
                (TR.LOG10, jnp.log10), (TR.ATAN2, jnp.arctan2)):
     simple(_p, _f)
+
+
+# bitwise shifts (ops/shift_prim.py): PyTorch's results past the bit width, as the kernel
+def _shift(left):
+    def rule(ctx, node, x, y):
+        dt = node.output.type.dtype.np
+        bits = dt.itemsize * 8
+        x = jnp.asarray(x, dt)
+        y = jnp.asarray(y) if hasattr(y, "dtype") else jnp.asarray(int(y), jnp.int64)
+        ok = (y >= 0) & (y < bits)
+        s = jnp.where(ok, y, 0).astype(dt)
+        if left:
+            return jnp.where(ok, jnp.left_shift(x, s), jnp.zeros((), dt))
+        return jnp.where(ok, jnp.right_shift(x, s), jnp.right_shift(x, dt.type(bits - 1)))
+    return rule
+
+
+register(SH.LSHIFT)(_shift(True))
+register(SH.RSHIFT)(_shift(False))

@@ -30,6 +30,7 @@ from ...ops.scan import CUMPROD, CUMSUM, acc_float
 from ...ops.gather_scatter import (GATHER, INDEX_SELECT, MASKED_FILL, MASKED_FILL_TENSOR, SCATTER,
                            SCATTER_ADD, SCATTER_VALUE)
 from ...ops.shape import DATA
+from ...ops.scatter_reduce import SCATTER_REDUCE, _identity as _reduce_identity
 from ...ops.sort import ARGSORT, SORT, SORT_STABLE, TOPK, TOPK_INDICES
 from ...ops.structure import FLIP, TRIL, TRIU
 from .table import Unsupported, host_draw, register, simple
@@ -453,3 +454,31 @@ def _sequential_cumsum(rows):
         return acc, acc
     _, cols = lax.scan(step, jnp.zeros(rows.shape[:1], rows.dtype), rows.T, unroll=8)
     return cols.T
+
+
+# ---------------- scatter_reduce (ops/scatter_reduce.py) ----------------
+@register(SCATTER_REDUCE)
+def _scatter_reduce(ctx, node, x, index, src):
+    dim, reduce, inc = (node.attrs[k] for k in ("dim", "reduce", "include_self"))
+    squeeze = x.ndim == 0
+    if squeeze:
+        x, index, src, dim = x.reshape(1), index.reshape(-1), jnp.reshape(src, -1), 0
+        src = src[:index.size]
+    _in_range(ctx, index, x.shape[dim])
+    key = _along(index, dim)
+    s = _corner(src, index.shape).astype(x.dtype)
+    if not inc:
+        x = x.at[key].set(jnp.asarray(_reduce_identity(reduce, np.dtype(x.dtype)), x.dtype))
+    at = x.at[key]
+    out = {"sum": at.add, "mean": at.add, "prod": at.multiply, "amax": at.max,
+           "amin": at.min}[reduce](s)
+    if reduce == "amax" or reduce == "amin":       # XLA's max/min drop NaN; numpy's keep it
+        if jnp.issubdtype(x.dtype, jnp.floating):
+            nan = jnp.zeros(x.shape, bool).at[key].max(jnp.isnan(s)) | jnp.isnan(x)
+            out = jnp.where(nan, jnp.nan, out)
+    if reduce == "mean":
+        count = jnp.full(x.shape, 1 if inc else 0, jnp.int32).at[key].add(1)
+        count = jnp.maximum(count, 1)
+        out = ((out / count).astype(x.dtype) if jnp.issubdtype(x.dtype, jnp.floating)
+               else jnp.floor_divide(out, count.astype(x.dtype)))
+    return out.reshape(()) if squeeze else out

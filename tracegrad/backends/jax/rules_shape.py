@@ -11,12 +11,16 @@ index arrays is unsupported.
 `view_scatter` (a write through a chain of views) becomes one scatter at static flat
 positions, found by running the chain's numpy kernels on `arange` at lowering time.
 """
+import importlib
+
 import jax.numpy as jnp
 import numpy as np
 
 from ...ops import diagonal_view as DG
 from ...ops import shape as S
 from .table import Unsupported, register, simple
+
+AST = importlib.import_module("tracegrad.ops.as_strided")   # ops.as_strided names the function
 
 
 @register(S.SUM_TO)
@@ -247,3 +251,11 @@ def _diagonal_backward(ctx, node, g):
                       a["dim2"])
     z = jnp.zeros(int(np.prod(shape)), g.dtype)
     return z.at[pos.reshape(-1)].set(g.reshape(-1)).reshape(shape)
+
+
+# as_strided (ops/as_strided.py): the input's row-major elements at the view's positions
+@register(AST.AS_STRIDED)
+def _as_strided(ctx, node, x):
+    a = node.attrs
+    pos = AST._positions(a["size"], a["stride"], a["offset"])
+    return jnp.reshape(x, (-1,))[pos.reshape(-1)].reshape(tuple(a["size"]))
