@@ -1,0 +1,646 @@
+"""Training programs in the style of well-known tutorials and textbooks (the d2l.ai
+from-scratch chapters, the PyTorch "learning with examples" walk-through, the classic
+CIFAR / transfer-learning / seq2seq / name-classifier / DCGAN / VAE tutorials), typed the
+way their readers type them with `import tracegrad as torch`. Each compiles the unit its
+readers would compile (the train step, the model or the whole epoch function) and must
+equal eager on every call (tests/_differential.py: results, warnings, parameters, `.grad`,
+optimizer and scheduler state, the generator); those that compile must compile (no eager
+call, cache hits)."""
+import math
+import random
+
+import numpy as np
+import pytest
+
+import tracegrad as torch
+from _differential import compare
+
+nn, F = torch.nn, torch.nn.functional
+
+
+# -- d2l: linear regression from scratch ------------------------------------------------------
+def synthetic_data(w, b, num_examples):
+    X = torch.normal(0, 1, (num_examples, len(w)))
+    y = torch.matmul(X, w) + b
+    y += torch.normal(0, 0.01, y.shape)
+    return X, y.reshape((-1, 1))
+
+
+def linreg(X, w, b):
+    return torch.matmul(X, w) + b
+
+
+def squared_loss(y_hat, y):
+    return (y_hat - y.reshape(y_hat.shape)) ** 2 / 2
+
+
+def sgd(params, lr, batch_size):
+    with torch.no_grad():
+        for param in params:
+            param -= lr * param.grad / batch_size
+            param.grad.zero_()
+
+
+def _linreg(comp):
+    true_w, true_b = torch.tensor([2, -3.4]), 4.2
+    features, labels = synthetic_data(true_w, true_b, 40)
+    w = torch.normal(0, 0.01, size=(2, 1), requires_grad=True)
+    b = torch.zeros(1, requires_grad=True)
+    lr, batch_size = 0.03, 10
+
+    @comp
+    def train_batch(X, y):
+        l = squared_loss(linreg(X, w, b), y)
+        l.sum().backward()
+        sgd([w, b], lr, batch_size)
+        return l
+
+    def calls(step, objs, i):
+        k = i % 4
+        return step(features[10 * k:10 * k + 10], labels[10 * k:10 * k + 10]).mean()
+    return (train_batch, {"w": w, "b": b}), calls
+
+
+# -- d2l: softmax regression from scratch ----------------------------------------------------
+def softmax(X):
+    X_exp = torch.exp(X)
+    partition = X_exp.sum(1, keepdim=True)
+    return X_exp / partition
+
+
+def cross_entropy(y_hat, y):
+    return -torch.log(y_hat[range(len(y_hat)), y])
+
+
+def accuracy(y_hat, y):
+    if len(y_hat.shape) > 1 and y_hat.shape[1] > 1:
+        y_hat = y_hat.argmax(axis=1)
+    cmp = y_hat.type(y.dtype) == y
+    return float(cmp.type(y.dtype).sum())
+
+
+def _softmax_regression(comp):
+    num_inputs, num_outputs = 16, 5
+    W = torch.normal(0, 0.01, size=(num_inputs, num_outputs), requires_grad=True)
+    b = torch.zeros(num_outputs, requires_grad=True)
+    X_all, y_all = torch.randn(24, 1, 4, 4), torch.randint(0, 5, (24,))
+
+    def net(X):
+        return softmax(torch.matmul(X.reshape((-1, W.shape[0])), W) + b)
+
+    def updater(batch_size):
+        return sgd([W, b], 0.1, batch_size)
+
+    @comp
+    def train_epoch(batches):
+        metric = [0.0, 0.0, 0.0]
+        for X, y in batches:
+            y_hat = net(X)
+            l = cross_entropy(y_hat, y)
+            l.sum().backward()
+            updater(X.shape[0])
+            metric[0] += float(l.sum())
+            metric[1] += accuracy(y_hat, y)
+            metric[2] += y.numel()
+        return metric[0] / metric[2], metric[1] / metric[2]
+
+    def calls(step, objs, i):
+        return step([(X_all[k:k + 8], y_all[k:k + 8]) for k in range(0, 24, 8)])
+    return (train_epoch, {"W": W, "b": b}), calls
+
+
+# -- d2l: MLP from scratch (an nn.Parameter list, optim.SGD, reduction='none') -----------------
+def relu(X):
+    a = torch.zeros_like(X)
+    return torch.max(X, a)
+
+
+def _mlp_scratch(comp):
+    num_inputs, num_outputs, num_hiddens = 16, 4, 8
+    W1 = nn.Parameter(torch.randn(num_inputs, num_hiddens, requires_grad=True) * 0.01)
+    b1 = nn.Parameter(torch.zeros(num_hiddens, requires_grad=True))
+    W2 = nn.Parameter(torch.randn(num_hiddens, num_outputs, requires_grad=True) * 0.01)
+    b2 = nn.Parameter(torch.zeros(num_outputs, requires_grad=True))
+    params = [W1, b1, W2, b2]
+    loss = nn.CrossEntropyLoss(reduction='none')
+    trainer = torch.optim.SGD(params, lr=0.1)
+    data = [(torch.randn(6, 1, 4, 4), torch.randint(0, 4, (6,))) for _ in range(3)]
+
+    def net(X):
+        X = X.reshape((-1, num_inputs))
+        H = relu(X @ W1 + b1)
+        return (H @ W2 + b2)
+
+    @comp
+    def step(X, y):
+        y_hat = net(X)
+        l = loss(y_hat, y)
+        trainer.zero_grad()
+        l.mean().backward()
+        trainer.step()
+        return l.mean()
+
+    def calls(step, objs, i):
+        return step(*data[i % 3])
+    return (step, {"params": params, "opt": trainer}), calls
+
+
+# -- d2l: dropout from scratch -------------------------------------------------------------
+def dropout_layer(X, dropout):
+    assert 0 <= dropout <= 1
+    if dropout == 1:
+        return torch.zeros_like(X)
+    if dropout == 0:
+        return X
+    mask = (torch.rand(X.shape) > dropout).float()
+    return mask * X / (1.0 - dropout)
+
+
+class DropoutNet(nn.Module):
+    def __init__(self, num_inputs, num_outputs, num_hiddens1, num_hiddens2, is_training=True):
+        super(DropoutNet, self).__init__()
+        self.num_inputs = num_inputs
+        self.training = is_training
+        self.lin1 = nn.Linear(num_inputs, num_hiddens1)
+        self.lin2 = nn.Linear(num_hiddens1, num_hiddens2)
+        self.lin3 = nn.Linear(num_hiddens2, num_outputs)
+        self.relu = nn.ReLU()
+
+    def forward(self, X):
+        H1 = self.relu(self.lin1(X.reshape((-1, self.num_inputs))))
+        if self.training == True:
+            H1 = dropout_layer(H1, 0.2)
+        H2 = self.relu(self.lin2(H1))
+        if self.training == True:
+            H2 = dropout_layer(H2, 0.5)
+        out = self.lin3(H2)
+        return out
+
+
+def _dropout_scratch(comp):
+    net = DropoutNet(16, 4, 12, 8)
+    loss = nn.CrossEntropyLoss(reduction='none')
+    trainer = torch.optim.SGD(net.parameters(), lr=0.5)
+    data = [(torch.randn(6, 1, 4, 4), torch.randint(0, 4, (6,))) for _ in range(2)]
+
+    @comp
+    def step(X, y):
+        l = loss(net(X), y)
+        trainer.zero_grad()
+        l.mean().backward()
+        trainer.step()
+        return l
+
+    def calls(step, objs, i):
+        if i == 3:
+            net.eval()
+        return step(*data[i % 2])
+    return (step, {"net": net, "opt": trainer}), calls
+
+
+# -- d2l: batch normalization from scratch -------------------------------------------------
+def batch_norm(X, gamma, beta, moving_mean, moving_var, eps, momentum):
+    if not torch.is_grad_enabled():
+        X_hat = (X - moving_mean) / torch.sqrt(moving_var + eps)
+    else:
+        assert len(X.shape) in (2, 4)
+        if len(X.shape) == 2:
+            mean = X.mean(dim=0)
+            var = ((X - mean) ** 2).mean(dim=0)
+        else:
+            mean = X.mean(dim=(0, 2, 3), keepdim=True)
+            var = ((X - mean) ** 2).mean(dim=(0, 2, 3), keepdim=True)
+        X_hat = (X - mean) / torch.sqrt(var + eps)
+        moving_mean = (1.0 - momentum) * moving_mean + momentum * mean
+        moving_var = (1.0 - momentum) * moving_var + momentum * var
+    Y = gamma * X_hat + beta
+    return Y, moving_mean.data, moving_var.data
+
+
+class BatchNorm(nn.Module):
+    def __init__(self, num_features, num_dims):
+        super().__init__()
+        shape = (1, num_features) if num_dims == 2 else (1, num_features, 1, 1)
+        self.gamma = nn.Parameter(torch.ones(shape))
+        self.beta = nn.Parameter(torch.zeros(shape))
+        self.moving_mean = torch.zeros(shape)
+        self.moving_var = torch.ones(shape)
+
+    def forward(self, X):
+        if self.moving_mean.device != X.device:
+            self.moving_mean = self.moving_mean.to(X.device)
+            self.moving_var = self.moving_var.to(X.device)
+        Y, self.moving_mean, self.moving_var = batch_norm(
+            X, self.gamma, self.beta, self.moving_mean,
+            self.moving_var, eps=1e-5, momentum=0.1)
+        return Y
+
+
+def _batch_norm_scratch(comp):
+    net = nn.Sequential(
+        nn.Conv2d(1, 3, kernel_size=3), BatchNorm(3, num_dims=4), nn.Sigmoid(),
+        nn.AvgPool2d(kernel_size=2, stride=2), nn.Flatten(),
+        nn.Linear(12, 6), BatchNorm(6, num_dims=2), nn.Sigmoid(), nn.Linear(6, 3))
+    trainer = torch.optim.SGD(net.parameters(), lr=0.9)
+    loss = nn.CrossEntropyLoss()
+    data = [(torch.randn(4, 1, 6, 6), torch.randint(0, 3, (4,))) for _ in range(2)]
+
+    @comp
+    def step(X, y):
+        trainer.zero_grad()
+        l = loss(net(X), y)
+        l.backward()
+        trainer.step()
+        return l
+
+    def calls(step, objs, i):
+        out = step(*data[i % 2])
+        return out, net[1].moving_mean, net[6].moving_var
+    return (step, {"net": net, "opt": trainer}), calls
+
+
+# -- d2l: LeNet ----------------------------------------------------------------------------
+def _lenet(comp):
+    net = nn.Sequential(
+        nn.Conv2d(1, 2, kernel_size=5, padding=2), nn.Sigmoid(),
+        nn.AvgPool2d(kernel_size=2, stride=2),
+        nn.Conv2d(2, 4, kernel_size=3), nn.Sigmoid(),
+        nn.AvgPool2d(kernel_size=2, stride=2),
+        nn.Flatten(),
+        nn.Linear(4, 6), nn.Sigmoid(),
+        nn.Linear(6, 3))
+
+    def init_weights(m):
+        if type(m) == nn.Linear or type(m) == nn.Conv2d:
+            nn.init.xavier_uniform_(m.weight)
+    net.apply(init_weights)
+    optimizer = torch.optim.SGD(net.parameters(), lr=0.9)
+    loss = nn.CrossEntropyLoss()
+    data = [(torch.randn(3, 1, 8, 8), torch.randint(0, 3, (3,))) for _ in range(2)]
+
+    @comp
+    def step(X, y):
+        optimizer.zero_grad()
+        y_hat = net(X)
+        l = loss(y_hat, y)
+        l.backward()
+        optimizer.step()
+        with torch.no_grad():
+            return l * X.shape[0], (y_hat.argmax(axis=1) == y).sum()
+
+    def calls(step, objs, i):
+        return step(*data[i % 2])
+    return (step, {"net": net, "opt": optimizer}), calls
+
+
+# -- d2l: RNN language model from scratch (grad_clipping, state detach_) ---------------------
+def get_params(vocab_size, num_hiddens):
+    num_inputs = num_outputs = vocab_size
+
+    def normal(shape):
+        return torch.randn(size=shape) * 0.01
+    W_xh = normal((num_inputs, num_hiddens))
+    W_hh = normal((num_hiddens, num_hiddens))
+    b_h = torch.zeros(num_hiddens)
+    W_hq = normal((num_hiddens, num_outputs))
+    b_q = torch.zeros(num_outputs)
+    params = [W_xh, W_hh, b_h, W_hq, b_q]
+    for param in params:
+        param.requires_grad_(True)
+    return params
+
+
+def init_rnn_state(batch_size, num_hiddens):
+    return (torch.zeros((batch_size, num_hiddens)), )
+
+
+def rnn(inputs, state, params):
+    W_xh, W_hh, b_h, W_hq, b_q = params
+    H, = state
+    outputs = []
+    for X in inputs:
+        H = torch.tanh(torch.mm(X, W_xh) + torch.mm(H, W_hh) + b_h)
+        Y = torch.mm(H, W_hq) + b_q
+        outputs.append(Y)
+    return torch.cat(outputs, dim=0), (H,)
+
+
+class RNNModelScratch:
+    def __init__(self, vocab_size, num_hiddens, get_params, init_state, forward_fn):
+        self.vocab_size, self.num_hiddens = vocab_size, num_hiddens
+        self.params = get_params(vocab_size, num_hiddens)
+        self.init_state, self.forward_fn = init_state, forward_fn
+
+    def __call__(self, X, state):
+        X = F.one_hot(X.T, self.vocab_size).type(torch.float32)
+        return self.forward_fn(X, state, self.params)
+
+    def begin_state(self, batch_size):
+        return self.init_state(batch_size, self.num_hiddens)
+
+
+def grad_clipping(net, theta):
+    if isinstance(net, nn.Module):
+        params = [p for p in net.parameters() if p.requires_grad]
+    else:
+        params = net.params
+    norm = torch.sqrt(sum(torch.sum((p.grad ** 2)) for p in params))
+    if norm > theta:
+        for param in params:
+            param.grad[:] *= theta / norm
+
+
+def _rnn_lm_scratch(comp):
+    vocab, hiddens = 6, 8
+    net = RNNModelScratch(vocab, hiddens, get_params, init_rnn_state, rnn)
+    corpus = torch.randint(0, vocab, (2, 40))
+    holder = {"state": None}
+    updater = lambda batch_size: sgd(net.params, 1.0, batch_size)
+
+    @comp
+    def train_batch(X, Y, state):
+        if state is None:
+            state = net.begin_state(batch_size=X.shape[0])
+        else:
+            for s in state:
+                s.detach_()
+        y = Y.T.reshape(-1)
+        y_hat, state = net(X, state)
+        l = nn.CrossEntropyLoss()(y_hat, y.long()).mean()
+        l.backward()
+        grad_clipping(net, 1)
+        updater(batch_size=1)
+        return l * y.numel(), state
+
+    def calls(step, objs, i):
+        k = 4 * i
+        l, holder["state"] = step(corpus[:, k:k + 4], corpus[:, k + 1:k + 5], holder["state"])
+        return l, holder["state"]
+    return (train_batch, {"params": net.params}), calls
+
+
+# -- d2l: attention from scratch (masked softmax, dot-product attention) ---------------------
+def sequence_mask(X, valid_len, value=0):
+    maxlen = X.size(1)
+    mask = torch.arange((maxlen), dtype=torch.float32,
+                        device=X.device)[None, :] < valid_len[:, None]
+    X[~mask] = value
+    return X
+
+
+def masked_softmax(X, valid_lens):
+    if valid_lens is None:
+        return nn.functional.softmax(X, dim=-1)
+    shape = X.shape
+    if valid_lens.dim() == 1:
+        valid_lens = torch.repeat_interleave(valid_lens, shape[1])
+    else:
+        valid_lens = valid_lens.reshape(-1)
+    X = sequence_mask(X.reshape(-1, shape[-1]), valid_lens, value=-1e6)
+    return nn.functional.softmax(X.reshape(shape), dim=-1)
+
+
+class DotProductAttention(nn.Module):
+    def __init__(self, dropout, **kwargs):
+        super(DotProductAttention, self).__init__(**kwargs)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, queries, keys, values, valid_lens=None):
+        d = queries.shape[-1]
+        scores = torch.bmm(queries, keys.transpose(1, 2)) / math.sqrt(d)
+        self.attention_weights = masked_softmax(scores, valid_lens)
+        return torch.bmm(self.dropout(self.attention_weights), values)
+
+
+class AttnNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.W_q, self.W_k = nn.Linear(4, 6, bias=False), nn.Linear(4, 6, bias=False)
+        self.attention = DotProductAttention(dropout=0.1)
+        self.out = nn.Linear(4, 1)
+
+    def forward(self, X, valid_lens):
+        return self.out(self.attention(self.W_q(X), self.W_k(X), X, valid_lens))
+
+
+def _attention_scratch(comp):
+    net = AttnNet()
+    opt = torch.optim.Adam(net.parameters(), lr=0.01)
+    X, y = torch.randn(2, 5, 4), torch.randn(2, 5, 1)
+    lens = [torch.tensor([2, 5]), torch.tensor([3, 1])]
+
+    @comp
+    def step(X, y, valid_lens):
+        opt.zero_grad()
+        l = F.mse_loss(net(X, valid_lens), y)
+        l.backward()
+        opt.step()
+        return l
+
+    def calls(step, objs, i):
+        return step(X, y, lens[i % 2]), net.attention.attention_weights
+    return (step, {"net": net, "opt": opt}), calls
+
+
+# -- "learning PyTorch with examples": the polynomial fit, five ways -------------------------
+def _poly_data():
+    x = torch.linspace(-math.pi, math.pi, 200)
+    return x, torch.sin(x)
+
+
+def _poly_manual(comp):
+    x, y = _poly_data()
+    a, b, c, d = (torch.randn((), dtype=torch.float) for _ in range(4))
+    coef = {"a": a, "b": b, "c": c, "d": d}
+    learning_rate = 1e-6
+
+    @comp
+    def step(t):
+        y_pred = a + b * x + c * x ** 2 + d * x ** 3
+        loss = (y_pred - y).pow(2).sum().item()
+        grad_y_pred = 2.0 * (y_pred - y)
+        grad_a = grad_y_pred.sum()
+        grad_b = (grad_y_pred * x).sum()
+        grad_c = (grad_y_pred * x ** 2).sum()
+        grad_d = (grad_y_pred * x ** 3).sum()
+        a.sub_(learning_rate * grad_a)
+        b.sub_(learning_rate * grad_b)
+        c.sub_(learning_rate * grad_c)
+        d.sub_(learning_rate * grad_d)
+        return loss
+
+    def calls(step, objs, i):
+        return step(i)
+    return (step, coef), calls
+
+
+def _poly_autograd(comp):
+    x, y = _poly_data()
+    a, b, c, d = (torch.randn((), dtype=torch.float, requires_grad=True) for _ in range(4))
+    learning_rate = 1e-6
+
+    @comp
+    def step(t):
+        nonlocal a, b, c, d              # the tutorial's are globals of a script
+        y_pred = a + b * x + c * x ** 2 + d * x ** 3
+        loss = (y_pred - y).pow(2).sum()
+        if t % 100 == 99:
+            print(t, loss.item())
+        loss.backward()
+        with torch.no_grad():
+            a -= learning_rate * a.grad
+            b -= learning_rate * b.grad
+            c -= learning_rate * c.grad
+            d -= learning_rate * d.grad
+            a.grad = None
+            b.grad = None
+            c.grad = None
+            d.grad = None
+        return loss
+
+    def calls(step, objs, i):
+        return step(i)
+    return (step, {"a": a, "b": b, "c": c, "d": d}), calls
+
+
+def _poly_nn(comp):
+    x, y = _poly_data()
+    p = torch.tensor([1, 2, 3])
+    xx = x.unsqueeze(-1).pow(p)
+    model = torch.nn.Sequential(torch.nn.Linear(3, 1), torch.nn.Flatten(0, 1))
+    loss_fn = torch.nn.MSELoss(reduction='sum')
+    learning_rate = 1e-6
+
+    @comp
+    def step(t):
+        y_pred = model(xx)
+        loss = loss_fn(y_pred, y)
+        model.zero_grad()
+        loss.backward()
+        with torch.no_grad():
+            for param in model.parameters():
+                param -= learning_rate * param.grad
+        return loss
+
+    def calls(step, objs, i):
+        return step(i)
+    return (step, {"model": model}), calls
+
+
+def _poly_optim(comp):
+    x, y = _poly_data()
+    xx = x.unsqueeze(-1).pow(torch.tensor([1, 2, 3]))
+    model = torch.nn.Sequential(torch.nn.Linear(3, 1), torch.nn.Flatten(0, 1))
+    loss_fn = torch.nn.MSELoss(reduction='sum')
+    optimizer = torch.optim.RMSprop(model.parameters(), lr=1e-3)
+
+    @comp
+    def step(t):
+        y_pred = model(xx)
+        loss = loss_fn(y_pred, y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        return loss
+
+    def calls(step, objs, i):
+        return step(i)
+    return (step, {"model": model, "opt": optimizer}), calls
+
+
+class LegendrePolynomial3(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, input):
+        ctx.save_for_backward(input)
+        return 0.5 * (5 * input ** 3 - 3 * input)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        input, = ctx.saved_tensors
+        return grad_output * 1.5 * (5 * input ** 2 - 1)
+
+
+def _poly_legendre(comp):
+    x, y = _poly_data()
+    a = torch.full((), 0.0, requires_grad=True)
+    b = torch.full((), -1.0, requires_grad=True)
+    c = torch.full((), 0.0, requires_grad=True)
+    d = torch.full((), 0.3, requires_grad=True)
+    learning_rate = 5e-6
+
+    @comp
+    def step(t):
+        nonlocal a, b, c, d
+        P3 = LegendrePolynomial3.apply
+        y_pred = a + b * P3(c + d * x)
+        loss = (y_pred - y).pow(2).sum()
+        loss.backward()
+        with torch.no_grad():
+            a -= learning_rate * a.grad
+            b -= learning_rate * b.grad
+            c -= learning_rate * c.grad
+            d -= learning_rate * d.grad
+            a.grad = None
+            b.grad = None
+            c.grad = None
+            d.grad = None
+        return loss
+
+    def calls(step, objs, i):
+        return step(i)
+    return (step, {"a": a, "b": b, "c": c, "d": d}), calls
+
+
+class DynamicNet(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Parameter(torch.randn(()))
+        self.b = torch.nn.Parameter(torch.randn(()))
+        self.c = torch.nn.Parameter(torch.randn(()))
+        self.d = torch.nn.Parameter(torch.randn(()))
+        self.e = torch.nn.Parameter(torch.randn(()))
+
+    def forward(self, x):
+        y = self.a + self.b * x + self.c * x ** 2 + self.d * x ** 3
+        for exp in range(4, random.randint(4, 6)):
+            y = y + self.e * x ** exp
+        return y
+
+
+def _dynamic_net(comp):
+    random.seed(0)
+    x, y = _poly_data()
+    model = DynamicNet()
+    criterion = torch.nn.MSELoss(reduction='sum')
+    optimizer = torch.optim.SGD(model.parameters(), lr=1e-8, momentum=0.9)
+
+    @comp
+    def step(t):
+        y_pred = model(x)
+        loss = criterion(y_pred, y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        return loss
+
+    def calls(step, objs, i):
+        return step(i)
+    return (step, {"model": model, "opt": optimizer}), calls
+
+
+PROGRAMS = {
+    "d2l_rnn_lm_scratch": _rnn_lm_scratch,
+    "d2l_attention_scratch": _attention_scratch,
+    "blitz_poly_manual": _poly_manual,
+    "blitz_poly_autograd": _poly_autograd,
+    "blitz_poly_nn": _poly_nn,
+    "blitz_poly_optim": _poly_optim,
+    "blitz_legendre_function": _poly_legendre,
+    "blitz_dynamic_net": _dynamic_net,
+    "d2l_linear_regression": _linreg,
+    "d2l_softmax_regression": _softmax_regression,
+    "d2l_mlp_scratch": _mlp_scratch,
+    "d2l_dropout_scratch": _dropout_scratch,
+    "d2l_batch_norm_scratch": _batch_norm_scratch,
+    "d2l_lenet": _lenet,
+}
