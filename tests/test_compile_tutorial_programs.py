@@ -895,8 +895,9 @@ PROGRAMS = {
 # What each program does compiled (numpy backend, 5 calls): the compiler's eager-fallback
 # warning expected ("must") or not (False), and the fewest cache hits. Fallbacks and
 # retraces its readers would not expect, reported rather than fixed here:
-# - d2l_rnn_lm_scratch: `for s in state: s.detach_()` on the carried state (requires grad)
-#   is an autograd effect compile cannot replay: eager from the second call.
+# - d2l_rnn_lm_scratch (fixed): `for s in state: s.detach_()` on the carried state ran
+#   eagerly from the second call; now replayed before the program (Note [detach_ of an
+#   argument] in compiler/trace_plan.py).
 # - d2l_attention_scratch (fixed): `self.attention_weights = masked_softmax(...)` stores
 #   a tensor that requires grad on the module; it ran eagerly, it now compiles (a new
 #   `valid_lens` pattern re-traces: the boolean mask's count is a shape).
@@ -905,7 +906,6 @@ PROGRAMS = {
 #   every epoch retraces (compiled, never a cache hit).
 # - cifar_epoch: the `epoch` int printed in an f-string retraces per epoch.
 EXPECT = {
-    "d2l_rnn_lm_scratch": ("must", 0),
     "d2l_attention_scratch": (False, 2),
     "blitz_dynamic_net": ("must", 0),
     "d2l_softmax_regression": (False, 0),
