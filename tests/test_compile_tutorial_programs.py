@@ -892,6 +892,93 @@ PROGRAMS = {
     "d2l_lenet": _lenet,
 }
 
+# -- the seq2seq translation tutorial: teacher forcing chosen by Python's random -------------
+class EncoderRNN(nn.Module):
+    def __init__(self, input_size, hidden_size):
+        super(EncoderRNN, self).__init__()
+        self.hidden_size = hidden_size
+        self.embedding = nn.Embedding(input_size, hidden_size)
+        self.gru = nn.GRU(hidden_size, hidden_size)
+
+    def forward(self, input, hidden):
+        embedded = self.embedding(input).view(1, 1, -1)
+        output, hidden = self.gru(embedded, hidden)
+        return output, hidden
+
+    def initHidden(self):
+        return torch.zeros(1, 1, self.hidden_size)
+
+
+class DecoderRNN(nn.Module):
+    def __init__(self, hidden_size, output_size):
+        super(DecoderRNN, self).__init__()
+        self.embedding = nn.Embedding(output_size, hidden_size)
+        self.gru = nn.GRU(hidden_size, hidden_size)
+        self.out = nn.Linear(hidden_size, output_size)
+        self.softmax = nn.LogSoftmax(dim=1)
+
+    def forward(self, input, hidden):
+        output = F.relu(self.embedding(input).view(1, 1, -1))
+        output, hidden = self.gru(output, hidden)
+        return self.softmax(self.out(output[0])), hidden
+
+
+def _seq2seq(comp, teacher_forcing_ratio=0.5):
+    random.seed(1)
+    SOS_token, EOS_token, V, H = 0, 1, 6, 5
+    encoder, decoder = EncoderRNN(V, H), DecoderRNN(H, V)
+    encoder_optimizer = torch.optim.SGD(encoder.parameters(), lr=0.01)
+    decoder_optimizer = torch.optim.SGD(decoder.parameters(), lr=0.01)
+    criterion = nn.NLLLoss()
+    pairs = [(torch.tensor([[2], [3], [1]]), torch.tensor([[4], [5], [1]])),
+             (torch.tensor([[3], [4], [1]]), torch.tensor([[2], [2], [1]]))]
+
+    @comp
+    def train(input_tensor, target_tensor):
+        encoder_hidden = encoder.initHidden()
+        encoder_optimizer.zero_grad()
+        decoder_optimizer.zero_grad()
+        input_length = input_tensor.size(0)
+        target_length = target_tensor.size(0)
+        loss = 0
+        for ei in range(input_length):
+            encoder_output, encoder_hidden = encoder(input_tensor[ei], encoder_hidden)
+        decoder_input = torch.tensor([[SOS_token]])
+        decoder_hidden = encoder_hidden
+        if teacher_forcing_ratio is None:    # the evaluation's greedy decoding
+            use_teacher_forcing = False
+        else:
+            use_teacher_forcing = True if random.random() < teacher_forcing_ratio else False
+        if use_teacher_forcing:
+            for di in range(target_length):
+                decoder_output, decoder_hidden = decoder(decoder_input, decoder_hidden)
+                loss += criterion(decoder_output, target_tensor[di])
+                decoder_input = target_tensor[di]
+        else:
+            for di in range(target_length):
+                decoder_output, decoder_hidden = decoder(decoder_input, decoder_hidden)
+                topv, topi = decoder_output.topk(1)
+                decoder_input = topi.squeeze().detach()
+                loss += criterion(decoder_output, target_tensor[di])
+                if decoder_input.item() == EOS_token:
+                    break
+        loss.backward()
+        encoder_optimizer.step()
+        decoder_optimizer.step()
+        return loss.item() / target_length
+
+    def calls(step, objs, i):
+        return step(*pairs[i % 2])
+    return (train, {"enc": encoder, "dec": decoder}), calls
+
+
+def _seq2seq_greedy(comp):
+    return _seq2seq(comp, teacher_forcing_ratio=None)
+
+
+PROGRAMS.update({"seq2seq_teacher_forcing": _seq2seq, "seq2seq_greedy": _seq2seq_greedy})
+
+
 # What each program does compiled (numpy backend, 5 calls): the compiler's eager-fallback
 # warning expected ("must") or not (False), and the fewest cache hits. Fallbacks and
 # retraces its readers would not expect, reported rather than fixed here:
@@ -901,13 +988,15 @@ PROGRAMS = {
 # - d2l_attention_scratch (fixed): `self.attention_weights = masked_softmax(...)` stores
 #   a tensor that requires grad on the module; it ran eagerly, it now compiles (a new
 #   `valid_lens` pattern re-traces: the boolean mask's count is a shape).
-# - blitz_dynamic_net: Python's `random.randint` in forward: eager, as documented.
+# - blitz_dynamic_net, seq2seq_teacher_forcing: Python's `random.randint` /
+#   `random.random()` in the step: eager, as documented (the draw decides the path).
 # - d2l_softmax_regression: `metric[0] += float(l.sum())` guards on the float's value, so
 #   every epoch retraces (compiled, never a cache hit).
 # - cifar_epoch: the `epoch` int printed in an f-string retraces per epoch.
 EXPECT = {
     "d2l_attention_scratch": (False, 2),
     "blitz_dynamic_net": ("must", 0),
+    "seq2seq_teacher_forcing": ("must", 0),
     "d2l_softmax_regression": (False, 0),
     "cifar_epoch": (False, 0),
 }
