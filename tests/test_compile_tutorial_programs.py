@@ -1042,6 +1042,140 @@ def _quickstart(comp):
 PROGRAMS["quickstart_train_test"] = _quickstart
 
 
+# -- "What is torch.nn really?": from scratch, then fit() with a shuffling DataLoader -------
+def _nn_really_scratch(comp):
+    x_train, y_train = torch.randn(12, 16), torch.randint(0, 4, (12,))
+    weights = torch.randn(16, 4) / math.sqrt(16)
+    weights.requires_grad_()
+    bias = torch.zeros(4, requires_grad=True)
+
+    def log_softmax(x):
+        return x - x.exp().sum(-1).log().unsqueeze(-1)
+
+    def model(xb):
+        return log_softmax(xb @ weights + bias)
+
+    def nll(input, target):
+        return -input[range(target.shape[0]), target].mean()
+    loss_func, lr, bs, n = nll, 0.5, 4, 12
+
+    @comp
+    def epoch(e):
+        nonlocal weights, bias          # the tutorial's are globals of a notebook
+        for i in range((n - 1) // bs + 1):
+            start_i = i * bs
+            end_i = start_i + bs
+            xb = x_train[start_i:end_i]
+            yb = y_train[start_i:end_i]
+            pred = model(xb)
+            loss = loss_func(pred, yb)
+            loss.backward()
+            with torch.no_grad():
+                weights -= weights.grad * lr
+                bias -= bias.grad * lr
+                weights.grad.zero_()
+                bias.grad.zero_()
+        return loss_func(model(x_train), y_train)
+
+    def calls(step, objs, i):
+        return step(i)
+    return (epoch, {"w": weights, "b": bias}), calls
+
+
+def loss_batch(model, loss_func, xb, yb, opt=None):
+    loss = loss_func(model(xb), yb)
+    if opt is not None:
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+    return loss.item(), len(xb)
+
+
+def _nn_really_fit(comp):
+    from tracegrad.utils.data import DataLoader, TensorDataset
+    train_dl = DataLoader(TensorDataset(torch.randn(12, 16), torch.randint(0, 4, (12,))),
+                          batch_size=4, shuffle=True)
+    valid_dl = DataLoader(TensorDataset(torch.randn(6, 16), torch.randint(0, 4, (6,))),
+                          batch_size=6)
+    model = nn.Sequential(nn.Linear(16, 4))
+    opt = torch.optim.SGD(model.parameters(), lr=0.5, momentum=0.9)
+    loss_func = F.cross_entropy
+
+    @comp
+    def fit_epoch(epoch):
+        model.train()
+        for xb, yb in train_dl:
+            loss_batch(model, loss_func, xb, yb, opt)
+        model.eval()
+        with torch.no_grad():
+            losses, nums = zip(*[loss_batch(model, loss_func, xb, yb) for xb, yb in valid_dl])
+        val_loss = np.sum(np.multiply(losses, nums)) / np.sum(nums)
+        return val_loss
+
+    def calls(step, objs, i):
+        return step(i)
+    return (fit_epoch, {"model": model, "opt": opt}), calls
+
+
+# -- d2l: the concise RNN (nn.RNN, state.detach_() on a tensor state, clip_grad_norm_) -----
+class RNNModel(nn.Module):
+    def __init__(self, rnn_layer, vocab_size, **kwargs):
+        super(RNNModel, self).__init__(**kwargs)
+        self.rnn = rnn_layer
+        self.vocab_size = vocab_size
+        self.num_hiddens = self.rnn.hidden_size
+        self.num_directions = 1
+        self.linear = nn.Linear(self.num_hiddens, self.vocab_size)
+
+    def forward(self, inputs, state):
+        X = F.one_hot(inputs.T.long(), self.vocab_size)
+        X = X.to(torch.float32)
+        Y, state = self.rnn(X, state)
+        output = self.linear(Y.reshape((-1, Y.shape[-1])))
+        return output, state
+
+    def begin_state(self, device, batch_size=1):
+        return torch.zeros((self.num_directions * self.rnn.num_layers, batch_size,
+                            self.num_hiddens), device=device)
+
+
+def _rnn_concise(comp):
+    net = RNNModel(nn.RNN(5, 6), 5)
+    updater = torch.optim.SGD(net.parameters(), 1)
+    loss = nn.CrossEntropyLoss()
+    corpus = torch.randint(0, 5, (2, 40))
+    box = {"state": None}
+
+    @comp
+    def train_batch(X, Y, state):
+        if state is None:
+            state = net.begin_state(batch_size=X.shape[0], device="cpu")
+        else:
+            if isinstance(net, nn.Module) and not isinstance(state, tuple):
+                state.detach_()
+            else:
+                for s in state:
+                    s.detach_()
+        y = Y.T.reshape(-1)
+        y_hat, state = net(X, state)
+        l = loss(y_hat, y.long()).mean()
+        updater.zero_grad()
+        l.backward()
+        nn.utils.clip_grad_norm_(net.parameters(), 1)
+        updater.step()
+        return l * y.numel(), state
+
+    def calls(step, objs, i):
+        l, box["state"] = step(corpus[:, 4 * i:4 * i + 4], corpus[:, 4 * i + 1:4 * i + 5],
+                               box["state"])
+        return l, box["state"]
+    return (train_batch, {"net": net, "opt": updater}), calls
+
+
+PROGRAMS.update({"nn_really_scratch": _nn_really_scratch, "nn_really_fit": _nn_really_fit,
+                 "d2l_rnn_concise": _rnn_concise})
+
+
 # What each program does compiled (numpy backend, 5 calls): the compiler's eager-fallback
 # warning expected ("must") or not (False), and the fewest cache hits. Fallbacks and
 # retraces its readers would not expect, reported rather than fixed here:
@@ -1059,6 +1193,9 @@ PROGRAMS["quickstart_train_test"] = _quickstart
 #   f-string (`{running_loss / 2000:.3f}`, `{loss:>7f}`, `{epoch + 1}`) is a guard on its
 #   value (formatting needs the concrete float; the f-string is built before print() is
 #   replayed), so each epoch re-traces, and past cache_limit runs eagerly.
+# - nn_really_fit: iterating a DataLoader with shuffle=True inside the compiled epoch: the
+#   sampler's seed (`int(...random_().item())`) and the shuffled indices are Python ints
+#   the trace guards on, so each epoch re-traces.
 EXPECT = {
     "d2l_attention_scratch": (False, 2),
     "blitz_dynamic_net": ("must", 0),
@@ -1066,6 +1203,7 @@ EXPECT = {
     "d2l_softmax_regression": (False, 0),
     "cifar_epoch": (False, 0),
     "quickstart_train_test": (False, [0, 3]),
+    "nn_really_fit": (False, 0),
 }
 
 
