@@ -142,6 +142,43 @@ def test_a_stored_tensor_that_requires_grad_keeps_the_call_eager():
     compare(make, calls, n=5, loud="must")
 
 
+class _Attention(nn.Module):
+    # d2l's attention keeps its weights for plotting: written in forward, then read
+    def __init__(self):
+        super().__init__()
+        self.q = nn.Linear(3, 3)
+
+    def forward(self, x):
+        self.attention_weights = tg.softmax(self.q(x) @ x.transpose(1, 2), dim=-1)
+        return tg.bmm(self.attention_weights, x)
+
+
+@pytest.mark.parametrize("backward_through_stored", [False, True])
+def test_a_stored_tensor_that_requires_grad_and_is_not_read_compiles(backward_through_stored):
+    # the stored weights are a program output: requires_grad and a gradient through them
+    # (the caller's loss uses them) as eagerly
+    def make(comp):
+        m = _Attention()
+        opt = tg.optim.SGD(m.parameters(), lr=0.1)
+
+        def step(x):
+            opt.zero_grad()
+            loss = m(x).square().mean()
+            loss.backward()
+            opt.step()
+            return loss
+        return comp(step), {"m": m, "opt": opt}
+
+    def calls(step, objs, i):
+        out = step(tg.randn(2, 4, 3))
+        w = objs["m"].attention_weights
+        if backward_through_stored:
+            (w ** 2).sum().backward()
+        return out, w, w.requires_grad, w.grad_fn is None
+    stats = compare(make, calls, n=5)
+    assert stats.eager_calls == 0 and stats.cache_hits >= 3, str(stats)
+
+
 def test_a_tensor_read_through_two_places_one_rebound_keeps_the_call_eager():
     def make(comp):
         class Holder:

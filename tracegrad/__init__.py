@@ -20,6 +20,7 @@ from .ops import *  # noqa: F401,F403
 from .ops import abs, pow, round, sum, max, min, any, all  # noqa: F401,A004
 from .ops.out_arg import WITH_OUT as _WITH_OUT, with_out as _with_out  # noqa: E402
 globals().update({_n: _with_out(globals()[_n]) for _n in _WITH_OUT})   # `out=` (torch.add)
+__import__("importlib").import_module("._numpy_names", __name__).install(globals(), Tensor)
 from . import autograd  # noqa: F401
 from .autograd.anomaly_mode import is_anomaly_enabled, is_anomaly_check_nan_enabled  # noqa
 from .compiler import compile  # noqa: F401,A004

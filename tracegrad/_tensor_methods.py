@@ -350,7 +350,11 @@ def detach_(self):
         raise op_error(TracegradRuntimeError, "detach_",
                        "Can't detach views in-place. Use detach() instead.")
     if self._rg or self._grad_fn is not None:
-        _effects.note("detach_", "detach_() on a tensor that requires grad", self)
+        tracer = _effects.active()           # Note [detach_ of an argument]
+        if tracer is not None:
+            unread = getattr(tracer, "unread_argument", None)
+            tracer.note_effect("detach_", "detach_() on a tensor that requires grad", self,
+                               not (unread is not None and unread(self)))
     self._grad_fn = None
     self._rg = False
     return self

@@ -79,7 +79,14 @@ def __deepcopy__(self, memo):
     d = self._data
     root = _root(d)
     if _effects.trace_hook.get() is not None:    # Note [Copying and pickling a tensor]
-        return _traced_deepcopy(self, memo, d is not root)
+        new = _traced_deepcopy(self, memo, d, root)
+        if new is not None:
+            return new
+    return _storage_deepcopy(self, memo, d, root)
+
+
+def _storage_deepcopy(self, memo, d, root):
+    """Eager's copy: tensors sharing storage get copies sharing one new storage."""
     new_root = memo.get(id(root))
     if new_root is None:                 # the first tensor of this storage: copy it all
         new_root = memo[id(root)] = root.copy(order="A")
@@ -143,19 +150,33 @@ def _rebuild(cls, data, requires_grad, state):
     return t
 
 
-def _traced_deepcopy(self, memo, view):
+_TRACED_ROOTS = object()       # memo[id(_TRACED_ROOTS)]: storages one traced deepcopy met
+
+
+def _traced_deepcopy(self, memo, d, root):
     """`copy.deepcopy(t)` inside a trace: the values copied by a traced `clone`, so a
-    compiled call copies its own values. Storage shared with other tensors is not kept (a
-    view's copy is a tensor of its own): such calls run eagerly."""
-    if view:
+    compiled call copies its own values. An alias of its whole storage (`p.detach()`, what
+    `state_dict()` holds: the transfer-learning tutorial's
+    `copy.deepcopy(model.state_dict())`) copies so when no other tensor of that deepcopy
+    shares the storage. Otherwise (a view, storage shared) None: eager's copy, whose
+    storage sharing a traced copy would not keep, and such calls run eagerly."""
+    roots = memo.setdefault(id(_TRACED_ROOTS), set())
+    whole = (d.shape == root.shape and d.strides == root.strides and d.dtype == root.dtype
+             and _address(d) == _address(root) and root.flags.c_contiguous)
+    if not whole or id(root) in roots:
         _effects.note("deepcopy", "copy.deepcopy of a view (its copy shares storage with "
                       "the copies of its base, which a traced copy does not keep)")
+        roots.add(id(root))
+        return None                      # eager's copy: this (tracing) call equals eager
+    roots.add(id(root))
     new = self.detach().clone()
     if type(self) is not Tensor:
         new.__class__ = type(self)
     if self._rg:
         new.requires_grad_(True)
     memo[id(self)] = new
+    memo[id(root)] = new._data           # a later copy sharing the storage views this one
+    memo.setdefault(id(memo), []).append(root)
     if self._grad is not None:
         new._grad = copy.deepcopy(self._grad, memo)
     for k, v in _user_state(self).items():

@@ -188,8 +188,9 @@ class DynamicFloats:
         (Note [Float arguments that change]); later traces keep the guards."""
         if not self.items or self.typed or _REAL_FLOAT_ONLY & set(names):
             return False
-        from .state_unread import all_names
-        return not _REAL_FLOAT_ONLY & all_names(list(codes))
+        from .state_unread import all_names, names_type
+        return not ((_REAL_FLOAT_ONLY - {"type"}) & all_names(list(codes))
+                    or names_type(list(codes)))   # Note [The name type]
 
     def positions(self, key):
         """The leaf positions `key` has typed as dynamic floats."""

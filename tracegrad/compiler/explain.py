@@ -236,7 +236,8 @@ def effect_lines(path):
     """Autograd effects every compiled call performs again (Note [Effects])."""
     names = value_names(path.part.forward)
     ins = path.part.forward.inputs
-    out = [f"  %{names[ins[pos]]}.requires_grad_({flag}) before the program"
+    out = [f"  %{names[ins[pos]]}." + ("detach_()" if flag == "detach" else
+                                        f"requires_grad_({flag})") + " before the program"
            for pos, flag in path.pre_effects]
     out += [f"  %{names[ins[pos]]}.grad = None before the program (zero_grad: freed first)"
             for pos in path.pre_clear]

@@ -67,7 +67,7 @@ from .tensor_attrs import attr_objects, attrs_written
 from .trace_settle import (grad_outputs, set_grad_mode, settle_state, warn_effects,
                            with_view_bases)
 from .state_iterators import advanced
-from .state_unread import (all_names, hooks_of, keys_user_code_may_read, unread_attribute_guards,
+from .state_unread import (all_names, names_type, hooks_of, keys_user_code_may_read, unread_attribute_guards,
                            unread_hyper_guards, unused_hook_guards)
 
 log = logging.getLogger("tracegrad")
@@ -494,7 +494,7 @@ class CompiledFunction(EagerFallbacks):
                 tracer, self.binder, args, kwargs, leaves, positions, names)
         # Note [Numbers taken from tensors] in tracing/numbers.py
         tracer.item_numbers = self._floats.items_per_call(_codes_of(self.fn),
-                                                          scanned.code_names)
+                                                          scanned.float_names())
         number_outs, appends, stored = {}, (), ()
         with tracer, watch_python(tracer, external, _codes_of(self.fn)) as watch, \
                 recording_warnings(tracer), recording_prints(tracer):  # Notes [Warnings
@@ -532,8 +532,8 @@ class CompiledFunction(EagerFallbacks):
             del call_args, call_kwargs
         numbers = tracer.numbers
         scanned.missed_globals(watch.first_globals)   # Note [Globals of code the scan missed]
-        if "type" in all_names(list(watch.user_codes)):   # Note [Float arguments that
-            self._floats.asks_type(numbers)                # change]
+        if names_type(list(watch.user_codes)):   # Notes [Float arguments that change],
+            self._floats.asks_type(numbers)      # [The name type] in state_unread.py
             if numbers is not None and numbers.made:
                 self._floats.failed(numbers, positions, placed)
                 raise RuntimeError(

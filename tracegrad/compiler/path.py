@@ -218,10 +218,13 @@ class CompiledPath:
         if captured is None:
             captured = self.captured
         inputs = list(args) + captured if captured else list(args)
-        flags = [(inputs[p], inputs[p]._rg) for p, _ in self.pre_effects]
+        flags = [(inputs[p], inputs[p]._rg, inputs[p]._grad_fn) for p, _ in self.pre_effects]
         grads = [(inputs[p], inputs[p]._grad) for p in self.pre_clear_held]
         for pos, flag in self.pre_effects:   # replayed effects (Note [Effects])
-            inputs[pos].requires_grad_(flag)
+            if flag == "detach":             # Note [detach_ of an argument]
+                inputs[pos].detach_()
+            else:
+                inputs[pos].requires_grad_(flag)
         for pos in self.pre_clear:           # zero_grad first: old gradients go before
             inputs[pos]._grad = None         # the program computes new ones
         call = getattr(self.forward_program, "call_tensors", None)   # JAX: aligned inputs
@@ -229,8 +232,8 @@ class CompiledPath:
             res = (call(inputs) if call is not None
                    else self.forward_program(*[t._data for t in inputs]))
         except (RerunEagerly, GuardFailed):  # Note [Errors inside compiled programs]:
-            for t, rg in reversed(flags):    # the call starts again from its own state
-                t._rg = rg
+            for t, rg, fn in reversed(flags):   # the call starts again from its own state
+                t._rg, t._grad_fn = rg, fn
             for t, g in grads:
                 t._grad = g
             raise

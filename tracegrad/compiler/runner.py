@@ -142,6 +142,11 @@ def build_runner(path):
     restore = []       # on GuardFailed or RerunEagerly: as the call found them (another
     # path, the re-trace or the eager run starts from the call's own state)
     for k, (pos, flag) in enumerate(path.pre_effects):
+        if flag == "detach":             # Note [detach_ of an argument] in trace_plan.py
+            lines += [f"    rg{k}, gf{k} = {names[pos]}._rg, {names[pos]}._grad_fn",
+                      f"    {names[pos]}.detach_()"]
+            restore.insert(0, f"{names[pos]}._rg, {names[pos]}._grad_fn = rg{k}, gf{k}")
+            continue
         lines += [f"    rg{k} = {names[pos]}._rg", f"    {names[pos]}.requires_grad_({flag})"]
         restore.insert(0, f"{names[pos]}._rg = rg{k}")
     for pos in path.pre_clear:           # zero_grad first: old gradients go before

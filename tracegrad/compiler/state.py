@@ -171,6 +171,7 @@ class _Scanner:
         self.seen = set()
         self.containers = set()
         self.code_names = set()          # attribute names the scanned code reads
+        self.codes = []                  # the scanned code objects
         self.iterators = []              # [(iterator, where, progress)] (Note [Iterators])
         self.generators = []             # [(generator, where, state)] (Note [Foreign
         #                                  generators] in foreign_rng.py)
@@ -194,6 +195,7 @@ class _Scanner:
         self.function_attributes(fn, getattr(fn, "__qualname__", "function"), depth)
         names = _names(code)
         self.code_names.update(names)
+        self.codes.append(code)
         for nm, cell in zip(code.co_freevars, fn.__closure__ or ()):
             try:
                 v = cell.cell_contents
@@ -234,6 +236,14 @@ class _Scanner:
             if not k.startswith("__"):
                 self.value_in(d, k, x, f"{where}.{k}", depth, nest=MAX_NEST - 1)
 
+    def float_names(self):
+        """The names of the scanned code, with `type` only where it names the builtin
+        (Note [The name type] in state_unread.py): for `items_per_call`."""
+        from .state_unread import names_type
+        if "type" in self.code_names and not names_type(self.codes):
+            return self.code_names - {"type"}
+        return self.code_names
+
     def missed_globals(self, first_globals):
         """After the trace: the globals named by user code it ran that the scan did not
         reach, at their values when that code was first called (Note [Globals of code the
@@ -244,6 +254,7 @@ class _Scanner:
                 continue
             self.seen.add(id(code))
             self.code_names.update(_names(code))
+            self.codes.append(code)
             for nm, v in values.items():
                 self.value_in(g, nm, v, f"global '{nm}'", 0, name=nm)
             if free:                             # a method's closure (a class made in a

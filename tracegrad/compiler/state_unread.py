@@ -6,6 +6,7 @@ what the user's code could not have read is known: plain attributes no code name
 reads itself (Note [Hyper-parameters unread]), and the state of gradient hooks the trace
 did not run (Note [Gradient hooks' state]). Their guards would only re-trace for nothing.
 """
+import dis
 import re
 import types
 
@@ -39,6 +40,36 @@ _DYNAMIC = frozenset(("__dict__", "vars", "getattr", "dir", "setattr", "delattr"
                       "__getattribute__", "format", "format_map", "attrgetter",
                       "__reduce_ex__", "__getstate__"))
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+# Note [The name type]
+# A float stand-in (Note [Numbers taken from tensors]) is no `float` to `type(v)`, so code
+# naming the builtin `type` keeps guards on floats. A tensor's `.type(dtype)` method is
+# no such use: d2l's `accuracy` computes `y_hat.type(y.dtype) == y`, and took every
+# `.item()` of its function back to a guard on the value (a re-trace per epoch). Only
+# loading the name (a global, builtin, local or closure `type`) or the string "type"
+# (`getattr(builtins, "type")`) counts; an attribute `x.type` does not.
+_ATTRIBUTE_OPS = frozenset(("LOAD_ATTR", "LOAD_METHOD", "STORE_ATTR", "DELETE_ATTR",
+                            "LOAD_SUPER_ATTR"))
+
+
+def names_type(codes):
+    """Whether `codes` or the code nested in them name the builtin `type` (Note [The name
+    type])."""
+    stack = list(codes)
+    while stack:
+        c = stack.pop()
+        for k in c.co_consts:
+            if type(k) is str and k == "type":
+                return True
+            if isinstance(k, types.CodeType):
+                stack.append(k)
+        if "type" not in c.co_names + c.co_varnames + c.co_cellvars + c.co_freevars:
+            continue
+        if any(ins.argval == "type" and ins.opname not in _ATTRIBUTE_OPS
+               for ins in dis.get_instructions(c)):
+            return True
+    return False
 
 
 def all_names(codes):

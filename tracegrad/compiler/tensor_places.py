@@ -9,9 +9,12 @@ state scan binds each captured tensor to the places it was found (Note [Captured
 in state.py), and a trace that rebinds one changed state it reads: before this, such a
 step ran eagerly from its second call. Now `collect` looks, after the trace, at every
 place where the scan found a tensor and that holds another one now:
-- the new tensor must be one the trace computed (a program value) that does not require
-  grad (a graph reaching back into an earlier call is eager's alone), and the place a dict
-  entry or a list item (an attribute, a buffer, an entry of a user dict);
+- the new tensor must be one the trace computed (a program value), and the place a dict
+  entry or a list item (an attribute, a buffer, an entry of a user dict); it may require
+  grad only when the trace did not read the tensor it replaces (`self.attention_weights
+  = softmax(scores)`, d2l's attention: a program output like a returned one, its
+  `grad_fn` the call's); a stored tensor that requires grad and is read by the next call
+  (a hidden state kept with its graph) chains the calls' graphs, which stays eager's;
 - the tensor the place held before may have been read by the trace (a captured input);
   then every place it was found at must be rewritten, and the program reads that input
   from the place on each call (`place_sources`: the tensor the last call stored), its
@@ -48,7 +51,7 @@ def collect(tracer, bindings, rebound):
     writes, sources, done = [], {}, set()
     for tid, changed in found.items():
         gs = bindings[tid]
-        if any(not _storable(now, tracer) for _, now in changed):
+        if any(not _storable(now, tracer, tid in captured) for _, now in changed):
             continue
         if tid in captured:              # read by the trace: every place must be rewritten
             if len(changed) != len(gs) or len({(id(g.holder), g.key)
@@ -74,8 +77,8 @@ def collect(tracer, bindings, rebound):
     return writes, sources
 
 
-def _storable(t, tracer):
-    return isinstance(t, Tensor) and not t.requires_grad and id(t) in tracer.env
+def _storable(t, tracer, read):
+    return isinstance(t, Tensor) and not (read and t.requires_grad) and id(t) in tracer.env
 
 
 def read(holder, key):

@@ -27,7 +27,8 @@ class TracePlan:
     #                        `len` there; numpy float32 allowed when narrow, _effects.hyper)
     grad_none: list        # owners whose .grad was None when traced
     grad_some: list        # owners whose .grad was set when traced
-    pre_effects: list      # [(input position, flag)]: requires_grad_ before the program
+    pre_effects: list      # [(input position, flag or "detach")]: requires_grad_(flag) or
+    #                        detach_() before the program
     post_retain: list      # output positions: retain_grad after the program
     grad_set_plan: list    # [(input position, output k or None)]: .grad after the program
     pre_clear: list        # input positions whose .grad is cleared before the program
@@ -196,12 +197,24 @@ def leaf_hooks(t):
     return tuple(t.__dict__.get("_leaf_hooks") or ())
 
 
+# Note [detach_ of an argument]
+# d2l's RNN training detaches the carried state in place at the top of each step,
+# `for s in state: s.detach_()`, the state being an argument (the last call's output).
+# `detach_()` changes the tensor the caller holds (no grad_fn, no requires_grad): an
+# autograd effect. When the trace ran it on an argument no recorded node had read yet,
+# running it before the program is the same: the program reads the argument only after
+# it. So it is replayed there, as `requires_grad_` is ("detach" in `pre_effects`), and the
+# backward sends nothing into the graph the argument had. On any other tensor, or after
+# a read, it keeps the call eager (`Effect.eager`).
 def _effect_replays(tracer, out_tensors, position):
-    """`requires_grad_` on an input before the program runs, `retain_grad` on a returned
-    tensor after it; and why eager, if a retained output is also computed with."""
+    """`requires_grad_` or `detach_` on an input before the program runs, `retain_grad` on
+    a returned tensor after it; and why eager, if a retained output is also computed
+    with."""
     outs = {id(o): k for k, o in enumerate(o for o in out_tensors if isinstance(o, Tensor))}
-    pre = [(position[id(e.tensor)], e.tensor._rg) for e in tracer.effects
-           if e.kind == "requires_grad_" and id(e.tensor) in position]
+    pre = [(position[id(e.tensor)], "detach" if e.kind == "detach_" else e.tensor._rg)
+           for e in tracer.effects
+           if e.kind in ("requires_grad_", "detach_") and not e.eager
+           and id(e.tensor) in position]
     post = sorted({outs[id(e.tensor)] for e in tracer.effects
                    if e.kind == "retain_grad" and id(e.tensor) in outs})
     # a retained output the function also computes with: its gradient includes what flows

@@ -4,6 +4,7 @@ draws (a global generator reset by `manual_seed`) and the `*_like` variants.
 Random draws are primitives (`rand`, `randn`, `randint`, `bernoulli`) taking the generator as
 an explicit operand, so a tracer records them as ops instead of baking numbers in.
 """
+import functools
 import numbers
 import operator
 
@@ -24,6 +25,20 @@ from .._tensor import check_factory_requires_grad as _check_requires_grad
 from . import shape_rules as SR
 from . import rng_state
 from .primitive import Primitive
+
+
+def _size_keyword(factory):
+    """`factory(size=(2, 3))` as `factory((2, 3))`: PyTorch's `*size` factories also take
+    the shape by keyword (`torch.randn(size=shape)`, as d2l writes it)."""
+    @functools.wraps(factory)
+    def call(*args, **kwargs):
+        if "size" in kwargs:
+            if args:
+                raise op_error(TracegradTypeError, factory.__name__, f"{factory.__name__}() "
+                               "got multiple values for argument 'size'")
+            args = (tuple(kwargs.pop("size")),)
+        return factory(*args, **kwargs)
+    return call
 
 
 def _shape(size):
@@ -240,6 +255,7 @@ def _fill(value, size, dtype, requires_grad, default=None):
     return t
 
 
+@_size_keyword
 def zeros(*size, dtype=None, device=None, requires_grad=False, out=None):
     check_device(device)
     if out is not None:                  # written into `out` (ops/out_arg.py)
@@ -248,6 +264,7 @@ def zeros(*size, dtype=None, device=None, requires_grad=False, out=None):
     return _fill(0, size, dtype, requires_grad)
 
 
+@_size_keyword
 def ones(*size, dtype=None, device=None, requires_grad=False, out=None):
     check_device(device)
     if out is not None:                  # written into `out` (ops/out_arg.py)
@@ -256,6 +273,7 @@ def ones(*size, dtype=None, device=None, requires_grad=False, out=None):
     return _fill(1, size, dtype, requires_grad)
 
 
+@_size_keyword
 def empty(*size, dtype=None, device=None, requires_grad=False, out=None):
     check_device(device)
     if out is not None:                  # written into `out` (ops/out_arg.py)
@@ -497,12 +515,14 @@ def _random(prim, size, dtype, requires_grad, generator, **attrs):
     return t
 
 
+@_size_keyword
 def rand(*size, generator=None, dtype=None, device=None, requires_grad=False):
     """Uniform [0, 1) samples."""
     check_device(device)
     return _random(RAND, size, dtype, requires_grad, generator)
 
 
+@_size_keyword
 def randn(*size, generator=None, dtype=None, device=None, requires_grad=False):
     """Standard normal samples."""
     check_device(device)
@@ -550,9 +570,12 @@ def randperm(n, *, generator=None, dtype=None, device=None, requires_grad=False)
     return t
 
 
-def normal(mean=0.0, std=1.0, size=None, *, generator=None):
+def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, device=None,
+           requires_grad=False):
     """`mean + std * randn(shape)`: shape `size`, or the broadcast shape of tensor `mean` /
-    `std` (in their floating dtype), as `torch.normal(mean, std)`. Like PyTorch's, the
+    `std` (in their floating dtype), as `torch.normal(mean, std)`. The factory form
+    (float `mean` and `std`, a `size`) takes `dtype` and `requires_grad`, as
+    `torch.normal(0, 0.01, size=(2, 1), requires_grad=True)`. Like PyTorch's, the
     draw passes a zero gradient to `mean` and `std` (it is no reparameterized sample:
     `Normal(mean, std).rsample()` is)."""
     from . import elementwise as E
@@ -567,13 +590,20 @@ def normal(mean=0.0, std=1.0, size=None, *, generator=None):
     if isinstance(std, Tensor) and bool(E.lt(std.detach(), 0).any()):
         raise op_error(TracegradRuntimeError, "normal",
                        "normal expects all elements of std >= 0.0")
+    check_device(device)
+    if tensors and (dtype is not None or requires_grad):
+        raise op_error(TracegradTypeError, "normal", "normal() takes dtype and requires_grad "
+                       "only with float mean and std and a size")
     m, s_ = (t.detach() if isinstance(t, Tensor) else t for t in (mean, std))
     if size is None and tensors:
         shape = np.broadcast_shapes(*(tuple(t.shape) for t in tensors))
         dtype = D._FROM_NP[np.result_type(*(t.dtype.np for t in tensors))]
         out = E.add(E.mul(randn(shape, generator=generator, dtype=dtype), s_), m)
     else:
-        out = E.add(E.mul(randn(*(size or ()), generator=generator), s_), m)
+        out = E.add(E.mul(randn(*(size or ()), generator=generator, dtype=dtype), s_), m)
+        if requires_grad:
+            _check_requires_grad(out)
+            out.requires_grad_(True)
     if _mode.is_grad_enabled():            # PyTorch records a node whose gradients are zero
         keep = None
         for t in tensors:

@@ -690,7 +690,7 @@ def _normalize_key(x, key):
             out.append(Slot(len(tensors)))
             tensors.append(k)
             adv = True
-        elif isinstance(k, (list, np.ndarray)) or isinstance(k, bool):
+        elif isinstance(k, (list, range, np.ndarray)) or isinstance(k, bool):
             arr = np.asarray(k)
             if arr.dtype.kind in "US":
                 raise _str_index()

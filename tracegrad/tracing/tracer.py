@@ -190,6 +190,15 @@ class Tracer:
         if tensor is not None:
             self.keep.append(tensor)
 
+    def unread_argument(self, t):
+        """Whether `t` is an explicit argument of the trace that no recorded node has read
+        yet (its `detach_()` then equals one before the program: Note [detach_ of an
+        argument] in compiler/trace_plan.py)."""
+        v = self.env.get(id(t))
+        if v is None or not any(a is t for _, a in self.args):
+            return False
+        return not any(v in n.value_inputs() for n in self.graph.nodes)
+
     def check_numpy_writes(self):
         """Report writes made through arrays `x.numpy()` returned (a Python-level write
         the IR never saw: the tensor's data changed while its recorded value did not)."""
