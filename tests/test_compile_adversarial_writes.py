@@ -95,3 +95,77 @@ def test_a_view_returned_twice_is_one_object():
         y, a, b = g(tg.ones(3))
         assert a is b
     assert g.stats.cache_hits == 3, g.stats
+
+
+def _run_with_a_thread(comp, other, later):
+    """Calls of `f` (reads cfg["lr"], sleeps while traced for a 5-long x) with `other`
+    running in a thread during the first call with a 5-long x, then calls with the
+    (lr, scale) of `later` set first; what the caller sees."""
+    import threading
+    import time
+    cfg = {"lr": 1.0, "scale": 1.0}
+
+    def f(x):
+        y = x * cfg["lr"]
+        if x.shape[0] == 5:
+            time.sleep(0.2)              # (a trace's Python runs; a cached call's does not)
+            if cfg["scale"] > 2.0:
+                cfg["scale"] = 1.0       # a constant the function itself writes
+        return y * cfg["scale"]
+
+    g = comp(f)
+    seen = []
+    for lr in (1.0, 2.0, 3.0):           # the place becomes read per call
+        cfg["lr"] = lr
+        seen.append(g(tg.ones(2)).tolist())
+    t = threading.Thread(target=other, args=(cfg,))
+    t.start()
+    seen.append(g(tg.ones(5)).tolist())
+    t.join()
+    seen.append(dict(cfg))
+    for lr, scale in later:
+        cfg["lr"], cfg["scale"] = lr, scale
+        seen.append((g(tg.ones(5)).tolist(), dict(cfg)))
+    return seen, getattr(g, "stats", None)
+
+
+def test_a_number_another_thread_writes_during_a_trace_is_not_written_by_later_calls():
+    # the trace found cfg["lr"] rewritten (by the other thread) and took it for a constant
+    # the function writes: every cached call then set it back to 5.0 over the caller's 7.0
+    import time
+
+    def other(cfg):
+        for _ in range(500):             # until the trace has its stand-in in the place
+            if type(cfg["lr"]) is not float:
+                break
+            time.sleep(0.002)
+        cfg["lr"] = 5.0
+
+    later = ((7.0, 1.0), (8.0, 1.0), (9.0, 1.0))
+    eager, _ = _run_with_a_thread(lambda f: f, other, later)
+    compiled, stats = _run_with_a_thread(tg.compile, other, later)
+    assert compiled == eager, (compiled, eager)
+
+
+def test_a_constant_the_function_writes_is_still_replayed_while_another_thread_runs():
+    import threading
+    stop = threading.Event()
+
+    def idle(cfg):
+        stop.wait(5)
+
+    def run(comp):
+        t = threading.Thread(target=idle, args=(None,))
+        t.start()
+        try:
+            return _run_with_a_thread(comp, lambda cfg: None,
+                                      ((7.0, 3.0), (8.0, 0.5), (9.0, 4.0), (6.0, 5.0)))
+        finally:
+            stop.set()
+            t.join()
+
+    eager, _ = run(lambda f: f)
+    stop.clear()
+    compiled, stats = run(tg.compile)
+    assert compiled == eager, (compiled, eager)
+    assert stats.eager_calls == 0 and stats.cache_hits >= 2, stats

@@ -500,13 +500,16 @@ class CompiledFunction(EagerFallbacks):
                 recording_warnings(tracer), recording_prints(tracer):  # Notes [Warnings
             #                                         replayed], [Prints replayed]
             try:
+                alone = threading.active_count() == 1
                 out = self.fn(*call_args, **call_kwargs)
                 if tracer.numbers is not None:
                     out, number_outs = split_outputs(out)
                     # Note [Numbers written to Python state] in place_writes.py
+                    alone = alone and threading.active_count() == 1
                     tracer.place_writes = place_writes.collect(
                         tracer.numbers, placed, scanned.guards,
-                        owned_holders([o for o, *_ in tracer.replays]), bool(tracer.replays))
+                        owned_holders([o for o, *_ in tracer.replays]), bool(tracer.replays),
+                        None if alone else list(watch.user_codes) + list(watch.foreign_calls))
                 # Note [Appends to the caller's lists] in append_replay.py
                 appends = append_replay.collect(tracer, watch, scanned.guards,
                                                 set(containers))
