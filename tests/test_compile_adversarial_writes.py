@@ -169,3 +169,42 @@ def test_a_constant_the_function_writes_is_still_replayed_while_another_thread_r
     compiled, stats = run(tg.compile)
     assert compiled == eager, (compiled, eager)
     assert stats.eager_calls == 0 and stats.cache_hits >= 2, stats
+
+
+def test_items_another_thread_appends_during_a_trace_are_not_replayed():
+    # the trace took everything past the list's old length for its own appends: each
+    # cached call appended the other thread's "other" again
+    import threading
+    import time
+
+    def run(comp):
+        log = _Log()
+
+        def f(x):
+            log.hist.append(x.sum().item())
+            if x.shape[0] == 5:
+                time.sleep(0.2)          # (a trace's Python runs; a cached call's does not)
+            return x * 2
+
+        g = comp(f)
+        g(tg.ones(2))
+        g(tg.ones(2))
+
+        def other():
+            for _ in range(500):         # until the trace has appended
+                if len(log.hist) > 2:
+                    break
+                time.sleep(0.002)
+            log.hist.append("other")
+
+        t = threading.Thread(target=other)
+        t.start()
+        g(tg.ones(5))
+        t.join()
+        for i in range(3):
+            g(tg.ones(5) * i)
+        return log.hist
+
+    with pytest.warns(UserWarning, match="runs eagerly"):
+        compiled = run(tg.compile)
+    assert compiled == run(lambda f: f) == [2.0, 2.0, 5.0, "other", 0.0, 5.0, 10.0]

@@ -22,6 +22,8 @@ appended, with this call's values. `collect` decides, per list `append` was call
   call: a program output converted to the Python number on each call), an immutable
   constant (int, float, bool, str, None), or a tensor of the trace that does not require
   grad (`loss.detach()`: a program output, a fresh tensor each call).
+The list must have grown by exactly the appends the trace made (another thread's
+appends during the trace are not the function's to replay).
 Otherwise the mutation stays an eager effect, as before. The items the trace appended are
 left in the list as eager left them (stand-ins replaced by their plain numbers).
 """
@@ -56,6 +58,8 @@ def collect(tracer, watch, guards, arguments):
         if not _reached_only_to_append(lst, guards, codes, watch):
             continue
         new = lst[start:]
+        if len(new) != len(effects):     # another thread appended too: not the trace's
+            continue
         if any(not _replayable(v, tracer) for v in new):
             continue
         items, plain = [], []
