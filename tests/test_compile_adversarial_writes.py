@@ -208,3 +208,32 @@ def test_items_another_thread_appends_during_a_trace_are_not_replayed():
     with pytest.warns(UserWarning, match="runs eagerly"):
         compiled = run(tg.compile)
     assert compiled == run(lambda f: f) == [2.0, 2.0, 5.0, "other", 0.0, 5.0, 10.0]
+
+
+@pytest.mark.parametrize("where", ["state", "arguments"])
+def test_a_counter_logged_with_json_dumps_runs_as_eagerly(where):
+    # the second trace read the counter through a stand-in, which json's C encoder
+    # refuses: that call raised a TypeError eager never raises
+    import json
+
+    def make(comp):
+        log = _Log()
+        log.step, log.lr = 0, 1.0
+
+        def from_state(x):
+            log.step += 1
+            log.lr = log.lr * 0.5
+            return x * log.lr, json.dumps({"step": log.step, "lr": log.lr})
+
+        def from_arguments(x, step, lr):
+            return x * lr, json.dumps({"step": step, "lr": lr})
+
+        fn = from_state if where == "state" else from_arguments
+        return comp(fn), {"log": _Seen(lambda: (log.step, log.lr))}
+
+    def calls(step, objs, i):
+        if where == "state":
+            return step(tg.ones(2))
+        return step(tg.ones(2), i, 0.1 * i)
+
+    compare(make, calls, n=6, loud=True)

@@ -56,7 +56,7 @@ from .trace_plan import record_from_trace
 from .._effects import replay_reads, watch_python
 from .foreign_rng import drawn
 from .binding import Binder, changed_argument
-from .dynamic_numbers import DynamicFloats, taken_from_tensors
+from .dynamic_numbers import REAL_NUMBER_ONLY, DynamicFloats, taken_from_tensors
 from . import append_replay, place_writes, tensor_places
 from ..tracing.numbers import split_outputs
 from .state import optimizer_state_growth, owned_holders, scan
@@ -524,6 +524,14 @@ class CompiledFunction(EagerFallbacks):
                                    "which C code taking only a real float refuses; later "
                                    "calls take plain floats (Note [Numbers taken from "
                                    "tensors])")
+                    elif isinstance(e, TypeError) and tracer.numbers.made:
+                        e.add_note(f"tracegrad.compile: while '{self.name}' was traced, a "
+                                   "float or int it reads per call (an argument, or Python "
+                                   "state that changes between calls) was a stand-in, which "
+                                   "C code taking only a real number (json.dumps, "
+                                   "struct.pack) refuses; this call's Python effects ran up "
+                                   "to the error, and later calls key that number by value "
+                                   "(Note [Float arguments that change])")
                     self._floats.failed(tracer.numbers, positions,
                                         self._floats.restore(placed))
                 raise
@@ -535,9 +543,10 @@ class CompiledFunction(EagerFallbacks):
             del call_args, call_kwargs
         numbers = tracer.numbers
         scanned.missed_globals(watch.first_globals)   # Note [Globals of code the scan missed]
-        if "type" in all_names(list(watch.user_codes)):   # Note [Float arguments that
-            self._floats.asks_type(numbers)                # change]
-            if numbers is not None and numbers.made:
+        names = all_names(list(watch.user_codes))
+        if REAL_NUMBER_ONLY & names:         # Note [Float arguments that change]
+            self._floats.asks_type(numbers)  # (json.dumps of a counter: a stand-in fails)
+            if "type" in names and numbers is not None and numbers.made:
                 self._floats.failed(numbers, positions, placed)
                 raise RuntimeError(
                     f"tracegrad.compile: '{self.name}' ran code naming `type` for the "
