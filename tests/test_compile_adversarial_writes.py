@@ -237,3 +237,31 @@ def test_a_counter_logged_with_json_dumps_runs_as_eagerly(where):
         return step(tg.ones(2), i, 0.1 * i)
 
     compare(make, calls, n=6, loud=True)
+
+
+@pytest.mark.parametrize("use", ["statistics", "timedelta", "deque"])
+def test_a_counter_given_to_c_code_taking_only_real_numbers_runs_as_eagerly(use):
+    # statistics' type() coercion, timedelta's and deque's C argument checks refused the
+    # stand-in with a TypeError eager never raises
+    import collections
+    import datetime
+    import statistics
+
+    def make(comp):
+        log = _Log()
+        log.step, log.lr = 0, 1.0
+
+        def step(x):
+            log.step += 1
+            log.lr = log.lr * 0.5
+            if use == "statistics":
+                seen = statistics.mean([log.lr, 1.0])
+            elif use == "timedelta":
+                seen = datetime.timedelta(seconds=log.lr).total_seconds()
+            else:
+                seen = collections.deque([1, 2, 3], maxlen=log.step % 3 + 1).maxlen
+            return x * log.lr, seen
+
+        return comp(step), {"log": _Seen(lambda: (log.step, log.lr))}
+
+    compare(make, lambda step, objs, i: step(tg.ones(2)), n=6, loud=True)

@@ -329,7 +329,8 @@ class DynamicFloats:
 
 # names of code a stand-in cannot pass through as the float would: `type(v)`, and C code
 # taking only a real float (`json.dumps`, `Decimal(v)`, `struct.pack`, `float.hex(v)`)
-_REAL_FLOAT_ONLY = frozenset(("type", "json", "dumps", "dump", "Decimal", "struct", "hex"))
+_REAL_FLOAT_ONLY = frozenset(("type", "json", "dumps", "dump", "Decimal", "struct", "hex",
+                              "statistics", "timedelta", "deque"))
 REAL_NUMBER_ONLY = _REAL_FLOAT_ONLY      # names of code where no number is read per call
 
 
