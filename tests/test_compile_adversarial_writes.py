@@ -265,3 +265,22 @@ def test_a_counter_given_to_c_code_taking_only_real_numbers_runs_as_eagerly(use)
         return comp(step), {"log": _Seen(lambda: (log.step, log.lr))}
 
     compare(make, lambda step, objs, i: step(tg.ones(2)), n=6, loud=True)
+
+
+def test_a_counter_compared_with_a_literal_by_identity_runs_as_eagerly():
+    # `self.step is 3` is True eagerly (CPython's small ints); a stand-in is never 3
+    import warnings
+
+    def make(comp):
+        log = _Log()
+        log.step = 0
+        ns = {"log": log}
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", SyntaxWarning)   # ("is" with a literal)
+            exec("def step(x):\n"
+                 "    log.step += 1\n"
+                 "    third = log.step is 3\n"
+                 "    return x * 2, third\n", ns)
+        return comp(ns["step"]), {"log": _Seen(lambda: log.step)}
+
+    compare(make, lambda step, objs, i: step(tg.ones(2)), n=6, loud=True)

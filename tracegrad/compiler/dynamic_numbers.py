@@ -18,7 +18,9 @@ naming `type` never makes a float dynamic (a float changes only after a first tr
 code is known by then). Nor does one naming C code that takes only a real int or float
 (`json.dumps({"step": self.step})`, `struct.pack`: `REAL_NUMBER_ONLY`), which a stand-in
 would make raise; reached by a function's Python code (a logging library's), the call
-that first gives it a stand-in raises, with a note, and later calls key numbers by value. A trace with Numbers that first reaches such code on a new path
+that first gives it a stand-in raises, with a note, and later calls key numbers by value.
+Nor does one comparing a number literal by identity (`self.step is 0`, true eagerly for
+CPython's small ints): `compares_number_identity`. A trace with Numbers that first reaches such code on a new path
 (`if lr > 0.5: return helper(x, lr)`) has already run it with a Number, and its result may
 be wrong: it is not cached, and the call raises rather than return it (loud, never silent);
 its Python effects have run once, as eager's would.
@@ -55,7 +57,9 @@ state scan reports as a change) keys the place by value again, for good. So does
 with a custom Function: its backward is traced when the backward program is built, after
 the float is back in its place, and would bake it in.
 """
+import dis
 import threading
+import types
 
 from ..tracing.numbers import Numbers
 from .binding import swappable
@@ -332,6 +336,22 @@ class DynamicFloats:
 _REAL_FLOAT_ONLY = frozenset(("type", "json", "dumps", "dump", "Decimal", "struct", "hex",
                               "statistics", "timedelta", "deque"))
 REAL_NUMBER_ONLY = _REAL_FLOAT_ONLY      # names of code where no number is read per call
+
+
+def compares_number_identity(codes):
+    """Whether any of `codes` compares something with a number literal by identity
+    (`self.step is 0`: True eagerly for CPython's small ints, never for a stand-in)."""
+    stack = list(codes)
+    while stack:
+        code = stack.pop()
+        stack.extend(c for c in code.co_consts if isinstance(c, types.CodeType))
+        prev = None
+        for ins in dis.get_instructions(code):
+            if ins.opname == "IS_OP" and prev is not None and prev.opname == "LOAD_CONST" \
+                    and type(prev.argval) in (int, float):
+                return True
+            prev = ins
+    return False
 
 
 def taken_from_tensors(numbers):

@@ -56,7 +56,8 @@ from .trace_plan import record_from_trace
 from .._effects import replay_reads, watch_python
 from .foreign_rng import drawn
 from .binding import Binder, changed_argument
-from .dynamic_numbers import REAL_NUMBER_ONLY, DynamicFloats, taken_from_tensors
+from .dynamic_numbers import (REAL_NUMBER_ONLY, DynamicFloats, compares_number_identity,
+                              taken_from_tensors)
 from . import append_replay, place_writes, tensor_places
 from ..tracing.numbers import split_outputs
 from .state import optimizer_state_growth, owned_holders, scan
@@ -544,14 +545,17 @@ class CompiledFunction(EagerFallbacks):
         numbers = tracer.numbers
         scanned.missed_globals(watch.first_globals)   # Note [Globals of code the scan missed]
         names = all_names(list(watch.user_codes))
-        if REAL_NUMBER_ONLY & names:         # Note [Float arguments that change]
+        same = compares_number_identity(watch.user_codes)
+        if REAL_NUMBER_ONLY & names or same:   # Note [Float arguments that change]
             self._floats.asks_type(numbers)  # (json.dumps of a counter: a stand-in fails)
-            if "type" in names and numbers is not None and numbers.made:
+            if ("type" in names or same) and numbers is not None and numbers.made:
                 self._floats.failed(numbers, positions, placed)
+                what = "naming `type`" if "type" in names else "comparing a number by identity"
                 raise RuntimeError(
-                    f"tracegrad.compile: '{self.name}' ran code naming `type` for the "
-                    "first time while it read floats per call, where `type(x)` of such a "
-                    "float differs from eager's; this call's result cannot be trusted. "
+                    f"tracegrad.compile: '{self.name}' ran code {what} for the "
+                    "first time while it read numbers per call, where `type(x)` or `x is 3` "
+                    "of such a number differs from eager's; this call's result cannot be "
+                    "trusted. "
                     "Its Python effects have run once. Later calls key floats by value "
                     "(Note [Float arguments that change]).")
         if _mode.grad_enabled() != grad_mode:   # Note [Grad mode left changed]
