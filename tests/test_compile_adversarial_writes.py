@@ -284,3 +284,40 @@ def test_a_counter_compared_with_a_literal_by_identity_runs_as_eagerly():
         return comp(ns["step"]), {"log": _Seen(lambda: log.step)}
 
     compare(make, lambda step, objs, i: step(tg.ones(2)), n=6, loud=True)
+
+
+@pytest.mark.parametrize("eval_reads", [False, True])
+def test_training_and_evaluation_paths_appending_to_different_lists(eval_reads):
+    # each path kept a guard on the length of the list only the other path appends to:
+    # alternating them re-traced on every call (up to cache_limit, then eagerly)
+    def make(comp):
+        m = nn.Linear(2, 1)
+        log = _Log()
+        log.train_hist, log.eval_hist = [], []
+
+        def step(x, train):
+            loss = m(x).pow(2).mean()
+            if train:
+                log.train_hist.append(loss.item())
+            else:
+                log.eval_hist.append(loss.item())
+            return loss, None
+
+        def reading(x, train):           # a path that reads the other list keeps its guard
+            loss = m(x).pow(2).mean()
+            if train:
+                log.train_hist.append(loss.item())
+                return loss, None
+            log.eval_hist.append(loss.item())
+            return loss, len(log.train_hist)
+
+        fn = reading if eval_reads else step
+        return comp(fn), {"m": m, "log": _Seen(lambda: (log.train_hist, log.eval_hist))}
+
+    def calls(step, objs, i):
+        loss, seen = step(tg.randn(3, 2), i % 3 != 0)
+        return _Seen(lambda: loss), seen
+
+    stats = compare(make, calls, n=12, loud=eval_reads)
+    if not eval_reads:
+        assert stats.traces == 2 and stats.cache_hits == 10, stats

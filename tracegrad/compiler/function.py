@@ -587,9 +587,10 @@ class CompiledFunction(EagerFallbacks):
         functions = {CLASS_OF.get(n.prim) for n in tracer.graph.nodes}
         scanned.unread = {id(g) for g in unread_attribute_guards(
             scanned, watch, [c for c in functions if c is not None])}
-        if appends:                          # Note [Appends to the caller's lists]
-            scanned.unread |= append_replay.dropped_guards([a for a, _ in appends],
-                                                           scanned.guards)
+        lists = [a for a, _ in appends]      # Note [Appends to the caller's lists]
+        lists += append_replay.unread_lists(watch, scanned.guards, set(containers), lists)
+        if lists:
+            scanned.unread |= append_replay.dropped_guards(lists, scanned.guards)
         read_keys = keys_user_code_may_read(scanned, watch)
         scanned.unread_hyper = {id(g) for g in unread_hyper_guards(scanned, read_keys)}
         try:
