@@ -321,3 +321,42 @@ def test_training_and_evaluation_paths_appending_to_different_lists(eval_reads):
     stats = compare(make, calls, n=12, loud=eval_reads)
     if not eval_reads:
         assert stats.traces == 2 and stats.cache_hits == 10, stats
+
+
+@pytest.mark.parametrize("warmup", [False, True])
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_lambda_lr_reading_the_step_counter_the_function_increments(backend, warmup):
+    # the scheduler's lambda closes over the trainer, so the trainer's attributes counted
+    # as the replayed step()'s own: cached calls never incremented `step` and the learning
+    # rate stayed frozen; a write the replay would read after the program is not cached
+    _backend(backend)
+    import tracegrad.nn.functional as F
+
+    def make(comp):
+        m = nn.Linear(3, 1)
+        opt = tg.optim.SGD(m.parameters(), lr=0.1)
+        log = _Log()
+        log.step = 0
+        if warmup:                       # (a comparison: no stand-in escapes)
+            sched = tg.optim.lr_scheduler.LambdaLR(
+                opt, lambda epoch: 1.0 if log.step > 3 else 0.5)
+        else:
+            sched = tg.optim.lr_scheduler.LambdaLR(opt, lambda epoch: 1.0 / (1 + log.step))
+
+        def step(x, y):
+            loss = F.mse_loss(m(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            log.step += 1
+            sched.step()
+            return loss
+
+        return comp(step), {"m": m, "opt": opt, "sched": sched,
+                            "log": _Seen(lambda: log.step)}
+
+    def calls(step, objs, i):
+        loss = step(tg.randn(4, 3), tg.randn(4, 1))
+        return _Seen(lambda: loss)
+
+    compare(make, calls, n=7, backend=backend, loud=True)

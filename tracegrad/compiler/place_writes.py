@@ -22,7 +22,9 @@ write), so before this every such step ran eagerly from its second call. Now:
   key (`_may_store`): that thread wrote it (`cfg.lr = 5.0` while the trace read it), and
   a path writing that constant would undo the caller's later values on every call.
   Anything else written there (a list, an object, such a constant) keeps the path from
-  being cached.
+  being cached. (`owned` are the replayed objects' own places, not those of the
+  functions they hold: a LambdaLR's lambda reads the trainer's step counter the
+  function increments, and does not write it.)
 - A stand-in written into a number place the trace did not read through a stand-in (its
   first trace: `self.last_loss = loss.item()` with the place still keyed by value) gets
   its plain value there too, and the place becomes dynamic for the next trace; that trace
