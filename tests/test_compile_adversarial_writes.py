@@ -323,12 +323,23 @@ def test_training_and_evaluation_paths_appending_to_different_lists(eval_reads):
         assert stats.traces == 2 and stats.cache_hits == 10, stats
 
 
-@pytest.mark.parametrize("warmup", [False, True])
+class _WarmUp(tg.optim.lr_scheduler.LRScheduler):
+    """A user's scheduler reading the trainer's step counter it holds."""
+
+    def __init__(self, opt, log):
+        self.log = log
+        super().__init__(opt)
+
+    def get_lr(self):
+        return [base / (1 + self.log.step) for base in self.base_lrs]
+
+
+@pytest.mark.parametrize("how", ["lambda", "comparison", "subclass"])
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_a_lambda_lr_reading_the_step_counter_the_function_increments(backend, warmup):
-    # the scheduler's lambda closes over the trainer, so the trainer's attributes counted
-    # as the replayed step()'s own: cached calls never incremented `step` and the learning
-    # rate stayed frozen; a write the replay would read after the program is not cached
+def test_a_scheduler_reading_the_step_counter_the_function_increments(backend, how):
+    # the scheduler's lambda closes over the trainer (or the scheduler holds it), so the
+    # trainer's attributes counted as the replayed step()'s own: cached calls never
+    # incremented `step` and the learning rate stayed frozen
     _backend(backend)
     import tracegrad.nn.functional as F
 
@@ -337,11 +348,13 @@ def test_a_lambda_lr_reading_the_step_counter_the_function_increments(backend, w
         opt = tg.optim.SGD(m.parameters(), lr=0.1)
         log = _Log()
         log.step = 0
-        if warmup:                       # (a comparison: no stand-in escapes)
+        if how == "comparison":          # (no stand-in escapes)
             sched = tg.optim.lr_scheduler.LambdaLR(
                 opt, lambda epoch: 1.0 if log.step > 3 else 0.5)
-        else:
+        elif how == "lambda":
             sched = tg.optim.lr_scheduler.LambdaLR(opt, lambda epoch: 1.0 / (1 + log.step))
+        else:
+            sched = _WarmUp(opt, log)
 
         def step(x, y):
             loss = F.mse_loss(m(x), y)

@@ -81,7 +81,8 @@ def owned_holders(objects):
     """Ids of the dicts and containers reachable from `objects` (the state replayed calls
     rewrite: e.g. a scheduler's own attributes), not through the functions they hold (a
     LambdaLR's lambda closes over the trainer whose step counter it reads: a change
-    there is the traced function's, not the replay's)."""
+    there is the traced function's, not the replay's) nor through user objects they
+    hold (`_replay_owned`)."""
     s = _Scanner()
     s.code = False
     for obj in objects:
@@ -95,6 +96,15 @@ def owned_holders(objects):
         if g.mode == "is" and isinstance(g.expected, Optimizer):
             shared.value_in(None, None, g.expected, "optimizer", 0, force=True)
     return _holders(s) - _holders(shared)
+
+
+def _replay_owned(obj):
+    """Whether `obj`, found inside an object whose call is replayed, is its to write: a
+    library object (a scheduler's optimizer, a SequentialLR's schedulers, a user's
+    scheduler subclass), not a user's object it merely holds (a trainer a custom scheduler
+    reads the step counter of)."""
+    from ..optim.lr_scheduler import LRScheduler
+    return isinstance(obj, LRScheduler) or type(obj).__module__.split(".")[0] == "tracegrad"
 
 
 def _holders(scanner):
@@ -359,7 +369,8 @@ class _Scanner:
             self.seen.add(id(v))                  # a set: its mutators are effects and its
             self.containers.add(id(v))            # length is guarded; items not walked
             self.guards.append(StateGuard(v, _LEN, len(v), "len", where))
-        elif force or _is_plain_object(v, callable_ok=True):
+        elif force or _is_plain_object(v, callable_ok=True) and (
+                self.code or _replay_owned(v)):
             self.plain_object(v, where, depth, nest)
 
     def environ(self):
