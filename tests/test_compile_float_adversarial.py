@@ -165,12 +165,10 @@ def test_code_naming_type_first_reached_on_a_new_path_never_returns_a_silent_res
             assert np.array_equal(cf(x, v).numpy(), f(x, v).numpy()), v
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "C code that requires a real float (json's encoder, Decimal(), statistics' type() "
-    "coercion) refuses a Number with a TypeError eager never raises; the call is loud (it "
-    "raises) and later calls key the float by value, but the one call differs. Retrying "
-    "the call statically would run its Python effects twice (silent), so it is left loud."))
 def test_json_of_a_float_read_per_call():
+    # C code that requires a real float (json's encoder) refuses a Number with a TypeError
+    # eager never raises: a function whose code names it keys its floats by value
+    # (REAL_NUMBER_ONLY in compiler/dynamic_numbers.py)
     def make():
         s = {"x": tg.randn(3), "log": []}
 

@@ -22,8 +22,14 @@ appended, with this call's values. `collect` decides, per list `append` was call
   call: a program output converted to the Python number on each call), an immutable
   constant (int, float, bool, str, None), or a tensor of the trace that does not require
   grad (`loss.detach()`: a program output, a fresh tensor each call).
+The list must have grown by exactly the appends the trace made (another thread's
+appends during the trace are not the function's to replay).
 Otherwise the mutation stays an eager effect, as before. The items the trace appended are
 left in the list as eager left them (stand-ins replaced by their plain numbers).
+A path that leaves such a list alone (an evaluation path beside the training path that
+appends to it) reads nothing of it either, by the same check on the names of the code it
+ran (`unread_lists`): the guards on its contents are dropped there too, so alternating
+paths do not re-trace because the other one's list grew.
 """
 import dis
 
@@ -56,6 +62,8 @@ def collect(tracer, watch, guards, arguments):
         if not _reached_only_to_append(lst, guards, codes, watch):
             continue
         new = lst[start:]
+        if len(new) != len(effects):     # another thread appended too: not the trace's
+            continue
         if any(not _replayable(v, tracer) for v in new):
             continue
         items, plain = [], []
@@ -76,6 +84,30 @@ def collect(tracer, watch, guards, arguments):
             lst[start:] = plain          # what eager appended
             tracer.effects[:] = [e for e in tracer.effects if all(e is not x for x in effects)]
             out.append((lst, items))
+    return out
+
+
+def unread_lists(watch, guards, arguments, appended):
+    """The caller's lists (other than `appended`) that this trace left alone and whose
+    names the code it ran loads only to append to them (another path's history list, a
+    training path's when this one evaluates): it read nothing of them either, so the
+    guards on their contents are dropped too (`dropped_guards`), and alternating paths
+    do not re-trace because the other path's list grew."""
+    codes = list(watch.user_codes) + list(watch.foreign_calls)
+    named = set().union(*(c.co_names for c in codes)) if codes else set()
+    seen, out = {id(x) for x in appended}, []
+    for g in guards:
+        lst = g.expected
+        if g.mode != "is" or type(lst) is not list or id(lst) in seen:
+            continue
+        seen.add(id(lst))
+        if id(lst) in watch.mutated or id(lst) in arguments or id(lst) in watch.appends:
+            continue
+        places = _places(lst, guards)
+        if not places or not all(type(k) is str and k in named for _, k in places):
+            continue
+        if _reached_only_to_append(lst, guards, codes, watch):
+            out.append(lst)
     return out
 
 

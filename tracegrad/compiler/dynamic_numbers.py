@@ -15,7 +15,12 @@ cached, and its positions become static too: such a function keeps the behaviour
 path per value, as it must. `type(lr) is float` is the one question a Number answers
 differently from a float, and nothing intercepts it: a function whose traces ran user code
 naming `type` never makes a float dynamic (a float changes only after a first trace, whose
-code is known by then). A trace with Numbers that first reaches such code on a new path
+code is known by then). Nor does one naming C code that takes only a real int or float
+(`json.dumps({"step": self.step})`, `struct.pack`: `REAL_NUMBER_ONLY`), which a stand-in
+would make raise; reached by a function's Python code (a logging library's), the call
+that first gives it a stand-in raises, with a note, and later calls key numbers by value.
+Nor does one comparing a number literal by identity (`self.step is 0`, true eagerly for
+CPython's small ints): `compares_number_identity`. A trace with Numbers that first reaches such code on a new path
 (`if lr > 0.5: return helper(x, lr)`) has already run it with a Number, and its result may
 be wrong: it is not cached, and the call raises rather than return it (loud, never silent);
 its Python effects have run once, as eager's would.
@@ -52,7 +57,9 @@ state scan reports as a change) keys the place by value again, for good. So does
 with a custom Function: its backward is traced when the backward program is built, after
 the float is back in its place, and would bake it in.
 """
+import dis
 import threading
+import types
 
 from ..tracing.numbers import Numbers
 from .binding import swappable
@@ -327,7 +334,25 @@ class DynamicFloats:
 
 # names of code a stand-in cannot pass through as the float would: `type(v)`, and C code
 # taking only a real float (`json.dumps`, `Decimal(v)`, `struct.pack`, `float.hex(v)`)
-_REAL_FLOAT_ONLY = frozenset(("type", "json", "dumps", "dump", "Decimal", "struct", "hex"))
+_REAL_FLOAT_ONLY = frozenset(("type", "json", "dumps", "dump", "Decimal", "struct", "hex",
+                              "statistics", "timedelta", "deque"))
+REAL_NUMBER_ONLY = _REAL_FLOAT_ONLY      # names of code where no number is read per call
+
+
+def compares_number_identity(codes):
+    """Whether any of `codes` compares something with a number literal by identity
+    (`self.step is 0`: True eagerly for CPython's small ints, never for a stand-in)."""
+    stack = list(codes)
+    while stack:
+        code = stack.pop()
+        stack.extend(c for c in code.co_consts if isinstance(c, types.CodeType))
+        prev = None
+        for ins in dis.get_instructions(code):
+            if ins.opname == "IS_OP" and prev is not None and prev.opname == "LOAD_CONST" \
+                    and type(prev.argval) in (int, float):
+                return True
+            prev = ins
+    return False
 
 
 def taken_from_tensors(numbers):

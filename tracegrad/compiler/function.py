@@ -56,7 +56,8 @@ from .trace_plan import record_from_trace
 from .._effects import replay_reads, watch_python
 from .foreign_rng import drawn
 from .binding import Binder, changed_argument
-from .dynamic_numbers import DynamicFloats, taken_from_tensors
+from .dynamic_numbers import (REAL_NUMBER_ONLY, DynamicFloats, compares_number_identity,
+                              taken_from_tensors)
 from . import append_replay, place_writes, tensor_places
 from ..tracing.numbers import split_outputs
 from .state import optimizer_state_growth, owned_holders, scan
@@ -500,13 +501,16 @@ class CompiledFunction(EagerFallbacks):
                 recording_warnings(tracer), recording_prints(tracer):  # Notes [Warnings
             #                                         replayed], [Prints replayed]
             try:
+                alone = threading.active_count() == 1
                 out = self.fn(*call_args, **call_kwargs)
                 if tracer.numbers is not None:
                     out, number_outs = split_outputs(out)
                     # Note [Numbers written to Python state] in place_writes.py
+                    alone = alone and threading.active_count() == 1
                     tracer.place_writes = place_writes.collect(
                         tracer.numbers, placed, scanned.guards,
-                        owned_holders([o for o, *_ in tracer.replays]), bool(tracer.replays))
+                        owned_holders([o for o, *_ in tracer.replays]), bool(tracer.replays),
+                        None if alone else list(watch.user_codes) + list(watch.foreign_calls))
                 # Note [Appends to the caller's lists] in append_replay.py
                 appends = append_replay.collect(tracer, watch, scanned.guards,
                                                 set(containers))
@@ -521,6 +525,14 @@ class CompiledFunction(EagerFallbacks):
                                    "which C code taking only a real float refuses; later "
                                    "calls take plain floats (Note [Numbers taken from "
                                    "tensors])")
+                    elif isinstance(e, TypeError) and tracer.numbers.made:
+                        e.add_note(f"tracegrad.compile: while '{self.name}' was traced, a "
+                                   "float or int it reads per call (an argument, or Python "
+                                   "state that changes between calls) was a stand-in, which "
+                                   "C code taking only a real number (json.dumps, "
+                                   "struct.pack) refuses; this call's Python effects ran up "
+                                   "to the error, and later calls key that number by value "
+                                   "(Note [Float arguments that change])")
                     self._floats.failed(tracer.numbers, positions,
                                         self._floats.restore(placed))
                 raise
@@ -532,14 +544,19 @@ class CompiledFunction(EagerFallbacks):
             del call_args, call_kwargs
         numbers = tracer.numbers
         scanned.missed_globals(watch.first_globals)   # Note [Globals of code the scan missed]
-        if names_type(list(watch.user_codes)):   # Notes [Float arguments that change],
-            self._floats.asks_type(numbers)      # [The name type] in state_unread.py
-            if numbers is not None and numbers.made:
+        names = all_names(list(watch.user_codes))
+        typed = names_type(list(watch.user_codes))   # Note [The name type] in state_unread.py
+        same = compares_number_identity(watch.user_codes)
+        if typed or (REAL_NUMBER_ONLY - {"type"}) & names or same:   # Note [Float arguments
+            self._floats.asks_type(numbers)  # that change] (json.dumps of a counter: a
+            if (typed or same) and numbers is not None and numbers.made:   # stand-in fails)
                 self._floats.failed(numbers, positions, placed)
+                what = "naming `type`" if typed else "comparing a number by identity"
                 raise RuntimeError(
-                    f"tracegrad.compile: '{self.name}' ran code naming `type` for the "
-                    "first time while it read floats per call, where `type(x)` of such a "
-                    "float differs from eager's; this call's result cannot be trusted. "
+                    f"tracegrad.compile: '{self.name}' ran code {what} for the "
+                    "first time while it read numbers per call, where `type(x)` or `x is 3` "
+                    "of such a number differs from eager's; this call's result cannot be "
+                    "trusted. "
                     "Its Python effects have run once. Later calls key floats by value "
                     "(Note [Float arguments that change]).")
         if _mode.grad_enabled() != grad_mode:   # Note [Grad mode left changed]
@@ -571,9 +588,10 @@ class CompiledFunction(EagerFallbacks):
         functions = {CLASS_OF.get(n.prim) for n in tracer.graph.nodes}
         scanned.unread = {id(g) for g in unread_attribute_guards(
             scanned, watch, [c for c in functions if c is not None])}
-        if appends:                          # Note [Appends to the caller's lists]
-            scanned.unread |= append_replay.dropped_guards([a for a, _ in appends],
-                                                           scanned.guards)
+        lists = [a for a, _ in appends]      # Note [Appends to the caller's lists]
+        lists += append_replay.unread_lists(watch, scanned.guards, set(containers), lists)
+        if lists:
+            scanned.unread |= append_replay.dropped_guards(lists, scanned.guards)
         read_keys = keys_user_code_may_read(scanned, watch)
         scanned.unread_hyper = {id(g) for g in unread_hyper_guards(scanned, read_keys)}
         try:

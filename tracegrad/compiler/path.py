@@ -76,13 +76,16 @@ class CompiledPath:
         self.alias_out = {k: r for k, r in enumerate(facts.roots) if r is not None}
         # output k is a view of output j (replayed after attaching, so gradients flow), or
         # shares memory with another output in a way eager never would (copied)
-        self.view_out = {k: v[1:] for k, v in enumerate(facts.views)
-                         if v is not None and v[0] == "view"}
         self.copy_out = {k for k, v in enumerate(facts.views) if v == ("copy",)}
         # the same tensor returned twice: output k is output j (eager returns one object)
         first = {}
         self.dup_out = {k: first.setdefault(v, k) for k, v in enumerate(rec.raw.outputs)
                         if first.setdefault(v, k) != k}
+        # (a repeat of a view is the view made for its first occurrence, not another one:
+        # `v = loss.detach(); return loss, v, v`, or v appended twice to a caller's list)
+        self.view_out = {k: v[1:] for k, v in enumerate(facts.views)
+                         if v is not None and v[0] == "view" and k not in self.dup_out}
+        self.dup_of_view = {k: j for k, j in self.dup_out.items() if j in self.view_out}
         # passes may merge distinct results (cse: `x.clone(), x.clone()`): copy the repeats
         fwd_outs = part.forward.outputs[:part.n_user]
         self.copy_out |= {k for k, v in enumerate(fwd_outs) if v in fwd_outs[:k]
@@ -275,6 +278,8 @@ class CompiledPath:
                 for prim, attrs in chain:    # a real view of the returned output j
                     t = _view(prim, t, attrs)
                 outs[k] = t
+            for k, j in self.dup_of_view.items():
+                outs[k] = outs[j]
         for k in self.post_retain:
             if outs[k].requires_grad:
                 outs[k].retain_grad()

@@ -17,8 +17,14 @@ write), so before this every such step ran eagerly from its second call. Now:
   a plain number (or None, a bool, a str) that the trace wrote is written that constant
   (it came from constants and guarded values, as a path's constant outputs do), unless
   the trace made calls that are replayed after each cached call (a scheduler's step()):
-  such a call may have written the place from state it owns, not guarded. Anything else
-  written there (a list, an object, such a constant) keeps the path from being cached.
+  such a call may have written the place from state it owns, not guarded. Nor when
+  another Python thread ran during the trace and no code the trace ran can store to that
+  key (`_may_store`): that thread wrote it (`cfg.lr = 5.0` while the trace read it), and
+  a path writing that constant would undo the caller's later values on every call.
+  Anything else written there (a list, an object, such a constant) keeps the path from
+  being cached. (`owned` are the replayed objects' own places, not those of the
+  functions they hold: a LambdaLR's lambda reads the trainer's step counter the
+  function increments, and does not write it.)
 - A stand-in written into a number place the trace did not read through a stand-in (its
   first trace: `self.last_loss = loss.item()` with the place still keyed by value) gets
   its plain value there too, and the place becomes dynamic for the next trace; that trace
@@ -27,6 +33,8 @@ write), so before this every such step ran eagerly from its second call. Now:
   rebuilt (`with_writes`), in the order the trace left them. A call that fails before
   that (an error inside the program reruns the call eagerly) writes nothing twice.
 """
+import dis
+
 from ..tracing.numbers import STAND_INS, _fresh
 from .append_replay import APPEND
 from .dynamic_numbers import number_place
@@ -50,7 +58,7 @@ def widen(floats, changed):
             "each call from now on")
 
 
-def collect(numbers, placed, guards, owned=frozenset(), replayed=False):
+def collect(numbers, placed, guards, owned=frozenset(), replayed=False, threads=None):
     """The places written by the trace that just returned: ([(holder, key, fresh tensor or
     None, constant)], bad, fresh) with `placed` the dynamic places' (holder, key, value
     before, stand-in), `guards` the scan's value guards. Call while the trace records.
@@ -60,7 +68,9 @@ def collect(numbers, placed, guards, owned=frozenset(), replayed=False):
     setting a param group's momentum): their places are the replay's to write. `replayed`:
     the trace made calls replayed after each cached call, which may have written a place
     from state they own (a scheduler's `last_epoch`): no constant written there is known
-    to be the trace's own."""
+    to be the trace's own. `threads`: None when no other Python thread ran during the
+    trace, else the code objects the trace ran (a constant is the trace's own only where
+    one of them may store to that key)."""
     writes, bad, mine = [], [], set()
     for holder, key, _, n in placed:
         mine.add((id(holder), key))
@@ -80,7 +90,8 @@ def collect(numbers, placed, guards, owned=frozenset(), replayed=False):
                 continue
             holder[key] = now._v
             writes.append((holder, key, t, None))
-        elif type(now) in _CONSTANTS and not replayed:
+        elif type(now) in _CONSTANTS and not replayed \
+                and (threads is None or _may_store(threads, holder, key)):
             writes.append((holder, key, None, now))
         else:
             bad.append((holder, key))
@@ -98,6 +109,45 @@ def collect(numbers, placed, guards, owned=frozenset(), replayed=False):
             mine.add((id(g.holder), g.key))
             fresh.append((g.holder, g.key))
     return writes, bad, fresh
+
+
+_SUBSCR_STORES = frozenset(("STORE_SUBSCR", "DELETE_SUBSCR"))
+_NAME_STORES = frozenset(("STORE_ATTR", "STORE_GLOBAL", "STORE_NAME", "STORE_DEREF"))
+_WRITERS = frozenset(("setattr", "__setattr__", "__setitem__", "__dict__", "vars",
+                      "globals", "update", "setdefault", "exec", "eval"))
+
+
+def _may_store(codes, holder, key):
+    """Whether one of `codes` may have stored `holder[key]` itself: a store to that name
+    (`self.key = v`, `global key`), a subscript store of that constant key (`d["key"] = v`,
+    `d["key"] += 1`) or of a computed one, or a writer that takes the key as data
+    (`setattr`, `d.update`)."""
+    for code in codes:
+        if _WRITERS.intersection(code.co_names):
+            return True
+        ops = list(dis.get_instructions(code))
+        for i, x in enumerate(ops):
+            if x.opname in _NAME_STORES and x.argval == key:
+                return True
+            if x.opname in _SUBSCR_STORES:
+                const = _constant_key(ops, i)
+                if not isinstance(holder, dict) or const is _COMPUTED or const == key:
+                    return True
+    return False
+
+
+_COMPUTED = object()
+
+
+def _constant_key(ops, i):
+    """The constant key of the subscript store `ops[i]`, or _COMPUTED."""
+    if ops[i - 1].opname == "LOAD_CONST":            # d["key"] = v
+        return ops[i - 1].argval
+    if ops[i - 1].opname == "SWAP":                  # d["key"] += v: the key is copied
+        for j in range(i - 2, 0, -1):
+            if ops[j].opname == "LOAD_CONST" and ops[j + 1].opname == "COPY":
+                return ops[j].argval
+    return _COMPUTED
 
 
 def with_writes(build, n, writes):

@@ -217,6 +217,7 @@ def build_runner(path):
             env[f"vc{k}"] = chain
             lines += [f"    t = outs[{j}]", f"    for p, a in vc{k}:", "        t = _view(p, t, a)",
                       f"    outs[{k}] = t"]
+        lines += [f"    outs[{k}] = outs[{j}]" for k, j in path.dup_of_view.items()]
     for k in path.post_retain:
         lines += [f"    if outs[{k}].requires_grad:", f"        outs[{k}].retain_grad()"]
     for pos in path.retain_inputs:       # `a.retain_grad()` on a non-leaf argument

@@ -79,8 +79,12 @@ MUTABLE_COLLECTIONS = (set, bytearray, abc.MutableSet, abc.MutableSequence, abc.
 
 def owned_holders(objects):
     """Ids of the dicts and containers reachable from `objects` (the state replayed calls
-    rewrite: e.g. a scheduler's own attributes)."""
+    rewrite: e.g. a scheduler's own attributes), not through the functions they hold (a
+    LambdaLR's lambda closes over the trainer whose step counter it reads: a change
+    there is the traced function's, not the replay's) nor through user objects they
+    hold (`_replay_owned`)."""
     s = _Scanner()
+    s.code = False
     for obj in objects:
         s.value_in(None, None, obj, "owner", 0, force=True)
     # ... but not an optimizer's param groups or state: its traced step reads them (a
@@ -92,6 +96,15 @@ def owned_holders(objects):
         if g.mode == "is" and isinstance(g.expected, Optimizer):
             shared.value_in(None, None, g.expected, "optimizer", 0, force=True)
     return _holders(s) - _holders(shared)
+
+
+def _replay_owned(obj):
+    """Whether `obj`, found inside an object whose call is replayed, is its to write: a
+    library object (a scheduler's optimizer, a SequentialLR's schedulers, a user's
+    scheduler subclass), not a user's object it merely holds (a trainer a custom scheduler
+    reads the step counter of)."""
+    from ..optim.lr_scheduler import LRScheduler
+    return isinstance(obj, LRScheduler) or type(obj).__module__.split(".")[0] == "tracegrad"
 
 
 def _holders(scanner):
@@ -179,6 +192,7 @@ class _Scanner:
         self.optimizers = []             # optimizers walked (Note [Hyper-parameters unread])
         self.hook_guards = {}            # {id(leaf): (leaf, [its hooks' guards])}
         self.classes = set()             # ids of the classes whose methods are guarded
+        self.code = True                 # walk into the state of functions found
         self.class_list = []             # and those classes
         self.named = []                  # classes and user modules (Note [Names read later])
 
@@ -330,11 +344,12 @@ class _Scanner:
             self.seen.add(id(v))
             self.module(v, name or where, depth)
         elif isinstance(v, types.FunctionType) and _is_user(v):
-            if depth < MAX_DEPTH:
+            if depth < MAX_DEPTH and self.code:
                 self.function(v, depth + 1)
         elif (isinstance(v, types.MethodType) and _is_user(v.__func__)) or (
                 isinstance(v, functools.partial)):
-            self.callable_state(v, where, depth)     # Note [Module registries]
+            if self.code:
+                self.callable_state(v, where, depth)     # Note [Module registries]
 # A module keeps its parameters, buffers and submodules in three dicts (`_parameters`,
 # `_buffers`, `_modules`), not in its attribute dict, so `Note [New attributes]` does not
 # see them grow: `layers.append(nn.Linear(...))` on a ModuleList, `heads["b"] = ...` on a
@@ -365,7 +380,8 @@ class _Scanner:
             self.seen.add(id(v))                  # a set: its mutators are effects and its
             self.containers.add(id(v))            # length is guarded; items not walked
             self.guards.append(StateGuard(v, _LEN, len(v), "len", where))
-        elif force or _is_plain_object(v, callable_ok=True):
+        elif force or _is_plain_object(v, callable_ok=True) and (
+                self.code or _replay_owned(v)):
             self.plain_object(v, where, depth, nest)
 
     def environ(self):
