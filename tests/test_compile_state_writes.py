@@ -263,3 +263,26 @@ def test_a_path_writing_an_object_into_a_number_place_is_not_cached():
         return out, box["n"]
 
     compare(make, calls, n=8, loud=True)
+
+
+def test_a_counter_increment_needs_no_guard_in_the_program():
+    # Note [Headroom of ints read per call]: an overflow guard after the parameter updates
+    # kept them from being made in place
+    m = nn.Linear(3, 1)
+    opt = tg.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
+    box = {"step": 0}
+
+    def step(x):
+        loss = m(x).pow(2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        box["step"] += 1
+        return loss
+    c = tg.compile(step)
+    for _ in range(4):
+        c(tg.ones(2, 3))
+    assert box["step"] == 4 and c.stats.cache_hits == 1
+    line = f":{step.__code__.co_firstlineno + 5} "          # box["step"] += 1
+    sites = [g.site for g in c.programs[-1].guards]
+    assert sites and not [s for s in sites if line in s], sites   # (SGD's own guards only)

@@ -38,7 +38,7 @@ differs from the last only in the values of int (or float) arguments, those posi
 read per call, as int64, and the trace passes an `Integer` (Note [Integers read per call]
 in tracing/integers.py). An int used in `range`, as an index or a shape, formatted or
 hashed gives its exact value, which makes the position static as above: such an int
-keeps a path per value. Only plain ints of at most 2**62 in magnitude are read per call
+keeps a path per value. Only plain ints of at most 2**61 in magnitude are read per call
 (a larger one, or a bool, is keyed by value); an int position stays an int position (a
 float arriving there is a new key).
 
@@ -66,7 +66,8 @@ from .binding import swappable
 
 DYNAMIC = ("S", ("f", "read per call"))   # a dynamic float's part of the entry key
 DYNAMIC_INT = ("S", ("i", "read per call"))   # a dynamic int's
-_INT_LIMIT = 2 ** 62             # ints read per call are at most this (integers.LIMIT)
+from .._effects import INT_READ_LIMIT as _INT_LIMIT  # ints read per call are at most
+#   this: Note [Headroom of ints read per call] in _effects.py
 
 
 def _dynamic_part(x):

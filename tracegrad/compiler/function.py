@@ -620,6 +620,9 @@ class CompiledFunction(EagerFallbacks):
         writes += [(lst, append_replay.APPEND, t, c, number) for lst, items in appends
                    for t, c, number in items]
         writes += [(h, k, t, None, False) for h, k, t in stored]
+        # (a number leaf: the Python type its 0-d float64 or int64 tensor converts to)
+        writes = [(h, k, t, c, (int if t._data.dtype.kind in "iu" else float) if number
+                   else None) for h, k, t, c, number in writes]
         if writes:
             extra = [t for _, _, t, _, _ in writes if t is not None]
             ks = iter(range(len(extra)))

@@ -152,20 +152,17 @@ def _constant_key(ops, i):
 
 def with_writes(build, n, writes):
     """`build` over the first `n` leaves, making `writes` first, in order: each (holder, key,
-    k, constant, number) stores leaf n + k (as a Python number when `number`: a 0-d float64
-    or int64 tensor), or the constant when k is None, at `holder[key]`; with key `APPEND`,
-    appends it to the list `holder` (Note [Appends to the caller's lists])."""
+    k, constant, number) stores leaf n + k, or the constant when k is None, at
+    `holder[key]`; with key `APPEND`, appends it to the list `holder` (Note [Appends to the
+    caller's lists]). `number`: a leaf that is a 0-d tensor stored as the Python number it
+    holds, `float` or `int` (the type to convert with), else None (the tensor itself)."""
+    plan = [(holder, key, None if k is None else n + k, const, number, key is APPEND)
+            for holder, key, k, const, number in writes]
+
     def rebuild(leaves):
-        for holder, key, k, const, number in writes:
-            if k is None:
-                v = const
-            else:
-                v = leaves[n + k]
-                if number:
-                    d = v._data
-                    v = d.reshape(()).item()
-                    v = int(v) if d.dtype.kind in "iu" else float(v)
-            if key is APPEND:
+        for holder, key, k, const, number, append in plan:
+            v = const if k is None else leaves[k] if number is None else number(leaves[k]._data)
+            if append:
                 holder.append(v)
             else:
                 holder[key] = v

@@ -343,7 +343,14 @@ def contiguous(input, memory_format=None):
 
 def _to_kernel(x, dtype):
     # silent as PyTorch's: NaN, inf and out-of-range values convert without a warning (the
-    # JAX backend computes the same integers, and has no warning to give)
+    # JAX backend computes the same integers, and has no warning to give); a cast that
+    # cannot warn (to a float at least as wide, from bool or an integer to float32 or 64: a
+    # loss's float64 copy for `.item()`) skips the error-state switch, a third of its cost
+    to = np.dtype(dtype)
+    k = x.dtype.kind
+    if to.kind == "f" and (k in "biu" and to.itemsize >= 4
+                           or k == "f" and to.itemsize >= x.dtype.itemsize):
+        return x.astype(to)
     with np.errstate(all="ignore"):
         return x.astype(dtype)
 

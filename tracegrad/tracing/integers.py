@@ -10,7 +10,8 @@ tensor. It must give exactly what the int gives, or make the path depend on the 
   bool) are traced in int64, which computes Python's results (numpy's integer floor
   division and remainder round and sign as Python's do) as long as nothing overflows. Each
   Integer carries a static bound on its magnitude (`_b`: an int64 `.item()` may be any
-  int64, an int argument is at most 2**62, a literal its own size); where the bound of a
+  int64, an int argument or counter is at most 2**61 (Note [Headroom of ints read per
+  call] in _effects.py), a literal its own size); where the bound of a
   result could pass 2**62, the trace guards a float64 estimate of the result below 2**62
   (the estimate's error is far below the 2**62 of headroom int64 has left), and where that
   guard fails takes the exact values instead, in Python's arbitrary-precision ints.
