@@ -1,20 +1,10 @@
 """The training step with the bookkeeping users put in it, eager vs compiled (issue 11).
 
 `bench/train_step.py` times the bare PyTorch idiom. Real steps also keep a step count and a
-loss history on the trainer object:
-
-    def step(self, x, y):
-        self.opt.zero_grad()
-        loss = self.loss_fn(self.model(x), y)
-        loss.backward()
-        self.opt.step()
-        self.global_step += 1
-        self.losses.append(loss.item())
-        return loss
-
-Before Note [Numbers written to Python state] and Note [Appends to the caller's lists]
-(compiler/place_writes.py, compiler/append_replay.py), `tg.compile` ran such a step eagerly
-from its second call. This prints the medians of that step per mode (hand-written numpy
+loss history on the trainer object (`Trainer.step` below: `self.global_step += 1`,
+`self.losses.append(loss.item())`). Before Note [Numbers written to Python state] and
+Note [Appends to the caller's lists] (compiler/place_writes.py, compiler/append_replay.py),
+`tg.compile` ran such a step eagerly from its second call. This prints the medians of that step per mode (hand-written numpy
 keeping the same count and history, tracegrad eager, the step compiled, PyTorch eager)
 and their ratios to numpy, after checking that every mode computes the same losses.
 

@@ -612,6 +612,28 @@ def test_lazy_parameters_of_distributions_made_inside_or_owned_stay_compiled(bac
     assert f.stats.eager_calls == 0
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_lazy_parameter_reassigned_between_calls_is_read_again(backend):
+    # `c.probs` computed inside the first call and stored on the distribution, then set by
+    # the caller: the compiled path recomputed it from the logits (Note [Lazy parameters
+    # under compile]); now that trace is not kept, and the next reads the stored tensor
+    from _differential import compare
+    _backend(backend)
+    D = tg.distributions
+
+    def make(comp):
+        c = D.Categorical(logits=tg.tensor([0.0, 1.0, 2.0]))
+        return comp(lambda x: (c.probs * x).sum()), {"c": c.__dict__}
+
+    def calls(step, objs, i):
+        out = step(tg.ones(3))
+        objs["c"]["probs"] = tg.tensor([0.5, 0.25, 0.25]) * (i + 1)
+        return out
+
+    stats = compare(make, calls, n=5, backend=backend)
+    assert stats.eager_calls == 0, stats
+
+
 def test_fork_rng_inside_runs_eagerly_naming_the_users_line():
     # the warning named contextlib.py (the @contextmanager machinery), not the `with` line
     import warnings

@@ -409,6 +409,10 @@ class CompiledFunction(EagerFallbacks):
             if self._floats.static.intersection(positions):
                 key = self._floats.valued(key, leaves)
                 entry = self.entries.get(key)
+        if tracer.uncached and not any(e.eager for e in tracer.effects):
+            log.info("tracegrad: '%s' not cached: %s", self.name, tracer.uncached)
+            return out               # Note [Lazy parameters under compile]: the next trace
+        #                              reads what this call stored
         outs, build = with_view_bases(tracer, outs, build)   # Note [Bases of returned views]
         grad_sets = grad_outputs(tracer, outs)
         reached = [o for o, _ in grad_sets] + tracer.leaves_reached

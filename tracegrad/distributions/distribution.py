@@ -52,11 +52,13 @@ class lazy_property:
     `logits`) inside it keeps the value the first call computed: eagerly, later calls read
     that tensor even after the caller's parameter it came from changed in place (an
     optimizer step on the tensor the distribution holds, as PyTorch's, without a copy).
-    A compiled path would compute it again from the parameter on every call, so when the
-    distribution holds a caller's tensor (`_holds_caller_tensor`) such a call notes an
-    effect and runs eagerly (with a warning). A distribution made inside the traced
-    function is the trace's own, and one holding only tensors it made (Categorical
-    normalizes its parameter) cannot see them change: caching on those is no effect."""
+    A compiled path would compute it again from the parameter on every call, and it never
+    reads the attribute the first call stored: after `d.probs = new` between calls (the
+    cache overridden, as users of PyTorch's lazy attributes do) it would still compute the
+    old value. So the path of such a trace is not kept (`Tracer.uncached`): the call itself
+    ran eagerly, and the next trace finds the stored tensor and reads it like any
+    attribute, guarded. A distribution made inside the traced function is the trace's own:
+    caching on it is nothing to undo."""
 
     def __init__(self, fn):
         self.fn, self.__doc__ = fn, fn.__doc__
@@ -66,10 +68,9 @@ class lazy_property:
             return self
         value = self.fn(obj)
         tracer = _effects.active()
-        if (tracer is not None and obj.__dict__.get("_holds_caller_tensor", True)
-                and not _made_in(obj, tracer)):
-            _effects.note("state", f"{type(obj).__name__}.{self.fn.__name__} computed and kept "
-                                   "on a distribution made before the call")
+        if tracer is not None and not _made_in(obj, tracer):
+            tracer.uncached = (f"{type(obj).__name__}.{self.fn.__name__} computed and kept on "
+                               "a distribution made before the call")
         setattr(obj, self.fn.__name__, value)
         return value
 

@@ -135,6 +135,7 @@ class Tracer:
         #                          read): `hyper_source`, Note [Hyper-parameters written in a call]
         self.numbers = None      # numbers.Numbers: float arguments read per call, if any
         self.placed = ()         # [(holder, key, float, Number)]: Numbers put into places
+        self.uncached = None     # why this trace's path must not be kept (the next one will be)
         self.place_writes = None  # (writes, ok, fresh): compiler/place_writes.py
         self.place_sources = {}  # captured Value -> (holder, key): compiler/tensor_places.py
         self.item_numbers = False  # `.item()` of a floating tensor gives a Number (Note
