@@ -4,9 +4,10 @@
 loss history on the trainer object (`Trainer.step` below: `self.global_step += 1`,
 `self.losses.append(loss.item())`). Before Note [Numbers written to Python state] and
 Note [Appends to the caller's lists] (compiler/place_writes.py, compiler/append_replay.py),
-`tg.compile` ran such a step eagerly from its second call. This prints the medians of that step per mode (hand-written numpy
-keeping the same count and history, tracegrad eager, the step compiled, PyTorch eager)
-and their ratios to numpy, after checking that every mode computes the same losses.
+`tg.compile` ran such a step eagerly from its second call. This prints the medians of
+that step per mode (hand-written numpy keeping the same count and history, tracegrad eager,
+the step compiled, PyTorch eager) and their ratios to numpy, after checking that every mode
+computes the same losses.
 
     python bench/logged_step.py [--rounds 25] [--only tiny,medium]
 """

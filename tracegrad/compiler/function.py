@@ -68,8 +68,8 @@ from .tensor_attrs import attr_objects, attrs_written
 from .trace_settle import (grad_outputs, set_grad_mode, settle_state, warn_effects,
                            with_view_bases)
 from .state_iterators import advanced
-from .state_unread import (all_names, names_type, hooks_of, keys_user_code_may_read, unread_attribute_guards,
-                           unread_hyper_guards, unused_hook_guards)
+from .state_unread import (all_names, names_type, hooks_of, keys_user_code_may_read,
+                           unread_attribute_guards, unread_hyper_guards, unused_hook_guards)
 
 log = logging.getLogger("tracegrad")
 

@@ -7,10 +7,10 @@ A training step keeps counters and running values on objects: `self.steps += 1`,
 state.py), and a trace that changes it is not cached (replaying its path would skip the
 write), so before this every such step ran eagerly from its second call. Now:
 - A trace that changes only number places (a float or an int, not a bool, in an object's
-  attribute dict or a list or dict: `number_place` in dynamic_numbers.py), before and after, makes them
-  *dynamic* (`widen`): the next trace reads each through a stand-in (a `Number` or an
-  `Integer`, Note [Float attributes that change] in dynamic_numbers.py), so nothing it
-  computes from the place is a constant.
+  attribute dict or a list or dict, before and after: `number_place` in
+  dynamic_numbers.py) makes them *dynamic* (`widen`): the next trace reads each through a
+  stand-in (a `Number` or an `Integer`, Note [Float attributes that change] in
+  dynamic_numbers.py), so nothing it computes from the place is a constant.
 - When that trace returns, each dynamic place holding a stand-in of the trace other than
   its own is a *written place* (`collect`): the stand-in's traced value becomes an extra
   output of the program, and the place gets the plain number eager stored. A place holding
