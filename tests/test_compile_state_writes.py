@@ -286,3 +286,13 @@ def test_a_counter_increment_needs_no_guard_in_the_program():
     line = f":{step.__code__.co_firstlineno + 5} "          # box["step"] += 1
     sites = [g.site for g in c.programs[-1].guards]
     assert sites and not [s for s in sites if line in s], sites   # (SGD's own guards only)
+
+
+def test_the_retrace_reason_names_an_int_place_an_int():
+    box = {"k": 1}
+    c = tg.compile(lambda x: x * box["k"])
+    for i in range(4):
+        box["k"] = i + 1
+        assert c(tg.ones(2)).tolist() == [float(i + 1)] * 2
+    assert c.stats.retraces and all("(int: read per call" in r for r in c.stats.retraces), \
+        c.stats.retraces

@@ -183,7 +183,9 @@ class DynamicFloats:
         for k, g in found.items():
             self.places[k] = (g.holder, g.key)
         said = " and ".join(g.reason() for g in found.values())
-        return f"{said} (float: read per call from now on, no re-trace for new values)"
+        kinds = {"int" if type(g.expected) is int else "float" for g in found.values()}
+        kind = kinds.pop() if len(kinds) == 1 else "number"
+        return f"{said} ({kind}: read per call from now on, no re-trace for new values)"
 
     def items_per_call(self, codes, names=()):
         """Whether the next trace's `.item()`s give Numbers (Note [Numbers taken from
