@@ -72,6 +72,9 @@ def check_overlap(prim, args, attrs):
         a = getattr(t, "_data", None)
         if a is None or a.ndim == 0:
             continue
+        if a.base is None and target.base is None and a is not target:
+            continue                     # two arrays owning their memory: apart (the common
+        #                                  case: `p.add_(g)`, no `_root` walk on the hot path)
         if root is None:
             root = _root(target)
         if _root(a) is not root:

@@ -37,7 +37,7 @@ from .._tensor import Tensor
 from ..tracing.numbers import STAND_INS, _fresh
 
 APPEND = object()                # the key of a write that appends (place_writes.with_writes)
-_CONSTANTS = (int, float, bool, str, type(None))
+CONSTANTS = (int, float, bool, str, type(None))   # immutable values a call can write again
 _REFLECTION = frozenset(("__dict__", "vars", "getattr", "setattr", "delattr", "globals",
                          "locals", "deepcopy", "copy", "pickle", "dumps", "dump", "save",
                          "__getattribute__"))
@@ -125,7 +125,7 @@ def _replayable(v, tracer):
         return v._owner is tracer.numbers and v._t is not None
     if isinstance(v, Tensor):
         return not v.requires_grad and id(v) in tracer.env
-    return type(v) in _CONSTANTS
+    return type(v) in CONSTANTS
 
 
 def _reached_only_to_append(lst, guards, codes, watch):

@@ -36,10 +36,9 @@ write), so before this every such step ran eagerly from its second call. Now:
 import dis
 
 from ..tracing.numbers import STAND_INS, _fresh
-from .append_replay import APPEND
+from .append_replay import APPEND, CONSTANTS as _CONSTANTS
 from .dynamic_numbers import number_place
 
-_CONSTANTS = (int, float, bool, str, type(None))
 
 
 def widen(floats, changed):
