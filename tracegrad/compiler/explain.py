@@ -250,7 +250,7 @@ def effect_lines(path):
     from .append_replay import APPEND
     out += [(f"  {type(h).__name__}.append(" if key is APPEND else
              f"  {where.get((id(h), key), f'{type(h).__name__}[{key!r}]')} = ")
-            + (repr(c) if k is None else f"extra result {k} of the program")
+            + (repr(c) if k is None else f"result {k} of the program")
             + (")" if key is APPEND else "") + " after the program"
             for h, key, k, c, _ in getattr(path.out_build, "writes", ())]
     out += [f"  output {k}: backward() already ran through its graph inside; no saved values,"

@@ -624,16 +624,8 @@ class CompiledFunction(EagerFallbacks):
         writes += [(lst, append_replay.APPEND, t, c, number) for lst, items in appends
                    for t, c, number in items]
         writes += [(h, k, t, None, False) for h, k, t in stored]
-        # (a number leaf: the Python type its 0-d float64 or int64 tensor converts to)
-        writes = [(h, k, t, c, (int if t._data.dtype.kind in "iu" else float) if number
-                   else None) for h, k, t, c, number in writes]
         if writes:
-            extra = [t for _, _, t, _, _ in writes if t is not None]
-            ks = iter(range(len(extra)))
-            build = place_writes.with_writes(build, len(outs), [
-                (h, k, None if t is None else next(ks), c, number)
-                for h, k, t, c, number in writes])
-            outs = list(outs) + extra
+            outs, build = place_writes.with_writes(outs, build, writes)
         return tracer, scanned, out, outs, build, n_args, read_keys
 
     def _store(self, entry, path, reason):

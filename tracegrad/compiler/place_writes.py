@@ -149,22 +149,29 @@ def _constant_key(ops, i):
     return _COMPUTED
 
 
-def with_writes(build, n, writes):
-    """`build` over the first `n` leaves, making `writes` first, in order: each (holder, key,
-    k, constant, number) stores leaf n + k, or the constant when k is None, at
+def with_writes(outs, build, writes):
+    """(outs, build) with the tensors `writes` store after the flat results `outs`, and
+    `build` making the writes first, in order. Each write (holder, key, tensor or None,
+    constant, number) stores that tensor's leaf, or the constant when there is none, at
     `holder[key]`; with key `APPEND`, appends it to the list `holder` (Note [Appends to the
-    caller's lists]). `number`: a leaf that is a 0-d tensor stored as the Python number it
-    holds, `float` or `int` (the type to convert with), else None (the tensor itself)."""
-    plan = [(holder, key, None if k is None else n + k, const, number, key is APPEND)
-            for holder, key, k, const, number in writes]
+    caller's lists]). `number`: the tensor is a 0-d float64 or int64 holding a Python
+    number, stored as that number."""
+    n, plan, extra = len(outs), [], []
+    for holder, key, t, const, number in writes:
+        k = None
+        if t is not None:
+            k = n + len(extra)
+            extra.append(t)
+        conv = (int if t._data.dtype.kind in "iu" else float) if number else None
+        plan.append((holder, key, k, const, conv, key is APPEND))
 
     def rebuild(leaves):
-        for holder, key, k, const, number, append in plan:
-            v = const if k is None else leaves[k] if number is None else number(leaves[k]._data)
+        for holder, key, k, const, conv, append in plan:
+            v = const if k is None else leaves[k] if conv is None else conv(leaves[k]._data)
             if append:
                 holder.append(v)
             else:
                 holder[key] = v
         return build(leaves[:n])
-    rebuild.writes = writes
-    return rebuild
+    rebuild.writes = [(h, key, k, c, conv) for h, key, k, c, conv, _ in plan]
+    return list(outs) + extra, rebuild
