@@ -459,7 +459,7 @@ def _check_inplace_target(prim, t, grad_on):
                        "functions do not allow the output views to be modified inplace.",
                        "You should replace the inplace operation by an out-of-place one.")
     if t.requires_grad and t._grad_fn is None and t._base is None:
-        if prim.name == "index_put_":    # `x[1] = v`: PyTorch writes through the view x[1]
+        if prim.writes == "slice":    # `x[1] = v`: PyTorch writes through the view x[1]
             raise op_error(InplaceError, prim.name,
                            "a view of a leaf Variable that requires grad is being used in an "
                            "in-place operation.", "Wrap the update in `with torch.no_grad():`, "

@@ -28,10 +28,6 @@ from ._tensor_storage import _address, _root
 
 NO, FULL, PARTIAL, TOO_HARD = "no", "full", "partial", "too hard"
 
-# writes through an index: PyTorch's assert_no_overlap (full overlap refused too)
-_INDEXED = frozenset({"index_put_adv_", "scatter_", "scatter_add_", "scatter_value_"})
-# writes of operand 1 into `target[key]` (a basic index): the written region is the view
-_REGION = frozenset({"index_put_", "copy_"})
 
 
 def _dense(a):
@@ -81,7 +77,7 @@ def check_overlap(prim, args, attrs):
             continue
         layout_read(root)
         status = overlap(_written(prim, target, args, attrs), a)
-        if status == PARTIAL or (status == FULL and prim.name in _INDEXED):
+        if status == PARTIAL or (status == FULL and prim.writes == "indexed"):
             raise op_error(TracegradRuntimeError, prim.name,
                            "unsupported operation: some elements of the input tensor and the "
                            "written-to tensor refer to a single memory location.",
@@ -90,7 +86,7 @@ def check_overlap(prim, args, attrs):
 
 def _written(prim, target, args, attrs):
     """The region `prim` writes: `target[key]` for a basic-index write, else all of it."""
-    if prim.name not in _REGION or len(args) != 2:
+    if prim.writes != "slice" or len(args) != 2:
         return target
     from .ops.shape import _fill
     key = _fill(attrs["key"], ())

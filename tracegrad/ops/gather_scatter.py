@@ -168,9 +168,9 @@ SCATTER_VALUE = Primitive("scatter_value", _scatter_kernel, vjp=_scatter_value_v
                           shape_rule=SR.same, may_raise=True)
 SCATTER_ADD = Primitive("scatter_add", E._quiet(_scatter_add_kernel), vjp=_scatter_add_vjp,
                         saves_for={2: (1,)}, shape_rule=SR.same, may_raise=True)
-SCATTER_ = inplace_of(SCATTER, "scatter_")
-SCATTER_VALUE_ = inplace_of(SCATTER_VALUE, "scatter_value_")
-SCATTER_ADD_ = inplace_of(SCATTER_ADD, "scatter_add_")
+SCATTER_ = inplace_of(SCATTER, "scatter_", writes="indexed")
+SCATTER_VALUE_ = inplace_of(SCATTER_VALUE, "scatter_value_", writes="indexed")
+SCATTER_ADD_ = inplace_of(SCATTER_ADD, "scatter_add_", writes="indexed")
 
 
 def _scatter_call(op, prims, input, dim, index, src, value, reduce):

@@ -55,13 +55,14 @@ class Primitive:
     __slots__ = ("name", "kernel", "vjp", "grad_fn_name", "saves", "saves_out", "dtype_rule",
                  "overwrites", "aliases", "is_view", "functional", "node_cls", "nondiff",
                  "shape_rule", "doc", "impure", "elementwise", "float_fast", "saves_for",
-                 "_saves_by_need", "specialize", "layout", "may_raise", "half_in_float")
+                 "_saves_by_need", "specialize", "layout", "may_raise", "half_in_float",
+                 "writes")
 
     def __init__(self, name, kernel, *, vjp=None, grad_fn_name=None, saves=(), saves_out=False,
                  dtype_rule=None, overwrites=(), aliases=None, is_view=None, functional=None,
                  nondiff=False, shape_rule=None, doc="", impure=False,
                  elementwise=False, saves_for=None, specialize=None, layout=None,
-                 may_raise=False):
+                 may_raise=False, writes=None):
         if name in REGISTRY:
             raise ValueError(f"primitive {name!r} declared twice")
         self.name = name
@@ -97,6 +98,15 @@ class Primitive:
         # only when its result is an integer (a division by zero, a negative power)
         self.may_raise = may_raise
         self.half_in_float = False    # Note [Half precision computed in float] (half_precision.py)
+        # how an in-place primitive writes operand 0 (Note [Overlapping in-place operands] in
+        # _overlap.py): "all" every element, elementwise; "indexed" through an index
+        # (`x[idx] = v`, `scatter_`: PyTorch refuses an operand that is the target, too);
+        # "slice" operand 1 into the view `operand0[key]` of a basic index (`x[1] = v`:
+        # PyTorch writes through that view); None when it writes nothing in place
+        if writes is None and overwrites:
+            writes = "all"
+        assert writes in (None, "all", "indexed", "slice"), writes
+        self.writes = writes
         from ..autograd.graph import node_class
         self.node_cls = node_class(self.grad_fn_name)     # see Note [Monomorphic nodes]
         REGISTRY[name] = self
@@ -136,8 +146,9 @@ def may_fail(node):
     return m is True or (m == "integer" and node.output.type.dtype.np.kind in "iub")
 
 
-def inplace_of(prim, name=None, grad_fn_name=None):
-    """Declare the in-place variant of a functional primitive: same math, writes operand 0."""
+def inplace_of(prim, name=None, grad_fn_name=None, writes="all"):
+    """Declare the in-place variant of a functional primitive: same math, writes operand 0
+    (`writes`: how, see `Primitive.writes`)."""
     def kernel(target, *rest, **attrs):
         res = prim.kernel(target, *rest, **attrs)
         if res.dtype == target.dtype:
@@ -151,7 +162,7 @@ def inplace_of(prim, name=None, grad_fn_name=None):
                      grad_fn_name=grad_fn_name or prim.grad_fn_name, saves=prim.saves,
                      saves_out=prim.saves_out, dtype_rule=prim.dtype_rule, overwrites=(0,),
                      functional=prim, nondiff=prim.nondiff, saves_for=prim.saves_for,
-                     shape_rule=SR.same, may_raise=prim.may_raise)
+                     shape_rule=SR.same, may_raise=prim.may_raise, writes=writes)
 
 
 def overload_of(prim, name, grad_fn_name, kernel=None):

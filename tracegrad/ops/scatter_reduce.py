@@ -121,7 +121,7 @@ def _vjp(g, ins, out, n):
 
 SCATTER_REDUCE = Primitive("scatter_reduce", E._quiet(_kernel), vjp=_vjp, saves=(0, 1, 2),
                            saves_out=True, shape_rule=SR.same, may_raise=True)
-SCATTER_REDUCE_ = inplace_of(SCATTER_REDUCE)
+SCATTER_REDUCE_ = inplace_of(SCATTER_REDUCE, writes="indexed")
 
 
 def _call(op, prim, input, dim, index, src, reduce, include_self):

@@ -624,9 +624,9 @@ INDEX_PUT = Primitive("index_put", _quiet(_index_put_kernel), vjp=_index_put_vjp
                       saves=tuple(range(2, 64)), shape_rule=SR.same, may_raise=True)
 from .primitive import inplace_of  # noqa: E402
 
-INDEX_PUT_ = inplace_of(INDEX_PUT, grad_fn_name="CopySlices")
+INDEX_PUT_ = inplace_of(INDEX_PUT, grad_fn_name="CopySlices", writes="slice")
 # The same write under the names PyTorch gives its entry points (what grad_fn shows):
-INDEX_PUT_ADV_ = inplace_of(INDEX_PUT, "index_put_adv_", "IndexPutBackward0")  # x[idx] = v
+INDEX_PUT_ADV_ = inplace_of(INDEX_PUT, "index_put_adv_", "IndexPutBackward0", writes="indexed")  # x[idx] = v
 COPY_ = inplace_of(INDEX_PUT, "copy_", "CopyBackwards")
 FILL_ = inplace_of(INDEX_PUT, "fill_", "FillBackward2")                 # fill_(number)
 FILL_TENSOR_ = inplace_of(INDEX_PUT, "fill_tensor_", "FillBackward3")   # fill_(0-dim tensor)
