@@ -49,6 +49,10 @@ OVERLAPS = {            # in-place writes reading the memory they write
     "scatter_self": lambda x: x.scatter_(0, x.new_zeros((1, 4)).long(), x[1:2]),
     "scatter_add_self": lambda x: x.scatter_add_(0, x.new_zeros((1, 4)).long(), x[1:2]),
     "index_add_self": lambda x: x.index_add_(0, x.new_zeros(1).long(), x[1:2]),
+    "scatter_reduce_self": lambda x: x.scatter_reduce_(0, x.new_zeros((4, 4)).long(), x,
+                                                       "sum"),
+    "scatter_reduce_row": lambda x: x.scatter_reduce_(0, x.new_zeros((1, 4)).long(),
+                                                      x[1:2], "amax"),
 }
 ALLOWED = {             # the same memory, but PyTorch allows it
     "add_self": lambda x: x.add_(x),
