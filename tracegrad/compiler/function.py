@@ -32,8 +32,7 @@ from .._tensor import Tensor
 from .._errors import RerunEagerly
 from ..ir.interpret import GuardFailed
 from ..ir.printer import value_names
-from ..tracing import Tracer, flatten
-from ..tracing.tracer import Unrebuildable
+from ..tracing import Tracer
 from ..tracing.custom_function import CLASS_OF, OPAQUE
 from ..tracing.forward_memo import MEMO, ForwardMemo, next_attempt
 from ..passes import DEFAULT_PIPELINE
@@ -53,23 +52,19 @@ from ..passes.vjp import BackwardDecides
 from .pipeline import run_pipeline, stages_for
 from .record import Options
 from .trace_plan import record_from_trace
-from .._effects import replay_reads, watch_python
-from .foreign_rng import drawn
-from .binding import Binder, changed_argument
-from .dynamic_numbers import (REAL_NUMBER_ONLY, DynamicFloats, compares_number_identity,
-                              taken_from_tensors)
+from .._effects import watch_python
+from .binding import Binder
+from .dynamic_numbers import DynamicFloats, taken_from_tensors
 from . import append_replay, place_writes, tensor_places
 from ..tracing.numbers import split_outputs
 from .state import optimizer_state_growth, owned_holders, scan
-from .caller_arrays import returns_callers_array, written_array
 from .fallbacks import EagerFallbacks, is_generator_function
 from .fullgraph import fullgraph_class
 from .tensor_attrs import attr_objects, attrs_written
-from .trace_settle import (grad_outputs, set_grad_mode, settle_state, warn_effects,
-                           with_view_bases)
-from .state_iterators import advanced
-from .state_unread import (all_names, names_type, hooks_of, keys_user_code_may_read,
-                           unread_attribute_guards, unread_hyper_guards, unused_hook_guards)
+from .trace_outcome import (check_number_identity, note_call_effects, outputs_of,
+                            unread_guards)
+from .trace_settle import grad_outputs, settle_state, with_view_bases
+from .state_unread import hooks_of, unused_hook_guards
 
 log = logging.getLogger("tracegrad")
 
@@ -548,84 +543,14 @@ class CompiledFunction(EagerFallbacks):
             del call_args, call_kwargs
         numbers = tracer.numbers
         scanned.missed_globals(watch.first_globals)   # Note [Globals of code the scan missed]
-        names = all_names(list(watch.user_codes))
-        typed = names_type(list(watch.user_codes))   # Note [The name type] in state_unread.py
-        same = compares_number_identity(watch.user_codes)
-        if typed or (REAL_NUMBER_ONLY - {"type"}) & names or same:   # Note [Float arguments
-            self._floats.asks_type(numbers)  # that change] (json.dumps of a counter: a
-            if (typed or same) and numbers is not None and numbers.made:   # stand-in fails)
-                self._floats.failed(numbers, positions, placed)
-                what = "naming `type`" if typed else "comparing a number by identity"
-                raise RuntimeError(
-                    f"tracegrad.compile: '{self.name}' ran code {what} for the "
-                    "first time while it read numbers per call, where `type(x)` or `x is 3` "
-                    "of such a number differs from eager's; this call's result cannot be "
-                    "trusted. "
-                    "Its Python effects have run once. Later calls key floats by value "
-                    "(Note [Float arguments that change]).")
-        if _mode.grad_enabled() != grad_mode:   # Note [Grad mode left changed]
-            tracer.replays.append((_mode.grad_enabled(), set_grad_mode, (), {}, frozenset()))
-        if _dtype.get_default_dtype() is not default_dtype:   # Note [Default dtype left
-            tracer.replays.append((_dtype.get_default_dtype(), _dtype.set_default_dtype,  # changed]
-                                   (), {}, frozenset()))
+        check_number_identity(self.name, self._floats, watch, numbers, positions, placed)
         code = getattr(self.fn, "__code__", None)
         site = code and f"{code.co_filename}:{code.co_firstlineno} in {self.name}"
-        moved = advanced(scanned.iterators)
-        if moved:
-            tracer.note_effect("iterator", f"advancing {moved}, a Python iterator from "
-                               "outside the function", None, site=site)
-        rng = drawn(scanned.generators)      # Note [Foreign generators] in foreign_rng.py
-        if rng:
-            tracer.note_effect("random", f"drawing from {rng}, a numpy random generator "
-                               "from outside the function", None, site=site)
-        changed = before and changed_argument(before, self.binder.snapshot(args, kwargs))
-        if changed:
-            tracer.note_effect("mutation", f"an assignment into argument '{changed}' (a "
-                               "list or dict the caller holds)", None, site=site)
-        written = written_array(arrays)
-        if written:                          # Note [Writes into numpy array arguments]
-            tracer.note_effect("mutation", f"a write into numpy array argument '{written}' "
-                               "(the caller's memory, e.g. through torch.from_numpy)", None,
-                               site=site)
-        tracer.check_numpy_writes()
-        replay_reads(tracer, watch)
-        functions = {CLASS_OF.get(n.prim) for n in tracer.graph.nodes}
-        scanned.unread = {id(g) for g in unread_attribute_guards(
-            scanned, watch, [c for c in functions if c is not None])}
-        lists = [a for a, _ in appends]      # Note [Appends to the caller's lists]
-        lists += append_replay.unread_lists(watch, scanned.guards, set(containers), lists)
-        if lists:
-            scanned.unread |= append_replay.dropped_guards(lists, scanned.guards)
-        read_keys = keys_user_code_may_read(scanned, watch)
-        scanned.unread_hyper = {id(g) for g in unread_hyper_guards(scanned, read_keys)}
-        try:
-            outs, build = flatten(out, strict=True)
-        except Unrebuildable as e:
-            outs, build = flatten(out)
-            # Note [Numpy arrays returned] in caller_arrays.py
-            kind = "a numpy array" if any(isinstance(o, np.ndarray) for o in outs) else \
-                e.what
-            tracer.note_effect("output", f"it returns {kind} (a compiled call would return "
-                               "the first call's object every time)", None, site=site)
-        shared = returns_callers_array(outs, arrays, scanned.guards)
-        if shared:                           # Note [Tensors over the caller's arrays]
-            tracer.note_effect("numpy", f"it returns a tensor over the memory of {shared} "
-                               "(torch.from_numpy), which a compiled call would copy", None,
-                               site=site)
-        warn_effects(self.name, tracer)
-        if isinstance(out, Tensor):
-            build = _single
-        if number_outs and all(t is not None for t in number_outs.values()):
-            outs = [number_outs.get(k, o) for k, o in enumerate(outs)]
-            build = _numbers_out(build, frozenset(number_outs))
-        # Notes [Numbers written to Python state], [Appends to the caller's lists]
-        writes = [(h, k, t, c, t is not None) for h, k, t, c in
-                  (tracer.place_writes[0] if tracer.place_writes else ())]
-        writes += [(lst, append_replay.APPEND, t, c, number) for lst, items in appends
-                   for t, c, number in items]
-        writes += [(h, k, t, None, False) for h, k, t in stored]
-        if writes:
-            outs, build = place_writes.with_writes(outs, build, writes)
+        note_call_effects(tracer, scanned, site, grad_mode, default_dtype, before,
+                          before and self.binder.snapshot(args, kwargs), arrays)
+        read_keys = unread_guards(tracer, scanned, watch, appends, containers)
+        outs, build = outputs_of(self.name, tracer, scanned, out, site, arrays, number_outs,
+                                 appends, stored)
         return tracer, scanned, out, outs, build, n_args, read_keys
 
     def _store(self, entry, path, reason):
@@ -719,25 +644,6 @@ def _codes_of(fn):
         fn = fn.func
     code = getattr(getattr(fn, "__func__", fn), "__code__", None)
     return {code} if code is not None else set()
-
-
-def _single(outs):
-    return outs[0]
-
-
-def _numbers_out(build, positions):
-    """`build` with the leaves at `positions` (0-d float64 or int64 tensors: returned
-    Numbers and Integers) turned into the Python floats and ints eager returns (Note
-    [Numbers taken from tensors])."""
-    def rebuild(leaves):
-        return build([_python_scalar(x._data) if k in positions else x
-                      for k, x in enumerate(leaves)])
-    return rebuild
-
-
-def _python_scalar(arr):
-    v = np.asarray(arr).reshape(()).item()
-    return int(v) if np.asarray(arr).dtype.kind in "iu" else float(v)
 
 
 def _arg_names(fn, n):
