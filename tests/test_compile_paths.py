@@ -917,3 +917,19 @@ def test_a_changing_int_argument_is_named_and_the_cache_limit_warning_says_what_
     cf = tg.compile(by_parity)
     assert [cf(tg.ones(1), tg.tensor(k)).item() for k in range(6)] == [3.0, 2.0] * 3
     assert cf.stats.traces == 2
+
+
+def test_retrace_reason_for_another_object_argument_names_it_not_its_id():
+    @tg.compile
+    def step(model, x):
+        return model(x).sum()
+    a, b = tg.nn.Linear(2, 1), tg.nn.Linear(2, 1)
+    step(a, tg.ones(1, 2))
+    step(b, tg.ones(1, 2))
+    b.eval()
+    step(b, tg.ones(1, 2))
+    assert step.stats.retraces[0] == (
+        "argument 0 ('model') is another object than when traced (an object argument such "
+        "as a module or optimizer keys its own entry)")
+    assert step.stats.retraces[1] == (
+        "argument 0 ('model'): its modules' training flags changed ((True,) -> (False,))")

@@ -158,6 +158,11 @@ def describe_difference(old, new, names=()):
                 return f"argument {i}: numpy array changed (its values were traced as constants)"
             if a[0] == "S" and b[0] == "S":
                 return f"argument {i} changed ({_scalar_text(a[1])} -> {_scalar_text(b[1])})"
+            if a[0] == "O" and b[0] == "O":      # keyed by identity (`_module_flags`)
+                if a[1] != b[1]:
+                    return (f"argument {i} is another object than when traced (an object "
+                            "argument such as a module or optimizer keys its own entry)")
+                return f"argument {i}: its modules' training flags changed ({a[2]} -> {b[2]})"
             return f"argument {i} changed ({a[1:]} -> {b[1:]})"
     return "new entry"
 
