@@ -23,7 +23,7 @@ from .._effects import replay_reads
 from .._tensor import Tensor
 from ..tracing import flatten
 from ..tracing.custom_function import CLASS_OF
-from ..tracing.tracer import Unrebuildable
+from ..tracing.flatten import Unrebuildable
 from . import append_replay, place_writes
 from .binding import changed_argument
 from .caller_arrays import returns_callers_array, written_array

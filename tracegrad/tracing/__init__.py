@@ -5,4 +5,5 @@ into an `ir.Graph` (tracer.py). It is the one place that knows both worlds: the 
 (`tracegrad.ir`) is plain data and knows no eager Tensor; passes that record primitives'
 VJP rules (passes/vjp.py) and the compiler use this package to do so.
 """
-from .tracer import CONSTANT, Effect, Tracer, flatten, trace  # noqa: F401
+from .flatten import flatten  # noqa: F401
+from .tracer import CONSTANT, Effect, Tracer, trace  # noqa: F401

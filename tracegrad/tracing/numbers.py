@@ -540,7 +540,7 @@ def split_outputs(out):
     tensors]). Call while the trace records (the copies are recorded)."""
     if type(out) in STAND_INS:
         return out._v, {0: _fresh(out)}
-    from .tracer import flatten
+    from .flatten import flatten
     leaves, build = flatten(out)
     found = {k: x for k, x in enumerate(leaves) if type(x) in STAND_INS}
     if not found:
