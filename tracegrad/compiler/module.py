@@ -54,6 +54,8 @@ from .function import CompiledFunction
 class CompiledModule(Module):
     """An `nn.Module` whose forward runs the compiled forward of `_orig_mod`."""
 
+    _transparent_to_global_hooks = True    # Note [Global module hooks] (nn/_global_hooks.py)
+
     def __init__(self, mod, **opts):
         super().__init__()
         object.__setattr__(self, "_orig_mod", mod)

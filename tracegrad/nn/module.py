@@ -16,6 +16,10 @@ from .._tensor import Tensor
 from ._module_helpers import (_Handle, _IncompatibleKeys, _check_name, _copy_entry,  # noqa
                               _indent, _typename, _zero_grad)
 from ._module_hooks import call_with_hooks, has_hooks  # noqa: F401
+from ._global_hooks import (register_module_forward_hook,  # noqa: F401
+                            register_module_forward_pre_hook,
+                            register_module_full_backward_hook,
+                            register_module_full_backward_pre_hook)
 from ._buffer import is_buffer
 from .parameter import Parameter
 
