@@ -202,3 +202,68 @@ def test_a_global_hook_registered_inside_a_compiled_function_is_not_replayed_sil
     assert any("tracegrad.compile" in str(x.message) for x in w)
     from tracegrad.nn import _global_hooks
     assert not _global_hooks.FORWARD and _global_hooks.ACTIVE[0] == 0
+
+
+# --- Embedding(scale_grad_by_freq=True): ops/grad_scale.py ---
+
+def _freq_case(lib, dtype, padding_idx=None, max_norm=None):
+    lib.manual_seed(0)
+    e = lib.nn.Embedding(6, 3, scale_grad_by_freq=True, padding_idx=padding_idx,
+                         max_norm=max_norm).to(dtype)
+    with lib.no_grad():
+        e.weight.copy_(lib.tensor(np.linspace(-2, 2, 18).reshape(6, 3), dtype=dtype))
+    i = lib.tensor([[0, 0, 1, 3], [0, 2, 2, 1]])
+    w = lib.tensor(np.arange(24.).reshape(2, 4, 3), dtype=dtype)
+    out = e(i)
+    (out * w).sum().backward()
+    return out.detach().numpy(), e.weight.grad.numpy(), e.weight.detach().numpy()
+
+
+@pytest.mark.parametrize("kw", [{}, {"padding_idx": 2}, {"max_norm": 1.0}])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_embedding_scale_grad_by_freq_matches_pytorch(kw, dtype):
+    """`scale_grad_by_freq=True` raised NotImplementedError: each row's gradient is divided
+    by how often its index occurs in the batch, the forward unchanged."""
+    torch = pytest.importorskip("torch")
+    ours = _freq_case(tg, getattr(tg, dtype), **kw)
+    theirs = _freq_case(torch, getattr(torch, dtype), **kw)
+    for a, b in zip(ours, theirs):
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-6)
+
+
+def _second_order(lib):
+    idx = lib.tensor([[0, 0, 1], [2, 0, 1]])
+    w = lib.tensor(np.random.default_rng(0).standard_normal((4, 3)), requires_grad=True)
+    loss = (lib.nn.functional.embedding(idx, w, scale_grad_by_freq=True) ** 3).sum()
+    g, = lib.autograd.grad(loss, w, create_graph=True)
+    (g ** 2).sum().backward()
+    return g.detach().numpy(), w.grad.numpy()
+
+
+def test_embedding_scale_grad_by_freq_second_order_gradients():
+    """Its VJP is written in tracegrad ops: gradients of its gradients are PyTorch's (not
+    finite differences': the scaled gradient is not the derivative, by design)."""
+    torch = pytest.importorskip("torch")
+    for a, b in zip(_second_order(tg), _second_order(torch)):
+        np.testing.assert_allclose(a, b, rtol=1e-12)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_embedding_scale_grad_by_freq_compiled_equals_eager(mode):
+    """Compiled (whole step, module, model.compile()) equals eager, while `padding_idx`
+    changes between calls."""
+    _check({"build": lambda: nn.Embedding(10, 4, scale_grad_by_freq=True), "batch": _idx,
+            "mutate": lambda m: setattr(m, "padding_idx", 3),
+            "revert": lambda m: setattr(m, "padding_idx", None)}, mode)
+
+
+@pytest.mark.slow
+def test_embedding_scale_grad_by_freq_compiled_equals_eager_on_jax():
+    pytest.importorskip("jax")
+    old = tg.get_default_dtype()
+    tg.set_default_dtype(tg.float64)
+    try:
+        _check({"build": lambda: nn.Embedding(10, 4, scale_grad_by_freq=True),
+                "batch": _idx}, "step", backend="jax")
+    finally:
+        tg.set_default_dtype(old)
