@@ -267,3 +267,245 @@ def test_embedding_scale_grad_by_freq_compiled_equals_eager_on_jax():
                 "batch": _idx}, "step", backend="jax")
     finally:
         tg.set_default_dtype(old)
+
+
+# --- the model changed by the caller between calls: a table of scenarios ---
+
+def _mlp():
+    return nn.Sequential(nn.Linear(4, 5), nn.Tanh(), nn.Linear(5, 3))
+
+
+class _AE(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.enc = nn.Linear(4, 4, bias=False)
+        self.dec = nn.Linear(4, 4)
+
+    def forward(self, x):
+        return self.dec(self.enc(x).tanh())
+
+
+class _Sym(nn.Module):
+    def forward(self, X):
+        return X.triu() + X.triu(1).transpose(-1, -2)
+
+
+class _Buf(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 3)
+        self.register_buffer("shift", tg.ones(3))
+
+    def forward(self, x):
+        y = self.fc(x)
+        return y + self.shift if getattr(self, "shift", None) is not None else y
+
+
+class _Hooked(nn.Module):
+    """Its hooks record into `self.log`, which each call returns."""
+
+    def __init__(self):
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(4, 5), nn.Dropout(0.3), nn.Linear(5, 3))
+
+    def forward(self, x):
+        return self.net(x)
+
+
+def _hook(kind):
+    def add(m):
+        lin = m.net[2]
+        if kind == "pre with kwargs":
+            h = lin.register_forward_pre_hook(
+                lambda mod, a, k: (m.log.append("pre"), ((a[0] * 2,), k))[1],
+                with_kwargs=True)
+        elif kind == "forward":
+            h = m.net[0].register_forward_hook(lambda mod, a, o: (m.log.append("f"), o + 1)[1])
+        elif kind == "forward with kwargs":
+            h = m.net[0].register_forward_hook(lambda mod, a, k, o: o * 3, with_kwargs=True)
+        elif kind == "full backward":
+            h = lin.register_full_backward_hook(lambda mod, gi, go: (gi[0] * 0.5,))
+        elif kind == "full backward pre":
+            h = lin.register_full_backward_pre_hook(lambda mod, go: (go[0] * 2,))
+        elif kind == "parameter tensor":
+            h = m.net[0].weight.register_hook(lambda g: (m.log.append("g"), g * 10)[1])
+        else:                                               # removes itself when it runs
+            box = []
+
+            def once(mod, a, o):
+                box[0].remove()
+                return o * 2
+            h = m.net[0].register_forward_hook(once)
+            box.append(h)
+        _HANDLES["h"] = h
+    return add
+
+
+def _unhook(m):
+    if "h" in _HANDLES:
+        _HANDLES.pop("h").remove()
+
+
+def _no_grad_fill(m):
+    with tg.no_grad():
+        m[0].bias.fill_(3.0)
+
+
+def _load(assign=False, strict=True):
+    def load(m):
+        sd = {k: (v * 0.5).clone() for k, v in m.state_dict().items()}
+        if not strict:
+            sd = {"0.weight": tg.ones(5, 4)}
+        m.load_state_dict(sd, strict=strict, assign=assign)
+    return load
+
+
+def _untie(m):
+    m.dec.weight = nn.Parameter(m.enc.weight.detach().clone() + 0.1)
+
+
+def _bn():
+    return nn.Sequential(nn.Linear(4, 3), nn.BatchNorm1d(3))
+
+
+def _tbptt():
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.rnn = nn.GRU(4, 3)
+            self.h = None
+
+        def forward(self, x):
+            out, h = self.rnn(x, self.h)
+            self.h = h.detach()
+            return out
+    return Net()
+
+
+P = nn.utils.parametrize
+SCENARIOS = {
+    "freeze a submodule": dict(build=_mlp, mutate=lambda m: m[0].requires_grad_(False),
+                               revert=lambda m: m[0].requires_grad_(True)),
+    "freeze one parameter": dict(build=_mlp, mutate=lambda m: m[2].bias.requires_grad_(False),
+                                 revert=lambda m: m[2].bias.requires_grad_(True)),
+    "requires_grad attribute": dict(
+        build=_mlp, mutate=lambda m: setattr(m[0].weight, "requires_grad", False),
+        revert=lambda m: setattr(m[0].weight, "requires_grad", True)),
+    "replace a Linear": dict(build=_mlp, mutate=lambda m: m.__setitem__(2, nn.Linear(5, 3))),
+    "replace the activation": dict(build=_mlp, mutate=lambda m: m.__setitem__(1, nn.GELU()),
+                                   revert=lambda m: m.__setitem__(1, nn.Tanh())),
+    "replace with a wrong shape": dict(build=_mlp,
+                                       mutate=lambda m: m.__setitem__(2, nn.Linear(6, 3)),
+                                       revert=lambda m: m.__setitem__(2, nn.Linear(5, 3))),
+    "load_state_dict": dict(build=_mlp, mutate=_load()),
+    "load_state_dict assign": dict(build=_mlp, mutate=_load(assign=True)),
+    "load_state_dict not strict": dict(build=_mlp, mutate=_load(strict=False)),
+    "double then float": dict(build=_mlp, mutate=lambda m: m.double(),
+                              revert=lambda m: m.float()),
+    "eval of one submodule": dict(build=_bn, mutate=lambda m: m[1].eval(),
+                                  revert=lambda m: m[1].train()),
+    "tie weights then untie": dict(build=_AE, mutate=lambda m: setattr(
+        m.dec, "weight", m.enc.weight), revert=_untie),
+    "parametrize then remove": dict(
+        build=_AE, mutate=lambda m: P.register_parametrization(m.enc, "weight", _Sym()),
+        revert=lambda m: P.remove_parametrizations(m.enc, "weight")),
+    "weight_norm then remove": dict(build=_mlp, mutate=lambda m: nn.utils.weight_norm(m[0]),
+                                    revert=lambda m: nn.utils.remove_weight_norm(m[0])),
+    "spectral_norm then remove": dict(
+        build=_mlp, mutate=lambda m: nn.utils.spectral_norm(m[0]),
+        revert=lambda m: nn.utils.remove_spectral_norm(m[0])),
+    "spectral_norm parametrization, eval": dict(
+        build=lambda: (lambda m: (nn.utils.parametrizations.spectral_norm(m[0]), m)[1])(_mlp()),
+        mutate=lambda m: m.eval(), revert=lambda m: m.train()),
+    "p.data = ...": dict(build=_mlp, mutate=lambda m: setattr(m[0].weight, "data",
+                                                              tg.ones(5, 4))),
+    "p.data.copy_(...)": dict(build=_mlp, mutate=lambda m: m[0].weight.data.copy_(
+        tg.ones(5, 4))),
+    "fill_ under no_grad": dict(build=_mlp, mutate=_no_grad_fill),
+    "del a buffer, register it non-persistent": dict(
+        build=_Buf, mutate=lambda m: delattr(m, "shift"),
+        revert=lambda m: m.register_buffer("shift", tg.full((3,), 2.0), persistent=False)),
+    "BatchNorm momentum=None": dict(
+        build=lambda: nn.Sequential(nn.Linear(4, 3), nn.BatchNorm1d(3, momentum=None)),
+        mutate=lambda m: m.eval(), revert=lambda m: m.train()),
+    "BatchNorm momentum changed": dict(build=_bn,
+                                       mutate=lambda m: setattr(m[1], "momentum", None),
+                                       revert=lambda m: setattr(m[1], "momentum", 0.5)),
+    "BatchNorm stats tracking switched off": dict(
+        build=_bn, mutate=lambda m: setattr(m[1], "track_running_stats", False),
+        revert=lambda m: setattr(m[1], "track_running_stats", True)),
+    "BatchNorm running stats rebound": dict(
+        build=_bn, mutate=lambda m: setattr(m[1], "running_mean", tg.full((3,), 0.5))),
+    "InstanceNorm with running stats": dict(
+        build=lambda: nn.Sequential(nn.Conv1d(2, 3, 3),
+                                    nn.InstanceNorm1d(3, track_running_stats=True, affine=True)),
+        batch=lambda i: _x(i, (2, 2, 7)), mutate=lambda m: m.eval(),
+        revert=lambda m: m.train()),
+    "Embedding max_norm changed": dict(
+        build=lambda: nn.Embedding(10, 4, max_norm=2.0), batch=_idx,
+        mutate=lambda m: setattr(m, "max_norm", 0.5),
+        revert=lambda m: setattr(m, "max_norm", None)),
+    "Embedding padding_idx": dict(build=lambda: nn.Embedding(10, 4, padding_idx=0),
+                                  batch=_idx, mutate=lambda m: setattr(m, "padding_idx", 3)),
+    "EmbeddingBag max, mode changed": dict(
+        build=lambda: nn.EmbeddingBag(10, 4, mode="max", max_norm=1.0), batch=_idx,
+        mutate=lambda m: setattr(m, "mode", "sum"), revert=lambda m: setattr(m, "mode", "mean")),
+    "LSTM bidirectional 2 layers dropout": dict(
+        build=lambda: nn.LSTM(4, 3, num_layers=2, batch_first=True, bidirectional=True,
+                              dropout=0.3),
+        batch=lambda i: _x(i, (2, 5, 4)), mutate=lambda m: m.eval(),
+        revert=lambda m: m.train()),
+    "GRU state carried with detach": dict(build=_tbptt, batch=lambda i: _x(i, (3, 2, 4)),
+                                          mutate=lambda m: setattr(m, "h", None)),
+    "TransformerEncoderLayer norm_first gelu dropout": dict(
+        build=lambda: nn.TransformerEncoderLayer(8, 2, 16, dropout=0.1, activation="gelu",
+                                                 norm_first=True, batch_first=True),
+        batch=lambda i: _x(i, (2, 3, 8)), mutate=lambda m: m.eval(),
+        revert=lambda m: m.train()),
+    "Conv2d padding_mode changed": dict(
+        build=lambda: nn.Conv2d(2, 4, 3, padding="same", dilation=2, groups=2,
+                                padding_mode="reflect"),
+        batch=lambda i: _x(i, (2, 2, 6, 6)),
+        mutate=lambda m: setattr(m, "padding_mode", "circular"),
+        revert=lambda m: setattr(m, "padding_mode", "zeros")),
+    "Upsample mode changed": dict(
+        build=lambda: nn.Sequential(nn.Conv2d(2, 2, 1), nn.Upsample(scale_factor=2)),
+        batch=lambda i: _x(i, (1, 2, 3, 3)), mutate=lambda m: setattr(m[1], "mode", "bilinear"),
+        revert=lambda m: setattr(m[1], "scale_factor", 1.5)),
+    "dropout variants train/eval": dict(
+        build=lambda: nn.Sequential(nn.Conv2d(2, 4, 1), nn.Dropout2d(0.5), nn.Flatten(),
+                                    nn.AlphaDropout(0.3), nn.Unflatten(1, (4, -1))),
+        batch=lambda i: _x(i, (2, 2, 3, 3)), mutate=lambda m: m[1].eval(),
+        revert=lambda m: (m.train(), m[3].eval())),
+}
+for _kind in ("pre with kwargs", "forward", "forward with kwargs", "full backward",
+              "full backward pre", "parameter tensor", "one-shot"):
+    SCENARIOS[f"{_kind} hook added then removed"] = dict(build=_Hooked, mutate=_hook(_kind),
+                                                         revert=_unhook)
+# the hooks that compiled code cannot replay run eagerly, with a warning
+_LOUD = {"full backward hook added then removed", "full backward pre hook added then removed"}
+FAST = ["freeze a submodule", "replace a Linear", "load_state_dict assign",
+        "tie weights then untie", "spectral_norm then remove", "p.data = ...",
+        "BatchNorm momentum=None", "Embedding max_norm changed", "GRU state carried with detach",
+        "forward hook added then removed", "one-shot hook added then removed",
+        "del a buffer, register it non-persistent"]
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("name", [n if n in FAST else pytest.param(n, marks=pytest.mark.slow)
+                                  for n in SCENARIOS])
+def test_a_model_changed_between_calls_compiled_equals_eager(name, mode):
+    _check(SCENARIOS[name], mode, loud="must" if name in _LOUD else False)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
+def test_a_model_changed_between_calls_compiled_equals_eager_on_jax(name):
+    pytest.importorskip("jax")
+    old = tg.get_default_dtype()
+    tg.set_default_dtype(tg.float64)
+    try:
+        _check(SCENARIOS[name], "step", backend="jax",
+               loud="must" if name in _LOUD else False)
+    finally:
+        tg.set_default_dtype(old)
