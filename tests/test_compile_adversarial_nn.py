@@ -509,3 +509,10 @@ def test_a_model_changed_between_calls_compiled_equals_eager_on_jax(name):
                loud="must" if name in _LOUD else False)
     finally:
         tg.set_default_dtype(old)
+
+
+def test_embedding_bag_max_mode_with_scale_grad_by_freq_is_pytorchs_value_error():
+    """PyTorch raises ValueError for this combination; it raised NotImplementedError."""
+    bag = nn.EmbeddingBag(4, 2, mode="max", scale_grad_by_freq=True)
+    with pytest.raises(ValueError, match="max mode does not support scaling the gradient"):
+        bag(tg.tensor([[1, 2]]))
