@@ -516,3 +516,45 @@ def test_embedding_bag_max_mode_with_scale_grad_by_freq_is_pytorchs_value_error(
     bag = nn.EmbeddingBag(4, 2, mode="max", scale_grad_by_freq=True)
     with pytest.raises(ValueError, match="max mode does not support scaling the gradient"):
         bag(tg.tensor([[1, 2]]))
+
+
+# --- Note [Registering through the wrapper] in compiler/module.py ---
+
+@pytest.mark.parametrize("how", ["register_buffer", "register_parameter", "add_module"])
+def test_registering_through_a_compiled_module_reaches_the_original(how):
+    """`compiled.register_buffer(...)` kept the tensor on the wrapper: the forward (the
+    original's) never saw it and `state_dict()` did not list it, unlike `compiled.x = t`."""
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(4, 3)
+
+        def forward(self, x):
+            y = self.fc(x)
+            extra = getattr(self, "extra", None)
+            if isinstance(extra, nn.Module):
+                return extra(y)
+            return y if extra is None else y + extra
+
+    def add(m):
+        if how == "register_buffer":
+            m.register_buffer("extra", tg.full((3,), 2.0), persistent=False)
+        elif how == "register_parameter":
+            m.register_parameter("extra", nn.Parameter(tg.full((3,), 2.0)))
+        else:
+            m.add_module("extra", nn.Tanh())
+
+    def make(comp):
+        model = Net()
+        cm = comp(model)
+
+        def step(i):
+            if i == 2:
+                add(cm)
+            model.zero_grad()
+            loss = cm(_x(i)).pow(2).mean()
+            loss.backward()
+            return loss, sorted(cm.state_dict()), [n for n, _ in cm.named_parameters()]
+        return step, {"model": model}
+
+    compare(make, lambda step, objs, i: step(i), n=4)

@@ -182,6 +182,23 @@ class CompiledModule(Module):
         d = self.__dict__
         return "_orig_mod" not in d or name in d or hasattr(type(self), name)
 
+    # Note [Registering through the wrapper]
+    # `compiled.register_buffer("shift", t)` kept `shift` in the wrapper's own registry,
+    # where the original's forward never looks (and `state_dict()`, the original's, never
+    # lists it), while `compiled.shift = t` already went to the original. Registering is
+    # writing: the original's registries receive it, as from an attribute assignment.
+    def register_buffer(self, name, tensor, persistent=True):
+        return self._orig_mod.register_buffer(name, tensor, persistent)
+
+    def register_parameter(self, name, param):
+        return self._orig_mod.register_parameter(name, param)
+
+    def add_module(self, name, module):
+        return self._orig_mod.add_module(name, module)
+
+    def register_module(self, name, module):
+        return self._orig_mod.register_module(name, module)
+
     def __setattr__(self, name, value):
         if self._own(name):
             super().__setattr__(name, value)
