@@ -394,6 +394,9 @@ SCENARIOS = {
     "replace a Linear": dict(build=_mlp, mutate=lambda m: m.__setitem__(2, nn.Linear(5, 3))),
     "replace the activation": dict(build=_mlp, mutate=lambda m: m.__setitem__(1, nn.GELU()),
                                    revert=lambda m: m.__setitem__(1, nn.Tanh())),
+    "set_submodule by name": dict(
+        build=_mlp, mutate=lambda m: m.set_submodule("2", nn.Linear(5, 3)),
+        revert=lambda m: m.set_submodule("1", nn.ReLU(), strict=True)),
     "replace with a wrong shape": dict(build=_mlp,
                                        mutate=lambda m: m.__setitem__(2, nn.Linear(6, 3)),
                                        revert=lambda m: m.__setitem__(2, nn.Linear(5, 3))),
@@ -488,7 +491,7 @@ FAST = ["freeze a submodule", "replace a Linear", "load_state_dict assign",
         "tie weights then untie", "spectral_norm then remove", "p.data = ...",
         "BatchNorm momentum=None", "Embedding max_norm changed", "GRU state carried with detach",
         "forward hook added then removed", "one-shot hook added then removed",
-        "del a buffer, register it non-persistent"]
+        "del a buffer, register it non-persistent", "set_submodule by name"]
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -558,3 +561,35 @@ def test_registering_through_a_compiled_module_reaches_the_original(how):
         return step, {"model": model}
 
     compare(make, lambda step, objs, i: step(i), n=4)
+
+
+# --- Module.get_parameter / get_buffer / set_submodule (nn/_module_paths.py) ---
+
+def _paths(lib):
+    nn_ = lib.nn
+    m = nn_.Sequential(nn_.Linear(3, 2), nn_.BatchNorm1d(2))
+    calls = [lambda: tuple(m.get_parameter("0.weight").shape),
+             lambda: tuple(m.get_buffer("1.running_mean").shape),
+             lambda: m.get_parameter("1.running_mean"), lambda: m.get_buffer("0.weight"),
+             lambda: m.get_parameter("0.nope"), lambda: m.get_parameter("2.weight"),
+             lambda: m.get_buffer("1.training"), lambda: m.set_submodule("", nn_.Tanh()),
+             lambda: m.set_submodule("0", 3), lambda: m.set_submodule("0.weight", nn_.Tanh()),
+             lambda: m.set_submodule("0.x", nn_.Tanh(), strict=True),
+             lambda: (m.set_submodule("1", nn_.Tanh()), type(m[1]).__name__)[1],
+             lambda: (m.set_submodule("0.sub", nn_.ReLU()), type(m[0].sub).__name__)[1]]
+    out = []
+    for f in calls:
+        try:
+            out.append(("ok", f()))
+        except (AttributeError, ValueError) as e:
+            kind = AttributeError if isinstance(e, AttributeError) else ValueError
+            out.append((kind.__name__, str(e).split("\n")[0]))
+    return out
+
+
+def test_module_paths_follow_pytorch():
+    """`get_parameter`, `get_buffer` and `set_submodule` did not exist (fine-tuning code
+    swaps layers by name): values, error types and messages are PyTorch's."""
+    torch = pytest.importorskip("torch")
+    assert _paths(tg) == _paths(torch)
+

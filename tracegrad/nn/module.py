@@ -21,6 +21,7 @@ from ._global_hooks import (register_module_forward_hook,  # noqa: F401
                             register_module_full_backward_hook,
                             register_module_full_backward_pre_hook)
 from ._buffer import is_buffer
+from . import _module_paths
 from .parameter import Parameter
 
 
@@ -287,6 +288,10 @@ class Module:
             if not isinstance(mod, Module):
                 raise AttributeError(f"`{atom}` is not an nn.Module")
         return mod
+
+    get_parameter = _module_paths.get_parameter
+    get_buffer = _module_paths.get_buffer
+    set_submodule = _module_paths.set_submodule
 
     def apply(self, fn):
         """Call `fn` on every submodule (children first) and on self; returns self."""
