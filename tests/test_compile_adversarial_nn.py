@@ -481,6 +481,98 @@ SCENARIOS = {
         batch=lambda i: _x(i, (2, 2, 3, 3)), mutate=lambda m: m[1].eval(),
         revert=lambda m: (m.train(), m[3].eval())),
 }
+class _MHA(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.mha = nn.MultiheadAttention(4, 2, batch_first=True, dropout=0.2)
+        self.mask, self.kw = None, {}
+
+    def forward(self, q, k):
+        o, w = self.mha(q, k, k, key_padding_mask=self.mask, **self.kw)
+        return o.mean() + (w.mean() if w is not None else 0)
+
+
+def _bool_mask(m):
+    m.mask = tg.tensor([[False, True, False, False, True], [False] * 5])
+
+
+def _float_mask(m):
+    m.mask = tg.tensor([[0., -1e9, 0., 0., -2.], [0.] * 5])
+    m.kw = {"need_weights": False}
+
+
+class _Packed(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.rnn = nn.LSTM(4, 3, batch_first=True, bidirectional=True, num_layers=2,
+                           dropout=0.3)
+
+    def forward(self, x, lengths, h0=None):
+        u = nn.utils.rnn
+        p = u.pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
+        out, h = self.rnn(p, h0)
+        o, _ = u.pad_packed_sequence(out, batch_first=True, total_length=6)
+        return o.sum() + h[0].sum() + h[1].mean()
+
+
+def _packed_batch(i):
+    lengths = [[2, 5, 3], [5, 1, 4], [3, 3, 3], [6, 2, 1], [2, 5, 3], [1, 1, 1]][i]
+    h0 = (_x(i, (4, 3, 3)), _x(i + 1, (4, 3, 3))) if i % 2 else None
+    return ((_x(i, (3, 6, 4)), tg.tensor(lengths), h0), {})
+
+
+class _SDPA(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.q = nn.Linear(4, 12)
+        self.p, self.causal = 0.3, True
+
+    def forward(self, x):
+        q, k, v = self.q(x).chunk(3, -1)
+        return F.scaled_dot_product_attention(
+            q, k, v, is_causal=self.causal, dropout_p=self.p if self.training else 0.0)
+
+
+class _PoolUnpool(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.c = nn.Conv2d(1, 2, 3, padding=1)
+        self.p = nn.MaxPool2d(2, return_indices=True)
+        self.u = nn.MaxUnpool2d(2)
+
+    def forward(self, x):
+        y, idx = self.p(self.c(x))
+        return self.u(y, idx, output_size=x.shape[-2:])
+
+
+_qk = lambda i: ((_x(i, (2, 3, 4)), _x(i + 10, (2, 5, 4))), {})     # noqa: E731
+SCENARIOS.update({
+    "MultiheadAttention bool then float key_padding_mask": dict(
+        build=_MHA, batch=_qk, mutate=_bool_mask, revert=_float_mask),
+    "MultiheadAttention average_attn_weights and attn_mask": dict(
+        build=_MHA, batch=_qk, mutate=lambda m: setattr(m, "kw", {"average_attn_weights": False}),
+        revert=lambda m: setattr(m, "kw", {"attn_mask": tg.tensor(np.triu(np.ones((3, 5), bool),
+                                                                          1))})),
+    "packed LSTM enforce_sorted=False": dict(build=_Packed, batch=_packed_batch,
+                                             mutate=lambda m: m.eval(),
+                                             revert=lambda m: m.train()),
+    "scaled_dot_product_attention causal dropout": dict(
+        build=_SDPA, batch=lambda i: _x(i, (2, 5, 4)), mutate=lambda m: setattr(m, "p", 0.6),
+        revert=lambda m: setattr(m, "causal", False)),
+    "MaxPool2d indices and MaxUnpool2d": dict(
+        build=_PoolUnpool, batch=lambda i: _x(i, (2, 1, 4 + i % 2, 4)),
+        mutate=lambda m: m.eval()),
+    "ConvTranspose2d output_padding": dict(
+        build=lambda: nn.ConvTranspose2d(2, 3, 3, stride=2, output_padding=1),
+        batch=lambda i: _x(i, (2, 2, 4, 4)), mutate=lambda m: setattr(m, "output_padding",
+                                                                      (0, 1))),
+    "Embedding scale_grad_by_freq": dict(
+        build=lambda: nn.Embedding(10, 4, scale_grad_by_freq=True, max_norm=1.0),
+        batch=_idx, mutate=lambda m: setattr(m, "scale_grad_by_freq", False),
+        revert=lambda m: setattr(m, "scale_grad_by_freq", True)),
+})
+
+
 for _kind in ("pre with kwargs", "forward", "forward with kwargs", "full backward",
               "full backward pre", "parameter tensor", "one-shot"):
     SCENARIOS[f"{_kind} hook added then removed"] = dict(build=_Hooked, mutate=_hook(_kind),
