@@ -685,3 +685,18 @@ def test_module_paths_follow_pytorch():
     torch = pytest.importorskip("torch")
     assert _paths(tg) == _paths(torch)
 
+
+
+# --- class hierarchy seen by `isinstance` (nn/layers.py `_DropoutNd`) ---
+
+@pytest.mark.parametrize("name", ["Dropout", "Dropout1d", "Dropout2d", "Dropout3d",
+                                  "AlphaDropout", "FeatureAlphaDropout", "CELU", "ELU"])
+def test_isinstance_of_dropout_and_elu_layers_follows_pytorch(name):
+    """`Dropout2d`, `AlphaDropout`... were subclasses of `Dropout` (and `CELU` of `ELU`):
+    code that turns dropout off between calls (`if isinstance(m, nn.Dropout): m.p = 0`)
+    also changed channel and alpha dropout, which PyTorch leaves alone."""
+    torch = pytest.importorskip("torch")
+    ours, theirs = getattr(nn, name)(), getattr(torch.nn, name)()
+    assert isinstance(ours, nn.Dropout) == isinstance(theirs, torch.nn.Dropout)
+    assert isinstance(ours, nn.ELU) == isinstance(theirs, torch.nn.ELU)
+    assert repr(ours) == repr(theirs)
