@@ -700,3 +700,54 @@ def test_isinstance_of_dropout_and_elu_layers_follows_pytorch(name):
     assert isinstance(ours, nn.Dropout) == isinstance(theirs, torch.nn.Dropout)
     assert isinstance(ours, nn.ELU) == isinstance(theirs, torch.nn.ELU)
     assert repr(ours) == repr(theirs)
+
+
+# --- load_state_dict(assign=True): nn/_module_helpers.py `_assign_entry` ---
+
+def _assign(lib):
+    nn_ = lib.nn
+    m = nn_.Sequential(nn_.Linear(3, 2), nn_.BatchNorm1d(2))
+    m[0].bias.requires_grad_(False)
+    old = m[0].weight
+    sd = {k: v.double() * 2 for k, v in m.state_dict().items()}
+    sd["1.num_batches_tracked"] = m.state_dict()["1.num_batches_tracked"]
+    kept = nn_.Parameter(lib.ones(2, dtype=lib.float64), requires_grad=False)
+    sd["1.weight"] = kept
+    r = m.load_state_dict(sd, assign=True)
+    sd["0.weight"].mul_(10)               # the module holds that very storage
+    with lib.no_grad():
+        sd["1.running_mean"].add_(1)
+    return [str(r), m[0].weight is old, type(m[0].weight).__name__, str(m[0].weight.dtype),
+            m[0].weight.requires_grad, m[0].bias.requires_grad, m[1].weight is kept,
+            m[1].weight.requires_grad, m[1].running_mean is sd["1.running_mean"],
+            m[0].weight.detach().numpy().tolist() == sd["0.weight"].numpy().tolist(),
+            [str(v.dtype) for v in m.state_dict().values()]]
+
+
+def test_load_state_dict_assign_puts_the_checkpoint_tensors_in_the_module():
+    """`assign=True` was ignored (an in-place copy): PyTorch puts the state dict's tensors
+    themselves in the module (their dtype and storage; parameters keep the module's
+    requires_grad), which changes what later calls train and in which dtype."""
+    torch = pytest.importorskip("torch")
+    ours = [x.replace("tracegrad.", "torch.") if isinstance(x, str) else x
+            for x in _assign(tg)]
+    ours[-1] = [x.replace("tracegrad.", "torch.") for x in _assign(tg)[-1]]
+    assert ours == _assign(torch)
+
+
+def _assign_f64(m):
+    m.load_state_dict({k: v.double() for k, v in m.state_dict().items()}, assign=True)
+
+
+def _assign_f32(m):
+    m.load_state_dict({k: v.float() for k, v in m.state_dict().items()}, assign=True)
+
+
+SCENARIOS_ASSIGN = {"assign a float64 checkpoint": dict(
+    build=_mlp, mutate=_assign_f64, revert=_assign_f32,
+    batch=lambda i: _x(i).double() if 2 <= i < 4 else _x(i))}
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_float64_checkpoint_assigned_between_calls_compiled_equals_eager(mode):
+    _check(SCENARIOS_ASSIGN["assign a float64 checkpoint"], mode)

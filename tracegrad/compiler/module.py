@@ -134,7 +134,7 @@ class CompiledModule(Module):
                               missing_keys, unexpected_keys, error_msgs):
         """Called by a parent's `load_state_dict`: load the original's whole subtree."""
         def load(m, pre):
-            m._load_from_state_dict(state_dict, pre, {}, strict, missing_keys,
+            m._load_from_state_dict(state_dict, pre, dict(local_metadata), strict, missing_keys,
                                     unexpected_keys, error_msgs)
             for name, child in m._modules.items():
                 if child is not None:

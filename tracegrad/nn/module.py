@@ -425,7 +425,9 @@ class Module:
                 if strict:
                     missing_keys.append(key)
                 continue
-            _copy_entry(key, param, state_dict[key], error_msgs)
+            _copy_entry(key, param, state_dict[key], error_msgs,
+                        (self, name) if local_metadata.get("assign_to_params_buffers")
+                        else None)
         if strict:
             for key in state_dict:
                 if key.startswith(prefix):
@@ -435,7 +437,9 @@ class Module:
                         unexpected_keys.append(key)
 
     def load_state_dict(self, state_dict, strict=True, assign=False):
-        """Copy parameters and buffers from `state_dict` in place (under no_grad).
+        """Copy parameters and buffers from `state_dict` in place (under no_grad);
+        `assign=True` puts the state dict's tensors themselves in the module instead (their
+        dtype and storage; parameters keep the module's requires_grad).
 
         With `strict=True`, missing or unexpected keys raise a RuntimeError listing them.
         Returns `(missing_keys, unexpected_keys)`.
@@ -448,8 +452,11 @@ class Module:
         state_dict = OrderedDict(state_dict)
 
         def load(module, local, prefix):
-            module._load_from_state_dict(local, prefix, dict(metadata.get(prefix[:-1], {})),
-                                         True, missing, unexpected, errors)
+            meta = dict(metadata.get(prefix[:-1], {}))
+            if assign:
+                meta["assign_to_params_buffers"] = True
+            module._load_from_state_dict(local, prefix, meta, True, missing, unexpected,
+                                         errors)
             for name, child in module._modules.items():
                 if child is not None:
                     p = prefix + name + "."
