@@ -1,7 +1,7 @@
 """When and how a compiled function runs a call eagerly instead of a compiled path, and the
 warning that says why: past `cache_limit`, a trace that changed state it reads, an error
-inside a program, arguments sharing memory, saved_tensors_hooks, anomaly mode, a generator
-or coroutine function.
+inside a program, arguments sharing memory, saved_tensors_hooks, global module hooks,
+anomaly mode, a generator or coroutine function.
 
 `EagerFallbacks` is a base of `CompiledFunction` (compiler/function.py): it uses its `fn`,
 `name`, `stats`, `cache_limit` and `_warned`."""
@@ -85,6 +85,13 @@ class EagerFallbacks:
         return self._eager_while(args, kwargs, "_warned_saved_hooks", (
             "saved_tensors_hooks are active (a compiled program keeps its saved values as "
             "arrays, not through the hooks)"))
+
+    def _global_hooks_call(self, args, kwargs):
+        """Global module hooks are registered: run eagerly, so they run around every module
+        call (Note [Global module hooks] in nn/_global_hooks.py)."""
+        return self._eager_while(args, kwargs, "_warned_global_hooks", (
+            "global module hooks are registered (nn.modules.module.register_module_*_hook: "
+            "they run around every module call, which a compiled program cannot replay)"))
 
     def _anomaly_call(self, args, kwargs):
         """Anomaly detection is on: run eagerly, so every node's gradients are checked."""

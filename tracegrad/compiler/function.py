@@ -40,6 +40,7 @@ from .arguments import check_compile_arguments
 from .check import _in_check, checked_call
 from ..autograd.anomaly_mode import STATE as _ANOMALY
 from .._saved_hooks import ACTIVE as _SAVED_HOOKS, active as saved_hooks_active
+from ..nn._global_hooks import ACTIVE as _GLOBAL_HOOKS
 from .keys import (alias_eager_reason, alias_groups, describe_difference, entry_key,
                    key_checker)
 from .backward_node import eager_saves
@@ -204,6 +205,8 @@ class CompiledFunction(EagerFallbacks):
             return self._anomaly_call(args, kwargs)
         if _SAVED_HOOKS[0] and saved_hooks_active():   # Note [Saved tensors hooks]
             return self._saved_hooks_call(args, kwargs)
+        if _GLOBAL_HOOKS[0]:                 # Note [Global module hooks] (nn/_global_hooks.py)
+            return self._global_hooks_call(args, kwargs)
         if self._generator:                  # Note [Generator functions] in fallbacks.py
             return self._generator_call(args, kwargs)
         if _dispatch.trace_hook.get() is not None:

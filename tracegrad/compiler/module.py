@@ -54,6 +54,8 @@ from .function import CompiledFunction
 class CompiledModule(Module):
     """An `nn.Module` whose forward runs the compiled forward of `_orig_mod`."""
 
+    _transparent_to_global_hooks = True    # Note [Global module hooks] (nn/_global_hooks.py)
+
     def __init__(self, mod, **opts):
         super().__init__()
         object.__setattr__(self, "_orig_mod", mod)
@@ -132,7 +134,7 @@ class CompiledModule(Module):
                               missing_keys, unexpected_keys, error_msgs):
         """Called by a parent's `load_state_dict`: load the original's whole subtree."""
         def load(m, pre):
-            m._load_from_state_dict(state_dict, pre, {}, strict, missing_keys,
+            m._load_from_state_dict(state_dict, pre, dict(local_metadata), strict, missing_keys,
                                     unexpected_keys, error_msgs)
             for name, child in m._modules.items():
                 if child is not None:
@@ -179,6 +181,23 @@ class CompiledModule(Module):
         the compiled forward reading the old value."""
         d = self.__dict__
         return "_orig_mod" not in d or name in d or hasattr(type(self), name)
+
+    # Note [Registering through the wrapper]
+    # `compiled.register_buffer("shift", t)` kept `shift` in the wrapper's own registry,
+    # where the original's forward never looks (and `state_dict()`, the original's, never
+    # lists it), while `compiled.shift = t` already went to the original. Registering is
+    # writing: the original's registries receive it, as from an attribute assignment.
+    def register_buffer(self, name, tensor, persistent=True):
+        return self._orig_mod.register_buffer(name, tensor, persistent)
+
+    def register_parameter(self, name, param):
+        return self._orig_mod.register_parameter(name, param)
+
+    def add_module(self, name, module):
+        return self._orig_mod.add_module(name, module)
+
+    def register_module(self, name, module):
+        return self._orig_mod.register_module(name, module)
 
     def __setattr__(self, name, value):
         if self._own(name):

@@ -58,3 +58,4 @@ from ._modules_layers3 import (AdaptiveMaxPool1d, AdaptiveMaxPool2d,  # noqa: F4
                                TripletMarginWithDistanceLoss)
 from ._functional_pool_shuffle import ChannelShuffle, LPPool1d, LPPool2d  # noqa: F401,E402
 from ._random_layers import AlphaDropout, FeatureAlphaDropout, RReLU  # noqa: F401,E402
+from . import modules  # noqa: F401,E402

@@ -71,9 +71,16 @@ class ELU(Module):
         return f"alpha={self.alpha}" + (", inplace=True" if self.inplace else "")
 
 
-class CELU(ELU):
+class CELU(Module):                     # not an ELU, as in PyTorch (`isinstance` checks)
+    def __init__(self, alpha=1.0, inplace=False):
+        super().__init__()
+        self.alpha, self.inplace = alpha, inplace
+
     def forward(self, input):
         return A.celu(input, self.alpha, self.inplace)
+
+    def extra_repr(self):
+        return f"alpha={self.alpha}" + (", inplace=True" if self.inplace else "")
 
 
 class Hardtanh(Module):

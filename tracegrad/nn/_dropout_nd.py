@@ -12,7 +12,7 @@ import warnings
 from .. import ops as O
 from .._errors import TracegradRuntimeError, TracegradValueError
 from ..ops import dropout as _dropout
-from .layers import Dropout
+from .layers import _DropoutNd
 
 
 def _check_p(p):
@@ -94,21 +94,21 @@ def dropout3d(input, p=0.5, training=True, inplace=False):
     return _feature_dropout(input, p, training, inplace)
 
 
-class Dropout1d(Dropout):
+class Dropout1d(_DropoutNd):
     """Channel dropout of (N, C, L) or (C, L) input; identity in eval mode."""
 
     def forward(self, input):
         return dropout1d(input, self.p, self.training, self.inplace)
 
 
-class Dropout2d(Dropout):
+class Dropout2d(_DropoutNd):
     """Channel dropout of (N, C, H, W) input; identity in eval mode."""
 
     def forward(self, input):
         return dropout2d(input, self.p, self.training, self.inplace)
 
 
-class Dropout3d(Dropout):
+class Dropout3d(_DropoutNd):
     """Channel dropout of (N, C, D, H, W) or (C, D, H, W) input; identity in eval mode."""
 
     def forward(self, input):

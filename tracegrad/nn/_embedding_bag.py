@@ -68,7 +68,12 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2,
                        "per_sample_weights ({}) is not None, then it must have the same shape "
                        "as the input ({})".format(tuple(per_sample_weights.shape),
                                                   tuple(input.shape)))
+    if scale_grad_by_freq and mode == "max":
+        raise op_error(TracegradValueError, "embedding_bag", "max mode does not support "
+                       "scaling the gradient by the frequency")
     if scale_grad_by_freq:
+        # PyTorch 2.13's bag backward divides rows by counts that do not match their
+        # indices (EmbeddingBag([1, 1, 4]) scales row 4 by 1/2): not reproduced here
         raise NotImplementedError("embedding_bag: scale_grad_by_freq=True is not supported")
     flat, member = _bags(input, offsets, include_last_offset)
     if padding_idx is not None:

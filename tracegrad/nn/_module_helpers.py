@@ -45,8 +45,11 @@ def _indent(text, n):
     return "\n".join([first] + [" " * n + line for line in rest])
 
 
-def _copy_entry(key, param, value, errors):
-    """Copy one state_dict value into `param` in place, recording problems in `errors`."""
+def _copy_entry(key, param, value, errors, assign_to=None):
+    """Copy one state_dict value into `param` in place, recording problems in `errors`.
+    `assign_to=(module, name)` (`load_state_dict(..., assign=True)`): put the checkpoint's
+    tensor itself there instead, its dtype and storage kept (a parameter becomes a
+    Parameter on that storage keeping `param`'s requires_grad), as PyTorch does."""
     if not hasattr(value, "shape") or not hasattr(value, "__array__"):
         errors.append(f'While copying the parameter named "{key}", expected torch.Tensor or '
                       f"Tensor-like object from checkpoint but received {type(value)}")
@@ -59,6 +62,9 @@ def _copy_entry(key, param, value, errors):
         errors.append(f"size mismatch for {key}: copying a param with shape {Size(shape)} from "
                       f"checkpoint, the shape in current model is {param.shape}.")
         return
+    if assign_to is not None and isinstance(value, Tensor):
+        _assign_entry(*assign_to, param, value)
+        return
     try:
         with _mode.no_grad():
             param.copy_(value)
@@ -66,6 +72,16 @@ def _copy_entry(key, param, value, errors):
         errors.append(f'While copying the parameter named "{key}", whose dimensions in the '
                       f"model are {param.size()} and whose dimensions in the checkpoint are "
                       f"{value.shape}, an exception occurred : {ex.args}.")
+
+
+def _assign_entry(module, name, param, value):
+    from .parameter import Parameter
+    if name in module._parameters:
+        if isinstance(value, Parameter):
+            value.requires_grad_(param.requires_grad)
+        else:
+            value = Parameter(value, requires_grad=param.requires_grad)
+    setattr(module, name, value)
 
 
 def _zero_grad(p, set_to_none):

@@ -27,13 +27,14 @@ import warnings
 from .. import _effects, _mode
 from .._errors import TracegradRuntimeError
 from .._tensor import Tensor
+from . import _global_hooks as G
 
 
 def has_hooks(module):
     d = module.__dict__
     try:                                # PyTorch's order of reads
-        return bool(d["_backward_hooks"] or d["_backward_pre_hooks"] or d["_forward_hooks"]
-                    or d["_forward_pre_hooks"])
+        return bool(G.ACTIVE[0] or d["_backward_hooks"] or d["_backward_pre_hooks"]
+                    or d["_forward_hooks"] or d["_forward_pre_hooks"])
     except KeyError as e:               # Module.__init__ never ran: PyTorch's error
         raise AttributeError(f"'{type(module).__name__}' object has no attribute "
                              f"{e.args[0]!r}") from None
@@ -50,10 +51,12 @@ def call_with_hooks(module, forward, args, kwargs):
         always, kw = d.get("_forward_hooks_always_called", ()), \
             d.get("_forward_hooks_with_kwargs", ())
         args, kwargs, result = state["args"], state["kwargs"], state["result"]
-        for hid, hook in tuple(d["_forward_hooks"].items()):
-            if hid in always and hid not in state["called"]:
+        for hid, hook in (*_global(module, G.FORWARD).items(), *d["_forward_hooks"].items()):
+            if (hid in always or hid in G.FORWARD_ALWAYS_CALLED) \
+                    and hid not in state["called"]:
                 try:
-                    r = hook(module, args, kwargs, result) if hid in kw else \
+                    r = hook(module, args, kwargs, result) \
+                        if hid in kw or hid in G.FORWARD_WITH_KWARGS else \
                         hook(module, args, result)
                     if r is not None:
                         result = r
@@ -68,7 +71,10 @@ def _call(module, forward, state):
     d = module.__dict__
     args, kwargs = state["args"], state["kwargs"]
     pre_kw = d.get("_forward_pre_hooks_with_kwargs", ())
-    for hid, hook in tuple(d["_forward_pre_hooks"].items()):
+    if G.ACTIVE[0] and _global(module, G.FORWARD_PRE) is G.FORWARD_PRE:
+        _effects.note("hook", f"a global module hook (around {type(module).__name__})")
+    for hid, hook in (*_global(module, G.FORWARD_PRE).items(),
+                      *d["_forward_pre_hooks"].items()):
         if hid in pre_kw:
             res = hook(module, args, kwargs)
             if res is not None:
@@ -81,8 +87,9 @@ def _call(module, forward, state):
             if res is not None:
                 args = res if isinstance(res, tuple) else (res,)
         state["args"], state["kwargs"] = args, kwargs
-    bw_hooks = tuple(d.get("_backward_hooks", {}).values())
-    bw_pre = tuple(d.get("_backward_pre_hooks", {}).values())
+    bw_hooks = (*_global(module, G.BACKWARD).values(), *d.get("_backward_hooks", {}).values())
+    bw_pre = (*_global(module, G.BACKWARD_PRE).values(),
+              *d.get("_backward_pre_hooks", {}).values())
     bw = None
     if bw_hooks or bw_pre:
         bw = BackwardHook(module, bw_hooks, bw_pre)
@@ -90,10 +97,11 @@ def _call(module, forward, state):
     result = state["result"] = forward(*args, **kwargs)
     fw_kw = d.get("_forward_hooks_with_kwargs", ())
     always = d.get("_forward_hooks_always_called", ())
-    for hid, hook in tuple(d["_forward_hooks"].items()):
-        if hid in always:
+    for hid, hook in (*_global(module, G.FORWARD).items(), *d["_forward_hooks"].items()):
+        if hid in always or hid in G.FORWARD_ALWAYS_CALLED:
             state["called"].add(hid)
-        res = hook(module, args, kwargs, result) if hid in fw_kw else hook(module, args, result)
+        res = hook(module, args, kwargs, result) if hid in fw_kw or hid in \
+            G.FORWARD_WITH_KWARGS else hook(module, args, result)
         if res is not None:
             result = state["result"] = res
     if bw is not None:
@@ -102,6 +110,13 @@ def _call(module, forward, state):
                           f"or a tuple of Tensors but received {type(result)}", stacklevel=3)
         result = bw.setup_output_hook(result)
     return result
+
+
+def _global(module, registry):
+    """The global hooks of `registry` that run around `module`'s call (Note [Global module
+    hooks] in _global_hooks.py): none around a compiled module's wrapper, which is not a
+    module of the user's model (its original gets them, as eagerly)."""
+    return {} if getattr(type(module), "_transparent_to_global_hooks", False) else registry
 
 
 def _identity_function():

@@ -11,7 +11,7 @@ from U(lower, upper) per element when training, `(lower + upper) / 2` otherwise.
 """
 from .. import ops as O
 from .._errors import TracegradRuntimeError, TracegradValueError, op_error
-from .layers import Dropout
+from .layers import _DropoutNd
 from .module import Module
 
 _ALPHA = 1.7580993408473766
@@ -69,14 +69,14 @@ def rrelu_(input, lower=1.0 / 8, upper=1.0 / 3, training=False):
     return rrelu(input, lower, upper, training, inplace=True)
 
 
-class AlphaDropout(Dropout):
+class AlphaDropout(_DropoutNd):
     """`AlphaDropout(p=0.5, inplace=False)`: alpha dropout in training mode."""
 
     def forward(self, input):
         return alpha_dropout(input, self.p, self.training, self.inplace)
 
 
-class FeatureAlphaDropout(Dropout):
+class FeatureAlphaDropout(_DropoutNd):
     """`FeatureAlphaDropout(p=0.5, inplace=False)`: channel-wise alpha dropout."""
 
     def forward(self, input):

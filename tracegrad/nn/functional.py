@@ -253,10 +253,10 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
               scale_grad_by_freq=False, sparse=False):
     """Rows of `weight` selected by the integer tensor `input` (shape `input.shape + (dim,)`).
 
-    Repeated indices accumulate gradient; the `padding_idx` row receives none.
+    Repeated indices accumulate gradient; the `padding_idx` row receives none;
+    `scale_grad_by_freq=True` divides each row's gradient by how often its index occurs in
+    `input`.
     """
-    if scale_grad_by_freq:
-        raise NotImplementedError("embedding: scale_grad_by_freq=True is not supported")
     if input.dtype is not D.int64 and input.dtype is not D.int32:
         # not left to indexing: a uint8 index would be read as a mask there
         got = ("CPUBoolType" if input.dtype is D.bool_
@@ -273,11 +273,25 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
     if max_norm is not None:
         _renorm_rows(weight, input, max_norm, norm_type)
     out = weight[input]
+    if scale_grad_by_freq:
+        out = _scaled_by_frequency(out, input, n)
     if padding_idx is not None:
         # Route no gradient from positions that looked up the padding row.
         at_pad = O.unsqueeze(O.eq(input, padding_idx), -1)
         out = O.where(at_pad, out.detach(), out)
     return out
+
+
+def _scaled_by_frequency(out, input, n):
+    """`out` (rows looked up at `input`), each position's gradient divided by the number of
+    times its index occurs in `input` (ops/grad_scale.py)."""
+    from ..ops.grad_scale import grad_scaled
+    with _mode.no_grad():
+        flat = input.reshape(-1)
+        counts = O.zeros(n, dtype=out.dtype).index_add(0, flat, O.ones(flat.shape,
+                                                                       dtype=out.dtype))
+        scale = O.unsqueeze(O.reciprocal(counts[input]), -1)
+    return grad_scaled(out, scale)
 
 
 class PaddingIndexError(TracegradValueError, AssertionError):

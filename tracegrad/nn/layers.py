@@ -275,9 +275,10 @@ class Flatten(Module):
         return f"start_dim={self.start_dim}, end_dim={self.end_dim}"
 
 
-class Dropout(Module):
-    """During training, zero each element with probability `p`, scale the rest by 1/(1-p);
-    identity in eval mode."""
+class _DropoutNd(Module):
+    """The base of the dropout layers (`p`, `inplace`), as PyTorch's: `Dropout2d`,
+    `AlphaDropout`... are not `Dropout`s, so `isinstance(m, nn.Dropout)` (code that turns
+    dropout off by setting `m.p = 0`) finds only `Dropout` layers, as it does in PyTorch."""
 
     def __init__(self, p=0.5, inplace=False):
         super().__init__()
@@ -286,11 +287,16 @@ class Dropout(Module):
         self.p = p
         self.inplace = inplace
 
-    def forward(self, input):
-        return F.dropout(input, self.p, self.training, self.inplace)
-
     def extra_repr(self):
         return f"p={self.p}, inplace={self.inplace}"
+
+
+class Dropout(_DropoutNd):
+    """During training, zero each element with probability `p`, scale the rest by 1/(1-p);
+    identity in eval mode."""
+
+    def forward(self, input):
+        return F.dropout(input, self.p, self.training, self.inplace)
 
 
 class Embedding(Module):

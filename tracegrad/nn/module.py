@@ -16,7 +16,12 @@ from .._tensor import Tensor
 from ._module_helpers import (_Handle, _IncompatibleKeys, _check_name, _copy_entry,  # noqa
                               _indent, _typename, _zero_grad)
 from ._module_hooks import call_with_hooks, has_hooks  # noqa: F401
+from ._global_hooks import (register_module_forward_hook,  # noqa: F401
+                            register_module_forward_pre_hook,
+                            register_module_full_backward_hook,
+                            register_module_full_backward_pre_hook)
 from ._buffer import is_buffer
+from . import _module_paths
 from .parameter import Parameter
 
 
@@ -284,6 +289,10 @@ class Module:
                 raise AttributeError(f"`{atom}` is not an nn.Module")
         return mod
 
+    get_parameter = _module_paths.get_parameter
+    get_buffer = _module_paths.get_buffer
+    set_submodule = _module_paths.set_submodule
+
     def apply(self, fn):
         """Call `fn` on every submodule (children first) and on self; returns self."""
         for child in self.children():
@@ -416,7 +425,9 @@ class Module:
                 if strict:
                     missing_keys.append(key)
                 continue
-            _copy_entry(key, param, state_dict[key], error_msgs)
+            _copy_entry(key, param, state_dict[key], error_msgs,
+                        (self, name) if local_metadata.get("assign_to_params_buffers")
+                        else None)
         if strict:
             for key in state_dict:
                 if key.startswith(prefix):
@@ -426,7 +437,9 @@ class Module:
                         unexpected_keys.append(key)
 
     def load_state_dict(self, state_dict, strict=True, assign=False):
-        """Copy parameters and buffers from `state_dict` in place (under no_grad).
+        """Copy parameters and buffers from `state_dict` in place (under no_grad);
+        `assign=True` puts the state dict's tensors themselves in the module instead (their
+        dtype and storage; parameters keep the module's requires_grad).
 
         With `strict=True`, missing or unexpected keys raise a RuntimeError listing them.
         Returns `(missing_keys, unexpected_keys)`.
@@ -439,8 +452,11 @@ class Module:
         state_dict = OrderedDict(state_dict)
 
         def load(module, local, prefix):
-            module._load_from_state_dict(local, prefix, dict(metadata.get(prefix[:-1], {})),
-                                         True, missing, unexpected, errors)
+            meta = dict(metadata.get(prefix[:-1], {}))
+            if assign:
+                meta["assign_to_params_buffers"] = True
+            module._load_from_state_dict(local, prefix, meta, True, missing, unexpected,
+                                         errors)
             for name, child in module._modules.items():
                 if child is not None:
                     p = prefix + name + "."

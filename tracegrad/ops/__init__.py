@@ -55,3 +55,4 @@ from .scatter_reduce import scatter_reduce  # noqa: F401
 from .as_strided import as_strided  # noqa: F401
 # float16 kernels computed in float32 (Note [Half precision computed in float])
 from . import half_precision as _half_precision  # noqa: F401,E402
+from . import grad_scale as _grad_scale  # noqa: F401,E402  (nn.functional.embedding)

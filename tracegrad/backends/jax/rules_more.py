@@ -22,6 +22,7 @@ from jax import lax
 
 from ...ops.activation import SILU
 from ...ops.baddbmm import BADDBMM
+from ...ops.grad_scale import GRAD_SCALE_BACKWARD, GRAD_SCALED
 from ...ops.bce import BCE, BCE_LOGITS
 from ...ops.normalization import LAYER_NORM
 from ...ops import pool as P
@@ -482,3 +483,7 @@ def _scatter_reduce(ctx, node, x, index, src):
         out = ((out / count).astype(x.dtype) if jnp.issubdtype(x.dtype, jnp.floating)
                else jnp.floor_divide(out, count.astype(x.dtype)))
     return out.reshape(()) if squeeze else out
+
+
+register(GRAD_SCALED)(lambda ctx, node, x, scale: x)    # the scaling is its VJP's
+register(GRAD_SCALE_BACKWARD)(lambda ctx, node, g, scale: g * scale)
