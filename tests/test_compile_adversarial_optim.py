@@ -1,0 +1,708 @@
+"""First-law review of every optimizer, the schedulers not covered elsewhere and the
+training-loop idioms around them: each program is written once against a library (`lib`
+is tracegrad or torch), run 6 calls eagerly and compiled (numpy and JAX backends) from the
+same state, and compared with `_differential.compare` (results, warnings, parameters,
+`.grad` None vs zeros, state dicts), plus the *types* of everything in the optimizer's
+state and param groups (a tensor `step` against a float one compares equal as a number).
+Eager tracegrad is also run against PyTorch 2.13 on the same weights and data.
+
+The first tests are defects this review found (each fails without its fix); the
+parametrised programs after them are probes that passed, kept as regression guards."""
+import copy
+import warnings
+
+import numpy as np
+import pytest
+
+import tracegrad as tg
+from _differential import compare
+
+nn, F = tg.nn, tg.nn.functional
+S = tg.optim.lr_scheduler
+N = 6
+
+
+# -- the harness ---------------------------------------------------------------------------
+
+def _types(v):
+    """The types of a (nested) value: tensors by dtype and shape, numbers by type."""
+    if hasattr(v, "dtype") and hasattr(v, "shape") and not isinstance(v, np.ndarray):
+        return ("T", str(v.dtype).split(".")[-1], tuple(v.shape))
+    if isinstance(v, dict):
+        return tuple((k, _types(x)) for k, x in v.items())
+    if isinstance(v, (list, tuple)):
+        return (type(v).__name__,) + tuple(_types(x) for x in v)
+    return type(v).__name__
+
+
+def _model(lib, dtype, seed=0):
+    rs = np.random.RandomState(seed)
+    m = lib.nn.Sequential(lib.nn.Linear(4, 6), lib.nn.Tanh(), lib.nn.Linear(6, 3))
+    m = m.to(getattr(lib, dtype))
+    with lib.no_grad():
+        for p in m.parameters():
+            p.copy_(lib.tensor(rs.randn(*p.shape) * 0.5))
+    return m
+
+
+def _data(lib, i, dtype="float64", n=5):
+    g = np.random.RandomState(100 + i)
+    return lib.tensor(g.randn(n, 4).astype(dtype)), lib.tensor(g.randint(0, 3, n))
+
+
+def _observe(objs, out):
+    """What a call returns plus the types of the optimizer's and scheduler's state."""
+    seen = [out]
+    for k in sorted(objs):
+        o = objs[k]
+        if hasattr(o, "param_groups"):
+            sd = o.state_dict()
+            seen.append(("types", k, _types(sd["state"]),
+                         _types([{a: b for a, b in g.items() if a != "params"}
+                                 for g in o.param_groups])))
+        elif hasattr(o, "get_last_lr"):
+            seen.append(("sched", k, getattr(o, "last_epoch", None), _types(o.get_last_lr()),
+                         _types(o.state_dict())))
+    return seen
+
+
+class Program:
+    """A training program written once for `lib`: `build(lib, dtype) -> (step, objs)`,
+    `call(lib, step, objs, i, dtype)` makes call i (outside the step: hand edits,
+    scheduler steps, ...)."""
+
+    def __init__(self, build, call=None, n=N):
+        self.build, self.n = build, n
+        self.call = call or (lambda lib, step, objs, i, dtype: step(*_data(lib, i, dtype)))
+
+    def make(self, dtype):
+        def make(comp):
+            step, objs = self.build(tg, dtype)
+            steps = [comp(s) for s in step] if isinstance(step, list) else comp(step)
+            return steps, objs
+        return make
+
+    def calls(self, dtype):
+        return lambda step, objs, i: _observe(objs, self.call(tg, step, objs, i, dtype))
+
+    def compare(self, backend="numpy", dtype="float64", loud=False):
+        return compare(self.make(dtype), self.calls(dtype), self.n, backend, loud)
+
+    def against_torch(self, dtype="float64"):
+        """Eager tracegrad against torch: returns, parameters, optimizer and scheduler
+        state, and the types of their entries."""
+        torch = pytest.importorskip("torch")
+        runs = []
+        for lib in (tg, torch):
+            lib.manual_seed(0)
+            step, objs = self.build(lib, dtype)
+            outs = []
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                for i in range(self.n):
+                    outs.append(_plain(self.call(lib, step, objs, i, dtype)))
+                    outs.append(_state(objs))
+                    outs.append(_observe(objs, None)[1:])     # types of the state
+            runs.append(outs)
+        tol = 1e-9 if dtype == "float64" else 2e-4
+        _close(runs[0], runs[1], tol)
+
+
+def _plain(v):
+    if hasattr(v, "detach"):
+        return v.detach().numpy().astype(np.float64)
+    if isinstance(v, (list, tuple)):
+        return [_plain(x) for x in v]
+    if isinstance(v, dict):
+        return {k: _plain(x) for k, x in v.items()}
+    return v
+
+
+def _state(objs):
+    out = []
+    for k in sorted(objs):
+        o = objs[k]
+        if hasattr(o, "param_groups"):
+            sd = o.state_dict()
+            out.append((_plain(sd["state"]), [{a: b for a, b in g.items() if a != "params"}
+                                              for g in sd["param_groups"]]))
+        elif hasattr(o, "parameters"):
+            out.append([(_plain(p), _plain(p.grad)) for p in o.parameters()])
+        elif hasattr(o, "get_last_lr"):
+            out.append((getattr(o, "last_epoch", None), o.get_last_lr()))
+    return out
+
+
+def _close(a, b, tol, where="run"):
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        np.testing.assert_allclose(a, b, rtol=tol, atol=tol, err_msg=where)
+    elif isinstance(a, dict):
+        assert list(a) == list(b), where
+        for k in a:
+            _close(a[k], b[k], tol, f"{where}/{k}")
+    elif isinstance(a, (list, tuple)):
+        assert len(a) == len(b), where
+        for i, (x, y) in enumerate(zip(a, b)):
+            _close(x, y, tol, f"{where}/{i}")
+    elif isinstance(a, float):
+        assert abs(a - b) <= tol * (1 + abs(b)), (where, a, b)
+    else:
+        assert a == b, (where, a, b)
+
+
+def _train(opt_fn, sched_fn=None, sched_inside=True, dtype_call=None):
+    """The standard step: zero_grad, cross entropy, backward, step (and the scheduler)."""
+    def build(lib, dtype):
+        m = _model(lib, dtype)
+        opt = opt_fn(lib, m)
+        sched = sched_fn(lib, opt) if sched_fn else None
+        objs = dict(m=m, opt=opt)
+        if sched is not None:
+            objs["sched"] = sched
+
+        def step(x, y):
+            opt.zero_grad()
+            loss = lib.nn.functional.cross_entropy(m(x), y)
+            loss.backward()
+            opt.step()
+            if sched is not None and sched_inside:
+                sched.step()
+            return loss
+        return step, objs
+
+    def call(lib, step, objs, i, dtype):
+        out = step(*_data(lib, i, dtype))
+        if "sched" in objs and not sched_inside:
+            objs["sched"].step()
+        return out
+    return Program(build, call)
+
+
+def _opt(name, **kw):
+    return lambda lib, m: getattr(lib.optim, name)(m.parameters(), **kw)
+
+
+OPTIMIZERS = {
+    "RMSprop": _opt("RMSprop", lr=0.01),
+    "RMSprop centered momentum": _opt("RMSprop", lr=0.01, centered=True, momentum=0.9),
+    "RMSprop centered wd maximize": _opt("RMSprop", lr=0.01, centered=True,
+                                         weight_decay=0.1, maximize=True),
+    "Adagrad lr_decay init_acc": _opt("Adagrad", lr=0.1, lr_decay=0.01,
+                                      initial_accumulator_value=0.1),
+    "Adagrad wd maximize": _opt("Adagrad", lr=0.1, weight_decay=0.1, maximize=True),
+    "Adadelta": _opt("Adadelta", lr=0.5, weight_decay=0.01),
+    "Adamax": _opt("Adamax", lr=0.01, weight_decay=0.1),
+    "NAdam decoupled": _opt("NAdam", lr=0.01, weight_decay=0.1,
+                            decoupled_weight_decay=True, momentum_decay=0.01),
+    "RAdam decoupled": _opt("RAdam", lr=0.01, weight_decay=0.1, decoupled_weight_decay=True),
+    "ASGD": _opt("ASGD", lr=0.05, t0=2, lambd=0.01, weight_decay=0.1),
+    "Rprop maximize": _opt("Rprop", lr=0.01, maximize=True),
+    "SGD nesterov": _opt("SGD", lr=0.1, momentum=0.9, nesterov=True, weight_decay=0.01),
+    "SGD dampening maximize": _opt("SGD", lr=0.1, momentum=0.9, dampening=0.5,
+                                   maximize=True),
+    "Adam amsgrad maximize wd": _opt("Adam", lr=0.01, amsgrad=True, maximize=True,
+                                     weight_decay=0.1),
+    "AdamW amsgrad": _opt("AdamW", lr=0.01, amsgrad=True),
+    "SGD foreach": _opt("SGD", lr=0.1, momentum=0.9, foreach=True),
+    "Adam foreach=False": _opt("Adam", lr=0.01, foreach=False),
+}
+
+
+@pytest.mark.parametrize("name", list(OPTIMIZERS))
+def test_optimizer_compiled_equals_eager(name):
+    Program.compare(_train(OPTIMIZERS[name]))
+
+
+@pytest.mark.parametrize("name", list(OPTIMIZERS))
+def test_optimizer_compiled_float32_equals_eager(name):
+    Program.compare(_train(OPTIMIZERS[name]), dtype="float32")
+
+
+@pytest.mark.parametrize("name", list(OPTIMIZERS))
+def test_optimizer_on_jax_equals_eager(name):
+    pytest.importorskip("jax")
+    Program.compare(_train(OPTIMIZERS[name]), backend="jax")
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("name", list(OPTIMIZERS))
+def test_optimizer_eager_equals_torch(name, dtype):
+    _train(OPTIMIZERS[name]).against_torch(dtype)
+
+
+# -- schedulers ----------------------------------------------------------------------------
+
+def _sgd_m(lib, m):
+    return lib.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
+
+
+def _two_groups(lib, m):
+    ps = list(m.parameters())
+    return lib.optim.SGD([{"params": ps[:2]}, {"params": ps[2:], "lr": 0.03}], lr=0.1,
+                         momentum=0.9)
+
+
+def _adam(lib, m):
+    return lib.optim.Adam(m.parameters(), lr=0.01)
+
+
+SCHEDULERS = {
+    "MultiStepLR": (_sgd_m, lambda lib, o: lib.optim.lr_scheduler.MultiStepLR(o, [1, 3, 3], 0.5)),
+    "ExponentialLR 2 groups": (_two_groups,
+                               lambda lib, o: lib.optim.lr_scheduler.ExponentialLR(o, 0.7)),
+    "LinearLR": (_adam, lambda lib, o: lib.optim.lr_scheduler.LinearLR(o, 0.2, 1.0, 4)),
+    "ConstantLR": (_two_groups, lambda lib, o: lib.optim.lr_scheduler.ConstantLR(o, 0.3, 3)),
+    "PolynomialLR": (_adam, lambda lib, o: lib.optim.lr_scheduler.PolynomialLR(o, 4, 2.0)),
+    "CosineAnnealingWarmRestarts": (
+        _sgd_m, lambda lib, o: lib.optim.lr_scheduler.CosineAnnealingWarmRestarts(o, 2, 2,
+                                                                                  0.001)),
+    "CyclicLR SGD momentum": (
+        _sgd_m, lambda lib, o: lib.optim.lr_scheduler.CyclicLR(o, 0.01, 0.1, step_size_up=2,
+                                                               base_momentum=0.8,
+                                                               max_momentum=0.95)),
+    "CyclicLR exp_range 2 groups": (
+        _two_groups, lambda lib, o: lib.optim.lr_scheduler.CyclicLR(
+            o, [0.01, 0.02], [0.1, 0.05], step_size_up=1, step_size_down=2,
+            mode="exp_range", gamma=0.9)),
+    "CyclicLR Adam betas": (
+        _adam, lambda lib, o: lib.optim.lr_scheduler.CyclicLR(o, 0.001, 0.01, step_size_up=2,
+                                                              mode="triangular2")),
+    "SequentialLR": (_sgd_m, lambda lib, o: lib.optim.lr_scheduler.SequentialLR(
+        o, [lib.optim.lr_scheduler.LinearLR(o, 0.1, 1.0, 2),
+            lib.optim.lr_scheduler.ExponentialLR(o, 0.8)], [2])),
+    "ChainedScheduler": (_adam, lambda lib, o: lib.optim.lr_scheduler.ChainedScheduler(
+        [lib.optim.lr_scheduler.ConstantLR(o, 0.5, 2),
+         lib.optim.lr_scheduler.ExponentialLR(o, 0.9)])),
+    "OneCycleLR Adam": (_adam, lambda lib, o: lib.optim.lr_scheduler.OneCycleLR(
+        o, 0.05, total_steps=8)),
+}
+
+
+@pytest.mark.parametrize("inside", [True, False], ids=["inside", "outside"])
+@pytest.mark.parametrize("name", list(SCHEDULERS))
+def test_scheduler_compiled_equals_eager(name, inside):
+    o, s = SCHEDULERS[name]
+    Program.compare(_train(o, s, inside))
+
+
+@pytest.mark.parametrize("name", list(SCHEDULERS))
+def test_scheduler_on_jax_equals_eager(name):
+    pytest.importorskip("jax")
+    o, s = SCHEDULERS[name]
+    Program.compare(_train(o, s), backend="jax")
+
+
+@pytest.mark.parametrize("name", list(SCHEDULERS))
+def test_scheduler_eager_equals_torch(name):
+    o, s = SCHEDULERS[name]
+    _train(o, s).against_torch()
+
+
+def _warm_restarts(inside):
+    """CosineAnnealingWarmRestarts stepped with fractional epochs, 3 batches an epoch."""
+    def build(lib, dtype):
+        m = _model(lib, dtype)
+        opt = _sgd_m(lib, m)
+        sched = lib.optim.lr_scheduler.CosineAnnealingWarmRestarts(opt, 1, 2)
+
+        def step(x, y, epoch):
+            opt.zero_grad()
+            loss = lib.nn.functional.cross_entropy(m(x), y)
+            loss.backward()
+            opt.step()
+            if inside:
+                sched.step(epoch)
+            return loss
+        return step, dict(m=m, opt=opt, sched=sched)
+
+    def call(lib, step, objs, i, dtype):
+        epoch = i // 3 + (i % 3) / 3
+        out = step(*_data(lib, i, dtype), epoch)
+        if not inside:
+            objs["sched"].step(epoch)
+        return out
+    return Program(build, call, n=8)
+
+
+@pytest.mark.parametrize("inside", [True, False], ids=["inside", "outside"])
+def test_warm_restarts_with_fractional_epochs(inside):
+    p = _warm_restarts(inside)
+    p.compare()
+    p.against_torch()
+
+
+def _plateau(inside, mode="min"):
+    def build(lib, dtype):
+        m = _model(lib, dtype)
+        opt = _sgd_m(lib, m)
+        sched = lib.optim.lr_scheduler.ReduceLROnPlateau(opt, mode, factor=0.5, patience=0,
+                                                         threshold=0.5)
+
+        def step(x, y):
+            opt.zero_grad()
+            loss = lib.nn.functional.cross_entropy(m(x), y)
+            loss.backward()
+            opt.step()
+            if inside:
+                sched.step(loss.item())
+            return loss
+        return step, dict(m=m, opt=opt, sched=sched)
+
+    def call(lib, step, objs, i, dtype):
+        out = step(*_data(lib, i, dtype))
+        if not inside:
+            objs["sched"].step(out.item())
+        return out
+    return Program(build, call, n=8)
+
+
+@pytest.mark.parametrize("inside", [True, False], ids=["inside", "outside"])
+def test_reduce_on_plateau(inside):
+    p = _plateau(inside)
+    p.compare(loud=inside)
+    p.against_torch()
+
+
+# -- training-loop idioms ------------------------------------------------------------------
+
+def _fb(lib, m, x, y, scale=1.0):
+    loss = lib.nn.functional.cross_entropy(m(x), y) * scale
+    loss.backward()
+    return loss
+
+
+def _accumulate_outside(k=3):
+    """The compiled function computes loss / k and backward; the loop steps every k."""
+    def build(lib, dtype):
+        m = _model(lib, dtype)
+        opt = lib.optim.Adam(m.parameters(), lr=0.01)
+        return (lambda x, y: _fb(lib, m, x, y, 1 / k)), dict(m=m, opt=opt)
+
+    def call(lib, step, objs, i, dtype):
+        out = step(*_data(lib, i, dtype))
+        if (i + 1) % k == 0:
+            objs["opt"].step()
+            objs["opt"].zero_grad()
+        return out
+    return Program(build, call, n=7)
+
+
+def _accumulate_inside(k=2, set_to_none=True):
+    """The whole loop body compiled, the batch index a Python int argument."""
+    def build(lib, dtype):
+        m = _model(lib, dtype)
+        opt = lib.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
+
+        def step(x, y, i):
+            loss = _fb(lib, m, x, y, 1 / k)
+            if (i + 1) % k == 0:
+                opt.step()
+                opt.zero_grad(set_to_none=set_to_none)
+            return loss
+        return step, dict(m=m, opt=opt)
+
+    def call(lib, step, objs, i, dtype):
+        return step(*_data(lib, i, dtype), i % k)
+    return Program(build, call, n=7)
+
+
+def _freeze(how):
+    """Freeze the first layer between calls 2 and 4, by hand."""
+    def build(lib, dtype):
+        m = _model(lib, dtype)
+        opt = lib.optim.SGD(m.parameters(), lr=0.1, momentum=0.9, weight_decay=0.01)
+
+        def step(x, y):
+            opt.zero_grad(set_to_none=how != "zeros")
+            loss = _fb(lib, m, x, y)
+            opt.step()
+            return loss
+        return step, dict(m=m, opt=opt)
+
+    def call(lib, step, objs, i, dtype):
+        first = objs["m"][0]
+        if how in ("requires_grad", "zeros"):
+            first.requires_grad_(i not in (2, 3))
+        if how == "grad None" and i in (2, 3, 4):
+            out = step(*_data(lib, i, dtype))
+            objs["m"][0].weight.grad = None
+            return out
+        return step(*_data(lib, i, dtype))
+    return Program(build, call)
+
+
+def _grad_none_inside(lib, dtype):
+    m = _model(lib, dtype)
+    opt = lib.optim.Adam(m.parameters(), lr=0.01)
+
+    def step(x, y):
+        opt.zero_grad()
+        loss = _fb(lib, m, x, y)
+        m[2].bias.grad = None                 # the bias keeps its value this step
+        opt.step()
+        return loss
+    return step, dict(m=m, opt=opt)
+
+
+def _clip(kind, **kw):
+    def build(lib, dtype):
+        m = _model(lib, dtype)
+        opt = lib.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
+
+        def step(x, y):
+            opt.zero_grad()
+            loss = _fb(lib, m, x, y, 3.0)
+            if kind == "norm":
+                n = lib.nn.utils.clip_grad_norm_(m.parameters(), 0.3, **kw)
+            else:
+                n = lib.nn.utils.clip_grad_value_(m.parameters(), 0.05)
+            opt.step()
+            return loss, n
+        return step, dict(m=m, opt=opt)
+    return Program(build)
+
+
+def _clip_nonfinite(lib, step, objs, i, dtype):
+    x, y = _data(lib, i, dtype)
+    if i in (2, 4):
+        x[0, 0] = float("nan")
+    return step(x, y)
+
+
+def _two_optimizers(lib, dtype):
+    """GAN style: two models, two optimizers over disjoint parameters, two backward."""
+    g, d = _model(lib, dtype, 1), _model(lib, dtype, 2)
+    og = lib.optim.Adam(g.parameters(), lr=0.01, betas=(0.5, 0.999))
+    od = lib.optim.RMSprop(d.parameters(), lr=0.01)
+
+    def step(x, y):
+        od.zero_grad()
+        fake = g(x).detach()
+        ld = d(fake.tanh().repeat(1, 2)[:, :4]).pow(2).mean() - d(x).pow(2).mean() * 0.1
+        ld.backward()
+        od.step()
+        og.zero_grad()
+        lg = -d(g(x).tanh().repeat(1, 2)[:, :4]).pow(2).mean()
+        lg.backward()
+        og.step()
+        return ld, lg
+    return step, dict(g=g, d=d, og=og, od=od)
+
+
+def _shared_optimizer(lib, dtype):
+    """One optimizer (and scheduler) used by two compiled functions."""
+    m = _model(lib, dtype)
+    opt = lib.optim.Adam(m.parameters(), lr=0.01, weight_decay=0.01)
+    sched = lib.optim.lr_scheduler.StepLR(opt, 2, 0.5)
+
+    def step_a(x, y):
+        opt.zero_grad()
+        loss = _fb(lib, m, x, y)
+        opt.step()
+        return loss
+
+    def step_b(x, y):
+        opt.zero_grad()
+        loss = _fb(lib, m, x * 2, y)
+        opt.step()
+        sched.step()
+        return loss
+    return [step_a, step_b], dict(m=m, opt=opt, sched=sched)
+
+
+def _call_alternately(lib, steps, objs, i, dtype):
+    return steps[i % 2](*_data(lib, i, dtype))
+
+
+def _hand_edits(key):
+    """Hyper-parameters changed by hand between calls, and a group added."""
+    def build(lib, dtype):
+        m = _model(lib, dtype)
+        extra = _model(lib, dtype, 3)[2:]
+        ps = list(m.parameters())
+        opt = lib.optim.SGD([{"params": ps[:2]}, {"params": ps[2:], "lr": 0.05}], lr=0.1,
+                            momentum=0.9) if key != "betas" else \
+            lib.optim.Adam([{"params": ps[:2]}, {"params": ps[2:], "lr": 0.02}], lr=0.01)
+
+        def step(x, y):
+            opt.zero_grad()
+            loss = lib.nn.functional.cross_entropy(m(x) + extra(m[:2](x)), y)
+            loss.backward()
+            opt.step()
+            return loss
+        return step, dict(m=m, extra=extra, opt=opt)
+
+    def call(lib, step, objs, i, dtype):
+        opt = objs["opt"]
+        if key == "lr":
+            for g in opt.param_groups:
+                g["lr"] = g["lr"] * 0.7
+        elif key == "momentum":
+            opt.param_groups[i % 2]["momentum"] = 0.5 + 0.1 * i
+        elif key == "betas":
+            opt.param_groups[0]["betas"] = (0.9 - 0.05 * i, 0.99)
+        elif key == "add_param_group" and i == 3:
+            opt.add_param_group({"params": list(objs["extra"].parameters()), "lr": 0.2})
+        return step(*_data(lib, i, dtype))
+    return Program(build, call)
+
+
+def _resume(source):
+    """state_dict() of the optimizer and the scheduler after call 2, loaded into fresh
+    ones (and a fresh model) after call 3: training resumes as if continuous."""
+    def build(lib, dtype):
+        m = _model(lib, dtype)
+        opt = lib.optim.AdamW(m.parameters(), lr=0.01, amsgrad=True)
+        sched = lib.optim.lr_scheduler.CosineAnnealingLR(opt, 5)
+        holder = dict(m=m, opt=opt, sched=sched)
+
+        def step(x, y):
+            o, s = holder["opt"], holder["sched"]
+            o.zero_grad()
+            loss = _fb(lib, holder["m"], x, y)
+            o.step()
+            s.step()
+            return loss
+        return step, holder
+
+    def call(lib, step, objs, i, dtype):
+        if i == 2:
+            objs["saved"] = (copy.deepcopy(objs["m"].state_dict()),
+                             copy.deepcopy(objs["opt"].state_dict()),
+                             objs["sched"].state_dict())
+        if i == 3:
+            ms, os_, ss = objs.pop("saved")
+            m = _model(lib, dtype, 7)
+            m.load_state_dict(ms)
+            opt = lib.optim.AdamW(m.parameters(), lr=0.5)
+            opt.load_state_dict(os_)
+            sched = lib.optim.lr_scheduler.CosineAnnealingLR(opt, 5)
+            sched.load_state_dict(ss)
+            objs.update(m=m, opt=opt, sched=sched)
+        return step(*_data(lib, i if i != 3 else 2, dtype))
+    return Program(build, call)
+
+
+def _deepcopy_opt(lib, dtype):
+    m = _model(lib, dtype)
+    opt = lib.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
+    holder = dict(m=m, opt=opt)
+
+    def step(x, y):
+        holder["opt"].zero_grad()
+        loss = _fb(lib, m, x, y)
+        holder["opt"].step()
+        return loss
+    return step, holder
+
+
+def _deepcopy_call(lib, step, objs, i, dtype):
+    if i == 3:
+        objs["copy"] = copy.deepcopy(objs["opt"])
+    return step(*_data(lib, i, dtype))
+
+
+def _hooks(lib, dtype):
+    m = _model(lib, dtype)
+    opt = lib.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
+    log = []
+    opt.register_step_pre_hook(lambda o, a, k: log.append("pre"))
+    opt.register_step_post_hook(lambda o, a, k: log.append("post"))
+    opt.register_state_dict_pre_hook(lambda o: log.append("sd"))
+
+    def step(x, y):
+        opt.zero_grad()
+        loss = _fb(lib, m, x, y)
+        opt.step()
+        return loss, len(log)
+    return step, dict(m=m, opt=opt, log=log)
+
+
+def _swa(lib, dtype):
+    m = _model(lib, dtype)
+    opt = lib.optim.SGD(m.parameters(), lr=0.1)
+    swa = lib.optim.swa_utils.AveragedModel(m)
+    ema = lib.optim.swa_utils.AveragedModel(
+        m, multi_avg_fn=lib.optim.swa_utils.get_ema_multi_avg_fn(0.9))
+    sched = lib.optim.swa_utils.SWALR(opt, swa_lr=0.05, anneal_epochs=3)
+
+    def step(x, y):
+        opt.zero_grad()
+        loss = _fb(lib, m, x, y)
+        opt.step()
+        swa.update_parameters(m)
+        ema.update_parameters(m)
+        sched.step()
+        return loss, swa(x), ema(x)
+    return step, dict(m=m, opt=opt, swa=swa, ema=ema, sched=sched)
+
+
+def _scaler(lib, dtype):
+    m = _model(lib, dtype)
+    opt = lib.optim.SGD(m.parameters(), lr=0.1)
+    scaler = (lib.amp.GradScaler("cpu", init_scale=2.0 ** 8, growth_interval=2)
+              if lib is tg else lib.amp.GradScaler("cpu", init_scale=2.0 ** 8,
+                                                     growth_interval=2))
+
+    def step(x, y):
+        opt.zero_grad()
+        with lib.autocast("cpu", dtype=lib.bfloat16, enabled=False):
+            loss = lib.nn.functional.cross_entropy(m(x), y)
+        scaler.scale(loss).backward()
+        scaler.unscale_(opt)
+        lib.nn.utils.clip_grad_norm_(m.parameters(), 1.0)
+        scaler.step(opt)
+        scaler.update()
+        return loss, scaler.get_scale()
+    return step, dict(m=m, opt=opt, scaler=scaler.state_dict)
+
+
+IDIOMS = {
+    "accumulate, step outside": _accumulate_outside(),
+    "accumulate inside, i an argument": _accumulate_inside(),
+    "accumulate inside, zero_grad(set_to_none=False)": _accumulate_inside(3, False),
+    "freeze by requires_grad_": _freeze("requires_grad"),
+    "freeze, zero_grad(set_to_none=False)": _freeze("zeros"),
+    "p.grad = None between calls": _freeze("grad None"),
+    "p.grad = None inside": Program(_grad_none_inside),
+    "clip_grad_norm_": _clip("norm"),
+    "clip_grad_norm_ inf": _clip("norm", norm_type=float("inf")),
+    "clip_grad_norm_ 1": _clip("norm", norm_type=1),
+    "clip_grad_value_": _clip("value"),
+    "two optimizers (GAN)": Program(_two_optimizers),
+    "one optimizer, two compiled functions": Program(_shared_optimizer, _call_alternately),
+    "lr by hand": _hand_edits("lr"),
+    "momentum by hand": _hand_edits("momentum"),
+    "betas by hand": _hand_edits("betas"),
+    "add_param_group between calls": _hand_edits("add_param_group"),
+    "state_dict resume": _resume("self"),
+    "deepcopy(opt)": Program(_deepcopy_opt, _deepcopy_call),
+    "optimizer hooks": Program(_hooks),
+    "SWA and EMA": Program(_swa),
+    "GradScaler": Program(_scaler),
+}
+NONFINITE = {
+    "clip_grad_norm_ error_if_nonfinite": Program(_clip("norm", error_if_nonfinite=True).build,
+                                                  _clip_nonfinite),
+    "clip_grad_norm_ nan": Program(_clip("norm").build, _clip_nonfinite),
+}
+LOUD = {"accumulate inside, i an argument", "accumulate inside, zero_grad(set_to_none=False)",
+        "GradScaler", "optimizer hooks"}
+
+
+@pytest.mark.parametrize("name", list(IDIOMS) + list(NONFINITE))
+def test_idiom_compiled_equals_eager(name):
+    p = {**IDIOMS, **NONFINITE}[name]
+    p.compare(loud=name in LOUD)
+
+
+@pytest.mark.parametrize("name", list(IDIOMS) + list(NONFINITE))
+def test_idiom_on_jax_equals_eager(name):
+    pytest.importorskip("jax")
+    p = {**IDIOMS, **NONFINITE}[name]
+    p.compare(backend="jax", loud=name in LOUD)
+
+
+@pytest.mark.parametrize("name", list(IDIOMS))
+def test_idiom_eager_equals_torch(name):
+    IDIOMS[name].against_torch()
