@@ -230,6 +230,53 @@ def test_optimizer_eager_equals_torch(name, dtype):
     _train(OPTIMIZERS[name]).against_torch(dtype)
 
 
+# -- defect found: a tensor hyper-parameter (Note [Tensor hyper-parameters] in _effects.py) --
+
+def _tensor_hypers(name, betas=False):
+    """A learning rate (and betas) given as float32 tensors to a float64 model, the rate
+    changed in place and then replaced between calls."""
+    def build(lib, dtype):
+        m = _model(lib, dtype)
+        kw = dict(lr=lib.tensor(0.01))
+        if betas:
+            kw["betas"] = (lib.tensor(0.9), lib.tensor(0.99))
+        opt = getattr(lib.optim, name)(m.parameters(), **kw)
+
+        def step(x, y):
+            opt.zero_grad()
+            loss = _fb(lib, m, x, y)
+            opt.step()
+            return loss
+        return step, dict(m=m, opt=opt)
+
+    def call(lib, step, objs, i, dtype):
+        if i == 2:
+            objs["opt"].param_groups[0]["lr"].fill_(0.03)
+        if i == 4:
+            objs["opt"].param_groups[0]["lr"] = lib.tensor(0.02)
+        return step(*_data(lib, i, dtype))
+    return Program(build, call)
+
+
+TENSOR_HYPERS = {"AdamW lr": _tensor_hypers("AdamW"),
+                 "AdamW lr betas": _tensor_hypers("AdamW", True),
+                 "Adam lr betas": _tensor_hypers("Adam", True),
+                 "NAdam lr": _tensor_hypers("NAdam"), "RMSprop lr": _tensor_hypers("RMSprop"),
+                 "SGD lr": _tensor_hypers("SGD"), "Adamax lr": _tensor_hypers("Adamax")}
+
+
+@pytest.mark.parametrize("name", list(TENSOR_HYPERS))
+def test_a_tensor_learning_rate_or_beta_gives_eagers_update(name):
+    # AdamW's `1 - lr * weight_decay` was a float32 product eagerly and a float64 one
+    # compiled (the weight decay a float64 runtime value); Adam's `beta1 ** step` likewise
+    TENSOR_HYPERS[name].compare()
+
+
+@pytest.mark.parametrize("name", ["AdamW lr betas", "SGD lr"])
+def test_a_tensor_learning_rate_on_jax_gives_eagers_update(name):
+    pytest.importorskip("jax")
+    TENSOR_HYPERS[name].compare(backend="jax")
+
 # -- schedulers ----------------------------------------------------------------------------
 
 def _sgd_m(lib, m):
