@@ -277,6 +277,78 @@ def test_a_tensor_learning_rate_on_jax_gives_eagers_update(name):
     pytest.importorskip("jax")
     TENSOR_HYPERS[name].compare(backend="jax")
 
+# -- defect found: an LBFGS closure compiled, stepped outside (Note [Optimizer state unread]
+# in compiler/state_unread.py) --
+
+def _lbfgs_outside(line_search=None, read_state=False):
+    """`opt.step(lambda: closure(x, y))` with the closure (zero_grad, forward, backward)
+    compiled; `read_state`: the closure reads the optimizer's iteration count itself."""
+    def build(lib, dtype):
+        m = _model(lib, dtype)
+        opt = lib.optim.LBFGS(m.parameters(), lr=0.5, max_iter=3, history_size=3,
+                              line_search_fn=line_search)
+        w = m[0].weight
+
+        def closure(x, y):
+            opt.zero_grad()
+            scale = 1.0
+            if read_state and opt.state[w].get("n_iter", 0) > 4:
+                scale = 0.5
+            return _fb(lib, m, x, y, scale)
+        return closure, dict(m=m, opt=opt)
+
+    def call(lib, closure, objs, i, dtype):
+        x, y = _data(lib, i, dtype)
+        return objs["opt"].step(lambda: closure(x, y))
+    return Program(build, call)
+
+
+@pytest.mark.parametrize("line_search", [None, "strong_wolfe"])
+def test_a_compiled_lbfgs_closure_stays_compiled(line_search):
+    # every step rewrote the numbers in LBFGS's state (func_evals, t, prev_loss, ...), which
+    # the closure's zero_grad() reaches but never reads: a re-trace per step, then eager
+    p = _lbfgs_outside(line_search)
+    stats = p.compare()
+    assert stats.eager_calls == 0 and stats.traces <= 4, str(stats)
+    p.against_torch()
+
+
+def test_a_compiled_lbfgs_closure_reading_the_state_stays_guarded():
+    stats = _lbfgs_outside(read_state=True).compare()
+    assert any("n_iter" in str(r) for r in stats.retraces), str(stats)
+
+
+def test_a_compiled_lbfgs_closure_on_jax():
+    pytest.importorskip("jax")
+    finals = []
+    for backend in (None, "jax"):
+        p = _lbfgs_outside()
+        tg.manual_seed(0)
+        step, objs = p.build(tg, "float64")
+        f = tg.compile(step, backend=backend) if backend else step
+        losses = [float(p.call(tg, f, objs, i, "float64")) for i in range(p.n)]
+        finals.append((losses, [q.detach().numpy() for q in objs["m"].parameters()]))
+    np.testing.assert_allclose(finals[1][0], finals[0][0], rtol=1e-9)
+    for a, b in zip(finals[1][1], finals[0][1]):
+        np.testing.assert_allclose(a, b, rtol=1e-8, atol=1e-10)
+    assert f.stats.eager_calls == 0, str(f.stats)
+
+
+def test_an_lbfgs_step_inside_the_compiled_function_runs_eagerly_with_a_warning():
+    def build(lib, dtype):
+        m = _model(lib, dtype)
+        opt = lib.optim.LBFGS(m.parameters(), lr=0.5, max_iter=3,
+                              line_search_fn="strong_wolfe")
+
+        def step(x, y):
+            def closure():
+                opt.zero_grad()
+                return _fb(lib, m, x, y)
+            return opt.step(closure)
+        return step, dict(m=m, opt=opt)
+    Program(build).compare(loud="must")
+    Program(build).against_torch()
+
 # -- schedulers ----------------------------------------------------------------------------
 
 def _sgd_m(lib, m):

@@ -69,7 +69,8 @@ from .trace_settle import (grad_outputs, set_grad_mode, settle_state, warn_effec
                            with_view_bases)
 from .state_iterators import advanced
 from .state_unread import (all_names, names_type, hooks_of, keys_user_code_may_read,
-                           unread_attribute_guards, unread_hyper_guards, unused_hook_guards)
+                           unread_attribute_guards, unread_hyper_guards, unread_state_guards,
+                           unused_hook_guards)
 
 log = logging.getLogger("tracegrad")
 
@@ -598,6 +599,7 @@ class CompiledFunction(EagerFallbacks):
             scanned.unread |= append_replay.dropped_guards(lists, scanned.guards)
         read_keys = keys_user_code_may_read(scanned, watch)
         scanned.unread_hyper = {id(g) for g in unread_hyper_guards(scanned, read_keys)}
+        scanned.unread_hyper |= {id(g) for g in unread_state_guards(scanned, watch, read_keys)}
         try:
             outs, build = flatten(out, strict=True)
         except Unrebuildable as e:
