@@ -349,6 +349,91 @@ def test_an_lbfgs_step_inside_the_compiled_function_runs_eagerly_with_a_warning(
     Program(build).compare(loud="must")
     Program(build).against_torch()
 
+# -- defect found: the implementation flags PyTorch users pass (`check_flags`,
+# `check_step_flags`, `grad_mode_of_step` in optim/optimizer.py) --
+
+FLAG_OPTIMIZERS = ["SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adadelta", "Adamax", "NAdam",
+                   "RAdam", "ASGD", "Rprop"]
+FLAGS = [dict(fused=True), dict(fused=True, foreach=True), dict(fused=True, differentiable=True),
+         dict(fused=True, capturable=True), dict(foreach=True), dict(foreach=False),
+         dict(capturable=True), dict(capturable=True, foreach=True), dict(differentiable=True),
+         dict(differentiable=True, foreach=True)]
+
+
+def _flag_outcome(lib, name, kw):
+    """What one step of a fresh optimizer with `kw` does: the builtin type of the error and
+    its message (tracegrad's in-place error names the op first), or the update."""
+    p = lib.tensor(np.ones(3), requires_grad=True)
+    try:
+        opt = getattr(lib.optim, name)([p], lr=0.1, **kw)
+        p.grad = lib.tensor(np.linspace(-1, 1, 3))
+        opt.step()
+    except Exception as e:                       # noqa: BLE001 -- compared with torch's
+        base = next(c for c in type(e).__mro__ if c.__module__ == "builtins")
+        msg = str(e).split("\n")[0]
+        msg = msg.split(": ", 1)[1] if type(e).__name__ == "InplaceError" else msg
+        return base.__name__, msg[:70], sorted(opt.state[p]) if "opt" in locals() else None
+    return "ok", p.detach().numpy().round(6).tolist(), sorted(opt.state[p])
+
+
+@pytest.mark.parametrize("name", FLAG_OPTIMIZERS)
+def test_implementation_flags_are_accepted_or_refused_as_pytorch_does_on_cpu(name):
+    # fused=True (SGD, Adam, AdamW, Adagrad run fused kernels on CPU) was refused with
+    # NotImplementedError; capturable=True was refused at construction, where PyTorch's
+    # CPU step asserts; differentiable=True was refused, where PyTorch records the step
+    torch = pytest.importorskip("torch")
+    import inspect
+    accepted = inspect.signature(getattr(torch.optim, name)).parameters
+    for kw in FLAGS:
+        if all(k in accepted for k in kw):
+            assert _flag_outcome(tg, name, kw) == _flag_outcome(torch, name, kw), kw
+
+
+@pytest.mark.parametrize("name", ["SGD", "Adam", "AdamW", "Adagrad"])
+def test_a_fused_optimizer_trains_as_the_unfused_one(name):
+    kw = dict(lr=0.01, weight_decay=0.01)
+    p = _train(_opt(name, fused=True, **kw))
+    p.compare()
+    p.against_torch("float32")
+
+
+def _differentiable_sgd(lib, dtype):
+    """Meta-learning: the weights are a non-leaf function of `w`; the SGD step is
+    differentiated through (`differentiable=True`), the loss after it differentiated
+    with respect to `w`."""
+    w = lib.tensor(np.array([0.5, -1.0, 2.0]), requires_grad=True)
+    p = w * 1.0
+    p.retain_grad()
+    opt = lib.optim.SGD([p], lr=0.1, momentum=0.9, differentiable=True)
+
+    def step(x):
+        opt.zero_grad()
+        ((p * x) ** 2).sum().backward(create_graph=True)
+        opt.step()
+        after = (p ** 3).sum()
+        return after, lib.autograd.grad(after, w, retain_graph=True)[0]
+    return step, dict(opt=opt)
+
+
+def _times(lib, step, objs, i, dtype):
+    return step(lib.tensor(np.array([1.0, 2.0, 0.5]) * (i + 1)))
+
+
+def test_a_differentiable_sgd_step_is_differentiated_as_in_pytorch():
+    p = Program(_differentiable_sgd, _times, n=3)
+    p.against_torch()
+    p.compare(loud=True)
+
+
+def test_a_differentiable_step_of_another_optimizer_is_refused_not_differentiated_otherwise():
+    w = tg.tensor([0.5, -1.0], requires_grad=True)
+    p = w * 1.0
+    p.retain_grad()
+    opt = tg.optim.Adam([p], lr=0.1, differentiable=True)
+    (p ** 2).sum().backward(create_graph=True)
+    with pytest.raises(NotImplementedError, match="Adam does not differentiate"):
+        opt.step()
+
 # -- schedulers ----------------------------------------------------------------------------
 
 def _sgd_m(lib, m):

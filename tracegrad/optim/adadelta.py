@@ -12,7 +12,7 @@ lr, rho, eps and weight_decay are runtime values in a compiled step (`hyper`).
 from .. import ops as O
 from .._effects import as_scalar_for, hyper
 from .._errors import TracegradValueError
-from .optimizer import PerParameter, _check_unsupported, add_scaled_
+from .optimizer import PerParameter, check_flags, add_scaled_
 
 
 class Adadelta(PerParameter):
@@ -32,7 +32,7 @@ class Adadelta(PerParameter):
             raise TracegradValueError(f"Invalid epsilon value: {eps}")
         if not 0.0 <= weight_decay:
             raise TracegradValueError(f"Invalid weight_decay value: {weight_decay}")
-        _check_unsupported(capturable=capturable, differentiable=differentiable)
+        check_flags(capturable=capturable, differentiable=differentiable)
         defaults = dict(lr=lr, rho=rho, eps=eps, weight_decay=weight_decay, maximize=maximize,
                         capturable=capturable, foreach=foreach, differentiable=differentiable)
         super().__init__(params, defaults)

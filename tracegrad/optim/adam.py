@@ -15,7 +15,8 @@ from .._errors import TracegradValueError
 from . import _fast
 from .._effects import as_scalar_for, hyper
 from .._tensor import Tensor
-from .optimizer import Optimizer, _check_unsupported, step_counter
+from .optimizer import (Optimizer, check_flags, check_step_flags, grad_mode_of_step,
+                        step_counter)
 
 
 def _lerp_(t, end, weight):
@@ -54,19 +55,21 @@ class Adam(Optimizer):
                  amsgrad=False, *, foreach=None, maximize=False, capturable=False,
                  differentiable=False, fused=None, decoupled_weight_decay=False):
         check_adam_args(lr, eps, betas, weight_decay)
-        _check_unsupported(capturable=capturable, differentiable=differentiable, fused=fused)
+        check_flags(capturable=capturable, differentiable=differentiable, fused=fused,
+                    foreach=foreach)
         defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
                         amsgrad=amsgrad, maximize=maximize, foreach=foreach,
                         capturable=capturable, differentiable=differentiable, fused=fused,
                         decoupled_weight_decay=decoupled_weight_decay)
         super().__init__(params, defaults)
 
-    @_mode.no_grad()
+    @grad_mode_of_step
     def step(self, closure=None):
         """One Adam update of every parameter that has a gradient."""
         loss = self._closure_loss(closure)
         direct = _fast.active()
         for group in self.param_groups:
+            check_step_flags(self, group, self._state_of)
             for p in group["params"]:
                 g = p.grad
                 if g is None:
@@ -86,7 +89,7 @@ class Adam(Optimizer):
     def _state_of(self, p, group):
         state = self.state[p]
         if not state:
-            state["step"] = step_counter()
+            state["step"] = step_counter(group.get("fused"))
             state["exp_avg"] = O.zeros_like(p)
             state["exp_avg_sq"] = O.zeros_like(p)
             if group["amsgrad"]:

@@ -15,7 +15,7 @@ from .. import ops as O
 from .._effects import as_scalar_for, hyper
 from .._errors import TracegradValueError
 from .adam import _lerp_
-from .optimizer import PerParameter, _check_unsupported, step_counter, add_scaled_
+from .optimizer import PerParameter, check_flags, step_counter, add_scaled_
 
 
 class RMSprop(PerParameter):
@@ -33,7 +33,7 @@ class RMSprop(PerParameter):
                               ("alpha", alpha, "alpha value")):
             if not 0.0 <= v:
                 raise TracegradValueError(f"Invalid {what}: {v}")
-        _check_unsupported(capturable=capturable, differentiable=differentiable)
+        check_flags(capturable=capturable, differentiable=differentiable)
         defaults = dict(lr=lr, momentum=momentum, alpha=alpha, eps=eps, centered=centered,
                         weight_decay=weight_decay, capturable=capturable, foreach=foreach,
                         maximize=maximize, differentiable=differentiable)
