@@ -272,6 +272,32 @@ def test_a_tensor_learning_rate_or_beta_gives_eagers_update(name):
     TENSOR_HYPERS[name].compare()
 
 
+def _tensor_lr_scheduled(first):
+    def build(lib, dtype):
+        m = _model(lib, dtype)
+        opt = lib.optim.Adam(m.parameters(), lr=lib.tensor(0.01))
+        sched = lib.optim.lr_scheduler.ExponentialLR(opt, 0.5)
+
+        def step(x, y):
+            opt.zero_grad()
+            loss = _fb(lib, m, x, y)
+            if first:
+                sched.step()
+            opt.step()
+            if not first:
+                sched.step()
+            return loss
+        return step, dict(m=m, opt=opt, sched=sched)
+    return Program(build)
+
+
+@pytest.mark.parametrize("first", [True, False], ids=["scheduler first", "optimizer first"])
+def test_a_scheduler_over_a_tensor_learning_rate_inside_the_step_runs_eagerly(first):
+    # the scheduler's replayed step computed the new rate with tensors: a cached call
+    # stepped with the previous rate and left group["lr"] at the trace's tensor (silent)
+    _tensor_lr_scheduled(first).compare(loud="must")
+
+
 @pytest.mark.parametrize("name", ["AdamW lr betas", "SGD lr"])
 def test_a_tensor_learning_rate_on_jax_gives_eagers_update(name):
     pytest.importorskip("jax")

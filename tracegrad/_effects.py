@@ -289,7 +289,8 @@ def replayed(method):
     (a learning-rate scheduler's `step`): inside a trace the call is recorded and runs;
     after each compiled call it runs again, in order (Note [Effects]). The state it
     rewrites is its own: not guarded. It must not compute with tensors; arguments other
-    than plain Python values make such calls run eagerly."""
+    than plain Python values make such calls run eagerly, as does a reason the object's
+    `_replay_refusal()` gives (a scheduler over tensor learning rates)."""
     import functools
 
     @functools.wraps(method)
@@ -305,6 +306,11 @@ def replayed(method):
         if not plain:
             tracer.note_effect("python", f"{type(self).__name__}.{method.__name__}() with "
                                "non-Python arguments", None)
+        refusal = getattr(self, "_replay_refusal", None)
+        reason = refusal() if refusal is not None else None
+        if reason:                       # it would compute with tensors (a tensor lr)
+            tracer.note_effect("python", f"{type(self).__name__}.{method.__name__}() "
+                               f"{reason}", None)
         before = dict(getattr(self, "__dict__", {}))
         token = trace_hook.set(None)
         tracer.replaying += 1            # (reads made inside are replayed too)

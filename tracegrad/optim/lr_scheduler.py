@@ -104,6 +104,20 @@ class LRScheduler:
         finally:
             self._is_initial = False
 
+    def _replay_refusal(self):
+        """Why a compiled call cannot replay `step()` (`_effects.replayed`): a parameter
+        group whose lr, momentum or betas is a tensor makes the schedule compute with
+        tensors, which a replay after the program would do too late for an optimizer step
+        the call makes after this one (and its new tensor is the trace's)."""
+        from .._tensor import Tensor
+        for g in self.optimizer.param_groups:
+            for k in ("lr", "momentum", "betas"):
+                v = g.get(k)
+                if isinstance(v, Tensor) or isinstance(v, tuple) and any(
+                        isinstance(b, Tensor) for b in v):
+                    return f"over a tensor {k!r}"
+        return None
+
     def state_dict(self):
         """Every attribute but the optimizer (plain numbers, lists and strings)."""
         return {k: v for k, v in self.__dict__.items() if k != "optimizer"}
