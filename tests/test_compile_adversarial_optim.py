@@ -936,3 +936,242 @@ def test_idiom_on_jax_equals_eager(name):
 @pytest.mark.parametrize("name", list(IDIOMS))
 def test_idiom_eager_equals_torch(name):
     IDIOMS[name].against_torch()
+
+
+# -- more probes that passed: state crossing modes and libraries, rarer options ---------------
+
+def _std(lib, m, opt, x, y):
+    opt.zero_grad()
+    loss = _fb(lib, m, x, y)
+    opt.step()
+    return loss
+
+
+def _eager_then_compiled(name, kw, sched=None):
+    """Three eager calls, then fresh model, optimizer (and scheduler) loading their state
+    dicts continue compiled: the same as eager all along."""
+    def build(lib, dtype):
+        m = _model(lib, dtype)
+        opt = getattr(lib.optim, name)(m.parameters(), **kw)
+        objs = dict(m=m, opt=opt)
+        if sched:
+            objs["s"] = sched(lib, opt)
+
+        def body(x, y):
+            loss = _std(lib, objs["m"], objs["opt"], x, y)
+            if "s" in objs:
+                objs["s"].step()
+            return loss
+        objs["eager"] = body
+        return body, objs
+
+    def call(lib, step, objs, i, dtype):
+        if i < 3:
+            return objs["eager"](*_data(lib, i, dtype))
+        if i == 3:
+            m = _model(lib, dtype, 5)
+            m.load_state_dict(objs["m"].state_dict())
+            opt = getattr(lib.optim, name)(m.parameters(), **kw)
+            opt.load_state_dict(copy.deepcopy(objs["opt"].state_dict()))
+            objs.update(m=m, opt=opt)
+            if sched:
+                s = sched(lib, opt)
+                s.load_state_dict(objs["s"].state_dict())
+                objs["s"] = s
+        return step(*_data(lib, i, dtype))
+    return Program(build, call)
+
+
+def _from_torch(name, kw):
+    """An optimizer state saved by torch after 3 steps, loaded into the compiled run."""
+    def build(lib, dtype):
+        torch = pytest.importorskip("torch")
+        m = _model(lib, dtype)
+        opt = getattr(lib.optim, name)(m.parameters(), **kw)
+        tm = _model(torch, dtype)
+        topt = getattr(torch.optim, name)(tm.parameters(), **kw)
+        for i in range(3):
+            _std(torch, tm, topt, *_data(torch, i, dtype))
+
+        def conv(v):
+            if isinstance(v, torch.Tensor):
+                return lib.tensor(v.detach().numpy().copy()) if lib is tg else v.clone()
+            if isinstance(v, dict):
+                return {k: conv(x) for k, x in v.items()}
+            return [conv(x) for x in v] if isinstance(v, list) else v
+        opt.load_state_dict(conv(topt.state_dict()))
+        with lib.no_grad():
+            for p, q in zip(m.parameters(), tm.parameters()):
+                p.copy_(lib.tensor(q.detach().numpy().copy()))
+        return (lambda x, y: _std(lib, m, opt, x, y)), dict(m=m, opt=opt)
+    return Program(build)
+
+
+def _closure_step(name, **kw):
+    def build(lib, dtype):
+        m = _model(lib, dtype)
+        opt = getattr(lib.optim, name)(m.parameters(), **kw)
+
+        def step(x, y):
+            def closure():
+                opt.zero_grad()
+                return _fb(lib, m, x, y)
+            return opt.step(closure)
+        return step, dict(m=m, opt=opt)
+    return Program(build)
+
+
+def _named(lib, dtype):
+    m = _model(lib, dtype)
+    opt = lib.optim.AdamW(m.named_parameters(), lr=0.01)
+    return (lambda x, y: _std(lib, m, opt, x, y)), dict(m=m, opt=opt)
+
+
+def _idle_group(lib, dtype):
+    """A second group that never gets gradients, and its own OneCycleLR peak."""
+    m, extra = _model(lib, dtype), _model(lib, dtype, 3)
+    opt = lib.optim.Adam([{"params": m.parameters()},
+                          {"params": extra.parameters(), "lr": 0.1}], lr=0.01)
+    sched = lib.optim.lr_scheduler.OneCycleLR(opt, [0.05, 0.2], total_steps=10)
+
+    def step(x, y):
+        loss = _std(lib, m, opt, x, y)
+        sched.step()
+        return loss
+    return step, dict(m=m, extra=extra, opt=opt, sched=sched)
+
+
+def _total_norm(lib, dtype):
+    m = _model(lib, dtype)
+    opt = lib.optim.SGD(m.parameters(), lr=0.1)
+
+    def step(x, y):
+        opt.zero_grad()
+        loss = _fb(lib, m, x, y)
+        n = lib.nn.utils.get_total_norm([p.grad for p in m.parameters()], norm_type=3.0)
+        lib.nn.utils.clip_grads_with_norm_(m.parameters(), 0.2, n)
+        opt.step()
+        return loss, n
+    return step, dict(m=m, opt=opt)
+
+
+def _plateau_outside(**kw):
+    def build(lib, dtype):
+        m = _model(lib, dtype)
+        opt = lib.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
+        sched = lib.optim.lr_scheduler.ReduceLROnPlateau(opt, **kw)
+        return (lambda x, y: _std(lib, m, opt, x, y)), dict(m=m, opt=opt, sched=sched)
+
+    def call(lib, step, objs, i, dtype):
+        loss = step(*_data(lib, i, dtype))
+        objs["sched"].step(loss.item() * (1 if i % 3 else 2))
+        return loss
+    return Program(build, call, n=10)
+
+
+def _resumed_schedules(lib, dtype):
+    """Schedulers constructed with last_epoch=3 (resuming, `initial_lr` set by hand)."""
+    m = _model(lib, dtype)
+    opt = lib.optim.SGD(m.parameters(), lr=0.1)
+    for g in opt.param_groups:
+        g["initial_lr"] = 0.2
+    s1 = lib.optim.lr_scheduler.CosineAnnealingLR(opt, 10, last_epoch=3)
+    s2 = lib.optim.lr_scheduler.MultiStepLR(opt, [5, 7], last_epoch=3)
+
+    def step(x, y):
+        loss = _std(lib, m, opt, x, y)
+        s1.step()
+        s2.step()
+        return loss
+    return step, dict(m=m, opt=opt, s1=s1, s2=s2)
+
+
+def _cyclic_scale_fn(lib, dtype):
+    m = _model(lib, dtype)
+    opt = lib.optim.RMSprop(m.parameters(), lr=0.01, momentum=0.9)
+    sched = lib.optim.lr_scheduler.CyclicLR(
+        opt, 0.001, 0.01, step_size_up=2, scale_fn=lambda x: 0.5 ** x, scale_mode="iterations",
+        base_momentum=0.7, max_momentum=0.9)
+
+    def step(x, y):
+        loss = _std(lib, m, opt, x, y)
+        sched.step()
+        return loss
+    return step, dict(m=m, opt=opt, sched=sched)
+
+
+def _module_zero_grad(lib, dtype):
+    m = _model(lib, dtype)
+    opt = lib.optim.NAdam(m.parameters(), lr=0.01)
+
+    def step(x, y):
+        m.zero_grad(set_to_none=False)
+        loss = _fb(lib, m, x, y)
+        opt.step()
+        return loss
+    return step, dict(m=m, opt=opt)
+
+
+def _swa_batchnorm(lib, dtype):
+    m = lib.nn.Sequential(lib.nn.Linear(4, 6), lib.nn.BatchNorm1d(6), lib.nn.Tanh(),
+                          lib.nn.Linear(6, 3)).to(getattr(lib, dtype))
+    rs = np.random.RandomState(0)
+    with lib.no_grad():
+        for p in m.parameters():
+            p.copy_(lib.tensor(rs.randn(*p.shape) * 0.5))
+    opt = lib.optim.SGD(m.parameters(), lr=0.1)
+    swa = lib.optim.swa_utils.AveragedModel(m, use_buffers=True)
+
+    def step(x, y):
+        loss = _std(lib, m, opt, x, y)
+        swa.update_parameters(m)
+        return loss, swa(x)
+    return step, dict(m=m, opt=opt, swa=swa)
+
+
+MORE = {
+    "eager, then resumed compiled: Adam amsgrad + StepLR": _eager_then_compiled(
+        "Adam", dict(lr=0.01, amsgrad=True), lambda lib, o: lib.optim.lr_scheduler.StepLR(o, 2)),
+    "eager, then resumed compiled: NAdam": _eager_then_compiled("NAdam", dict(lr=0.01)),
+    "eager, then resumed compiled: ASGD": _eager_then_compiled("ASGD", dict(lr=0.05, t0=1)),
+    "eager, then resumed compiled: RMSprop centered": _eager_then_compiled(
+        "RMSprop", dict(lr=0.01, centered=True, momentum=0.5)),
+    "eager, then resumed compiled: SGD + OneCycleLR": _eager_then_compiled(
+        "SGD", dict(lr=0.1, momentum=0.9),
+        lambda lib, o: lib.optim.lr_scheduler.OneCycleLR(o, 0.5, total_steps=10)),
+    "torch's state: Adam": _from_torch("Adam", dict(lr=0.01)),
+    "torch's state: NAdam": _from_torch("NAdam", dict(lr=0.01)),
+    "torch's state: ASGD": _from_torch("ASGD", dict(lr=0.05, t0=1)),
+    "torch's state: Adadelta": _from_torch("Adadelta", dict()),
+    "step(closure): SGD": _closure_step("SGD", lr=0.1, momentum=0.9),
+    "step(closure): Rprop": _closure_step("Rprop", lr=0.01),
+    "named parameters": Program(_named),
+    "a group without gradients, OneCycleLR per group": Program(_idle_group),
+    "get_total_norm and clip_grads_with_norm_": Program(_total_norm),
+    "ReduceLROnPlateau max, cooldown, min_lr": _plateau_outside(
+        mode="max", factor=0.3, patience=1, cooldown=1, min_lr=0.01),
+    "ReduceLROnPlateau abs threshold, eps": _plateau_outside(
+        threshold_mode="abs", threshold=0.1, patience=0, eps=1e-3),
+    "schedulers resumed by last_epoch": Program(_resumed_schedules),
+    "CyclicLR scale_fn, RMSprop momentum": Program(_cyclic_scale_fn),
+    "model.zero_grad(set_to_none=False)": Program(_module_zero_grad),
+    "AveragedModel use_buffers with BatchNorm": Program(_swa_batchnorm),
+}
+# (a Python float in the state, compared exactly, takes JAX's last-bit rounding of the loss)
+NOT_ON_JAX = {"ReduceLROnPlateau max, cooldown, min_lr"}
+
+
+@pytest.mark.parametrize("name", list(MORE))
+def test_more_compiled_equals_eager(name):
+    MORE[name].compare()
+
+
+@pytest.mark.parametrize("name", [n for n in MORE if n not in NOT_ON_JAX])
+def test_more_on_jax_equals_eager(name):
+    pytest.importorskip("jax")
+    MORE[name].compare(backend="jax")
+
+
+@pytest.mark.parametrize("name", list(MORE))
+def test_more_eager_equals_torch(name):
+    MORE[name].against_torch()
