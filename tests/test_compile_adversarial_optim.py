@@ -6,8 +6,9 @@ same state, and compared with `_differential.compare` (results, warnings, parame
 state and param groups (a tensor `step` against a float one compares equal as a number).
 Eager tracegrad is also run against PyTorch 2.13 on the same weights and data.
 
-The first tests are defects this review found (each fails without its fix); the
-parametrised programs after them are probes that passed, kept as regression guards."""
+The tests of defects this review found (each fails without its fix) come first in each
+section; the parametrised programs are probes that passed, kept as regression guards (their
+JAX sweeps are marked slow: `-m slow`)."""
 import copy
 import warnings
 
@@ -218,6 +219,7 @@ def test_optimizer_compiled_float32_equals_eager(name):
     Program.compare(_train(OPTIMIZERS[name]), dtype="float32")
 
 
+@pytest.mark.slow            # the JAX sweep: the defects' JAX tests above run by default
 @pytest.mark.parametrize("name", list(OPTIMIZERS))
 def test_optimizer_on_jax_equals_eager(name):
     pytest.importorskip("jax")
@@ -515,6 +517,7 @@ def test_scheduler_compiled_equals_eager(name, inside):
     Program.compare(_train(o, s, inside))
 
 
+@pytest.mark.slow            # the JAX sweep: the defects' JAX tests above run by default
 @pytest.mark.parametrize("name", list(SCHEDULERS))
 def test_scheduler_on_jax_equals_eager(name):
     pytest.importorskip("jax")
@@ -926,6 +929,7 @@ def test_idiom_compiled_equals_eager(name):
     p.compare(loud=name in LOUD)
 
 
+@pytest.mark.slow            # the JAX sweep: the defects' JAX tests above run by default
 @pytest.mark.parametrize("name", list(IDIOMS) + list(NONFINITE))
 def test_idiom_on_jax_equals_eager(name):
     pytest.importorskip("jax")
@@ -1166,6 +1170,7 @@ def test_more_compiled_equals_eager(name):
     MORE[name].compare()
 
 
+@pytest.mark.slow            # the JAX sweep: the defects' JAX tests above run by default
 @pytest.mark.parametrize("name", [n for n in MORE if n not in NOT_ON_JAX])
 def test_more_on_jax_equals_eager(name):
     pytest.importorskip("jax")
