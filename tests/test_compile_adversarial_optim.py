@@ -462,6 +462,36 @@ def test_a_differentiable_step_of_another_optimizer_is_refused_not_differentiate
     with pytest.raises(NotImplementedError, match="Adam does not differentiate"):
         opt.step()
 
+def _tensor_option_outcome(lib, name, kw):
+    p = lib.ones(2, requires_grad=True)
+    kw = {k: (tuple(lib.tensor(x) if isinstance(x, list) else x for x in v)
+              if isinstance(v, tuple) else lib.tensor(v) if isinstance(v, list) else v)
+          for k, v in kw.items()}
+    try:
+        opt = getattr(lib.optim, name)([p], **kw)
+        p.grad = lib.ones(2)
+        opt.step()
+    except Exception as e:                       # noqa: BLE001 -- compared with torch's
+        base = next(c for c in type(e).__mro__ if c.__module__ == "builtins")
+        return base.__name__, str(e)
+    return "ok", p.detach().numpy().tolist()
+
+
+@pytest.mark.parametrize("name", ["Adam", "AdamW", "SGD", "RMSprop", "NAdam", "Rprop"])
+@pytest.mark.parametrize("kw", [dict(betas=(0, 0.99)), dict(betas=(0.9, [0.99])),
+                                dict(lr=[0.1, 0.2]), dict(lr=[0.1]), dict(lr=[0.1], foreach=True),
+                                dict(betas=([0.9], [0.99]), foreach=True)], ids=str)
+def test_tensor_options_are_checked_as_in_pytorch(name, kw):
+    # a 2-element tensor lr failed on bool(); int or mixed betas, tensor options with
+    # foreach=True were accepted where PyTorch refuses them (lists here: 1-d tensors)
+    torch = pytest.importorskip("torch")
+    if "betas" in kw and name in ("SGD", "RMSprop", "Rprop"):
+        pytest.skip("no betas")
+    if name == "NAdam" and ("betas" in kw or "foreach" in kw):
+        pytest.skip("PyTorch's NAdam fails inside on 1-d tensor betas, rounds otherwise "
+                    "with foreach")
+    assert _tensor_option_outcome(tg, name, kw) == _tensor_option_outcome(torch, name, kw)
+
 # -- schedulers ----------------------------------------------------------------------------
 
 def _sgd_m(lib, m):

@@ -12,7 +12,7 @@ lr, rho, eps and weight_decay are runtime values in a compiled step (`hyper`).
 from .. import ops as O
 from .._effects import as_scalar_for, hyper
 from .._errors import TracegradValueError
-from .optimizer import PerParameter, check_flags, add_scaled_
+from .optimizer import PerParameter, check_flags, check_tensor_lr, add_scaled_
 
 
 class Adadelta(PerParameter):
@@ -24,6 +24,7 @@ class Adadelta(PerParameter):
 
     def __init__(self, params, lr=1.0, rho=0.9, eps=1e-6, weight_decay=0, foreach=None, *,
                  capturable=False, maximize=False, differentiable=False):
+        check_tensor_lr(lr)
         if not 0.0 <= lr:
             raise TracegradValueError(f"Invalid learning rate: {lr}")
         if not 0.0 <= rho <= 1.0:

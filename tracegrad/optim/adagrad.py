@@ -18,7 +18,7 @@ from .. import ops as O
 from .._effects import as_scalar_for, hyper
 from .._errors import TracegradValueError
 from .._tensor import Tensor
-from .optimizer import Optimizer, check_flags, grad_mode_of_step, step_counter
+from .optimizer import Optimizer, check_flags, check_tensor_lr, grad_mode_of_step, step_counter
 
 
 class Adagrad(Optimizer):
@@ -29,6 +29,7 @@ class Adagrad(Optimizer):
 
     def __init__(self, params, lr=1e-2, lr_decay=0, weight_decay=0, initial_accumulator_value=0,
                  eps=1e-10, foreach=None, *, maximize=False, differentiable=False, fused=None):
+        check_tensor_lr(lr)
         for name, v in (("learning rate", lr), ("lr_decay value", lr_decay),
                         ("weight_decay value", weight_decay),
                         ("initial_accumulator_value value", initial_accumulator_value),

@@ -15,7 +15,8 @@ from .. import ops as O
 from .._effects import as_scalar_for, hyper
 from .._errors import TracegradValueError
 from .._tensor import Tensor
-from .optimizer import PerParameter, check_flags, scalar_state, step_counter, step_value
+from .optimizer import (PerParameter, check_flags, check_tensor_lr, scalar_state, step_counter,
+                        step_value)
 
 
 class ASGD(PerParameter):
@@ -27,6 +28,7 @@ class ASGD(PerParameter):
 
     def __init__(self, params, lr=1e-2, lambd=1e-4, alpha=0.75, t0=1e6, weight_decay=0,
                  foreach=None, maximize=False, differentiable=False, capturable=False):
+        check_tensor_lr(lr)
         if not 0.0 <= lr:
             raise TracegradValueError(f"Invalid learning rate: {lr}")
         if not 0.0 <= weight_decay:

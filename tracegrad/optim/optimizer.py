@@ -24,6 +24,12 @@ from ._hooks import (HookMethods, add_registries, load_state_dict_hooked,
                      state_dict_hooked, with_step_hooks)
 
 
+def check_tensor_lr(lr):
+    """PyTorch's first check of a tensor learning rate (Note [Tensor hyper-parameters])."""
+    if isinstance(lr, Tensor) and lr.numel() != 1:
+        raise TracegradValueError("Tensor lr must be 1-element")
+
+
 def check_flags(capturable=False, differentiable=False, fused=None, foreach=None):
     """PyTorch's construction checks of the implementation flags. `foreach` and `fused`
     pick PyTorch's kernels, not the math: tracegrad computes every option with its one

@@ -12,7 +12,8 @@ from .._errors import TracegradValueError
 from .._effects import as_scalar_for, hyper
 from . import _fast
 from ..ops import elementwise as O
-from .optimizer import Optimizer, add_scaled_, check_flags, check_step_flags, grad_mode_of_step
+from .optimizer import (Optimizer, add_scaled_, check_flags, check_tensor_lr, check_step_flags,
+                        grad_mode_of_step)
 
 
 class SGD(Optimizer):
@@ -30,6 +31,7 @@ class SGD(Optimizer):
     def __init__(self, params, lr=1e-3, momentum=0, dampening=0, weight_decay=0,
                  nesterov=False, *, maximize=False, foreach=None, differentiable=False,
                  fused=None):
+        check_tensor_lr(lr)
         if lr < 0.0:
             raise TracegradValueError(f"Invalid learning rate: {lr}")
         if momentum < 0.0:
