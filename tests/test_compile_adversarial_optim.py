@@ -300,6 +300,46 @@ def test_a_scheduler_over_a_tensor_learning_rate_inside_the_step_runs_eagerly(fi
     _tensor_lr_scheduled(first).compare(loud="must")
 
 
+TENSOR_LR_SCHEDULES = {
+    "ExponentialLR": lambda lib, o: lib.optim.lr_scheduler.ExponentialLR(o, 0.5),
+    "CyclicLR": lambda lib, o: lib.optim.lr_scheduler.CyclicLR(o, 0.01, 0.1, step_size_up=2),
+    "ReduceLROnPlateau": lambda lib, o: lib.optim.lr_scheduler.ReduceLROnPlateau(o,
+                                                                                 patience=0),
+    "SequentialLR": lambda lib, o: lib.optim.lr_scheduler.SequentialLR(
+        o, [lib.optim.lr_scheduler.ConstantLR(o, 0.5, 2),
+            lib.optim.lr_scheduler.ExponentialLR(o, 0.9)], [2]),
+    "OneCycleLR": lambda lib, o: lib.optim.lr_scheduler.OneCycleLR(o, 0.5, total_steps=10),
+}
+
+
+def _tensor_lr_outside(sched):
+    def build(lib, dtype):
+        m = _model(lib, dtype)
+        lr = lib.tensor(0.1)
+        opt = lib.optim.SGD(m.parameters(), lr=lr, momentum=0.9)
+        return (lambda x, y: _std(lib, m, opt, x, y)), dict(m=m, opt=opt, s=sched(lib, opt),
+                                                            lr=lr)
+
+    def call(lib, step, objs, i, dtype):
+        loss = step(*_data(lib, i, dtype))
+        s = objs["s"]
+        s.step(loss.item()) if hasattr(s, "patience") else s.step()
+        g = objs["opt"].param_groups[0]
+        # PyTorch fills the group's tensor in place and keeps copies as the last rates
+        return loss, g["lr"] is objs["lr"], s.get_last_lr()[0] is g["lr"]
+    return Program(build, call)
+
+
+@pytest.mark.parametrize("name", list(TENSOR_LR_SCHEDULES))
+def test_a_scheduler_fills_a_tensor_learning_rate_in_place(name):
+    # schedulers rebound group["lr"] to a new tensor each step: the caller's tensor went
+    # stale (PyTorch fills it), and a compiled step re-traced on every call
+    p = _tensor_lr_outside(TENSOR_LR_SCHEDULES[name])
+    p.against_torch()
+    stats = p.compare()
+    assert stats.traces <= 2 and stats.eager_calls == 0, str(stats)
+
+
 @pytest.mark.parametrize("name", ["AdamW lr betas", "SGD lr"])
 def test_a_tensor_learning_rate_on_jax_gives_eagers_update(name):
     pytest.importorskip("jax")
