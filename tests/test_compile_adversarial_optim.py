@@ -113,7 +113,7 @@ def _plain(v):
     if hasattr(v, "detach"):
         return v.detach().numpy().astype(np.float64)
     if isinstance(v, (list, tuple)):
-        return [_plain(x) for x in v]
+        return type(v)(_plain(x) for x in v)
     if isinstance(v, dict):
         return {k: _plain(x) for k, x in v.items()}
     return v
@@ -125,12 +125,12 @@ def _state(objs):
         o = objs[k]
         if hasattr(o, "param_groups"):
             sd = o.state_dict()
-            out.append((_plain(sd["state"]), [{a: b for a, b in g.items() if a != "params"}
+            out.append((_plain(sd["state"]), [_plain({a: b for a, b in g.items() if a != "params"})
                                               for g in sd["param_groups"]]))
         elif hasattr(o, "parameters"):
             out.append([(_plain(p), _plain(p.grad)) for p in o.parameters()])
         elif hasattr(o, "get_last_lr"):
-            out.append((getattr(o, "last_epoch", None), o.get_last_lr()))
+            out.append((getattr(o, "last_epoch", None), _plain(o.get_last_lr())))
     return out
 
 
