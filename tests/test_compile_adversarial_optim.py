@@ -19,7 +19,6 @@ import tracegrad as tg
 from _differential import compare
 
 nn, F = tg.nn, tg.nn.functional
-S = tg.optim.lr_scheduler
 N = 6
 
 

@@ -9,7 +9,6 @@ Per parameter, with t the step count (a 0-d float tensor in the state, as in PyT
     p += -(lr / (1 - beta1**t)) * m / (sqrt(v) / sqrt(1 - beta2**t) + eps)
 """
 from .. import _dtype as D
-from .. import _mode
 from .. import ops as O
 from .._errors import TracegradValueError
 from . import _fast

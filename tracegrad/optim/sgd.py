@@ -7,7 +7,6 @@ Per parameter, in PyTorch's order of operations (single-tensor path):
     g = g + momentum * buf if nesterov else buf   (if momentum)
     p -= lr * g
 """
-from .. import _mode
 from .._errors import TracegradValueError
 from .._effects import as_scalar_for, hyper
 from . import _fast
