@@ -30,7 +30,7 @@ class Arr:
             return False
         if Arr.tol == 0 or a.dtype.kind != "f":
             return a.tobytes() == b.tobytes()
-        return bool(np.allclose(a, b, rtol=Arr.tol, atol=Arr.tol))
+        return bool(np.allclose(a, b, rtol=Arr.tol, atol=Arr.tol, equal_nan=True))
 
     def __repr__(self):
         return f"Arr({self.a!r})"

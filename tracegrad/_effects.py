@@ -162,6 +162,8 @@ def hyper(holder, key, index=None, narrow=False):
     gives eager's bits for numpy float32 values too (Note [Narrow numpy hyper-parameters])."""
     value = holder[key] if index is None else holder[key][index]
     tracer = active()
+    if _one_element_tensor(value):           # Note [Tensor hyper-parameters]
+        return value.item() if tracer is None else _tensor_hyper(value)
     if tracer is None:
         return value
     found = None if narrow else _narrow_in(holder)   # Note [Narrow numpy hyper-parameters]
@@ -173,6 +175,33 @@ def hyper(holder, key, index=None, narrow=False):
     if not is_number(value, narrow):
         return value
     return tracer.hyper_source(holder, key, value, index, narrow)
+
+
+# Note [Tensor hyper-parameters]
+# PyTorch accepts a 1-element tensor as a learning rate or beta (`Adam(ps, lr=tensor(0.01))`,
+# changed in place by `lr.fill_(...)`). Its value is what the update computes with, so it is
+# read as a number: eagerly its `item()` (float64 arithmetic, as a Python float's), in a
+# trace the tensor (an implicit input, read per call) cast to a 0-d float64 tensor, which
+# is what every other hyper-parameter read per call is. Using the tensor itself in the
+# update mixed its dtype's promotion with the float64 runtime values of its neighbours
+# (`lr * weight_decay` a float32 product eagerly, a float64 one compiled): a silent
+# difference in the last bits of every step.
+
+def _one_element_tensor(value):
+    from ._tensor import Tensor
+    return (isinstance(value, Tensor) and value.numel() == 1
+            and (value.is_floating_point() or value.dtype.is_signed))
+
+
+def _tensor_hyper(value):
+    from . import _dtype as D
+    with _no_grad():
+        return value.detach().reshape(()).to(D.float64)
+
+
+def _no_grad():
+    from ._mode import no_grad
+    return no_grad()
 
 
 def as_scalar_for(value, like):
@@ -260,7 +289,8 @@ def replayed(method):
     (a learning-rate scheduler's `step`): inside a trace the call is recorded and runs;
     after each compiled call it runs again, in order (Note [Effects]). The state it
     rewrites is its own: not guarded. It must not compute with tensors; arguments other
-    than plain Python values make such calls run eagerly."""
+    than plain Python values make such calls run eagerly, as does a reason the object's
+    `_replay_refusal()` gives (a scheduler over tensor learning rates)."""
     import functools
 
     @functools.wraps(method)
@@ -276,6 +306,11 @@ def replayed(method):
         if not plain:
             tracer.note_effect("python", f"{type(self).__name__}.{method.__name__}() with "
                                "non-Python arguments", None)
+        refusal = getattr(self, "_replay_refusal", None)
+        reason = refusal() if refusal is not None else None
+        if reason:                       # it would compute with tensors (a tensor lr)
+            tracer.note_effect("python", f"{type(self).__name__}.{method.__name__}() "
+                               f"{reason}", None)
         before = dict(getattr(self, "__dict__", {}))
         token = trace_hook.set(None)
         tracer.replaying += 1            # (reads made inside are replayed too)

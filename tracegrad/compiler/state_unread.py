@@ -184,6 +184,38 @@ def unread_hyper_guards(scanned, read_keys):
     return out
 
 
+# Note [Optimizer state unread]
+# The scan guards the Python numbers in an optimizer's per-parameter state as it guards any
+# reachable data. LBFGS keeps its counters and its last step length and loss there
+# (`func_evals`, `n_iter`, `t`, `prev_loss`) and grows lists of history (`old_dirs`), all
+# rewritten by every `opt.step(closure)`. The natural way to compile an LBFGS loop
+# compiles the closure (forward and backward) and steps outside; the closure's call of
+# `opt.zero_grad()` reaches the optimizer, so each step made the closure re-trace and, past
+# `cache_limit`, run eagerly for good, though nothing it ran read that state. The guards on
+# the state's numbers and containers are dropped when user code called no library method of
+# the optimizer other than `zero_grad` (its `step`, `state_dict()`, ... do read them; an
+# LBFGS step inside the trace is an eager effect anyway) and may not have read their keys
+# itself (`keys_user_code_may_read`: the keys it spells, or every key). Tensors kept there
+# stay bound as captured tensors are (Note [Captured state]).
+
+def unread_state_guards(scanned, watch, read_keys):
+    """The guards on optimizers' per-parameter state the trace cannot have read (Note
+    [Optimizer state unread]), to drop from the path's state guards."""
+    out = []
+    called = {key for key, _, code, *_ in watch.method_calls if code.co_name != "zero_grad"}
+    for opt in scanned.optimizers:
+        if id(opt) in called:
+            continue
+        states = [s for s in opt.state.values() if isinstance(s, dict)]
+        keyed = {id(s) for s in states}
+        inner = {id(v) for s in states for k, v in s.items()
+                 if k not in read_keys and isinstance(v, (list, tuple, dict))}
+        out += [g for g in scanned.guards
+                if id(g.holder) in keyed and g.key not in read_keys and g.mode != "len"
+                or id(g.holder) in inner]
+    return out
+
+
 # Note [Gradient hooks' state]
 # A hook registered outside on a leaf (`w.register_hook(lambda g: g * cfg["s"])`) runs
 # inside the trace when the function runs backward into that leaf, and becomes part of

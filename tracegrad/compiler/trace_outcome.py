@@ -31,7 +31,8 @@ from .dynamic_numbers import REAL_NUMBER_ONLY, compares_number_identity
 from .foreign_rng import drawn
 from .state_iterators import advanced
 from .state_unread import (all_names, keys_user_code_may_read, names_type,
-                           unread_attribute_guards, unread_hyper_guards)
+                           unread_attribute_guards, unread_hyper_guards,
+                           unread_state_guards)
 from .trace_settle import set_grad_mode, warn_effects
 
 
@@ -99,6 +100,7 @@ def unread_guards(tracer, scanned, watch, appends, containers):
         scanned.unread |= append_replay.dropped_guards(lists, scanned.guards)
     read_keys = keys_user_code_may_read(scanned, watch)
     scanned.unread_hyper = {id(g) for g in unread_hyper_guards(scanned, read_keys)}
+    scanned.unread_hyper |= {id(g) for g in unread_state_guards(scanned, watch, read_keys)}
     return read_keys
 
 

@@ -15,6 +15,7 @@ error messages then apply).
 """
 import numpy as np
 
+from .. import _mode
 from .._dispatch import EAGER_WRITES, _scalar, trace_hook
 from .._tensor import Tensor
 from ..ops.elementwise import _quiet
@@ -23,8 +24,9 @@ _FLOATS = frozenset(np.dtype(t) for t in (np.float32, np.float64))
 
 
 def active():
-    """True when direct updates may run: eager, no trace being recorded."""
-    return trace_hook.get() is None
+    """True when direct updates may run: eager, no trace being recorded, gradients not
+    recorded (a `differentiable=True` step records the ops of its update)."""
+    return trace_hook.get() is None and not _mode.is_grad_enabled()
 
 
 def _plain(p, *others):

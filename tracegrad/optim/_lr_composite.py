@@ -5,7 +5,7 @@ from bisect import bisect_right
 
 from .._effects import replayed
 from .._errors import TracegradTypeError, TracegradValueError
-from .lr_scheduler import LRScheduler, _per_group
+from .lr_scheduler import LRScheduler, _per_group, set_group_value
 from .optimizer import Optimizer
 
 
@@ -142,7 +142,7 @@ class SequentialLR(LRScheduler):
         self.last_epoch = last_epoch + 1
         self.optimizer = optimizer
         for g in optimizer.param_groups:
-            g["lr"] = g["initial_lr"]
+            set_group_value(g, "lr", g["initial_lr"])
         self._undo(self)                  # the children's constructors each stepped once
         idx = bisect_right(self._milestones, 0)
         self._schedulers[idx]._initial_step()

@@ -10,7 +10,7 @@ import types
 
 from .._effects import replayed
 from .._errors import TracegradTypeError, TracegradValueError
-from .lr_scheduler import LRScheduler, _lrs, _per_group
+from .lr_scheduler import LRScheduler, _lrs, _per_group, set_group_value
 from .optimizer import Optimizer
 
 
@@ -62,7 +62,7 @@ class CosineAnnealingWarmRestarts(LRScheduler):
         finally:
             self._get_lr_called_within_step = False
         for group, lr in zip(self.optimizer.param_groups, values):
-            group["lr"] = lr
+            set_group_value(group, "lr", lr)
         self._last_lr = _lrs(self.optimizer)
 
     def _seek(self, epoch):
@@ -96,7 +96,7 @@ class CyclicLR(LRScheduler):
         base_lrs = _per_group("base_lr", optimizer, base_lr)
         if last_epoch == -1:
             for lr, group in zip(base_lrs, optimizer.param_groups):
-                group["lr"] = lr
+                set_group_value(group, "lr", lr)
         self.max_lrs = _per_group("max_lr", optimizer, max_lr)
         step_size_up = float(step_size_up)
         step_size_down = float(step_size_down) if step_size_down is not None else step_size_up

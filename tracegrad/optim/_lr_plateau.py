@@ -6,7 +6,7 @@ import warnings
 
 from .._effects import replayed
 from .._errors import TracegradRuntimeError, TracegradTypeError, TracegradValueError
-from .lr_scheduler import _EPOCH_WARNING, LRScheduler, _lrs
+from .lr_scheduler import _EPOCH_WARNING, LRScheduler, _lrs, set_group_value
 from .optimizer import Optimizer
 
 
@@ -81,7 +81,7 @@ class ReduceLROnPlateau(LRScheduler):
             old = float(g["lr"])
             new = max(old * self.factor, low)
             if old - new > self.eps:
-                g["lr"] = new
+                set_group_value(g, "lr", new)
 
     @property
     def in_cooldown(self):

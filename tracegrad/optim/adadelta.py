@@ -12,7 +12,7 @@ lr, rho, eps and weight_decay are runtime values in a compiled step (`hyper`).
 from .. import ops as O
 from .._effects import as_scalar_for, hyper
 from .._errors import TracegradValueError
-from .optimizer import PerParameter, _check_unsupported, add_scaled_
+from .optimizer import PerParameter, check_flags, check_tensor_lr, add_scaled_
 
 
 class Adadelta(PerParameter):
@@ -24,6 +24,7 @@ class Adadelta(PerParameter):
 
     def __init__(self, params, lr=1.0, rho=0.9, eps=1e-6, weight_decay=0, foreach=None, *,
                  capturable=False, maximize=False, differentiable=False):
+        check_tensor_lr(lr)
         if not 0.0 <= lr:
             raise TracegradValueError(f"Invalid learning rate: {lr}")
         if not 0.0 <= rho <= 1.0:
@@ -32,7 +33,7 @@ class Adadelta(PerParameter):
             raise TracegradValueError(f"Invalid epsilon value: {eps}")
         if not 0.0 <= weight_decay:
             raise TracegradValueError(f"Invalid weight_decay value: {weight_decay}")
-        _check_unsupported(capturable=capturable, differentiable=differentiable)
+        check_flags(capturable=capturable, differentiable=differentiable)
         defaults = dict(lr=lr, rho=rho, eps=eps, weight_decay=weight_decay, maximize=maximize,
                         capturable=capturable, foreach=foreach, differentiable=differentiable)
         super().__init__(params, defaults)

@@ -18,7 +18,7 @@ from .. import ops as O
 from .._effects import as_scalar_for, hyper
 from .._errors import TracegradValueError
 from .._tensor import Tensor
-from .optimizer import Optimizer, _check_unsupported, step_counter
+from .optimizer import Optimizer, check_flags, check_tensor_lr, grad_mode_of_step, step_counter
 
 
 class Adagrad(Optimizer):
@@ -29,13 +29,14 @@ class Adagrad(Optimizer):
 
     def __init__(self, params, lr=1e-2, lr_decay=0, weight_decay=0, initial_accumulator_value=0,
                  eps=1e-10, foreach=None, *, maximize=False, differentiable=False, fused=None):
+        check_tensor_lr(lr)
         for name, v in (("learning rate", lr), ("lr_decay value", lr_decay),
                         ("weight_decay value", weight_decay),
                         ("initial_accumulator_value value", initial_accumulator_value),
                         ("epsilon value", eps)):
             if not 0.0 <= v:
                 raise TracegradValueError(f"Invalid {name}: {v}")
-        _check_unsupported(differentiable=differentiable, fused=fused)
+        check_flags(differentiable=differentiable, fused=fused, foreach=foreach)
         defaults = dict(lr=lr, lr_decay=lr_decay, eps=eps, weight_decay=weight_decay,
                         initial_accumulator_value=initial_accumulator_value, foreach=foreach,
                         maximize=maximize, differentiable=differentiable, fused=fused)
@@ -47,12 +48,12 @@ class Adagrad(Optimizer):
     def _state_of(self, p, group):
         state = self.state[p]
         if not state:
-            state["step"] = step_counter()
+            state["step"] = step_counter(group.get("fused"))
             with _mode.no_grad():
                 state["sum"] = O.full_like(p, group["initial_accumulator_value"])
         return state
 
-    @_mode.no_grad()
+    @grad_mode_of_step
     def step(self, closure=None):
         """One Adagrad update of every parameter that has a gradient."""
         return self._update_each(closure)

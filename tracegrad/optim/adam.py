@@ -9,13 +9,13 @@ Per parameter, with t the step count (a 0-d float tensor in the state, as in PyT
     p += -(lr / (1 - beta1**t)) * m / (sqrt(v) / sqrt(1 - beta2**t) + eps)
 """
 from .. import _dtype as D
-from .. import _mode
 from .. import ops as O
 from .._errors import TracegradValueError
 from . import _fast
 from .._effects import as_scalar_for, hyper
 from .._tensor import Tensor
-from .optimizer import Optimizer, _check_unsupported, step_counter
+from .optimizer import (Optimizer, check_flags, check_step_flags, check_tensor_lr,
+                        grad_mode_of_step, step_counter)
 
 
 def _lerp_(t, end, weight):
@@ -33,6 +33,7 @@ def _lerp_(t, end, weight):
 
 def check_adam_args(lr, eps, betas, weight_decay):
     """PyTorch's checks (and messages) of the options Adam's relatives share."""
+    check_tensor_lr(lr)
     if not 0.0 <= lr:
         raise TracegradValueError(f"Invalid learning rate: {lr}")
     if not 0.0 <= eps:
@@ -44,6 +45,30 @@ def check_adam_args(lr, eps, betas, weight_decay):
     if not 0.0 <= weight_decay:
         raise TracegradValueError(f"Invalid weight_decay value: {weight_decay}")
 
+def _check_adam_tensors(lr, betas, foreach, capturable):
+    """Adam's own checks of tensor hyper-parameters, PyTorch's order and messages."""
+    from .._tensor import Tensor
+    if isinstance(lr, Tensor):
+        if foreach and not capturable:
+            raise TracegradValueError("lr as a Tensor is not supported for capturable=False "
+                                      "and foreach=True")
+        check_tensor_lr(lr)
+
+
+def _check_adam_betas(betas, foreach, capturable):
+    from .._tensor import Tensor
+    if not (all(isinstance(b, float) for b in betas[:2])
+            or all(isinstance(b, Tensor) for b in betas[:2])):
+        raise TracegradValueError("betas must be either both floats or both Tensors")
+    for i, b in enumerate(betas[:2]):
+        if isinstance(b, Tensor):
+            if not capturable and foreach:
+                raise TracegradValueError(f"betas[{i}] as a Tensor is not supported for "
+                                          "capturable=False and foreach=True")
+            if b.numel() != 1:
+                raise TracegradValueError(f"Tensor betas[{i}] must be 1-element")
+
+
 class Adam(Optimizer):
     """`Adam(params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, amsgrad=False,
     *, maximize=False, decoupled_weight_decay=False)`."""
@@ -53,20 +78,24 @@ class Adam(Optimizer):
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
                  amsgrad=False, *, foreach=None, maximize=False, capturable=False,
                  differentiable=False, fused=None, decoupled_weight_decay=False):
+        _check_adam_tensors(lr, betas, foreach, capturable)
         check_adam_args(lr, eps, betas, weight_decay)
-        _check_unsupported(capturable=capturable, differentiable=differentiable, fused=fused)
+        _check_adam_betas(betas, foreach, capturable)
+        check_flags(capturable=capturable, differentiable=differentiable, fused=fused,
+                    foreach=foreach)
         defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
                         amsgrad=amsgrad, maximize=maximize, foreach=foreach,
                         capturable=capturable, differentiable=differentiable, fused=fused,
                         decoupled_weight_decay=decoupled_weight_decay)
         super().__init__(params, defaults)
 
-    @_mode.no_grad()
+    @grad_mode_of_step
     def step(self, closure=None):
         """One Adam update of every parameter that has a gradient."""
         loss = self._closure_loss(closure)
         direct = _fast.active()
         for group in self.param_groups:
+            check_step_flags(self, group, self._state_of)
             for p in group["params"]:
                 g = p.grad
                 if g is None:
@@ -86,7 +115,7 @@ class Adam(Optimizer):
     def _state_of(self, p, group):
         state = self.state[p]
         if not state:
-            state["step"] = step_counter()
+            state["step"] = step_counter(group.get("fused"))
             state["exp_avg"] = O.zeros_like(p)
             state["exp_avg_sq"] = O.zeros_like(p)
             if group["amsgrad"]:

@@ -24,7 +24,7 @@ from .._effects import as_scalar_for, hyper
 from .._errors import TracegradValueError
 from .._tensor import Tensor
 from .adam import _lerp_, check_adam_args
-from .optimizer import PerParameter, _check_unsupported, step_value
+from .optimizer import PerParameter, check_flags, step_value
 
 
 class _Moments(PerParameter):
@@ -58,6 +58,8 @@ class NAdam(_Moments):
     _scalars = (("mu_product", 1.0),)
 
     _runtime_keys = _Moments._runtime_keys + ("momentum_decay",)
+    _capturable_what = "params, mu_products and state_steps"
+    _capturable_what_foreach = "params, mu_products, and state_steps"
 
     def __init__(self, params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
                  momentum_decay=4e-3, decoupled_weight_decay=False, *, foreach=None,
@@ -65,7 +67,7 @@ class NAdam(_Moments):
         check_adam_args(lr, eps, betas, weight_decay)
         if not 0.0 <= momentum_decay:
             raise TracegradValueError(f"Invalid momentum_decay value: {momentum_decay}")
-        _check_unsupported(capturable=capturable, differentiable=differentiable)
+        check_flags(capturable=capturable, differentiable=differentiable)
         defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
                         momentum_decay=momentum_decay,
                         decoupled_weight_decay=decoupled_weight_decay, maximize=maximize,
@@ -109,7 +111,7 @@ class RAdam(_Moments):
                  decoupled_weight_decay=False, *, foreach=None, maximize=False,
                  capturable=False, differentiable=False):
         check_adam_args(lr, eps, betas, weight_decay)
-        _check_unsupported(capturable=capturable, differentiable=differentiable)
+        check_flags(capturable=capturable, differentiable=differentiable)
         defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
                         maximize=maximize, foreach=foreach, capturable=capturable,
                         decoupled_weight_decay=decoupled_weight_decay,
@@ -173,7 +175,7 @@ class Adamax(_Moments):
     def __init__(self, params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
                  foreach=None, *, maximize=False, differentiable=False, capturable=False):
         check_adam_args(lr, eps, betas, weight_decay)
-        _check_unsupported(capturable=capturable, differentiable=differentiable)
+        check_flags(capturable=capturable, differentiable=differentiable)
         defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
                         foreach=foreach, maximize=maximize, differentiable=differentiable,
                         capturable=capturable)

@@ -15,7 +15,8 @@ from .. import ops as O
 from .._effects import as_scalar_for, hyper
 from .._errors import TracegradValueError
 from .._tensor import Tensor
-from .optimizer import PerParameter, _check_unsupported, scalar_state, step_counter, step_value
+from .optimizer import (PerParameter, check_flags, check_tensor_lr, scalar_state, step_counter,
+                        step_value)
 
 
 class ASGD(PerParameter):
@@ -23,14 +24,16 @@ class ASGD(PerParameter):
     maximize=False, differentiable=False, capturable=False)`."""
 
     _runtime_keys = ("lr", "lambd", "alpha", "t0", "weight_decay")
+    _capturable_what = "params, mus, etas, and state_steps"
 
     def __init__(self, params, lr=1e-2, lambd=1e-4, alpha=0.75, t0=1e6, weight_decay=0,
                  foreach=None, maximize=False, differentiable=False, capturable=False):
+        check_tensor_lr(lr)
         if not 0.0 <= lr:
             raise TracegradValueError(f"Invalid learning rate: {lr}")
         if not 0.0 <= weight_decay:
             raise TracegradValueError(f"Invalid weight_decay value: {weight_decay}")
-        _check_unsupported(capturable=capturable, differentiable=differentiable)
+        check_flags(capturable=capturable, differentiable=differentiable)
         defaults = dict(lr=lr, lambd=lambd, alpha=alpha, t0=t0, weight_decay=weight_decay,
                         foreach=foreach, maximize=maximize, differentiable=differentiable,
                         capturable=capturable)

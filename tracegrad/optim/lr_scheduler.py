@@ -35,8 +35,26 @@ _EPOCH_WARNING = (
     "new chainable form, where available.")
 
 
-def _lrs(optimizer):
-    return [g["lr"] for g in optimizer.param_groups]
+def _lrs(optimizer, key="lr"):
+    """The groups' `key` values; a tensor one (a tensor lr) as a copy, as PyTorch's
+    `_param_groups_val_list` (the group's tensor is filled in place at every step)."""
+    return [_copy(g[key]) for g in optimizer.param_groups]
+
+
+def _copy(v):
+    from .._tensor import Tensor
+    return v.clone() if isinstance(v, Tensor) else v
+
+
+def set_group_value(group, key, value):
+    """`group[key] = value`, but a tensor place (a tensor lr) is filled in place instead of
+    rebound, as PyTorch's `_update_param_group_val` (whoever holds the tensor sees it)."""
+    from .._tensor import Tensor
+    cur = group[key]
+    if isinstance(cur, Tensor):
+        cur.fill_(value.item() if isinstance(value, Tensor) else value)
+    else:
+        group[key] = value
 
 
 def _per_group(name, optimizer, value):
@@ -84,14 +102,14 @@ class LRScheduler:
         self.optimizer = optimizer
         if last_epoch == -1:
             for group in optimizer.param_groups:
-                group.setdefault("initial_lr", group["lr"])
+                group.setdefault("initial_lr", _copy(group["lr"]))
         else:
             for i, group in enumerate(optimizer.param_groups):
                 if "initial_lr" not in group:
                     raise KeyError(f"param 'initial_lr' is not specified in param_groups[{i}] "
                                    "when resuming scheduler with last_epoch >= 0. Load the "
                                    "optimizer's state_dict first, or start with last_epoch=-1.")
-        self.base_lrs = [g["initial_lr"] for g in optimizer.param_groups]
+        self.base_lrs = _lrs(optimizer, "initial_lr")
         self.last_epoch = last_epoch
         _track_optimizer_step(optimizer)
         self._initial_step()
@@ -103,6 +121,20 @@ class LRScheduler:
             self.step()
         finally:
             self._is_initial = False
+
+    def _replay_refusal(self):
+        """Why a compiled call cannot replay `step()` (`_effects.replayed`): a parameter
+        group whose lr, momentum or betas is a tensor makes the schedule compute with
+        tensors, which a replay after the program would do too late for an optimizer step
+        the call makes after this one (and its new tensor is the trace's)."""
+        from .._tensor import Tensor
+        for g in self.optimizer.param_groups:
+            for k in ("lr", "momentum", "betas"):
+                v = g.get(k)
+                if isinstance(v, Tensor) or isinstance(v, tuple) and any(
+                        isinstance(b, Tensor) for b in v):
+                    return f"over a tensor {k!r}"
+        return None
 
     def state_dict(self):
         """Every attribute but the optimizer (plain numbers, lists and strings)."""
@@ -169,7 +201,7 @@ class LRScheduler:
         finally:
             self._get_lr_called_within_step = False
         for group, lr in zip(self.optimizer.param_groups, values):
-            group["lr"] = lr
+            set_group_value(group, "lr", lr)
         self._last_lr = _lrs(self.optimizer)
 
 

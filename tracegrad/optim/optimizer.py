@@ -10,16 +10,96 @@ version counters bump, as in PyTorch).
 import warnings
 from collections import defaultdict
 from copy import deepcopy
+from functools import wraps
 from itertools import chain
 
 from .. import _mode
 from .. import ops as O
-from .._errors import TracegradTypeError, TracegradValueError
+from .._errors import (TracegradError, TracegradRuntimeError, TracegradTypeError,
+                       TracegradValueError)
 from .._tensor import Tensor
 from ..nn._module_helpers import _typename, _zero_grad
 from ._hooks import (HookMethods, add_registries, load_state_dict_hooked,
                      register_optimizer_step_post_hook, register_optimizer_step_pre_hook,
                      state_dict_hooked, with_step_hooks)
+
+
+def check_tensor_lr(lr):
+    """PyTorch's first check of a tensor learning rate (Note [Tensor hyper-parameters])."""
+    if isinstance(lr, Tensor) and lr.numel() != 1:
+        raise TracegradValueError("Tensor lr must be 1-element")
+
+
+def check_flags(capturable=False, differentiable=False, fused=None, foreach=None):
+    """PyTorch's construction checks of the implementation flags. `foreach` and `fused`
+    pick PyTorch's kernels, not the math: tracegrad computes every option with its one
+    update (PyTorch's for-loop path), so both are accepted and kept in the groups.
+    `capturable` is refused at `step()` (`check_step_flags`), `differentiable` runs the
+    step with gradients recorded (`grad_mode_of_step`), as on PyTorch's CPU."""
+    if fused:
+        if differentiable:
+            raise TracegradRuntimeError("`fused` does not support `differentiable`")
+        if foreach:
+            raise TracegradRuntimeError("`fused` and `foreach` cannot be `True` together.")
+
+
+class StepFlagError(TracegradError, AssertionError):
+    """A flag PyTorch's CPU step refuses with an assertion: `capturable=True` (CUDA graphs
+    capture on other devices only) or `foreach=True` with `differentiable=True`."""
+
+
+_CAPTURABLE_DEVICES = ["cuda", "xpu", "hpu", "privateuseone", "xla"]
+
+
+def check_step_flags(opt, group, state_of=None):
+    """Refuse at `step()`, as PyTorch does on CPU, a group that is `foreach` and
+    `differentiable`, or `capturable` (and not `fused`): after making the state of its
+    parameters that have gradients (PyTorch's `_init_group` runs first), before any
+    update."""
+    fused = group.get("fused")
+    foreach = group.get("foreach") and not fused
+    if foreach and group.get("differentiable") and not opt._foreach_differentiable:
+        msg = "_foreach ops don't support autograd"
+    elif group.get("capturable") and not fused:
+        what = (foreach and opt._capturable_what_foreach) or opt._capturable_what
+        msg = f"If capturable=True, {what} must be on supported devices: {_CAPTURABLE_DEVICES}."
+    else:
+        return
+    params = [p for p in group["params"] if p.grad is not None]
+    if state_of is not None:
+        for p in params:
+            state_of(p, group)
+    if params:
+        raise StepFlagError(msg)
+
+
+def grad_mode_of_step(step):
+    """`step` runs under no_grad, or with gradients recorded for `differentiable=True`
+    (PyTorch's `_use_grad_for_differentiable`): in-place updates of leaf parameters that
+    require grad then raise, as in PyTorch."""
+    @wraps(step)
+    def wrapper(self, *args, **kwargs):
+        differentiable = bool(self.defaults.get("differentiable", False))
+        if differentiable and not self._differentiable_graph:
+            _refuse_differentiable_graph(self)
+        with _mode.set_grad_enabled(differentiable):
+            return step(self, *args, **kwargs)
+    return wrapper
+
+
+def _refuse_differentiable_graph(opt):
+    """A `differentiable=True` step that would record a graph through the update (a
+    non-leaf parameter, or a gradient that requires grad) of an optimizer whose update is
+    not written to be differentiated (its in-place state updates, its gradient at zero
+    moments are not PyTorch's): refused rather than differentiated otherwise. Leaf
+    parameters that require grad fail in the update as in PyTorch."""
+    for group in opt.param_groups:
+        for p in group["params"]:
+            g = p.grad
+            if g is not None and (not p.is_leaf or g.requires_grad and not p.requires_grad):
+                raise NotImplementedError(
+                    f"tracegrad's {type(opt).__name__} does not differentiate through its "
+                    "step (differentiable=True); SGD does")
 
 
 class _RequiredParameter:
@@ -39,6 +119,14 @@ class Optimizer(HookMethods):
     parameter groups with their own options.
     """
 
+    # what PyTorch's capturable assertion names (`check_step_flags`), in its for-loop and
+    # its foreach path when they differ
+    _capturable_what = "params and state_steps"
+    _capturable_what_foreach = None
+    # whether PyTorch's foreach path runs a `differentiable` step (SGD's does)
+    _foreach_differentiable = False
+    # whether a `differentiable=True` step records PyTorch's graph through the update
+    _differentiable_graph = False
     # group options its traced step reads only through `_effects.hyper` (per call, never a
     # guard): Note [Hyper-parameters unread] in compiler/state_unread.py
     _runtime_keys = ()
@@ -134,6 +222,7 @@ class Optimizer(HookMethods):
         has a gradient (under no_grad: the caller's `step` is decorated)."""
         loss = self._closure_loss(closure)
         for group in self.param_groups:
+            check_step_flags(self, group, self._state_of)
             for p in group["params"]:
                 if p.grad is not None:
                     self._update(p, group, self._state_of(p, group))
@@ -233,7 +322,7 @@ class PerParameter(Optimizer):
                 state[k] = O.zeros_like(p)
         return state
 
-    @_mode.no_grad()
+    @grad_mode_of_step
     def step(self, closure=None):
         """One update of every parameter that has a gradient; returns the closure's loss."""
         return self._update_each(closure)
@@ -252,13 +341,6 @@ def _cast(param, value, key=None):
     return value
 
 
-def _check_unsupported(**flags):
-    """Refuse PyTorch options whose semantics tracegrad does not implement."""
-    for name, v in flags.items():
-        if v:
-            raise NotImplementedError(f"tracegrad optimizers do not support {name}=True")
-
-
 def add_scaled_(p, g, alpha):
     """`p += alpha * g` in place, where `alpha` is a Python number (eager) or a 0-d tensor
     (a hyper-parameter a compiled step reads per call: `_effects.hyper`). Both round as
@@ -269,12 +351,13 @@ def add_scaled_(p, g, alpha):
     return p.add_(g, alpha=alpha)
 
 
-def step_counter():
+def step_counter(fused=False):
     """A fresh `state["step"]`: a float tensor, float64 under a float64 default dtype and
-    float32 otherwise, as PyTorch's optimizers keep it."""
+    float32 otherwise (always float32 for a `fused` group), as PyTorch's optimizers keep it."""
     from .. import _dtype as D
     from .. import ops as O
-    return O.tensor(0.0, dtype=D.float64 if D.get_default_dtype() is D.float64 else D.float32)
+    wide = D.get_default_dtype() is D.float64 and not fused
+    return O.tensor(0.0, dtype=D.float64 if wide else D.float32)
 
 
 def step_value(step_t, runtime):

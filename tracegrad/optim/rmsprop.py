@@ -15,7 +15,7 @@ from .. import ops as O
 from .._effects import as_scalar_for, hyper
 from .._errors import TracegradValueError
 from .adam import _lerp_
-from .optimizer import PerParameter, _check_unsupported, step_counter, add_scaled_
+from .optimizer import PerParameter, check_flags, check_tensor_lr, step_counter, add_scaled_
 
 
 class RMSprop(PerParameter):
@@ -27,13 +27,14 @@ class RMSprop(PerParameter):
     def __init__(self, params, lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0, momentum=0,
                  centered=False, capturable=False, foreach=None, maximize=False,
                  differentiable=False):
+        check_tensor_lr(lr)
         for name, v, what in (("lr", lr, "learning rate"), ("eps", eps, "epsilon value"),
                               ("momentum", momentum, "momentum value"),
                               ("weight_decay", weight_decay, "weight_decay value"),
                               ("alpha", alpha, "alpha value")):
             if not 0.0 <= v:
                 raise TracegradValueError(f"Invalid {what}: {v}")
-        _check_unsupported(capturable=capturable, differentiable=differentiable)
+        check_flags(capturable=capturable, differentiable=differentiable)
         defaults = dict(lr=lr, momentum=momentum, alpha=alpha, eps=eps, centered=centered,
                         weight_decay=weight_decay, capturable=capturable, foreach=foreach,
                         maximize=maximize, differentiable=differentiable)

@@ -13,7 +13,7 @@ from .. import ops as O
 from .._effects import as_scalar_for, hyper
 from .._errors import TracegradValueError
 from .._tensor import Tensor
-from .optimizer import PerParameter, _check_unsupported, step_counter
+from .optimizer import PerParameter, check_flags, check_tensor_lr, step_counter
 
 
 class Rprop(PerParameter):
@@ -24,11 +24,12 @@ class Rprop(PerParameter):
 
     def __init__(self, params, lr=1e-2, etas=(0.5, 1.2), step_sizes=(1e-6, 50), *,
                  capturable=False, foreach=None, maximize=False, differentiable=False):
+        check_tensor_lr(lr)
         if not 0.0 <= lr:
             raise TracegradValueError(f"Invalid learning rate: {lr}")
         if not 0.0 < etas[0] < 1.0 < etas[1]:
             raise TracegradValueError(f"Invalid eta values: {etas[0]}, {etas[1]}")
-        _check_unsupported(capturable=capturable, differentiable=differentiable)
+        check_flags(capturable=capturable, differentiable=differentiable)
         defaults = dict(lr=lr, etas=etas, step_sizes=step_sizes, foreach=foreach,
                         maximize=maximize, differentiable=differentiable,
                         capturable=capturable)

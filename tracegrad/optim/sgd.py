@@ -7,12 +7,12 @@ Per parameter, in PyTorch's order of operations (single-tensor path):
     g = g + momentum * buf if nesterov else buf   (if momentum)
     p -= lr * g
 """
-from .. import _mode
 from .._errors import TracegradValueError
 from .._effects import as_scalar_for, hyper
 from . import _fast
 from ..ops import elementwise as O
-from .optimizer import Optimizer, _check_unsupported, add_scaled_
+from .optimizer import (Optimizer, add_scaled_, check_flags, check_tensor_lr, check_step_flags,
+                        grad_mode_of_step)
 
 
 class SGD(Optimizer):
@@ -24,10 +24,13 @@ class SGD(Optimizer):
     """
 
     _runtime_keys = ("lr", "momentum", "dampening", "weight_decay")
+    _foreach_differentiable = True
+    _differentiable_graph = True
 
     def __init__(self, params, lr=1e-3, momentum=0, dampening=0, weight_decay=0,
                  nesterov=False, *, maximize=False, foreach=None, differentiable=False,
                  fused=None):
+        check_tensor_lr(lr)
         if lr < 0.0:
             raise TracegradValueError(f"Invalid learning rate: {lr}")
         if momentum < 0.0:
@@ -36,18 +39,19 @@ class SGD(Optimizer):
             raise TracegradValueError(f"Invalid weight_decay value: {weight_decay}")
         if nesterov and (momentum <= 0 or dampening != 0):
             raise TracegradValueError("Nesterov momentum requires a momentum and zero dampening")
-        _check_unsupported(differentiable=differentiable, fused=fused)
+        check_flags(differentiable=differentiable, fused=fused, foreach=foreach)
         defaults = dict(lr=lr, momentum=momentum, dampening=dampening,
                         weight_decay=weight_decay, nesterov=nesterov, maximize=maximize,
                         foreach=foreach, differentiable=differentiable, fused=fused)
         super().__init__(params, defaults)
 
-    @_mode.no_grad()
+    @grad_mode_of_step
     def step(self, closure=None):
         """One update of every parameter that has a gradient; returns the closure's loss."""
         loss = self._closure_loss(closure)
         direct = _fast.active()
         for group in self.param_groups:
+            check_step_flags(self, group)
             for p in group["params"]:
                 g = p.grad
                 if g is not None and not (direct and self._direct(p, g, group)):
