@@ -17,7 +17,7 @@ import threading
 from collections import OrderedDict
 
 from .. import _mode
-from .._errors import TracegradRuntimeError, op_error
+from .._errors import TracegradRuntimeError, TracegradValueError, op_error
 from .._tensor import Tensor
 from ..autograd.api import grad as _autograd_grad
 from ..tracing import flatten
@@ -231,10 +231,15 @@ def _jacfwd_output(result, has_aux):
     return out, aux
 
 
-def jacrev(f, argnums=0, has_aux=False, *, compile=True):
+def jacrev(f, argnums=0, has_aux=False, *, chunk_size=None, compile=True):
     """The Jacobian of `f` by reverse mode: for each output leaf of shape S and each
     differentiated input of shape T, a tensor of shape S + T (a tuple over `argnums` when it
-    is a tuple), in the output's structure. With `has_aux`: `(jacobian, aux)`."""
+    is a tuple), in the output's structure. With `has_aux`: `(jacobian, aux)`.
+    `chunk_size` (None or a positive int) is checked as torch checks it; the result does not
+    depend on it (one backward pass per output element either way)."""
+    if chunk_size is not None and not (isinstance(chunk_size, int) and chunk_size > 0):
+        raise op_error(TracegradValueError, None,
+                       "jacrev: `chunk_size` should be greater than 0.")
     def impl(*args, **kwargs):
         return _jacobian(f, argnums, has_aux, args, kwargs)
 

@@ -1,0 +1,353 @@
+"""Adversarial first-law review of `tracegrad.func` (grad, vjp, jvp, jacrev, jacfwd, hessian,
+vmap, functional_call, stack_module_state) and `autograd.functional` inside compiled
+functions, written the way PyTorch's tutorials write them (per-sample gradients, model
+ensembling, Jacobians/Hessians, neural tangent kernels).
+
+Each program is written once against a library (`tracegrad` or `torch`) and run for several
+calls, an argument's values changed between calls and its batch size once: eager tracegrad
+must equal PyTorch 2.x (the oracle, same weights), and compiled (`backend="numpy"` and
+`"jax"`) must equal eager: values, `requires_grad`, errors (type and first line)."""
+import copy
+import warnings
+
+import numpy as np
+import pytest
+
+import tracegrad as tg
+
+BACKENDS = ["numpy", "jax"]
+NUMPY_THEN_JAX_SLOW = ["numpy", pytest.param("jax", marks=pytest.mark.slow)]
+CALLS = 4
+
+
+def _torch():
+    return pytest.importorskip("torch")
+
+
+def _obs(x):
+    """What a caller sees: tensors as (array, requires_grad), containers item by item, an
+    error as (builtin type name, first line of the message)."""
+    if hasattr(x, "detach") and hasattr(x, "requires_grad"):
+        return ("T", x.detach().numpy().copy(), bool(x.requires_grad))
+    if isinstance(x, dict):
+        return {k: _obs(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return (type(x).__name__, [_obs(v) for v in x])
+    return x
+
+
+def _same(a, b, tol):
+    if isinstance(a, tuple) and a and a[0] == "T":
+        return (isinstance(b, tuple) and b and b[0] == "T" and a[2] == b[2]
+                and a[1].shape == b[1].shape
+                and np.allclose(a[1], b[1], rtol=tol, atol=tol, equal_nan=True))
+    if isinstance(a, dict):
+        return isinstance(b, dict) and list(a) == list(b) and all(
+            _same(a[k], b[k], tol) for k in a)
+    if isinstance(a, tuple) and len(a) == 2 and isinstance(a[1], list):
+        return (isinstance(b, tuple) and len(b) == 2 and a[0] == b[0]
+                and len(a[1]) == len(b[1])
+                and all(_same(x, y, tol) for x, y in zip(a[1], b[1])))
+    return a == b
+
+
+def _error(e):
+    """(torch-style type name, first line): tracegrad's errors subclass torch's builtins."""
+    for base in (NotImplementedError, IndexError, TypeError, ValueError, RuntimeError):
+        if isinstance(e, base):
+            return ("raised", base.__name__, str(e).split("\n")[0])
+    return ("raised", type(e).__name__, str(e).split("\n")[0])
+
+
+def _run(prog, args, lib, backend=None):
+    """[observation] of CALLS calls of `prog(lib)` (compiled with `backend` unless None) on
+    `args(lib, i)`; with the compiler's own warnings (it ran eagerly) alongside."""
+    lib.manual_seed(0)
+    fn = prog(lib)
+    if backend is not None:
+        fn = tg.compile(fn, backend=backend)
+    out = []
+    for i in range(CALLS):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                out.append(_obs(fn(*args(lib, i))))
+            except Exception as e:            # noqa: BLE001 -- compared across runs
+                out.append(_error(e))
+    return out
+
+
+def _check(prog, args, backend, oracle=True, tol=1e-5):
+    """Eager tracegrad equals torch (when `oracle`) and compiled equals eager, call by call.
+    Errors compare by type; eager's message must hold torch's (tracegrad may name the op
+    first) and compiled's must equal eager's."""
+    if backend == "jax":
+        pytest.importorskip("jax")
+    eager = _run(prog, args, tg)
+    if oracle:
+        torch = _torch()
+        ref = _run(prog, args, torch)
+        for i, (r, e) in enumerate(zip(ref, eager)):
+            if isinstance(r, tuple) and r[0] == "raised":
+                assert e[:2] == r[:2] and r[2][:60] in e[2], (i, r, e)
+            else:
+                assert _same(r, e, tol), f"call {i}: torch {r!r}\n eager {e!r}"
+    compiled = _run(prog, args, tg, backend)
+    for i, (e, c) in enumerate(zip(eager, compiled)):
+        assert _same(e, c, tol), f"call {i}: eager {e!r}\n compiled {c!r}"
+    return eager
+
+
+def _t(lib, a):
+    return lib.tensor(np.asarray(a, dtype=np.float32))
+
+
+def _init(lib, module, seed):
+    rs = np.random.RandomState(seed)
+    with lib.no_grad():
+        for p in module.parameters():
+            p.copy_(_t(lib, rs.randn(*p.shape)))
+    return module
+
+
+def _mlp(lib, bn=False, drop=False, seed=42):
+    layers = [lib.nn.Linear(6, 5)]
+    if bn:
+        layers.append(lib.nn.BatchNorm1d(5))
+    layers.append(lib.nn.ReLU())
+    if drop:
+        layers.append(lib.nn.Dropout(0.5))
+    layers.append(lib.nn.Linear(5, 3))
+    return _init(lib, lib.nn.Sequential(*layers), seed)
+
+
+def _batch(lib, i):
+    """Call i's (x, y): new values each call, a batch of 5 instead of 8 at call 2."""
+    rs = np.random.RandomState(i)
+    n = 5 if i == 2 else 8
+    return _t(lib, rs.randn(n, 6)), lib.tensor(rs.randint(0, 3, size=n))
+
+
+# -- per-sample gradients (the torch.func tutorial) --
+
+def _per_sample(bn=False, drop=False, randomness="error"):
+    def prog(lib):
+        F = lib.func
+        model = _mlp(lib, bn, drop)
+        params = {k: v.detach() for k, v in model.named_parameters()}
+        buffers = {k: v.detach() for k, v in model.named_buffers()}
+
+        def loss_fn(params, buffers, x, y):
+            out = F.functional_call(model, (params, buffers), (x.unsqueeze(0),))
+            return lib.nn.functional.cross_entropy(out, y.unsqueeze(0))
+        per_sample = F.vmap(F.grad(loss_fn), in_dims=(None, None, 0, 0),
+                            randomness=randomness)
+
+        def step(x, y, scale):
+            params["0.weight"] = params["0.weight"] * scale     # the dict changes per call
+            return per_sample(params, buffers, x, y)
+        return step
+    return prog
+
+
+def _per_sample_args(lib, i):
+    return _batch(lib, i) + (1.0 + 0.1 * i,)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_per_sample_gradients_as_the_tutorial_writes_them(backend):
+    _check(_per_sample(), _per_sample_args, backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_per_sample_gradients_of_a_model_with_batchnorm_raise_as_torch(backend):
+    out = _check(_per_sample(bn=True), _per_sample_args, backend)
+    assert all(o[0] == "raised" for o in out)
+
+
+@pytest.mark.parametrize("backend", NUMPY_THEN_JAX_SLOW)
+def test_per_sample_gradients_with_dropout_need_a_randomness_choice(backend):
+    out = _check(_per_sample(drop=True), _per_sample_args, backend)
+    assert all(o[:2] == ("raised", "RuntimeError") for o in out)
+    # the draws differ from torch's generator: compiled against eager only
+    _check(_per_sample(drop=True, randomness="different"), _per_sample_args, backend,
+           oracle=False)
+
+
+# -- model ensembling --
+
+def _ensemble(in_dims):
+    def prog(lib):
+        F = lib.func
+        models = [_mlp(lib, seed=s) for s in (1, 2, 3)]
+        params, buffers = F.stack_module_state(models)
+        base = copy.deepcopy(models[0])
+        if lib is not tg:
+            base = base.to("meta")
+
+        def fmodel(params, buffers, x):
+            return F.functional_call(base, (params, buffers), (x,))
+        ensemble = F.vmap(fmodel, in_dims=in_dims)
+
+        def step(x):
+            return ensemble(params, buffers, x), params["0.weight"].requires_grad
+        return step
+    return prog
+
+
+@pytest.mark.parametrize("backend", NUMPY_THEN_JAX_SLOW)
+@pytest.mark.parametrize("in_dims", [(0, 0, None), (0, 0, 0)])
+def test_model_ensembling_with_stack_module_state(backend, in_dims):
+    def args(lib, i):
+        rs = np.random.RandomState(i)
+        n = 6 if i == 2 else 4
+        return (_t(lib, rs.randn(3, n, 6) if in_dims[2] == 0 else rs.randn(n, 6)),)
+    _check(_ensemble(in_dims), args, backend)
+
+
+def test_stack_module_state_leaves_and_errors_as_torch():
+    torch = _torch()
+    for lib in (tg, torch):
+        lib.manual_seed(0)
+    got = {}
+    for lib in (tg, torch):
+        p, b = lib.func.stack_module_state([lib.nn.BatchNorm1d(2), lib.nn.BatchNorm1d(2)])
+        got[lib] = [(k, tuple(v.shape), v.requires_grad, v.is_leaf, str(v.dtype)[-7:])
+                    for k, v in list(p.items()) + list(b.items())]
+    assert got[tg] == got[torch]
+    for make in (lambda lib: [],
+                 lambda lib: [lib.nn.Linear(2, 2), lib.nn.Linear(2, 2).eval()],
+                 lambda lib: [lib.nn.Linear(2, 2), lib.nn.Conv1d(2, 2, 1)],
+                 lambda lib: [lib.nn.Linear(2, 2), lib.nn.Linear(2, 2).requires_grad_(False)]):
+        with pytest.raises(RuntimeError) as theirs:
+            torch.func.stack_module_state(make(torch))
+        with pytest.raises(RuntimeError) as ours:
+            tg.func.stack_module_state(make(tg))
+        assert str(ours.value) == str(theirs.value)
+
+
+def test_training_a_stacked_ensemble_updates_the_stacked_leaves_not_the_models():
+    models = [_mlp(tg, seed=s) for s in (1, 2)]
+    before = [p.detach().clone() for p in models[0].parameters()]
+    params, buffers = tg.func.stack_module_state(models)
+    base = copy.deepcopy(models[0])
+
+    @tg.compile
+    def step(x):
+        out = tg.func.vmap(lambda p, b, x: tg.func.functional_call(base, (p, b), (x,)),
+                           in_dims=(0, 0, None))(params, buffers, x)
+        out.pow(2).sum().backward()
+        return out
+    for i in range(3):
+        step(_batch(tg, i)[0])
+    assert params["0.weight"].grad is not None and params["0.weight"].grad.shape == (2, 5, 6)
+    assert all(p.grad is None for m in models for p in m.parameters())
+    assert all(np.array_equal(a.numpy(), p.detach().numpy())
+               for a, p in zip(before, models[0].parameters()))
+
+
+# -- Jacobians, Hessians, Hessian-vector products, NTK --
+
+def _f(lib):
+    return lambda x, y: lib.sin(x) * y.exp() + x ** 2 * y
+
+
+def _hvp_vjp(lib):
+    def f(x, y):
+        out, fn = lib.func.vjp(lib.func.grad(lambda a: (a.sin() * a ** 2).sum()), x)
+        return out, fn(y)
+    return f
+
+
+def _fnet(lib):
+    net = _init(lib, lib.nn.Sequential(lib.nn.Linear(3, 4), lib.nn.Tanh(), lib.nn.Linear(4, 2)),
+                5)
+    params = {k: v.detach() for k, v in net.named_parameters()}
+
+    def fnet_single(params, x):
+        return lib.func.functional_call(net, params, (x.unsqueeze(0),)).squeeze(0)
+    return params, fnet_single
+
+
+def _ntk_jacobian(lib):
+    params, fnet_single = _fnet(lib)
+    F = lib.func
+
+    def ntk(x1, x2):
+        jac1 = F.vmap(F.jacrev(fnet_single), (None, 0))(params, x1)
+        jac2 = F.vmap(F.jacrev(fnet_single), (None, 0))(params, x2)
+        jac1 = [j.flatten(2) for j in jac1.values()]
+        jac2 = [j.flatten(2) for j in jac2.values()]
+        return lib.stack([lib.einsum("Naf,Mbf->NMab", a, b)
+                          for a, b in zip(jac1, jac2)]).sum(0)
+    return lambda x, y: ntk(x.reshape(-1, 2)[:, :1].expand(-1, 3), y[:3].reshape(1, 3))
+
+
+def _ntk_vector_products(lib):
+    params, fnet_single = _fnet(lib)
+    F = lib.func
+
+    def get_ntk(x1, x2):
+        output, vjp_fn = F.vjp(lambda p: fnet_single(p, x1), params)
+
+        def get_ntk_slice(vec):
+            return F.jvp(lambda p: fnet_single(p, x2), (params,), vjp_fn(vec))[1]
+        basis = lib.eye(output.numel(), dtype=output.dtype).view(output.numel(), -1)
+        return F.vmap(get_ntk_slice)(basis)
+
+    def ntk(x1, x2):
+        return F.vmap(F.vmap(get_ntk, (None, 0)), (0, None))(x1, x2)
+    return lambda x, y: ntk(x.reshape(-1, 2)[:, :1].expand(-1, 3), y[:3].reshape(1, 3))
+
+
+JACOBIANS = {
+    "jacrev": lambda lib: lib.func.jacrev(_f(lib)),
+    "jacfwd": lambda lib: lib.func.jacfwd(_f(lib)),
+    "jacrev_argnums": lambda lib: lib.func.jacrev(_f(lib), argnums=(0, 1)),
+    "jacfwd_argnums": lambda lib: lib.func.jacfwd(_f(lib), argnums=(0, 1)),
+    "jacrev_has_aux": lambda lib: lib.func.jacrev(
+        lambda a, b: (_f(lib)(a, b), _f(lib)(a, b).sum()), has_aux=True),
+    "jacrev_chunk_size": lambda lib: lib.func.jacrev(_f(lib), chunk_size=2),
+    "hessian": lambda lib: lib.func.hessian(lambda a, b: _f(lib)(a, b).sum()),
+    "hessian_argnums": lambda lib: lib.func.hessian(lambda a, b: _f(lib)(a, b).sum(),
+                                                    argnums=(0, 1)),
+    "jacrev_of_jacrev": lambda lib: lib.func.jacrev(lib.func.jacrev(_f(lib))),
+    "vmap_of_jacrev": lambda lib: lambda x, y: lib.func.vmap(lib.func.jacrev(
+        lambda v: lib.tanh(v * v.sum())))(lib.stack([x, y])),
+    "hvp_jvp_of_grad": lambda lib: lambda x, y: lib.func.jvp(
+        lib.func.grad(lambda a: (a.sin() * a ** 2).sum()), (x,), (y,)),
+    "hvp_vjp_of_grad": _hvp_vjp,
+    "jvp_has_aux": lambda lib: lambda x, y: lib.func.jvp(
+        lambda a, b: (_f(lib)(a, b), a * 2), (x, y), (y, x), has_aux=True),
+    "grad_argnums_has_aux": lambda lib: lib.func.grad(
+        lambda a, b: (_f(lib)(a, b).sum(), b), argnums=(0, 1), has_aux=True),
+    "grad_of_a_vector_raises": lambda lib: lib.func.grad(_f(lib)),
+    "ntk_by_jacobians": _ntk_jacobian,
+    "ntk_by_vector_products": _ntk_vector_products,
+}
+
+
+SLOW = {"jacrev_of_jacrev"}
+
+
+def _pair(lib, i):
+    rs = np.random.RandomState(i)
+    n = 6 if i == 2 else 4
+    return _t(lib, rs.randn(n)), _t(lib, rs.randn(n))
+
+
+@pytest.mark.parametrize("backend", NUMPY_THEN_JAX_SLOW)
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in SLOW else n
+                                  for n in JACOBIANS])
+def test_jacobians_and_hessians(name, backend):
+    _check(JACOBIANS[name], _pair, backend)
+
+
+def test_jacrev_chunk_size_is_checked_as_torch_checks_it():
+    torch = _torch()
+    for bad in (0, -1):
+        with pytest.raises(ValueError) as theirs:
+            torch.func.jacrev(torch.sin, chunk_size=bad)
+        with pytest.raises(ValueError) as ours:
+            tg.func.jacrev(tg.sin, chunk_size=bad)
+        assert str(ours.value).startswith(str(theirs.value))
