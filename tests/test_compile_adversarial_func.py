@@ -351,3 +351,204 @@ def test_jacrev_chunk_size_is_checked_as_torch_checks_it():
         with pytest.raises(ValueError) as ours:
             tg.func.jacrev(tg.sin, chunk_size=bad)
         assert str(ours.value).startswith(str(theirs.value))
+
+
+# -- vmap details --
+
+def _vmap_args(lib, i):
+    rs = np.random.RandomState(i)
+    n = 6 if i == 2 else 4
+    return _t(lib, rs.randn(n, 3)), _t(lib, rs.randn(3, n))
+
+
+def _inplace_batched(lib):
+    def f(a):
+        a.mul_(2)
+        return a
+
+    def g(x, y):
+        x = x.clone()
+        return lib.func.vmap(f)(x), x
+    return g
+
+
+def _inplace_unbatched_argument(lib):
+    def f(a, b):
+        a.add_(b)
+        return a
+
+    def g(x, y):
+        x = x.clone()
+        return lib.func.vmap(f, in_dims=(0, None))(x, y[:, 0]), x
+    return g
+
+
+VMAPS = {
+    "nested_tuple_in_dims": lambda lib: lambda x, y: lib.func.vmap(
+        lambda a, bc: a * bc[0] + bc[1].sum(), in_dims=(0, (1, None)))(x, (y, y)),
+    "dict_in_dims": lambda lib: lambda x, y: lib.func.vmap(
+        lambda d: d["a"] * d["b"].sum(), in_dims=({"a": 0, "b": None},))({"a": x, "b": y}),
+    "out_dims_1": lambda lib: lambda x, y: lib.func.vmap(lambda a: a.outer(a), out_dims=1)(x),
+    "out_dims_tuple": lambda lib: lambda x, y: lib.func.vmap(
+        lambda a: (a * 2, a.sum()), out_dims=(1, 0))(x),
+    "out_dims_none": lambda lib: lambda x, y: lib.func.vmap(
+        lambda a, b: (a * 2, b), in_dims=(0, None), out_dims=(0, None))(x, y),
+    "out_dims_none_of_a_batched_output": lambda lib: lambda x, y: lib.func.vmap(
+        lambda a: a * 2, out_dims=None)(x),
+    "negative_dims": lambda lib: lambda x, y: lib.func.vmap(
+        lambda a, b: a * b, in_dims=(-2, -1), out_dims=-1)(x, y),
+    "batch_size_mismatch": lambda lib: lambda x, y: lib.func.vmap(lambda a, b: a * b)(x, y),
+    "in_dim_out_of_range": lambda lib: lambda x, y: lib.func.vmap(lambda a: a, in_dims=2)(x),
+    "nested_vmap": lambda lib: lambda x, y: lib.func.vmap(lib.func.vmap(
+        lambda a, b: a * b, in_dims=(0, None)), in_dims=(0, None))(x, y[:, 0]),
+    "keyword_arguments_unbatched": lambda lib: lambda x, y: lib.func.vmap(
+        lambda a, scale=1.0: a * scale)(x, scale=y[0, 0]),
+    "chunk_size": lambda lib: lambda x, y: lib.func.vmap(lambda a: a.sin(), chunk_size=2)(x),
+    "random_draw_under_randomness_error": lambda lib: lambda x, y: lib.func.vmap(
+        lambda a: a + lib.rand(3))(x),
+    "inplace_on_the_batched_input": _inplace_batched,
+    "inplace_on_a_batched_view_with_an_unbatched_value": _inplace_unbatched_argument,
+    "backward_through_vmap": lambda lib: lambda x, y: _backward_through(lib, x),
+    "vmap_of_grad": lambda lib: lambda x, y: lib.func.vmap(lib.func.grad(
+        lambda a: (a ** 3).sum()))(x),
+}
+
+
+def _backward_through(lib, x):
+    x = x.detach().requires_grad_()
+    r = lib.func.vmap(lambda a: (a ** 2).sum())(x)
+    r.sum().backward()
+    return r, x.grad
+
+
+@pytest.mark.parametrize("backend", NUMPY_THEN_JAX_SLOW)
+@pytest.mark.parametrize("name", list(VMAPS))
+def test_vmap_details(name, backend):
+    _check(VMAPS[name], _vmap_args, backend)
+
+
+@pytest.mark.parametrize("randomness", ["same", "different"])
+def test_vmap_random_draws_compiled_as_eager(randomness):
+    # the streams differ from torch's generator: compiled against eager only
+    _check(lambda lib: lambda x, y: lib.func.vmap(lambda a: a + lib.rand(3),
+                                                  randomness=randomness)(x),
+           _vmap_args, "numpy", oracle=False)
+
+
+def test_vmap_inplace_into_an_unbatched_tensor_raises_in_both():
+    """torch raises (a batched value into an unbatched tensor); tracegrad, which loops,
+    raises its own clear error instead of writing once per element."""
+    def prog(lib):
+        def f(a, b):
+            b.add_(a)
+            return b
+        return lambda x, y: lib.func.vmap(f, in_dims=(0, None))(x, y[:, 0].clone())
+    eager = _check(prog, _vmap_args, "numpy", oracle=False)
+    assert all(o[:2] == ("raised", "RuntimeError") for o in eager)
+
+
+# -- custom autograd.Functions under transforms (Note [Functions under transforms]) --
+
+def _old_style(lib):
+    class Double(lib.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * 2
+    return Double
+
+
+def _cube(lib, vmap_rule=None, with_jvp=False):
+    """x ** 3 and its derivative, setup_context style; `vmap_rule`: None (no vmap support),
+    "generate" or "staticmethod"."""
+    class Cube(lib.autograd.Function):
+        generate_vmap_rule = vmap_rule == "generate"
+
+        @staticmethod
+        def forward(x):
+            return x ** 3, 3 * x ** 2
+
+        @staticmethod
+        def setup_context(ctx, inputs, output):
+            ctx.save_for_backward(inputs[0], output[1])
+            ctx.x = inputs[0]
+
+        @staticmethod
+        def backward(ctx, g, gd):
+            x, d = ctx.saved_tensors
+            return g * d + gd * 6 * x
+
+        if vmap_rule == "staticmethod":
+            @staticmethod
+            def vmap(info, in_dims, x):
+                return Cube.apply(x), (in_dims[0], in_dims[0])
+
+        if with_jvp:
+            @staticmethod
+            def jvp(ctx, t):
+                return 3 * ctx.x ** 2 * t, 6 * ctx.x * t
+    return Cube
+
+
+FUNCTIONS = {
+    "old_style_under_grad": lambda lib: lambda x, y: lib.func.grad(
+        lambda a: _old_style(lib).apply(a).sum())(x),
+    "old_style_under_vjp": lambda lib: lambda x, y: lib.func.vjp(
+        _old_style(lib).apply, x)[0],
+    "old_style_under_vmap": lambda lib: lambda x, y: lib.func.vmap(_old_style(lib).apply)(x),
+    "old_style_on_a_constant_under_grad": lambda lib: lambda x, y: lib.func.grad(
+        lambda a: (a * _old_style(lib).apply(y)).sum())(x),
+    "no_vmap_support_under_vmap": lambda lib: lambda x, y: lib.func.vmap(
+        lambda a: _cube(lib).apply(a)[0])(x),
+    "no_vmap_support_on_an_unbatched_input": lambda lib: lambda x, y: lib.func.vmap(
+        lambda a, b: a + _cube(lib).apply(b)[0], in_dims=(0, None))(x, y),
+    "no_vmap_support_under_jacfwd": lambda lib: lambda x, y: lib.func.jacfwd(
+        lambda a: _cube(lib, with_jvp=True).apply(a)[0])(x),
+    "no_vmap_support_under_hessian": lambda lib: lambda x, y: lib.func.hessian(
+        lambda a: _cube(lib, with_jvp=True).apply(a)[0].sum())(x),
+    "no_vmap_support_under_grad_and_jacrev": lambda lib: lambda x, y: (
+        lib.func.grad(lambda a: _cube(lib).apply(a)[0].sum())(x),
+        lib.func.jacrev(lambda a: _cube(lib).apply(a)[0])(x)),
+    "generate_vmap_rule": lambda lib: lambda x, y: lib.func.vmap(lib.func.grad(
+        lambda a: _cube(lib, "generate").apply(a)[0].sum()))(x.reshape(2, -1)),
+    "vmap_staticmethod": lambda lib: lambda x, y: lib.func.vmap(
+        lambda a: _cube(lib, "staticmethod").apply(a)[0])(x.reshape(2, -1)),
+    "no_jvp_under_jvp": lambda lib: lambda x, y: lib.func.jvp(
+        lambda a: _cube(lib).apply(a)[0], (x,), (y,)),
+    "no_jvp_on_a_constant_under_jvp": lambda lib: lambda x, y: lib.func.jvp(
+        lambda a: a + _cube(lib).apply(y)[0], (x,), (y,)),
+    "jvp_staticmethod_under_jvp": lambda lib: lambda x, y: lib.func.jvp(
+        lambda a: _cube(lib, with_jvp=True).apply(a)[0], (x,), (y,)),
+    "jvp_and_vmap_rule_under_jacfwd": lambda lib: lambda x, y: lib.func.jacfwd(
+        lambda a: _cube(lib, "generate", with_jvp=True).apply(a)[0])(x),
+}
+
+
+@pytest.mark.parametrize("backend", NUMPY_THEN_JAX_SLOW)
+@pytest.mark.parametrize("name", list(FUNCTIONS))
+def test_custom_functions_under_transforms(name, backend):
+    _check(FUNCTIONS[name], _pair, backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_compiled_function_traced_outside_a_transform_then_called_inside_one(backend):
+    """The active transforms are part of the entry key: the path traced outside vmap (where
+    an old-style Function is fine) is not reused inside vmap, where eager raises."""
+    if backend == "jax":
+        pytest.importorskip("jax")
+    Double = _old_style(tg)
+
+    def f(a):
+        return Double.apply(a) + a
+    cf = tg.compile(f, backend=backend)
+    x = tg.ones(3)
+    for fn in (f, cf):
+        assert np.array_equal(fn(x).numpy(), [3.0] * 3)
+        for transform in (lambda g: tg.func.vmap(g), lambda g: tg.func.vmap(g, compile=False),
+                          lambda g: tg.func.jacrev(g, compile=False)):
+            with pytest.raises(RuntimeError, match="must override the setup_context"):
+                transform(fn)(tg.ones(2, 3))
+        assert np.array_equal(fn(x).numpy(), [3.0] * 3)

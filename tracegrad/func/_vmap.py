@@ -24,6 +24,7 @@ Where looping would silently differ from torch, it raises instead:
 Known differences: `.item()` and data-dependent Python control flow work per element (torch
 raises); a batch of size 0 runs `f` once on zeros to learn the output shapes.
 """
+from .. import _func_levels as _levels
 from .._errors import TracegradIndexError, TracegradRuntimeError, TracegradValueError
 from .._rng_guard import forbid_random
 from .._tensor import Tensor
@@ -128,7 +129,7 @@ class _Vmapped:
                 from ..random import set_rng_state
                 set_rng_state(state)
             elem = [_slice(x, d, i, size) for x, d in zip(leaves, dims)]
-            with forbid_random(self.randomness == "error"):
+            with forbid_random(self.randomness == "error"), _levels.level(_levels.VMAP):
                 outs.append(run(*build(iter(elem)), **kwargs))
             _check_unchanged(watched, size)
         return _stack_outputs(outs, size, self.out_dims, name)
