@@ -552,3 +552,118 @@ def test_a_compiled_function_traced_outside_a_transform_then_called_inside_one(b
             with pytest.raises(RuntimeError, match="must override the setup_context"):
                 transform(fn)(tg.ones(2, 3))
         assert np.array_equal(fn(x).numpy(), [3.0] * 3)
+
+
+# -- transforms and compiled code mixed; functional_call details; autograd.functional --
+
+def _grad_and_backward(lib):
+    lin = _init(lib, lib.nn.Linear(3, 2), 9)
+
+    def step(x, y):
+        lin.zero_grad()
+        gx = lib.func.grad(lambda a: lin(a).pow(2).sum())(x)
+        loss = (lin(x) * gx.sum()).sum() + lin(y).sum()
+        loss.backward()
+        return loss, gx, lin.weight.grad.clone(), lin.bias.grad.clone()
+    return step
+
+
+def _compiled_inside(transform):
+    def prog(lib):
+        def f(a):
+            return a.sin() * a[0]
+        inner = tg.compile(f) if lib is tg else f
+        return lambda x, y: transform(lib, inner)(x)
+    return prog
+
+
+def _tied(lib):
+    class Tied(lib.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = lib.nn.Linear(3, 3)
+            self.b = lib.nn.Linear(3, 3)
+            self.b.weight = self.a.weight
+
+        def forward(self, x):
+            return self.b(self.a(x))
+    return _init(lib, Tied(), 4)
+
+
+def _functional_call(params, **kw):
+    def prog(lib):
+        m = _tied(lib)
+        return lambda x, y: lib.func.functional_call(m, params(lib, x, y), (x,), **kw)
+    return prog
+
+
+def _batchnorm_buffers(passed):
+    def prog(lib):
+        m = lib.nn.BatchNorm1d(3)
+
+        def f(x, y):
+            given = ({"running_mean": y[0].clone(), "running_var": y[1].abs() + 1,
+                      "num_batches_tracked": lib.tensor(0)} if passed
+                     else {"weight": y[0], "bias": y[1]})
+            out = lib.func.functional_call(m, given, (x,))
+            return out, given, m.running_mean.clone(), m.num_batches_tracked.clone()
+        return f
+    return prog
+
+
+def _changing_dict(lib):
+    m = lib.nn.Linear(3, 2)
+    p = {"weight": _t(lib, np.ones((2, 3))), "bias": _t(lib, np.zeros(2))}
+
+    def f(x, y):
+        p["weight"] = p["weight"] + x[:2]
+        p["bias"].add_(1.0)
+        return lib.func.functional_call(m, p, x)
+    return f
+
+
+def _afunc_hessian_create_graph(lib):
+    def f(x, y):
+        x = x[0].detach().requires_grad_()
+        h = lib.autograd.functional.hessian(lambda a: (a.sin() * a).sum(), x,
+                                            create_graph=True)
+        h.sum().backward()
+        return h, x.grad
+    return f
+
+
+MIXED = {
+    "grad_inside_a_step_that_calls_backward": _grad_and_backward,
+    "compiled_function_inside_vmap": _compiled_inside(lambda lib, f: lib.func.vmap(f)),
+    "compiled_function_inside_jacrev": _compiled_inside(
+        lambda lib, f: lambda x: lib.func.jacrev(f)(x[0])),
+    "compiled_function_inside_grad": _compiled_inside(
+        lambda lib, f: lib.func.grad(lambda a: f(a).sum())),
+    "functional_call_tied_weights": _functional_call(
+        lambda lib, x, y: {"a.weight": y[:3], "a.bias": x[0], "b.bias": y[0]}),
+    "functional_call_untied": _functional_call(lambda lib, x, y: {"a.weight": y[:3]},
+                                               tie_weights=False),
+    "functional_call_tied_conflict": _functional_call(
+        lambda lib, x, y: {"a.weight": y[:3], "b.weight": x[:3]}),
+    "functional_call_strict_missing": _functional_call(lambda lib, x, y: {"a.weight": y[:3]},
+                                                       strict=True),
+    "functional_call_buffers_passed": _batchnorm_buffers(True),
+    "functional_call_buffers_not_passed": _batchnorm_buffers(False),
+    "functional_call_dict_changed_between_calls": _changing_dict,
+    "autograd_functional_jvp": lambda lib: lambda x, y: lib.autograd.functional.jvp(
+        lambda a: a.sin() * a, x, y),
+    "autograd_functional_hvp": lambda lib: lambda x, y: lib.autograd.functional.hvp(
+        lambda a: (a.sin() * a).sum(), x, y),
+    "autograd_functional_vhp": lambda lib: lambda x, y: lib.autograd.functional.vhp(
+        lambda a: (a.sin() * a).sum(), x, y),
+    "autograd_functional_jacobian_forward_mode": lambda lib: lambda x, y:
+        lib.autograd.functional.jacobian(lambda a: a.sin() * a[0], x[0], vectorize=True,
+                                         strategy="forward-mode"),
+    "autograd_functional_hessian_create_graph": _afunc_hessian_create_graph,
+}
+
+
+@pytest.mark.parametrize("backend", NUMPY_THEN_JAX_SLOW)
+@pytest.mark.parametrize("name", list(MIXED))
+def test_transforms_mixed_with_compiled_code_and_modules(name, backend):
+    _check(MIXED[name], _vmap_args, backend)
