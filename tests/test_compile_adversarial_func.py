@@ -667,3 +667,56 @@ MIXED = {
 @pytest.mark.parametrize("name", list(MIXED))
 def test_transforms_mixed_with_compiled_code_and_modules(name, backend):
     _check(MIXED[name], _vmap_args, backend)
+
+
+# -- .grad None (not zeros) for inputs only outputs without a gradient reach --
+
+def _grads_of(params):
+    return {k: None if p.grad is None else p.grad.clone() for k, p in params.items()}
+
+
+def _per_sample_into_parameters(lib):
+    """torch.func.grad of a loss of the model's own parameters (which require grad): the
+    per-sample gradients stay connected to them; backward from their sum leaves the last
+    bias's `.grad` None (its gradient is a constant), as eager's graph has no path there."""
+    model = _mlp(lib)
+
+    def loss(p, x):
+        return lib.func.functional_call(model, p, (x.unsqueeze(0),)).sum()
+
+    def step(x, y):
+        params = dict(model.named_parameters())
+        per_sample = lib.func.vmap(lib.func.grad(loss), in_dims=(None, 0))(params, x)
+        sum(g.sum() for g in per_sample.values()).backward()
+        grads = _grads_of(params)
+        model.zero_grad(set_to_none=True)
+        return per_sample, grads
+    return step
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_per_sample_gradients_of_parameters_then_backward(backend):
+    def args(lib, i):
+        return _batch(lib, i)[:1] + (None,)
+    _check(_per_sample_into_parameters, args, backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_backward_from_one_output_leaves_the_others_inputs_grad_none(backend):
+    """One compiled backward program serves all outputs; an input that only an output
+    without a gradient is computed from gets None, as eager, not zeros."""
+    if backend == "jax":
+        pytest.importorskip("jax")
+
+    def f(a, b, c):
+        return a * 2 + c, b * 3 + c, (a * b).detach()
+    compiled = tg.compile(f, backend=backend)
+    for fn in (f, compiled):
+        for i in range(3):
+            a, b, c = (tg.full((2,), float(i + k), requires_grad=True) for k in range(3))
+            o1, o2, o3 = fn(a, b, c)
+            (o1.sum() if i != 1 else o2.sum()).backward()
+            want_a, want_b = (None, [3.0, 3.0]) if i == 1 else ([2.0, 2.0], None)
+            assert (None if a.grad is None else a.grad.tolist()) == want_a
+            assert (None if b.grad is None else b.grad.tolist()) == want_b
+            assert c.grad.tolist() == [1.0, 1.0]
