@@ -720,3 +720,13 @@ def test_backward_from_one_output_leaves_the_others_inputs_grad_none(backend):
             assert (None if a.grad is None else a.grad.tolist()) == want_a
             assert (None if b.grad is None else b.grad.tolist()) == want_b
             assert c.grad.tolist() == [1.0, 1.0]
+
+
+
+# -- has_aux: tracegrad accepts any Python value in aux (tests/test_func.py relies on it;
+# torch.func raises "Expected tensors"): compiled must agree with eager either way --
+
+def test_has_aux_with_a_python_value_compiled_as_eager():
+    _check(lambda lib: lambda x, y: lib.func.grad(
+        lambda a: ((a ** 2).sum(), {"n": 3, "m": a.mean()}), has_aux=True)(x),
+        _pair, "numpy", oracle=False)

@@ -246,6 +246,7 @@ def jacrev(f, argnums=0, has_aux=False, *, chunk_size=None, compile=True):
     if chunk_size is not None and not (isinstance(chunk_size, int) and chunk_size > 0):
         raise op_error(TracegradValueError, None,
                        "jacrev: `chunk_size` should be greater than 0.")
+
     def impl(*args, **kwargs):
         return _jacobian(f, argnums, has_aux, args, kwargs)
 
