@@ -411,6 +411,19 @@ VMAPS = {
     "backward_through_vmap": lambda lib: lambda x, y: _backward_through(lib, x),
     "vmap_of_grad": lambda lib: lambda x, y: lib.func.vmap(lib.func.grad(
         lambda a: (a ** 3).sum()))(x),
+    # Note [Numbers from batched values]: torch raises; tracegrad too while it records
+    "item_of_a_batched_value": lambda lib: lambda x, y: lib.func.vmap(
+        lambda a: a * a.sum().item())(x),
+    "float_of_a_batched_value": lambda lib: lambda x, y: lib.func.vmap(
+        lambda a: a * float(a.sum()))(x),
+    "control_flow_on_a_batched_value": lambda lib: lambda x, y: lib.func.vmap(
+        lambda a: a * 2 if a.sum() > 0 else a)(x),
+    "item_under_grad_under_vmap": lambda lib: lambda x, y: lib.func.vmap(lib.func.grad(
+        lambda a: (a * a.sum().item()).sum()))(x),
+    "item_of_an_unbatched_value": lambda lib: lambda x, y: lib.func.vmap(
+        lambda a, b: a * b.sum().item(), in_dims=(0, None))(x, y),
+    "control_flow_on_an_unbatched_value": lambda lib: lambda x, y: lib.func.vmap(
+        lambda a, b: a * 2 if b.sum() > 0 else a, in_dims=(0, None))(x, y),
 }
 
 

@@ -10,12 +10,15 @@ threads and tasks each see their own), for the checks torch.func makes of a cust
 
 The active levels are part of a compiled function's entry key (compiler/keys.py), so a
 path traced outside a transform is not reused inside one, where applying a Function may
-raise. Kept free of imports: autograd/function.py and the compiler read it.
+raise. `batched` holds the batch elements vmap is running the function on, for the check
+that Python does not take a number from a value computed from them (func/_vmap_scalars.py).
+Kept free of imports: autograd/function.py, Tensor methods and the compiler read it.
 """
 import contextlib
 import contextvars
 
 _levels = contextvars.ContextVar("tracegrad_func_levels", default=())
+_batched = contextvars.ContextVar("tracegrad_vmap_batched", default=())
 
 GRAD, VMAP, FORWARD = "grad", "vmap", "jvp"
 
@@ -33,3 +36,18 @@ def level(*kinds):
         yield
     finally:
         _levels.reset(token)
+
+
+def batched_tensors():
+    """The batch elements of the active vmaps (empty outside vmap)."""
+    return _batched.get()
+
+
+@contextlib.contextmanager
+def batched(tensors):
+    """Run the body as vmap's function body on batch elements `tensors`."""
+    token = _batched.set(_batched.get() + tuple(tensors))
+    try:
+        yield
+    finally:
+        _batched.reset(token)
