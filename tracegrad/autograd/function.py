@@ -159,7 +159,8 @@ class Function(metaclass=_FunctionMeta):
 
     # Note [Functions under transforms]: tracegrad's transforms never call `jvp` or `vmap`
     # (jvp is exact by reverse mode, vmap loops over the batch), but they check that a
-    # Function has them where torch.func would call them (_check_transforms).
+    # Function has them where torch.func would call them (_check_transforms). A forward-mode
+    # transform goes through `backward`: it equals torch's only where `jvp` agrees with it.
     generate_vmap_rule = False
 
     @staticmethod
