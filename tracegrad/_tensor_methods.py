@@ -10,7 +10,7 @@ import numpy as np
 from . import _dtype as D
 from . import _mode
 from . import ops as O
-from . import _effects
+from . import _effects, _func_levels
 from ._dispatch import dispatch, trace_hook
 from ._errors import TracegradRuntimeError, TracegradTypeError, TracegradValueError, op_error
 from ._tensor import Tensor, accumulator, from_array
@@ -235,8 +235,22 @@ def _observe(t, kind, result):
     """Python took a concrete value from `t`: under a tracer this becomes a guard."""
     hook = trace_hook.get()
     if hook is not None:
+        if _func_levels.batched_tensors():
+            _vmap_check(hook, t, kind)
         hook.__self__.observe(t, kind, result)
     return result
+
+
+def _vmap_check(hook, t, kind):
+    """Note [Numbers from batched values] (func/_vmap_scalars.py), for reads user code makes."""
+    from .func import _vmap_scalars
+    if kind not in _vmap_scalars.KINDS:
+        return
+    f = sys._getframe(2)
+    while f is not None and f.f_code.co_filename == __file__:
+        f = f.f_back
+    if f is not None and _effects._is_user_frame(f):
+        _vmap_scalars.check(hook.__self__, t, kind)
 
 
 def item(self):
@@ -253,6 +267,8 @@ def item(self):
             sys._getframe(1)):           # tracegrad's own `.item()`s keep their guards
         return _scalar(self, "item")
     value = _scalar_value(self, "item")
+    if _func_levels.batched_tensors():
+        _vmap_check(hook, self, "item")
     return tracer.item_number(self, value)
 
 

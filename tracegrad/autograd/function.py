@@ -7,7 +7,7 @@ inputs and `mark_non_differentiable` outputs that never require grad.
 """
 import numpy as np
 
-from .. import _dispatch, _effects, _mode
+from .. import _dispatch, _effects, _func_levels as _levels, _mode
 from ..ops import shape_rules as SR
 from ..ops.primitive import Primitive
 from .._errors import TracegradRuntimeError, TracegradTypeError, op_error
@@ -157,6 +157,23 @@ class Function(metaclass=_FunctionMeta):
 
     vjp = backward
 
+    # Note [Functions under transforms]: tracegrad's transforms never call `jvp` or `vmap`
+    # (jvp is exact by reverse mode, vmap loops over the batch), but they check that a
+    # Function has them where torch.func would call them (_check_transforms). A forward-mode
+    # transform goes through `backward`: it equals torch's only where `jvp` agrees with it.
+    generate_vmap_rule = False
+
+    @staticmethod
+    def jvp(ctx, *grad_inputs):
+        raise NotImplementedError("You must implement the jvp function for custom "
+                                  "autograd.Function to use it with forward mode AD.")
+
+    @staticmethod
+    def vmap(info, in_dims, *args):
+        raise NotImplementedError("To use autograd.Function with vmap, you must either "
+                                  "override the vmap staticmethod or set "
+                                  "generate_vmap_rule=True.")
+
     @staticmethod
     def setup_context(ctx, inputs, output):
         """PyTorch 2.x style: override it to fill `ctx` from the call's `inputs` (a tuple)
@@ -173,6 +190,27 @@ class Function(metaclass=_FunctionMeta):
         return out
 
     @classmethod
+    def _check_transforms(cls, levels, needs):
+        """torch.func's errors for this Function applied under the transforms `levels`
+        (tracegrad/_func_levels.py); tracegrad's own Functions are exempt."""
+        if cls.__module__.startswith("tracegrad."):
+            return
+        doc = "For more details, please see https://pytorch.org/docs/main/notes/extending.func.html"
+        if cls.setup_context is Function.setup_context:
+            raise op_error(TracegradRuntimeError, None,
+                "In order to use an autograd.Function with functorch transforms (vmap, grad, "
+                f"jvp, jacrev, ...), it must override the setup_context staticmethod. {doc}")
+        if _levels.VMAP in levels and not cls.generate_vmap_rule \
+                and cls.vmap is Function.vmap:
+            raise op_error(TracegradRuntimeError, None,
+                f"You tried to vmap over {cls.__name__}, but it does not have vmap support. "
+                "Please override and implement the vmap staticmethod or set "
+                f"generate_vmap_rule=True. {doc}")
+        if _levels.FORWARD in levels and any(needs) and cls.jvp is Function.jvp:
+            raise NotImplementedError("You must implement the jvp function for custom "
+                                      "autograd.Function to use it with forward mode AD.")
+
+    @classmethod
     def apply(cls, *args, **kwargs):
         if _effects.active() is not None:    # its forward runs outside the trace: the
             from ..tracing.numbers import plain   # floats it gets are plain (Note [Numbers
@@ -180,6 +218,9 @@ class Function(metaclass=_FunctionMeta):
         ctx = FunctionCtx()
         tens = [a if isinstance(a, Tensor) else None for a in args]
         needs = tuple(t is not None and t.requires_grad for t in tens)
+        levels = _levels.active()
+        if levels:
+            cls._check_transforms(levels, needs)
         ctx.needs_input_grad = needs
         record = _mode.is_grad_enabled() and any(needs)
         out = _NOT_RUN

@@ -78,7 +78,18 @@ class CompiledFunctionBackward(Node):
     def apply(self, grads, consume=False):
         """The input gradients for output gradients `grads`. With `consume` (the engine
         releases this node afterwards: no retain_graph) the saved values are handed to the
-        program, which frees each at its last use (Note [Owned inputs] in codegen.py)."""
+        program, which frees each at its last use (Note [Owned inputs] in codegen.py).
+        An input no output with a gradient reaches gets None (Note [Gradients of outputs
+        not reached] in path.py)."""
+        res = self._apply(grads, consume)
+        if len(grads) > 1 and any(grads[k] is None for k in self.path.part.cotangent_outputs):
+            res = list(res)
+            for j in self.path.unreached(grads):
+                res[j] = None
+            res = tuple(res)
+        return res
+
+    def _apply(self, grads, consume):
         if self.released:
             raise op_error(TracegradRuntimeError, None, FREED_MSG)  # as eager, with the site
         if self.path.deferred_errors:

@@ -2,11 +2,12 @@
 reused: types, shapes, dtypes, requires_grad, leaf-ness, inference flag and C-contiguity of
 tensor arguments, which arguments alias, Python scalar values by type and exact value, the
 arguments' structure (Note [Binding by name] in binding.py), grad and inference mode, the
-default dtype, module training flags and parameter identities, and the Python attributes
-users put on tensor arguments (Note [Attributes of tensor arguments] in tensor_attrs.py)."""
+active tracegrad.func transforms (_func_levels.py), the default dtype, module training flags
+and parameter identities, and the Python attributes users put on tensor arguments (Note
+[Attributes of tensor arguments] in tensor_attrs.py)."""
 import numpy as np
 
-from .. import _dtype, _mode
+from .. import _dtype, _func_levels, _mode
 from .._tensor import Tensor
 from .._tensor_storage import _root
 from .binding import scalar_key
@@ -39,7 +40,11 @@ def entry_key(leaves, struct=None):
         else:                                # by identity (the entry keeps `x` alive)
             parts.append(("O", id(x), _module_flags(x)))
     aliased = len(storages) > 1 and len(set(storages)) < len(storages)
-    return ((tuple(parts), _mode.grad_enabled(), _mode.inference_enabled(),
+    grad = _mode.grad_enabled()
+    levels = _func_levels.active()
+    if levels:                           # Note [Functions under transforms] (function.py)
+        grad = (grad, levels)
+    return ((tuple(parts), grad, _mode.inference_enabled(),
              _dtype.get_default_dtype(), struct), tensors, aliased)
 
 
@@ -63,6 +68,7 @@ def key_checker(key, args):
         return None
     n = len(args)
     env = {"_root": _root, "_ak": attrs_key, "_ge": _mode.grad_enabled,
+           "_lv": _func_levels.active,
            "_ie": _mode.inference_enabled, "_dd": _dtype.get_default_dtype, "_G": grad,
            "_I": inference, "_DD": default_dtype}
     names = [f"a{i}" for i in range(n)]
@@ -90,7 +96,8 @@ def key_checker(key, args):
                   # still no Python attributes of its own (Note [Attributes of tensor
                   # arguments]); the engine's private ones are in most leaves' __dict__
                   f"    if a{i}.__dict__ and _ak(a{i}): return False"]
-    lines.append("    if _ge() is not _G or _ie() is not _I or _dd() is not _DD: return False")
+    lines.append("    if _ge() is not _G or _ie() is not _I or _dd() is not _DD or _lv(): "
+                 "return False")
     if len(tensors) > 1:                 # entry_key's `aliased` is False for this key
         # (an array owning its memory, the usual argument, needs no _root call)
         for x in tensors:
@@ -138,6 +145,9 @@ def describe_difference(old, new, names=()):
         return f"which tensor arguments share memory changed ({oa} -> {na})"
     op, np_ = (ps[:-1] if a is not None else ps for ps, a in ((op, oa), (np_, na)))
     if og != ng:
+        ol, nl = (g[1] if isinstance(g, tuple) else () for g in (og, ng))
+        if ol != nl:
+            return f"active tracegrad.func transforms changed ({ol} -> {nl})"
         return f"grad mode changed ({og} -> {ng})"
     if oi != ni:
         return f"inference mode changed ({oi} -> {ni})"

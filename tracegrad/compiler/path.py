@@ -342,6 +342,27 @@ class CompiledPath:
         node.stash = None
         return node
 
+    def unreached(self, grads):
+        """Note [Gradients of outputs not reached]
+        Eager backward from some outputs of a function leaves `.grad` None on an input
+        that only the other outputs are differentiably computed from: no graph path leads
+        there. The compiled backward is one program over all outputs, fed zeros for the
+        outputs without a gradient, so it computes zeros for such an input. This gives the
+        positions (in `wrt` order, the backward program's results) that no output with a
+        gradient in `grads` reaches, which the node returns as None, as eager does. The
+        per-output reach is computed on the first backward that needs it."""
+        reach = self.__dict__.get("_reach")
+        if reach is None:
+            fg, pos = self.record.functional, {w: j for j, w in enumerate(self.wrt)}
+            reach = self._reach = {
+                k: {pos[i] for i in _inputs_behind(fg, fg.outputs[k]) if i in pos}
+                for k in self.part.cotangent_outputs}
+        hit = set()
+        for k, r in reach.items():
+            if grads[k] is not None:
+                hit |= r
+        return [j for j in range(len(self.wrt)) if j not in hit]
+
     def eager_backward(self, node, grads):
         """Differentiable backward of one call (Note [Differentiable backward], replay.py)."""
         return replay_backward(self, node.inputs, grads, node.saved_arrays, node.kept_arrays)

@@ -9,6 +9,8 @@
   exact, from reverse mode by the double-VJP trick; tracegrad has no forward mode).
 - `functional_call(module, params_and_buffers, args)`: run a module with other tensors in
   place of its parameters and buffers (func/_functional_call.py).
+- `stack_module_state(models)`: stacked parameters and buffers for ensembling
+  (func/_stack_state.py).
 - `vmap(f, in_dims=0, out_dims=0)`: torch.func.vmap's semantics by looping over the batch
   with a compiled `f` (Note [vmap by looping] in func/_vmap.py).
 
@@ -29,7 +31,8 @@ results are plain tensors that do not require grad.
 from ._forward import hessian, jacfwd, jvp
 from ._functional_call import functional_call
 from ._transforms import grad, grad_and_value, jacrev, value_and_grad, vjp
+from ._stack_state import stack_module_state
 from ._vmap import vmap
 
 __all__ = ["grad", "value_and_grad", "grad_and_value", "vjp", "jacrev", "functional_call", "jvp",
-           "jacfwd", "hessian", "vmap"]
+           "jacfwd", "hessian", "vmap", "stack_module_state"]

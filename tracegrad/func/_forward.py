@@ -14,7 +14,7 @@ tracegrad has no forward-mode autodiff; these are computed exactly from reverse 
 
 Compiled by default, like the other transforms (`compile=False` runs eagerly).
 """
-from .. import _mode
+from .. import _func_levels as _levels, _mode
 from .._errors import TracegradRuntimeError, TracegradValueError, op_error
 from .._rng_guard import forbid_random
 from .._tensor import Tensor
@@ -112,7 +112,9 @@ def _jvp(f, primals, tangents, has_aux):
     connect = _mode.is_grad_enabled()
     with _mode.enable_grad():
         pr = Primals(primals, tuple(range(len(primals))), connect)
-        out, aux = _split_jvp_aux(f(*pr.args), has_aux)
+        with _levels.level(_levels.FORWARD):
+            result = f(*pr.args)
+        out, aux = _split_jvp_aux(result, has_aux)
         outs, build = flatten(out)
         for o in outs:
             if not isinstance(o, Tensor):

@@ -16,8 +16,8 @@ import functools
 import threading
 from collections import OrderedDict
 
-from .. import _mode
-from .._errors import TracegradRuntimeError, op_error
+from .. import _func_levels as _levels, _mode
+from .._errors import TracegradRuntimeError, TracegradValueError, op_error
 from .._tensor import Tensor
 from ..autograd.api import grad as _autograd_grad
 from ..tracing import flatten
@@ -78,7 +78,9 @@ def _value_and_grad(f, argnums, has_aux, api, args, kwargs):
     connect = _mode.is_grad_enabled()
     with _mode.enable_grad():
         pr = Primals(args, nums, connect)
-        out, aux = split_aux(f(*pr.args, **kwargs), has_aux, api)
+        with _levels.level(_levels.GRAD):
+            result = f(*pr.args, **kwargs)
+        out, aux = split_aux(result, has_aux, api)
         check_scalar(out, api)
         outer = connect and depends_on_outer([out] + _aux_tensors(aux), pr.leaves)
         grads = _grads_or_zeros([out], pr.leaves, [None], create_graph=outer)
@@ -158,8 +160,9 @@ def vjp(f, *primals, has_aux=False, compile=True):
     run = _compiled("vjp", f, f, ()) if compile and not isinstance(f, CompiledFunction) else f
     connect = _mode.is_grad_enabled()
     pr = Primals(primals, tuple(range(len(primals))), connect)
-    with _mode.enable_grad():
-        out, aux = split_aux(run(*pr.args), has_aux, "vjp")
+    with _mode.enable_grad(), _levels.level(_levels.GRAD):
+        result = run(*pr.args)
+    out, aux = split_aux(result, has_aux, "vjp")
     outs, _ = tensor_leaves(out, "vjp(f, *primals)")
     outer = connect and depends_on_outer(outs + _aux_tensors(aux), pr.leaves)
 
@@ -188,7 +191,10 @@ def _jacobian(f, argnums, has_aux, args, kwargs, api="jacrev"):
     connect = _mode.is_grad_enabled()
     with _mode.enable_grad():
         pr = Primals(args, nums, connect)
-        result = f(*pr.args, **kwargs)
+        # torch computes jacfwd by vmap over jvp (Note [Functions under transforms])
+        kinds = (_levels.VMAP, _levels.FORWARD) if api == "jacfwd" else (_levels.GRAD,)
+        with _levels.level(*kinds):
+            result = f(*pr.args, **kwargs)
         if api == "jacfwd":                      # torch's jacfwd runs jvp: its messages
             out, aux = _jacfwd_output(result, has_aux)
         else:
@@ -231,10 +237,16 @@ def _jacfwd_output(result, has_aux):
     return out, aux
 
 
-def jacrev(f, argnums=0, has_aux=False, *, compile=True):
+def jacrev(f, argnums=0, has_aux=False, *, chunk_size=None, compile=True):
     """The Jacobian of `f` by reverse mode: for each output leaf of shape S and each
     differentiated input of shape T, a tensor of shape S + T (a tuple over `argnums` when it
-    is a tuple), in the output's structure. With `has_aux`: `(jacobian, aux)`."""
+    is a tuple), in the output's structure. With `has_aux`: `(jacobian, aux)`.
+    `chunk_size` (None or a positive int) is checked as torch checks it; the result does not
+    depend on it (one backward pass per output element either way)."""
+    if chunk_size is not None and not (isinstance(chunk_size, int) and chunk_size > 0):
+        raise op_error(TracegradValueError, None,
+                       "jacrev: `chunk_size` should be greater than 0.")
+
     def impl(*args, **kwargs):
         return _jacobian(f, argnums, has_aux, args, kwargs)
 

@@ -21,9 +21,14 @@ Where looping would silently differ from torch, it raises instead:
 - `out_dims=None` for an output: the elements' outputs must be one object or equal; otherwise
   the error torch gives for returning a batched tensor there (an output that depends on the
   batch only through equal values is returned, where torch would raise).
-Known differences: `.item()` and data-dependent Python control flow work per element (torch
-raises); a batch of size 0 runs `f` once on zeros to learn the output shapes.
+- `.item()`, `float()`, `int()` or `bool()` (an `if`) of a value computed from a batch element
+  raises torch's error while a trace records `f` (compiled, the default: Note [Numbers from
+  batched values] in _vmap_scalars.py).
+Known differences: with `compile=False` outside a compiled function, `.item()` and
+data-dependent control flow work per element (torch raises); a batch of size 0 runs `f` once
+on zeros to learn the output shapes.
 """
+from .. import _func_levels as _levels
 from .._errors import TracegradIndexError, TracegradRuntimeError, TracegradValueError
 from .._rng_guard import forbid_random
 from .._tensor import Tensor
@@ -128,7 +133,8 @@ class _Vmapped:
                 from ..random import set_rng_state
                 set_rng_state(state)
             elem = [_slice(x, d, i, size) for x, d in zip(leaves, dims)]
-            with forbid_random(self.randomness == "error"):
+            with forbid_random(self.randomness == "error"), _levels.level(_levels.VMAP), \
+                    _levels.batched([e for e, d in zip(elem, dims) if d is not None]):
                 outs.append(run(*build(iter(elem)), **kwargs))
             _check_unchanged(watched, size)
         return _stack_outputs(outs, size, self.out_dims, name)
