@@ -15,7 +15,9 @@ instead, `call(args) -> (outputs, None)`:
   version bumped, outputs wrapped, the backward node attached, consumed graphs marked,
   `retain_grad` and `.grad` assignments replayed, Python-only calls replayed.
 When a check fails it returns `(None, why)` with the reason the generic `resolve` gives
-(the slow path, taken only on a miss). Paths whose outputs are views of inputs, or that
+(the slow path, taken only on a miss). The Python state checks are the state checker's
+own lines (state_guards.checker_source), inlined; fused_entry.py puts these lines after
+the entry's key check in one function. Paths whose outputs are views of inputs, or that
 guard tensor attributes Python read, keep the generic pair. On the tiny
 MLP training step this saves about a quarter of the per-call work outside the program.
 """
