@@ -212,3 +212,27 @@ def test_a_guarded_zero_changing_sign_is_seen_by_the_inlined_state_check():
     finally:
         SIGN[0] = 0.0
     assert not np.signbit(c(x).numpy()).any()
+
+
+def _rowsum(x, w):
+    return (x @ w).sum(1) + x.sum(1)
+
+
+def test_the_fused_key_check_keeps_the_layout_bit():
+    """Unusual strides may still be C-contiguous (a dimension of size 1): the same entry;
+    a transposed view is not: keyed anew. (Each argument's owner id, computed once by
+    the key check, is reused by the fused runner.)"""
+    c = tg.compile(_rowsum)
+    w = tg.tensor(RNG.standard_normal((5, 3)).astype(np.float32))
+    big = tg.tensor(RNG.standard_normal((4, 5)).astype(np.float32))
+    sq = tg.tensor(RNG.standard_normal((4, 4)).astype(np.float32))
+    x = tg.tensor(RNG.standard_normal((1, 5)).astype(np.float32))
+    odd = big[::2][:1]                       # (1, 5), strides (40, 4): C-contiguous too
+    assert odd._data.strides != x._data.strides and odd._data.flags.c_contiguous
+    for arg in (x, x, odd, x, odd):
+        np.testing.assert_array_equal(c(arg, w).numpy(), _rowsum(arg, w).numpy())
+    assert len(c.programs) == 1
+    w4 = tg.tensor(RNG.standard_normal((4, 3)).astype(np.float32))
+    for arg in (sq, sq, sq.t(), sq, sq.t()):   # a transposed view: another layout
+        np.testing.assert_array_equal(c(arg, w4).numpy(), _rowsum(arg, w4).numpy())
+    assert len(c.programs) == 3

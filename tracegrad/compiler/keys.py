@@ -84,6 +84,7 @@ def key_source(key, args, miss="return False"):
     if n:
         lines.append(f"    {', '.join(names)}{',' if n == 1 else ''} = args")
     tensors = []
+    n_tensors = sum(p[0] == "T" for p in parts)
     for i, (p, a) in enumerate(zip(parts, args)):
         if p[0] == "O":                  # an object keyed by identity (`self` of a method;
             env[f"X{i}"] = a             # the entry keeps it alive), not a module
@@ -97,21 +98,22 @@ def key_source(key, args, miss="return False"):
                 f"a{i}._rg is not R{i} or a{i}._grad_fn is not None or "
                 f"a{i}._inference is not N{i}")
         if len(shape) >= 2:              # entry_key's layout bit (1-D and 0-D: always True)
+            # (cheaper than comparing `d.strides`: numpy builds that tuple on each read)
             cond += f" or d.flags.c_contiguous is not {bool(c_ok)}"
         # the type first: the argument may now be None or any object without `_data`
         lines += [f"    if type(a{i}) is not T{i}: {miss}",
-                  f"    d = a{i}._data", f"    if {cond}: {miss}",
-                  # still no Python attributes of its own (Note [Attributes of tensor
-                  # arguments]); the engine's private ones are in most leaves' __dict__
-                  f"    if a{i}.__dict__ and _ak(a{i}): {miss}"]
+                  f"    d = a{i}._data", f"    if {cond}: {miss}"]
+        if n_tensors > 1:                # the owner's id for the aliasing check below
+            lines.append(f"    qa{i} = id(d if d.base is None else _root(d))")
+        # still no Python attributes of its own (Note [Attributes of tensor arguments]);
+        # the engine's private ones are in most leaves' __dict__
+        lines.append(f"    if a{i}.__dict__ and _ak(a{i}): {miss}")
     # (_dtype.get_default_dtype(), its one line inlined)
     lines.append(f"    if _ge() is not _G or _ie() is not _I or "
                  f"_ga(_dds, 'default', _f32) is not _DD: {miss}")
     if len(tensors) > 1:                 # entry_key's `aliased` is False for this key
-        # (an array owning its memory, the usual argument, needs no _root call)
-        # (`q{x}`: the owner's id, which a fused runner reuses: compiler/fused_entry.py)
-        for x in tensors:
-            lines += [f"    d = {x}._data", f"    q{x} = id(d if d.base is None else _root(d))"]
+        # (an array owning its memory, the usual argument, needs no _root call; `q{x}`,
+        # the owner's id, is reused by a fused runner: compiler/fused_entry.py)
         owners = ', '.join(f'q{x}' for x in tensors)
         lines.append(f"    if len({{{owners}}}) != {len(tensors)}: {miss}")
     return lines, env
