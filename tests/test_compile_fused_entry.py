@@ -236,3 +236,22 @@ def test_the_fused_key_check_keeps_the_layout_bit():
     for arg in (sq, sq, sq.t(), sq, sq.t()):   # a transposed view: another layout
         np.testing.assert_array_equal(c(arg, w4).numpy(), _rowsum(arg, w4).numpy())
     assert len(c.programs) == 3
+
+
+def test_a_consumed_node_made_fast_has_every_slot_of_one_made_normally():
+    from tracegrad.compiler.backward_node import ConsumedBackward, consumed_node
+    t = tg.tensor([1.0], requires_grad=True)
+    a = ConsumedBackward(None, None, (), (), (), ())
+    a.eager_name, a.released = "NllLossBackward0", True
+    a.leaves = [t]
+    b = consumed_node("NllLossBackward0", [t])
+    slots = {s for cls in type(a).__mro__ for s in getattr(cls, "__slots__", ())
+             if s not in ("__weakref__", "__dict__", "edges")}
+    for s in sorted(slots):
+        if s == "seq":
+            assert b.seq > a.seq             # (the next sequence number)
+            continue
+        assert getattr(b, s) == getattr(a, s), s
+    assert b.name() == a.name() and b.next_functions == a.next_functions
+    with pytest.raises(RuntimeError, match="second time"):
+        b.apply((None,))

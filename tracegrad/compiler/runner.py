@@ -29,7 +29,7 @@ from .._tensor_storage import _root
 from .._tensor import Tensor, VersionCounter
 from ..ir.interpret import GuardFailed
 from ..ops.elementwise import _IGNORING, _NP_ERRSTATE, _ignoring, quiet_enter, quiet_exit
-from .backward_node import ConsumedBackward
+from .backward_node import consumed_node
 from .tensor_places import read as read_place
 from .state_guards import checker_source
 from .warning_replay import would_raise
@@ -64,8 +64,8 @@ def runner_source(path, miss="return _miss(args)", ret="return outs, None", unpa
     env = {"_fn": prog.fn, "_prog": prog, "_GuardFailed": GuardFailed, "_qe": quiet_enter,
            "_qx": quiet_exit, "_wrap": Tensor._wrap, "_asarray": np.asarray, "_array": np.array,
            "_copyto": np.copyto, "_attach": path._attach,
-           "_state": path._state_holds, "_miss": path._miss, "_root": _root,
-           "_f64": _f64, "_i64": _i64, "_Consumed": ConsumedBackward, "_number": is_number,
+           "_miss": path._miss, "_root": _root,
+           "_f64": _f64, "_i64": _i64, "_consumed": consumed_node, "_number": is_number,
            "_Rerun": RerunEagerly, "_read_place": read_place, "_new": object.__new__,
            "_T": Tensor, "_VC": VersionCounter}
     env.update({f"c{i}": t for i, t in enumerate(path.captured)})   # fixed unless sourced
@@ -260,9 +260,7 @@ def runner_source(path, miss="return _miss(args)", ret="return outs, None", unpa
         lines += [f"    if {names[pos]}.requires_grad:", f"        {names[pos]}.retain_grad()"]
     for k, name in path.consumed.items():
         leaves = [names[i] for i in path.consumed_leaves[k]]
-        lines += ["    node = _Consumed(None, None, (), (), (), ())",
-                  f"    node.eager_name, node.released = {name!r}, True",
-                  f"    node.leaves = [{', '.join(leaves)}]",
+        lines += [f"    node = _consumed({name!r}, [{', '.join(leaves)}])",
                   f"    outs[{k}]._grad_fn, outs[{k}]._rg = node, True"]
     for pos, k in path.grad_set_plan:
         lines.append(f"    {names[pos]}._grad = {'None' if k is None else f'outs[{k}]'}")
