@@ -309,15 +309,17 @@ def build(graph, name=None, keep_inputs=True, plan=None, poison=False, owned_inp
         keys = sorted({a for i in memo for a in graph.nodes[i].value_inputs()
                        if a in graph.inputs}, key=graph.inputs.index)
         vals = ", ".join(names[graph.nodes[i].output] for i in memo) + ","
-        same = " and ".join(f"_m[{k}] is {names[a]}" for k, a in enumerate(keys))
-        lines += ["    _m = _memo[0]", f"    if _m is not None and {same}:",
+        same = " and ".join(["_m is not None"] + [f"_m[{k}] is {names[a]}"
+                                                  for k, a in enumerate(keys)])
+        lines += ["    _m = _memo[0]", f"    if {same}:",
                   f"        {vals} = _m[-1]", "    else:"]
         for i in memo:
             n = graph.nodes[i]
             lines.append("        " + node_line(i, n))
             line_sites[len(lines)] = n.site
             line_prims[len(lines)] = n.prim
-        lines.append(f"        _memo[0] = ({', '.join(names[a] for a in keys)}, ({vals}))")
+        kept = "".join(f"{names[a]}, " for a in keys)
+        lines.append(f"        _memo[0] = ({kept}({vals}),)")
     for i, n in enumerate(graph.nodes):
         for k, gd in guards.get(i, ()):
             for part in _guard_src(gd, k, names[gd.value], em).split("\n"):
@@ -431,10 +433,10 @@ def _fused_pairs(graph, plan, pinned, guards, last):
 # into (no `out=`) and that are neither outputs nor viewed by one, so a kept result is never
 # changed. The guards reading them stay where they were, so guard order (Note [Paths]) is
 # unchanged. The generic `CompiledPath.run` makes fresh arrays per call: it recomputes.
+# A 0-d result of no operand at all (the constant 1.0 seeding backward of a returned loss,
+# a `full` or `zeros` scalar) obeys the same rules and is made on the first call only.
 def _memo_nodes(graph, plan, pinned, fused, memo_inputs):
     """Indices of the nodes computed in the memoized block (Note [Memoized scalars])."""
-    if not memo_inputs:
-        return []
     from .ops.primitive import may_fail
     from .passes.liveness import liveness
     ok = {graph.inputs[k] for k in memo_inputs}
@@ -453,7 +455,8 @@ def _memo_nodes(graph, plan, pinned, fused, memo_inputs):
     for i, n in enumerate(graph.nodes):
         ins = n.value_inputs()
         p = n.prim
-        if (not ins or n.output.type.shape or i in skip or i in planned or p.impure
+        # (no operand at all: a constant, made once: Note [Memoized scalars])
+        if (n.output.type.shape or i in skip or i in planned or p.impure
                 or p.aliases is not None or p.overwrites or n.output in pinned
                 or may_fail(n) or any(a not in ok for a in ins)):
             continue

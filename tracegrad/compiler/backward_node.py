@@ -19,7 +19,7 @@ from ..passes.check_inplace import fresh
 from .speculation import is_one, unwritten
 from .._errors import TracegradRuntimeError, op_error, user_stacklevel
 from .._tensor import Tensor, edge_of
-from ..autograd.graph import FREED_MSG, Node, _version_error
+from ..autograd.graph import FREED_MSG, Node, _seq, _version_error
 
 
 def _fresh_gradients(res):
@@ -68,6 +68,25 @@ class ConsumedBackward(Node):
 
     def apply(self, grads):
         raise TracegradRuntimeError(FREED_MSG)
+
+
+def consumed_node(name, leaves):
+    """A released `ConsumedBackward` printing as `name`, its edges leading to `leaves`: what
+    `ConsumedBackward(None, None, (), (), (), ())` then setting `eager_name`, `released`
+    and `leaves` gives, without Node.__init__ and the `edges` setter (two Python calls of a
+    compiled training step's per-call work; tests/test_compile_fused_entry.py checks that
+    every slot agrees)."""
+    n = _new(ConsumedBackward)
+    n.prim = n.attrs = n.saved = n.versions = n.out_saved = None
+    n.pre_hooks = n.hooks = n.metadata = None
+    n._given = n.shapes = n.dtypes = n.needs = ()
+    n.seq = next(_seq)
+    n.released, n.n_outputs = True, 1
+    n.eager_name, n.leaves = name, leaves
+    return n
+
+
+_new = object.__new__
 
 
 class CompiledFunctionBackward(Node):

@@ -44,6 +44,7 @@ from ..nn._global_hooks import ACTIVE as _GLOBAL_HOOKS
 from .keys import (alias_eager_reason, alias_groups, describe_difference, entry_key,
                    key_checker)
 from .backward_node import eager_saves
+from .fused_entry import KEY_MISS, RUN_MISS, fuse
 from .hyper_order import written_before_read
 from .print_replay import recording_prints
 from .warning_replay import recording_warnings
@@ -121,6 +122,7 @@ class _Entry:
         self.check = _UNBUILT       # Note [Checking the last key] in keys.py
         self.all_tensors = False    # every argument of the checked call is a tensor
         self.solo = None            # Note [One path, no draws]
+        self.fast = None            # Note [Fused entry] in fused_entry.py
 
 
 # Note [One path, no draws]
@@ -130,7 +132,9 @@ class _Entry:
 # path whose programs draw from no generator has nothing to choose or rewind: the call
 # runs that path directly, and on any miss (a failed guard, state that changed) falls
 # through to the keyed lookup below, exactly where `_serve` would have sent it. About 1 us
-# of the tiny training step's per-call work.
+# of the tiny training step's per-call work. When the path's runner is generated and every
+# argument is a tensor, the key check and the runner are one function (Note [Fused entry]
+# in fused_entry.py).
 
 
 class CompiledFunction(EagerFallbacks):
@@ -218,7 +222,24 @@ class CompiledFunction(EagerFallbacks):
         token = MEMO.set(ForwardMemo()) if self._opaque and MEMO.get() is None else None
         try:
             entry = self._hit
-            if entry is not None and not kwargs and entry.eager is None and entry.check(args):
+            fast = entry.fast if entry is not None and not kwargs and entry.eager is None \
+                else None
+            if fast is not None:                 # Note [Fused entry] in fused_entry.py
+                try:
+                    out = fast(args)
+                except GuardFailed:              # (the path put back what it changed)
+                    out = RUN_MISS
+                except RerunEagerly as e:        # Note [Errors inside compiled programs]
+                    self._last_key = entry.key
+                    self._log_rerun()
+                    return self._rerun(e, args, kwargs)
+                if out is not KEY_MISS:
+                    self._last_key = entry.key
+                    if out is not RUN_MISS:
+                        self.stats.cache_hits += 1
+                        return out
+            elif entry is not None and not kwargs and entry.eager is None and \
+                    entry.check(args):
                 # the entry the last call hit, with its key unchanged (Note [Checking the
                 # last key] in keys.py): no keying, no lookup
                 self._last_key = entry.key
@@ -289,6 +310,7 @@ class CompiledFunction(EagerFallbacks):
                                        and not kwargs else None)
                         # the check fixes each argument's type: all tensors stay so
                         entry.all_tensors = all(isinstance(a, Tensor) for a in args)
+                        entry.fast = fuse(entry, args) if entry.check is not None else None
                     self._hit = entry if entry.check is not None else None
                     return out
                 if type(reason) is RerunEagerly:
@@ -564,6 +586,7 @@ class CompiledFunction(EagerFallbacks):
         entry.last = path
         rng_states(path)                     # finds the generators its draws use, once
         entry.solo = path if len(entry.paths) == 1 and not path._generators else None
+        entry.fast = None                    # (built with the key check, for one path)
         path.trace_reason = reason
         if path.eager_reason is None and entry.key[0] and entry.key[0][-1][0] == "aliases":
             n = path.n_args

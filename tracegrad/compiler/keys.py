@@ -60,6 +60,19 @@ def key_checker(key, args):
     storage; the same grad mode, inference mode and default dtype). False sends the call
     down the full path, which keys and looks it up as before. None when the key is not
     of that kind."""
+    src = key_source(key, args)
+    if src is None:
+        return None
+    lines, env = src
+    code = "\n".join(["def check(args):"] + lines + ["    return True"])
+    exec(compile(code, "<tracegrad key check>", "exec"), env)
+    return env["check"]
+
+
+def key_source(key, args, miss="return False"):
+    """(body lines, globals) of `key_checker`'s `check(args)` without its final `return
+    True` (the body binds `a0, a1, ...` to the arguments), `miss` run where it answers
+    False; or None."""
     parts, grad, inference, default_dtype, struct = key[:5]
     if len(key) != 5 or struct is not None or len(parts) != len(args) or any(
             not (p[0] == "T" and isinstance(a, Tensor) and p[5] is True and not p[8]
@@ -70,16 +83,18 @@ def key_checker(key, args):
     env = {"_root": _root, "_ak": attrs_key, "_ge": _mode.grad_enabled,
            "_lv": _func_levels.active,
            "_ie": _mode.inference_enabled, "_dd": _dtype.get_default_dtype, "_G": grad,
-           "_I": inference, "_DD": default_dtype}
+           "_I": inference, "_DD": default_dtype, "_ga": getattr,
+           "_dds": _dtype._state, "_f32": _dtype.float32}
     names = [f"a{i}" for i in range(n)]
-    lines = ["def check(args):", f"    if len(args) != {n}: return False"]
+    lines = [f"    if len(args) != {n}: {miss}"]
     if n:
         lines.append(f"    {', '.join(names)}{',' if n == 1 else ''} = args")
     tensors = []
+    n_tensors = sum(p[0] == "T" for p in parts)
     for i, (p, a) in enumerate(zip(parts, args)):
         if p[0] == "O":                  # an object keyed by identity (`self` of a method;
             env[f"X{i}"] = a             # the entry keeps it alive), not a module
-            lines.append(f"    if a{i} is not X{i}: return False")
+            lines.append(f"    if a{i} is not X{i}: {miss}")
             continue
         tensors.append(f"a{i}")
         _, shape, dtype, rg, c_ok, leaf, inf, _type, _attrs = p
@@ -89,24 +104,25 @@ def key_checker(key, args):
                 f"a{i}._rg is not R{i} or a{i}._grad_fn is not None or "
                 f"a{i}._inference is not N{i}")
         if len(shape) >= 2:              # entry_key's layout bit (1-D and 0-D: always True)
+            # (cheaper than comparing `d.strides`: numpy builds that tuple on each read)
             cond += f" or d.flags.c_contiguous is not {bool(c_ok)}"
         # the type first: the argument may now be None or any object without `_data`
-        lines += [f"    if type(a{i}) is not T{i}: return False",
-                  f"    d = a{i}._data", f"    if {cond}: return False",
-                  # still no Python attributes of its own (Note [Attributes of tensor
-                  # arguments]); the engine's private ones are in most leaves' __dict__
-                  f"    if a{i}.__dict__ and _ak(a{i}): return False"]
-    lines.append("    if _ge() is not _G or _ie() is not _I or _dd() is not _DD or _lv(): "
-                 "return False")
+        lines += [f"    if type(a{i}) is not T{i}: {miss}",
+                  f"    d = a{i}._data", f"    if {cond}: {miss}"]
+        if n_tensors > 1:                # the owner's id for the aliasing check below
+            lines.append(f"    qa{i} = id(d if d.base is None else _root(d))")
+        # still no Python attributes of its own (Note [Attributes of tensor arguments]);
+        # the engine's private ones are in most leaves' __dict__
+        lines.append(f"    if a{i}.__dict__ and _ak(a{i}): {miss}")
+    # (_dtype.get_default_dtype(), its one line inlined)
+    lines.append(f"    if _ge() is not _G or _ie() is not _I or "
+                 f"_ga(_dds, 'default', _f32) is not _DD or _lv(): {miss}")
     if len(tensors) > 1:                 # entry_key's `aliased` is False for this key
-        # (an array owning its memory, the usual argument, needs no _root call)
-        for x in tensors:
-            lines.append(f"    d{x} = {x}._data")
-        owners = ', '.join(f'id(d{x} if d{x}.base is None else _root(d{x}))' for x in tensors)
-        lines.append(f"    if len({{{owners}}}) != {len(tensors)}: return False")
-    lines.append("    return True")
-    exec(compile("\n".join(lines), "<tracegrad key check>", "exec"), env)
-    return env["check"]
+        # (an array owning its memory, the usual argument, needs no _root call; `q{x}`,
+        # the owner's id, is reused by a fused runner: compiler/fused_entry.py)
+        owners = ', '.join(f'q{x}' for x in tensors)
+        lines.append(f"    if len({{{owners}}}) != {len(tensors)}: {miss}")
+    return lines, env
 
 
 def _hooked(node):

@@ -15,7 +15,9 @@ instead, `call(args) -> (outputs, None)`:
   version bumped, outputs wrapped, the backward node attached, consumed graphs marked,
   `retain_grad` and `.grad` assignments replayed, Python-only calls replayed.
 When a check fails it returns `(None, why)` with the reason the generic `resolve` gives
-(the slow path, taken only on a miss). Paths whose outputs are views of inputs, or that
+(the slow path, taken only on a miss). The Python state checks are the state checker's
+own lines (state_guards.checker_source), inlined; fused_entry.py puts these lines after
+the entry's key check in one function. Paths whose outputs are views of inputs, or that
 guard tensor attributes Python read, keep the generic pair. On the tiny
 MLP training step this saves about a quarter of the per-call work outside the program.
 """
@@ -24,17 +26,36 @@ import numpy as np
 from .._effects import is_number
 from .._errors import RerunEagerly
 from .._tensor_storage import _root
-from .._tensor import Tensor
+from .._tensor import Tensor, VersionCounter
 from ..ir.interpret import GuardFailed
-from ..ops.elementwise import quiet_enter, quiet_exit
-from .backward_node import ConsumedBackward
+from ..ops.elementwise import _IGNORING, _NP_ERRSTATE, _ignoring, quiet_enter, quiet_exit
+from .backward_node import consumed_node
 from .tensor_places import read as read_place
+from .state_guards import checker_source
 from .warning_replay import would_raise
 
 
 def build_runner(path):
     """`call(args) -> (outputs, why)` generated for `path`, or None when the generic
     `CompiledPath.call` must serve."""
+    src = runner_source(path)
+    if src is None:
+        return None
+    lines, env = src
+    code = "\n".join(["def call(args):"] + lines) + "\n"
+    exec(compile(code, f"<tracegrad runner {path.name}>", "exec"), env)
+    call = env["call"]
+    call.code = code
+    call.path = path                     # (what compiler/fused_entry.py checks it was built for)
+    return call
+
+
+def runner_source(path, miss="return _miss(args)", ret="return outs, None", unpack=True,
+                  owner_ids=False):
+    """(body lines, globals) of `call(args)` for `path` (Note [Runner]), or None: `miss` is
+    the statement a failed check runs (before anything changed), `ret` the one returning
+    `outs`; `unpack=False` when the caller's code already bound `a0, a1, ...`, and
+    `owner_ids` when it also bound `qa0, qa1, ...` to the ids of their arrays' owners."""
     if path.attr_guards or any(chain for _, chain in path.alias_out.values()):
         return None
     part, prog = path.part, path.forward_program
@@ -43,19 +64,21 @@ def build_runner(path):
     env = {"_fn": prog.fn, "_prog": prog, "_GuardFailed": GuardFailed, "_qe": quiet_enter,
            "_qx": quiet_exit, "_wrap": Tensor._wrap, "_asarray": np.asarray, "_array": np.array,
            "_copyto": np.copyto, "_attach": path._attach,
-           "_state": path._state_holds, "_miss": path._miss, "_root": _root,
-           "_f64": _f64, "_i64": _i64, "_Consumed": ConsumedBackward, "_number": is_number,
-           "_Rerun": RerunEagerly, "_read_place": read_place}
+           "_miss": path._miss, "_root": _root,
+           "_f64": _f64, "_i64": _i64, "_consumed": consumed_node, "_number": is_number,
+           "_Rerun": RerunEagerly, "_read_place": read_place, "_new": object.__new__,
+           "_T": Tensor, "_VC": VersionCounter}
     env.update({f"c{i}": t for i, t in enumerate(path.captured)})   # fixed unless sourced
-    lines = ["def call(args):"]
-    if n_args:
+    lines = []
+    if n_args and unpack:
         lines.append(f"    {', '.join(names[:n_args])}{',' if n_args == 1 else ''} = args")
-    miss = "return _miss(args)"
     if path.warnings:                    # Note [Warnings replayed]
         env["_werr"], env["_warns"] = would_raise, path.warnings
         lines.append(f"    if _werr(_warns): {miss}")
-    if path.state_guards:
-        lines.append(f"    if not _state(): {miss}")
+    if path.state_guards:                # the state checker's lines, inlined (its globals
+        state_lines, state_env = checker_source(path.state_guards, miss, "S")   # S-named)
+        env.update(state_env)
+        lines += state_lines
 
     def owner(r):                        # ("arg", i) or a tensor bound in env
         if type(r) is tuple:
@@ -63,6 +86,9 @@ def build_runner(path):
         env[f"o{id(r)}"] = r
         return f"o{id(r)}"
     for i, (r, hooks) in enumerate(path.hook_checks):   # the same gradient hooks
+        if not hooks:                    # (none: the list `register_hook` makes is empty)
+            lines.append(f"    if {owner(r)}.__dict__.get('_leaf_hooks'): {miss}")
+            continue
         env.update({f"g{i}_{k}": fn for k, fn in enumerate(hooks)})
         same = [f"len(hk) != {len(hooks)}"] + [f"hk[{k}] is not g{i}_{k}"
                                               for k in range(len(hooks))]
@@ -100,9 +126,9 @@ def build_runner(path):
     # their reference counts, so there nothing is kept and every call checks everything.
     keep = getattr(prog, "call_tensors", None) is None
     tensor_caps = [j for j in range(n_cap) if j not in scalar]
-    if keep and tensor_caps:
-        env["_seen"] = [None] * n_cap   # the array of captured j last found valid
-        env["_roots"] = [frozenset()]   # the ids of those arrays' owners
+    if keep and tensor_caps:            # (globals: one dict lookup each, no subscript)
+        env.update({f"_sn{j}": None for j in tensor_caps})   # captured j's array last valid
+        env["_roots"] = frozenset()     # the ids of those arrays' owners
     for j, (t, m) in enumerate(zip(path.captured, path.captured_meta)):
         if j in scalar:
             data[f"c{j}"] = f"c{j}"                     # already an array
@@ -116,9 +142,9 @@ def build_runner(path):
             cond += f" or {'not ' if c_order else ''}d.flags.c_contiguous"
         lines.append(f"    d = c{j}._data")
         if keep:
-            lines += [f"    if d is not _seen[{j}] or d.shape != s{j} or d.dtype is not d{j}:",
+            lines += [f"    if d is not _sn{j} or d.shape != s{j} or d.dtype is not d{j}:",
                       f"        if {cond}: {miss}",
-                      f"        if d is not _seen[{j}]: _seen_new({j}, d)",
+                      f"        if d is not _sn{j}: _seen_new({j}, d)",
                       f"    elif c{j}._rg is not {rg}: {miss}"]
         else:
             lines.append(f"    if {cond}: {miss}")
@@ -129,16 +155,19 @@ def build_runner(path):
         lines.append("    d = None")   # no local reference left (JAX: Note [Aligned host arrays])
     if n_args and tensor_caps:           # no argument may share memory with a captured one
         if keep:
-            env["_seen_new"] = _seen_updater(env["_seen"], env["_roots"])
-            lines.append("    roots = _roots[0]")
+            env["_seen_new"] = _seen_updater(env, tensor_caps)
+            lines.append("    roots = _roots")
         else:
             lines.append(f"    roots = {{{', '.join(f'q{j}' for j in tensor_caps)}}}")
         for i in range(n_args):          # (an array owning its memory: no _root call)
+            if owner_ids:
+                lines.append(f"    if qa{i} in roots: {miss}")
+                continue
             lines += [f"    d = a{i}._data",
                       f"    if id(d if d.base is None else _root(d)) in roots: {miss}"]
         lines.append("    d = None")
     elif keep and tensor_caps:
-        env["_seen_new"] = _seen_updater(env["_seen"], env["_roots"])
+        env["_seen_new"] = _seen_updater(env, tensor_caps)
     restore = []       # on GuardFailed or RerunEagerly: as the call found them (another
     # path, the re-trace or the eager run starts from the call's own state)
     for k, (pos, flag) in enumerate(path.pre_effects):
@@ -178,7 +207,12 @@ def build_runner(path):
     if restore:                          # Note [Errors inside compiled programs] in codegen.py
         body += ["        if type(err) is _Rerun:"] + [f"            {r}" for r in restore]
     body.append("        raise err from None")
-    if prog.quiet:
+    if prog.quiet and _NP_ERRSTATE is not None:   # quiet_enter / quiet_exit, inlined
+        env.update(_esg=_NP_ERRSTATE.get, _ess=_NP_ERRSTATE.set, _esr=_NP_ERRSTATE.reset,
+                   _IGN=_IGNORING, _ign=_ignoring)
+        body = ["    tok = _esg()", "    tok = _ess(_IGN.get(tok) or _ign(tok))"] + body + [
+            "    finally:", "        _esr(tok)"]
+    elif prog.quiet:
         body = ["    tok = _qe()"] + body + ["    finally:", "        _qx(tok)"]
     lines += body
     for k, (pos, count) in enumerate(part.mutations):
@@ -192,14 +226,16 @@ def build_runner(path):
             lines.append(f"    o{k} = o{path.dup_out[k]}")
         elif k in path.alias_out:
             lines.append(f"    o{k} = {names[path.alias_out[k][0]]}")
-        else:
+        else:                            # Note [Outputs made inline]
             arr = f"_array(res[{k}])" if k in path.copy_out else f"_asarray(res[{k}])"
-            lines.append(f"    o{k} = _wrap({arr})")
+            # results the trace made under inference_mode are inference tensors (path.py);
+            # Note [Versions of fresh outputs] in path.py
+            fields = dict(_WRAPPED, _inference=k in path.inference_out)
+            version = path.out_versions.get(k, 0)
+            lines += [f"    o{k} = t = _new(_T)", f"    t._data = {arr}",
+                      f"    t._vc = vc = _new(_VC)", f"    vc.v = {version}"]
+            lines += [f"    t.{name} = {value!r}" for name, value in fields.items()]
     lines.append(f"    outs = [{', '.join(f'o{k}' for k in range(part.n_user))}]")
-    # results the trace made under inference_mode are inference tensors (path.py)
-    lines += [f"    o{k}._inference = True" for k in path.inference_out]
-    # Note [Versions of fresh outputs] in path.py
-    lines += [f"    o{k}._vc.v = {v}" for k, v in path.out_versions.items()]
     if part.backward is not None:
         keep = len(path.replay.keep)
         sl = path._saved_slice
@@ -224,34 +260,35 @@ def build_runner(path):
         lines += [f"    if {names[pos]}.requires_grad:", f"        {names[pos]}.retain_grad()"]
     for k, name in path.consumed.items():
         leaves = [names[i] for i in path.consumed_leaves[k]]
-        lines += ["    node = _Consumed(None, None, (), (), (), ())",
-                  f"    node.eager_name, node.released = {name!r}, True",
-                  f"    node.leaves = [{', '.join(leaves)}]",
+        lines += [f"    node = _consumed({name!r}, [{', '.join(leaves)}])",
                   f"    outs[{k}]._grad_fn, outs[{k}]._rg = node, True"]
     for pos, k in path.grad_set_plan:
         lines.append(f"    {names[pos]}._grad = {'None' if k is None else f'outs[{k}]'}")
     for i, (obj, method, a, kw) in enumerate(path.replays):
         env[f"r{i}"] = (method, obj, a, kw)
         lines += [f"    m, o, a, kw = r{i}", "    m(o, *a, **kw)"]
-    lines.append("    return outs, None")
-    code = "\n".join(lines) + "\n"
-    exec(compile(code, f"<tracegrad runner {path.name}>", "exec"), env)
-    call = env["call"]
-    call.code = code
-    return call
+    lines.append(f"    {ret}")
+    return lines, env
 
 
 _UNSET = object()
 
+# Note [Outputs made inline]
+# A fresh output is `Tensor._wrap(array)` written out in the runner (about 60 ns of a
+# call's frame saved per output, five outputs on the tiny training step): a new object,
+# its array, a new version counter at the version the trace returned it with, and these
+# slots as `_wrap` sets them (tests/test_compile_runner.py checks they still agree).
+_WRAPPED = {"_rg": False, "_grad_fn": None, "_base": None, "_output_nr": 0}
 
-def _seen_updater(seen, roots):
-    """`new(j, d)`: array `d` of captured tensor j passed the checks (Note [Checked arrays]).
-    The owners' ids are published before the array, so a thread that finds `d` kept also
-    finds its owner among the roots."""
+
+def _seen_updater(env, caps):
+    """`new(j, d)`: array `d` of captured tensor j passed the checks (Note [Checked arrays]);
+    kept as the runner's global `_sn{j}`. The owners' ids are published before the array,
+    so a thread that finds `d` kept also finds its owner among the roots."""
     def new(j, d):
-        now = [d if k == j else a for k, a in enumerate(seen)]
-        roots[0] = frozenset(id(_root(a)) for a in now if a is not None)
-        seen[j] = d
+        now = [d if k == j else env[f"_sn{k}"] for k in caps]
+        env["_roots"] = frozenset(id(_root(a)) for a in now if a is not None)
+        env[f"_sn{j}"] = d
     return new
 
 

@@ -85,60 +85,70 @@ def checker(guards):
     `__code__` is read with `getattr(obj, name, _M)` directly, as SlotView.get does."""
     if not guards:
         return lambda: True
+    lines, env = checker_source(guards)
+    exec(compile("\n".join(["def check():"] + lines + ["    return True"]),
+                 "<tracegrad state guards>", "exec"), env)
+    return env["check"]
+
+
+def checker_source(guards, miss="return False", prefix=""):
+    """(lines, globals) of `checker`'s body without its final `return True`: statements at
+    one indent running `miss` where it answers False; the globals it binds are named with
+    `prefix` (so the lines can go into another generated function)."""
+    P = prefix
     env = {"_M": _MISSING, "_aeq": _array_eq, "_all": all, "_map": map, "_is": operator.is_}
-    lines = ["def check():", "    try:"]
+    lines = ["    try:"]
     batched = _item_batches(guards)
     for b, (holder, expected) in enumerate(batched.values()):
-        env[f"bh{b}"], env[f"be{b}"] = holder, expected
-        lines.append(f"        if len(bh{b}) < {len(expected)} or not "
-                     f"_all(_map(_is, bh{b}, be{b})): return False")
+        env[f"{P}bh{b}"], env[f"{P}be{b}"] = holder, expected
+        lines.append(f"        if len({P}bh{b}) < {len(expected)} or not "
+                     f"_all(_map(_is, {P}bh{b}, {P}be{b})): {miss}")
     skip = {id(g) for g in guards if id(g.holder) in batched and g.mode == "is"
             and type(g.key) is int}
     empty = []                   # Note [Guard lines]: holders that must still be empty
     for i, g in enumerate(guards):
         if id(g) in skip:
             continue
-        env[f"h{i}"], env[f"k{i}"], env[f"e{i}"] = g.holder, g.key, g.expected
+        env[f"{P}h{i}"], env[f"{P}k{i}"], env[f"{P}e{i}"] = g.holder, g.key, g.expected
         if g.key is _LEN and g.expected == 0 and type(g.expected) is int \
                 and type(g.holder) in _TRUTH_IS_LEN:
-            empty.append(f"h{i}")
+            empty.append(f"{P}h{i}")
             continue
         # Note [Guard lines]: a str or int key is a constant of the line, not a global
-        key = repr(g.key) if type(g.key) in (str, int) else f"k{i}"
+        key = repr(g.key) if type(g.key) in (str, int) else f"{P}k{i}"
+        h, e = f"{P}h{i}", f"{P}e{i}"
         if g.key is _LEN:
-            get = f"len(h{i})"
+            get = f"len({h})"
         elif g.key is None:
-            get = f"h{i}.cell_contents"
+            get = f"{h}.cell_contents"
         elif type(g.holder) is SlotView:
-            env[f"h{i}"] = g.holder.obj
-            get = f"getattr(h{i}, {key}, _M)"
+            env[h] = g.holder.obj
+            get = f"getattr({h}, {key}, _M)"
         elif type(g.holder) in _PLAIN_DICTS and g.expected is not _MISSING:
             # (a missing key: KeyError, so False)
-            get = f"h{i}[{key}]"
+            get = f"{h}[{key}]"
         elif isinstance(g.holder, _MAPPINGS):
-            get = f"h{i}.get({key}, _M)"
+            get = f"{h}.get({key}, _M)"
         else:
-            get = f"h{i}[{key}]"
+            get = f"{h}[{key}]"
         if g.mode == "is":
-            lines.append(f"        if {get} is not e{i}: return False")
+            lines.append(f"        if {get} is not {e}: {miss}")
             continue
         if g.key is _LEN and type(g.expected) is int:    # `len` gives an int: `!=` is exact
-            lines.append(f"        if {get} != {g.expected}: return False")
+            lines.append(f"        if {get} != {g.expected}: {miss}")
             continue
         if g.mode == "eq" and _signed_float(g.expected):    # Note [Zeros and NaNs guarded]
-            env["_sf"] = _same_float
-            lines += [f"        v = {get}", f"        if not _sf(v, e{i}): return False"]
+            env["_sf"] = _same_float     # (the same object: the same float; no call)
+            lines += [f"        v = {get}", f"        if v is not {e} and not _sf(v, {e}): {miss}"]
             continue
-        test = {"array": f"v is not e{i}[0] or not _aeq(v, e{i}[1])",
-                "data": f"v is not e{i}[0] or v != e{i}[1]"}.get(
-            g.mode, f"v is not e{i} and (type(v) is not type(e{i}) or v != e{i})")
-        lines += [f"        v = {get}", f"        if {test}: return False"]
+        test = {"array": f"v is not {e}[0] or not _aeq(v, {e}[1])",
+                "data": f"v is not {e}[0] or v != {e}[1]"}.get(
+            g.mode, f"v is not {e} and (type(v) is not type({e}) or v != {e})")
+        lines += [f"        v = {get}", f"        if {test}: {miss}"]
     for k in range(0, len(empty), 16):
-        lines.append(f"        if {' or '.join(empty[k:k + 16])}: return False")
-    lines += ["    except (ValueError, IndexError, KeyError, TypeError):", "        return False",
-              "    return True"]
-    exec(compile("\n".join(lines), "<tracegrad state guards>", "exec"), env)
-    return env["check"]
+        lines.append(f"        if {' or '.join(empty[k:k + 16])}: {miss}")
+    lines += ["    except (ValueError, IndexError, KeyError, TypeError):", f"        {miss}"]
+    return lines, env
 
 
 # Note [Zeros and NaNs guarded]
