@@ -10,23 +10,54 @@ primitive already exists (`mul_`, `sub_`, `div_`) the alias calls it instead.
 >>> x = tensor([-1.0, 4.0]); x.abs_().sqrt_()
 tensor([1., 2.])
 """
-from .._errors import TracegradRuntimeError, op_error
+from .. import _dtype as D
+from .. import _mode
+from .._errors import (TracegradNotImplementedError, TracegradRuntimeError,
+                       TracegradTypeError, op_error)
 from .._tensor import Tensor
 from . import elementwise as E
 from .composite_missing import write_result
 
 
+def _source(self):
+    """What the out-of-place op reads: a clone when autograd records, since the op may save
+    its input for backward and the write that follows would make that saved value stale
+    (PyTorch's in-place formulas save the original self the same way)."""
+    if self.requires_grad and _mode.is_grad_enabled():
+        return self.clone()
+    return self
+
+
 def _unary_(name, fn):
     def method(self):
-        return write_result(name, self, fn(self))
+        return write_result(name, self, fn(_source(self)))
     method.__name__ = name
     method.__doc__ = f"`{name[:-1]}` in place (bumps `_version`; returns self)."
     return method
 
 
+def _no_bool(name, kernel, self):
+    if self.dtype is D.bool_:
+        raise op_error(TracegradNotImplementedError, name,
+                       f'"{kernel}" not implemented for \'Bool\'')
+
+
+def _tensor_other(name, other, position=1):
+    if not isinstance(other, Tensor):
+        raise TracegradTypeError(f"{name}(): argument 'other' (position {position}) must be "
+                                 f"Tensor, not {type(other).__name__}")
+
+
+# PyTorch takes only a Tensor `other` for these (no Scalar overload)
+_TENSOR_ONLY = {"atan2_", "arctan2_", "logical_and_", "logical_or_", "logical_xor_"}
+
+
 def _binary_(name, fn):
     def method(self, other):
-        return write_result(name, self, fn(self, other))
+        if name in _TENSOR_ONLY:
+            _tensor_other(name, other)
+        src = _source(self)
+        return write_result(name, self, fn(src, src if other is self else other))
     method.__name__ = name
     method.__doc__ = f"`{name[:-1]}(self, other)` written into self (returns self)."
     return method
@@ -38,8 +69,7 @@ def logical_xor(input, other):
     >>> logical_xor(tensor([0.0, 1.0, 2.0]), tensor([1.0, 1.0, 0.0]))
     tensor([ True, False,  True])
     """
-    if not isinstance(other, Tensor):               # a Python scalar: its truth value
-        return E.ne(E.ne(input, 0), bool(other != 0))
+    _tensor_other("logical_xor", other, 2)
     return E.ne(E.ne(input, 0), E.ne(other, 0))
 
 
@@ -70,18 +100,41 @@ def _binaries():
 
 
 UNARY = {n: _unary_(n, f) for n, f in _unaries().items()}
+
+
+_plain_trunc_, _plain_square_ = UNARY["trunc_"], UNARY["square_"]
+
+
+def _trunc_(name):
+    def method(self):
+        _no_bool(name, "trunc_vml_cpu", self)
+        return _plain_trunc_(self)
+    method.__name__ = name
+    method.__doc__ = "`trunc` in place (round toward zero)."
+    return method
+
+
+def square_(self):
+    """`square` in place (a bool tensor's square is an integer: PyTorch's cast error)."""
+    if self.dtype is D.bool_:
+        raise op_error(TracegradRuntimeError, "square_",
+                       "result type Long can't be cast to the desired output type Bool")
+    return _plain_square_(self)
+
+
+UNARY.update(trunc_=_trunc_("trunc_"), fix_=_trunc_("fix_"), square_=square_)
 BINARY = {n: _binary_(n, f) for n, f in _binaries().items()}
 
 
 def logit_(self, eps=None):
     """`logit(self, eps)` in place."""
     from .composite_math import logit
-    return write_result("logit_", self, logit(self, eps))
+    return write_result("logit_", self, logit(_source(self), eps))
 
 
 def round_(self, *, decimals=0):
     """`round(self, decimals=decimals)` in place."""
-    return write_result("round_", self, E.round(self, decimals=decimals))
+    return write_result("round_", self, E.round(_source(self), decimals=decimals))
 
 
 def negative_(self):
@@ -108,7 +161,7 @@ def divide_(self, other, *, rounding_mode=None):
     """`div_` with PyTorch's `rounding_mode` (None, "trunc" or "floor")."""
     if rounding_mode is None:
         return self.div_(other)
-    return write_result("div_", self, E.div(self, other, rounding_mode=rounding_mode))
+    return write_result("div_", self, E.div(_source(self), other, rounding_mode=rounding_mode))
 
 
 def clamp_min_(self, min):
@@ -121,16 +174,24 @@ def clamp_max_(self, max):
     return self.clamp_(max=max)
 
 
+def _scan_(name, self, dim, dtype):
+    from . import scan
+    _no_bool(name, f"{name[:-1]}_out_cpu", self)
+    if dtype is not None and D.as_dtype(dtype) is not self.dtype:
+        have, want = (D.scalar_type_name(d).lower() for d in (self.dtype, D.as_dtype(dtype)))
+        raise op_error(TracegradRuntimeError, name, f"Bad in-place call: input tensor dtype "
+                       f"{have} and output tensor dtype {want} should match")
+    return write_result(name, self, getattr(scan, name[:-1])(_source(self), dim))
+
+
 def cumsum_(self, dim, dtype=None):
-    """`cumsum(self, dim)` in place (`dtype`: the accumulation dtype, cast back)."""
-    from .scan import cumsum
-    return write_result("cumsum_", self, cumsum(self, dim, dtype=dtype).to(self.dtype))
+    """`cumsum(self, dim)` in place (`dtype`, if given, must be self's)."""
+    return _scan_("cumsum_", self, dim, dtype)
 
 
 def cumprod_(self, dim, dtype=None):
-    """`cumprod(self, dim)` in place (`dtype`: the accumulation dtype, cast back)."""
-    from .scan import cumprod
-    return write_result("cumprod_", self, cumprod(self, dim, dtype=dtype).to(self.dtype))
+    """`cumprod(self, dim)` in place (`dtype`, if given, must be self's)."""
+    return _scan_("cumprod_", self, dim, dtype)
 
 
 METHODS = dict(UNARY, **BINARY, logit_=logit_, round_=round_, negative_=negative_,
