@@ -101,6 +101,9 @@ def _asarray_tensor(obj, dtype, copy, requires_grad):
         raise op_error(TracegradValueError, "asarray",
                        f"can't alias tensor with dtype '{D.scalar_type_name(obj.dtype)}' into "
                        f"dtype '{D.scalar_type_name(dtype)}'.")
+    if not convert and not copy and requires_grad is False and obj.requires_grad \
+            and obj.is_leaf:                 # PyTorch clears the flag on obj itself
+        return obj.requires_grad_(False)
     base = obj.detach() if requires_grad is False and obj.requires_grad else obj
     out = base.to(dtype) if convert else base.clone() if copy else base
     if requires_grad and out.is_leaf:
@@ -121,9 +124,8 @@ def broadcast_shapes(*shapes):
     for k, s in enumerate(shapes):
         for i, n in enumerate(s):
             if n < 0:
-                raise op_error(TracegradRuntimeError, "broadcast_shapes",
-                               "Trying to create tensor with negative dimension "
-                               f"{n}: {list(s)}")
+                raise op_error(TracegradValueError, "broadcast_shapes",
+                               "Attempting to broadcast a dimension with negative length!")
             j = len(out) - len(s) + i
             if n != 1 and out[j] not in (1, n):
                 raise op_error(TracegradRuntimeError, "broadcast_shapes",
@@ -168,7 +170,7 @@ def range(start, end, step=1, *, dtype=None, layout=None, device=None, pin_memor
         raise op_error(TracegradRuntimeError, "range", "step must be nonzero")
     if (end - start) * step < 0:
         raise op_error(TracegradRuntimeError, "range",
-                       "upper bound and larger bound inconsistent with step sign")
+                       "upper bound and lower bound inconsistent with step sign")
     n = int(math.floor((end - start) / step)) + 1
     dtype = D.as_dtype(dtype) if dtype is not None else D.get_default_dtype()
     values = start + np.arange(n, dtype=np.float64) * step

@@ -6,7 +6,9 @@ Where torch's signature differs from F's it is torch's: `dropout(input, p, train
 three required; `batch_norm(input, weight, bias, running_mean, running_var, training,
 momentum, eps, cudnn_enabled)`; `embedding(weight, indices, padding_idx=-1, ...)` (weight
 first, -1 for none); losses take `reduction` as the integer enum (0 none, 1 mean, 2 sum);
-`adaptive_max_pool1d` returns `(values, indices)`. The root package installs `NAMES`.
+`adaptive_max_pool1d` returns `(values, indices)`. A loss's `reduction` defaults to 0 (none):
+PyTorch's schema says 1 (mean) but its Python binding passes 0 when the argument is left
+out, so `torch.kl_div(a, b)` is unreduced there, and here. The root package installs them.
 
 >>> torch.layer_norm(x, (4,))         # is F.layer_norm(x, (4,))
 """
@@ -144,8 +146,8 @@ def constant_pad_nd(input, pad, value=0):
     return F.pad(input, pad, "constant", value)
 
 
-def kl_div(input, target, reduction=1, *, log_target=False):
-    """`F.kl_div` with `reduction` as torch's integer enum (its 'mean', the mean over every
+def kl_div(input, target, reduction=0, *, log_target=False):
+    """`F.kl_div` with `reduction` as torch's integer enum (its 'mean' is the mean over every
     element, without F's warning about 'batchmean')."""
     r = _reduction("kl_div", reduction, 3)
     out = F.kl_div(input, target, reduction="none" if r == "mean" else r,
@@ -153,7 +155,7 @@ def kl_div(input, target, reduction=1, *, log_target=False):
     return out.mean() if r == "mean" else out
 
 
-def binary_cross_entropy_with_logits(input, target, weight=None, pos_weight=None, reduction=1):
+def binary_cross_entropy_with_logits(input, target, weight=None, pos_weight=None, reduction=0):
     """`F.binary_cross_entropy_with_logits` with `reduction` as the integer enum."""
     r = _reduction("binary_cross_entropy_with_logits", reduction, 5)
     return F.binary_cross_entropy_with_logits(input, target, weight, reduction=r,
@@ -166,26 +168,26 @@ def poisson_nll_loss(input, target, log_input, full, eps, reduction):
                               reduction=_reduction("poisson_nll_loss", reduction, 6))
 
 
-def margin_ranking_loss(input1, input2, target, margin=0.0, reduction=1):
+def margin_ranking_loss(input1, input2, target, margin=0.0, reduction=0):
     """`F.margin_ranking_loss` with `reduction` as the integer enum."""
     return F.margin_ranking_loss(input1, input2, target, margin,
                                  reduction=_reduction("margin_ranking_loss", reduction, 5))
 
 
-def hinge_embedding_loss(input, target, margin=1.0, reduction=1):
+def hinge_embedding_loss(input, target, margin=1.0, reduction=0):
     """`F.hinge_embedding_loss` with `reduction` as the integer enum."""
     return F.hinge_embedding_loss(input, target, margin,
                                   reduction=_reduction("hinge_embedding_loss", reduction, 4))
 
 
 def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2, eps=1e-06, swap=False,
-                        reduction=1):
+                        reduction=0):
     """`F.triplet_margin_loss` with `reduction` as the integer enum."""
     return F.triplet_margin_loss(anchor, positive, negative, margin, p, eps, swap,
                                  reduction=_reduction("triplet_margin_loss", reduction, 8))
 
 
-def cosine_embedding_loss(input1, input2, target, margin=0.0, reduction=1):
+def cosine_embedding_loss(input1, input2, target, margin=0.0, reduction=0):
     """`F.cosine_embedding_loss` with `reduction` as the integer enum."""
     return F.cosine_embedding_loss(input1, input2, target, margin,
                                    reduction=_reduction("cosine_embedding_loss", reduction, 5))
