@@ -355,8 +355,9 @@ def test_ravel_is_a_view_when_contiguous_else_a_copy():
         assert x[1, 0].item() == 0.0
 
 
-@pytest.mark.parametrize("args,kwargs", [((1, 4), {}), ((0, 1, 0.25), {}), ((1, 4), {"dtype": "int64"}),
-                                          ((5, 1, -1.5), {}), ((0, 2, 1), {"dtype": "float64"})])
+@pytest.mark.parametrize("args,kwargs", [((1, 4), {}), ((0, 1, 0.25), {}),
+                                         ((1, 4), {"dtype": "int64"}), ((5, 1, -1.5), {}),
+                                         ((0, 2, 1), {"dtype": "float64"})])
 def test_range_matches_torch_and_warns(args, kwargs):
     outs = []
     for lib in (torch, tg):

@@ -17,12 +17,15 @@ from .._errors import (TracegradNotImplementedError, TracegradRuntimeError,
 from .._tensor import Tensor
 from . import elementwise as E
 from .composite_missing import write_result
+from .inplace_shape import _check_target
 
 
-def _source(self):
+def _source(name, self):
     """What the out-of-place op reads: a clone when autograd records, since the op may save
     its input for backward and the write that follows would make that saved value stale
-    (PyTorch's in-place formulas save the original self the same way)."""
+    (PyTorch's in-place formulas save the original self the same way). A leaf that requires
+    grad, or an inference tensor, is refused first, naming the op (copy_ would again)."""
+    _check_target(name, self)
     if self.requires_grad and _mode.is_grad_enabled():
         return self.clone()
     return self
@@ -30,7 +33,7 @@ def _source(self):
 
 def _unary_(name, fn):
     def method(self):
-        return write_result(name, self, fn(_source(self)))
+        return write_result(name, self, fn(_source(name, self)))
     method.__name__ = name
     method.__doc__ = f"`{name[:-1]}` in place (bumps `_version`; returns self)."
     return method
@@ -56,7 +59,7 @@ def _binary_(name, fn):
     def method(self, other):
         if name in _TENSOR_ONLY:
             _tensor_other(name, other)
-        src = _source(self)
+        src = _source(name, self)
         return write_result(name, self, fn(src, src if other is self else other))
     method.__name__ = name
     method.__doc__ = f"`{name[:-1]}(self, other)` written into self (returns self)."
@@ -129,12 +132,12 @@ BINARY = {n: _binary_(n, f) for n, f in _binaries().items()}
 def logit_(self, eps=None):
     """`logit(self, eps)` in place."""
     from .composite_math import logit
-    return write_result("logit_", self, logit(_source(self), eps))
+    return write_result("logit_", self, logit(_source("logit_", self), eps))
 
 
 def round_(self, *, decimals=0):
     """`round(self, decimals=decimals)` in place."""
-    return write_result("round_", self, E.round(_source(self), decimals=decimals))
+    return write_result("round_", self, E.round(_source("round_", self), decimals=decimals))
 
 
 def negative_(self):
@@ -161,7 +164,8 @@ def divide_(self, other, *, rounding_mode=None):
     """`div_` with PyTorch's `rounding_mode` (None, "trunc" or "floor")."""
     if rounding_mode is None:
         return self.div_(other)
-    return write_result("div_", self, E.div(_source(self), other, rounding_mode=rounding_mode))
+    res = E.div(_source("divide_", self), other, rounding_mode=rounding_mode)
+    return write_result("divide_", self, res)
 
 
 def clamp_min_(self, min):
@@ -181,7 +185,7 @@ def _scan_(name, self, dim, dtype):
         have, want = (D.scalar_type_name(d).lower() for d in (self.dtype, D.as_dtype(dtype)))
         raise op_error(TracegradRuntimeError, name, f"Bad in-place call: input tensor dtype "
                        f"{have} and output tensor dtype {want} should match")
-    return write_result(name, self, getattr(scan, name[:-1])(_source(self), dim))
+    return write_result(name, self, getattr(scan, name[:-1])(_source(name, self), dim))
 
 
 def cumsum_(self, dim, dtype=None):
@@ -214,9 +218,8 @@ def _nn_inplace(name):
 def _method_fn(name):
     def fn(input, *args, **kwargs):
         if not isinstance(input, Tensor):
-            raise op_error(TracegradRuntimeError, name,
-                           f"{name}(): argument 'input' (position 1) must be Tensor, not "
-                           f"{type(input).__name__}")
+            raise TracegradTypeError(f"{name}(): argument 'input' (position 1) must be "
+                                     f"Tensor, not {type(input).__name__}")
         return getattr(input, name)(*args, **kwargs)
     fn.__name__ = name
     fn.__doc__ = f"`torch.{name}(input, ...)` is `input.{name}(...)`."
