@@ -152,6 +152,21 @@ def test_inplace_writes_through_a_view_and_backpropagates_like_torch():
         np.testing.assert_allclose(b, a, rtol=1e-12)
 
 
+@pytest.mark.parametrize("call,refused", [
+    (lambda x: x[:4].lt_(x[2:]), True), (lambda x: x[:4].atan2_(x[1:5]), True),
+    (lambda x: x[:4].divide_(x[2:], rounding_mode="floor"), True),
+    (lambda x: x[:4].xlogy_(x[1:5]), True), (lambda x: x.remainder_(x), False),
+    (lambda x: x.reshape(2, 3)[:, :2].ge_(x.reshape(2, 3)[:, 1:]), False)])
+def test_inplace_operand_overlapping_the_target_is_refused_like_torch(call, refused):
+    for lib in (torch, tg):
+        x = lib.arange(1.0, 7.0)
+        if refused:
+            with pytest.raises(RuntimeError, match="refer to a single memory location"):
+                call(x)
+        else:
+            call(x)
+
+
 @pytest.mark.parametrize("make,name,args", [
     (lambda m: m.tensor([1, 4]), "sqrt_", ()),
     (lambda m: m.tensor([1, 4]), "atan2_", (1.5,)),

@@ -12,6 +12,7 @@ tensor([1., 2.])
 """
 from .. import _dtype as D
 from .. import _mode
+from .._overlap import check_overlap
 from .._errors import (TracegradNotImplementedError, TracegradRuntimeError,
                        TracegradTypeError, op_error)
 from .._tensor import Tensor
@@ -55,10 +56,25 @@ def _tensor_other(name, other, position=1):
 _TENSOR_ONLY = {"atan2_", "arctan2_", "logical_and_", "logical_or_", "logical_xor_"}
 
 
+class _Writes:
+    """What `check_overlap` reads of a primitive: its name, and that it writes every element
+    elementwise (Note [Overlapping in-place operands] in _overlap.py)."""
+    writes = "all"
+
+    def __init__(self, name):
+        self.name = name
+
+
+def _check_operand(name, self, other):
+    if isinstance(other, Tensor):
+        check_overlap(_Writes(name), (self, other), {})
+
+
 def _binary_(name, fn):
     def method(self, other):
         if name in _TENSOR_ONLY:
             _tensor_other(name, other)
+        _check_operand(name, self, other)
         src = _source(name, self)
         return write_result(name, self, fn(src, src if other is self else other))
     method.__name__ = name
@@ -164,6 +180,7 @@ def divide_(self, other, *, rounding_mode=None):
     """`div_` with PyTorch's `rounding_mode` (None, "trunc" or "floor")."""
     if rounding_mode is None:
         return self.div_(other)
+    _check_operand("divide_", self, other)
     res = E.div(_source("divide_", self), other, rounding_mode=rounding_mode)
     return write_result("divide_", self, res)
 
