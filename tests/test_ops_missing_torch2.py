@@ -433,10 +433,21 @@ P = R.uniform(0.1, 0.9, (3, 4))
 Y = R.standard_normal((3, 4))
 SIGN = np.sign(R.standard_normal(3))
 EMB = R.standard_normal((5, 3))
+X5 = R.standard_normal((2, 4, 7, 6, 5))
+W3 = R.standard_normal((6, 2, 3, 2, 3)) * 0.3
 IDX = np.array([[0, 4, 2], [1, 1, 3]])
 FUNCTIONAL = [
     ("conv1d", lambda m, x, w: m.conv1d(x, w, None, 2, 1), (X3, W1)),
     ("conv2d", lambda m, x, w: m.conv2d(x, w, None, 1, 1, 1, 2), (X4, W2[:, :2])),
+    ("conv3d", lambda m, x, w, b: m.conv3d(x, w, b, (2, 1, 2), (1, 0, 2), (1, 2, 1), 2),
+     (X5, W3, W3[:, 0, 0, 0, 0].copy())),
+    ("conv3d_same_unbatched", lambda m, x, w: m.conv3d(x[0], w, None, 1, "same"),
+     (X5[:, :2], W3)),
+    ("conv3d_valid", lambda m, x, w: m.conv3d(x[:, 2:], w, None, 1, "valid"), (X5, W3)),
+    ("max_pool3d", lambda m, x: m.max_pool3d(x, 2), (X5,)),
+    ("max_pool3d_args", lambda m, x: m.max_pool3d(x, (3, 2, 2), (2, 1, 2), (1, 1, 0), (2, 1, 1)),
+     (X5,)),
+    ("max_pool3d_ceil", lambda m, x: m.max_pool3d(x[0], 3, 2, 1, 1, True), (X5,)),
     ("conv_transpose1d", lambda m, x, w: m.conv_transpose1d(x, w, None, 2, 1, 1),
      (X3, W1.transpose(1, 0, 2).copy())),
     ("conv_transpose2d", lambda m, x, w, b: m.conv_transpose2d(x, w, b, 2, 0, 0, 2),
@@ -555,6 +566,36 @@ def test_batch_norm_updates_running_stats_like_torch():
         np.testing.assert_allclose(b, a, rtol=1e-6)
 
 
+@pytest.mark.parametrize("shape,kwargs", [
+    ((2, 3, 7, 6, 5), {"kernel_size": (3, 2, 2), "stride": (2, 1, 2), "padding": (1, 1, 0),
+                       "dilation": (2, 1, 1)}),
+    ((3, 6, 5, 7), {"kernel_size": 3, "stride": 2, "padding": 1, "ceil_mode": True}),
+    ((1, 2, 6, 5, 5), {"kernel_size": (2, 3, 3), "stride": 2, "ceil_mode": True})])
+def test_max_pool3d_indices_and_gradients_match_torch(shape, kwargs):
+    x0 = R.standard_normal(shape)
+    res = []
+    for lib in (torch, tg):
+        x = lib.tensor(x0, requires_grad=True)
+        y, i = lib.nn.functional.max_pool3d(x, return_indices=True, **kwargs)
+        y.backward(lib.tensor(np.cos(np.arange(y.numel())).reshape(y.shape)))
+        res.append((y.detach().numpy(), i.numpy(), x.grad.numpy()))
+    for a, b in zip(*res):
+        np.testing.assert_allclose(b, a, rtol=1e-14, atol=1e-14)
+
+
+@pytest.mark.parametrize("fn", [
+    lambda m: m.conv3d(m.zeros(1, 2, 2, 4, 4), m.zeros(3, 2, 3, 3, 3)),
+    lambda m: m.conv3d(m.zeros(2, 4, 4, 4), m.zeros(3, 2, 3, 3)),
+    lambda m: m.conv3d(m.zeros(1, 2, 4, 4, 4), m.zeros(3, 2, 3, 3, 3), None, 2, "same"),
+    lambda m: m.max_pool3d(m.zeros(1, 1, 1, 4, 4), 2),
+    lambda m: m.max_pool3d(m.zeros(1, 1, 4, 4, 4), 2, 2, 2),
+], ids=["kernel_too_big", "weight_4d", "same_strided", "pool_too_small", "pool_pad"])
+def test_3d_errors_match_torch_types(fn):
+    for lib in (torch, tg):
+        with pytest.raises(RuntimeError):
+            fn(lib)
+
+
 # ---------------- compiled == eager, numpy and JAX backends ----------------
 def _program_inplace(x, y):
     a = x * 1
@@ -578,7 +619,10 @@ def _program_functional(x, w, p):
             tg.threshold(x, 0.1, -1.0), tg.hardshrink(x), tg.kl_div(x.log_softmax(1), p),
             tg.binary_cross_entropy_with_logits(x, p, None, None, 2),
             tg.constant_pad_nd(x, [1, 1], 2.0), tg.dropout(x, 0.3, False),
-            tg.cosine_similarity(x, p), tg.max_pool1d(x.unsqueeze(0), 2)]
+            tg.cosine_similarity(x, p), tg.max_pool1d(x.unsqueeze(0), 2),
+            tg.conv3d(x.reshape(1, 1, 1, 2, 3).expand(1, 1, 3, 2, 3), w.reshape(1, 1, 1, 1, 3),
+                      None, 1, (1, 0, 1)),
+            tg.max_pool3d(x.reshape(1, 1, 2, 3).expand(2, 3, 2, 3), (2, 2, 2), 1, 1)]
 
 
 PROGRAMS = [

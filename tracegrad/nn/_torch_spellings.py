@@ -136,6 +136,11 @@ def max_pool2d(input, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=F
     return F.max_pool2d(input, kernel_size, stride or None, padding, dilation, ceil_mode)
 
 
+def max_pool3d(input, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
+    """`F.max_pool3d` (an empty `stride` means the kernel size)."""
+    return F.max_pool3d(input, kernel_size, stride or None, padding, dilation, ceil_mode)
+
+
 def adaptive_max_pool1d(input, output_size):
     """`F.adaptive_max_pool1d(..., return_indices=True)`: `(values, indices)`."""
     return F.adaptive_max_pool1d(input, output_size, return_indices=True)
@@ -194,12 +199,12 @@ def cosine_embedding_loss(input1, input2, target, margin=0.0, reduction=0):
 
 
 # same signature as F's: the function itself
-SAME = """conv1d conv2d conv_transpose1d conv_transpose2d pixel_shuffle pixel_unshuffle
+SAME = """conv1d conv2d conv3d conv_transpose1d conv_transpose2d pixel_shuffle pixel_unshuffle
 channel_shuffle hardshrink prelu avg_pool1d adaptive_avg_pool1d cosine_similarity
 pairwise_distance pdist bilinear""".split()
 OWN = """dropout dropout_ alpha_dropout alpha_dropout_ feature_alpha_dropout
 feature_alpha_dropout_ feature_dropout feature_dropout_ layer_norm group_norm batch_norm
-instance_norm rms_norm embedding celu selu threshold rrelu max_pool1d max_pool2d
+instance_norm rms_norm embedding celu selu threshold rrelu max_pool1d max_pool2d max_pool3d
 adaptive_max_pool1d constant_pad_nd kl_div binary_cross_entropy_with_logits poisson_nll_loss
 margin_ranking_loss hinge_embedding_loss triplet_margin_loss cosine_embedding_loss""".split()
 
