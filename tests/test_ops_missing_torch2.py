@@ -672,3 +672,33 @@ def test_compiled_matches_eager(name, fn, make, backend):
     if backend == "jax":
         from tracegrad.backends.jax.program import JaxProgram
         assert all(isinstance(p.forward_program, JaxProgram) for p in cf.programs)
+
+
+@pytest.mark.parametrize("backend", ["numpy", "jax"])
+def test_compiled_inplace_on_arguments_writes_back_like_eager(backend):
+    if backend == "jax":
+        pytest.importorskip("jax")
+
+    def f(x, y, m):
+        x.sqrt_().atan2_(y)
+        y[0].eq_(m[0])
+        m.logical_xor_(m.flip(0))
+        tg.clamp_min_(y, 0.25)
+        return x.sum() + y.sum()
+
+    cf = tg.compile(f, backend=backend)
+    for call in range(2):
+        data = [R.uniform(0.5, 2, (3, 3)), R.standard_normal((3, 3)), (R.random((3, 3)) > 0.5)]
+        args = [tg.tensor(a.copy()) for a in data]
+        ref = [tg.tensor(a.copy()) for a in data]
+        v0 = [a._version for a in args]
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            out = cf(*args)
+        ref_out = f(*ref)
+        np.testing.assert_allclose(out.numpy(), ref_out.numpy(), rtol=1e-12)
+        for a, r, v in zip(args, ref, v0):
+            np.testing.assert_allclose(a.numpy().astype(float), r.numpy().astype(float),
+                                       rtol=1e-12)
+            assert a._version > v
+    assert cf.stats.eager_calls == 0
