@@ -444,6 +444,12 @@ FUNCTIONAL = [
     ("conv3d_same_unbatched", lambda m, x, w: m.conv3d(x[0], w, None, 1, "same"),
      (X5[:, :2], W3)),
     ("conv3d_valid", lambda m, x, w: m.conv3d(x[:, 2:], w, None, 1, "valid"), (X5, W3)),
+    ("conv_transpose3d", lambda m, x, w, b: m.conv_transpose3d(
+        x[:, :, :3, :4, :3], w, b, (2, 1, 2), (1, 0, 1), (1, 0, 1), 2, (1, 2, 1)),
+     (X5, W3[:4].copy(), W3[:4, 0, 0, 0, 0].copy())),
+    ("conv_transpose3d_unbatched", lambda m, x, w: m.conv_transpose3d(x[0, :2], w, None, 3, 2,
+                                                                     1, 1, 2),
+     (X5, W3[:2].copy())),
     ("max_pool3d", lambda m, x: m.max_pool3d(x, 2), (X5,)),
     ("max_pool3d_args", lambda m, x: m.max_pool3d(x, (3, 2, 2), (2, 1, 2), (1, 1, 0), (2, 1, 1)),
      (X5,)),
@@ -622,7 +628,9 @@ def _program_functional(x, w, p):
             tg.cosine_similarity(x, p), tg.max_pool1d(x.unsqueeze(0), 2),
             tg.conv3d(x.reshape(1, 1, 1, 2, 3).expand(1, 1, 3, 2, 3), w.reshape(1, 1, 1, 1, 3),
                       None, 1, (1, 0, 1)),
-            tg.max_pool3d(x.reshape(1, 1, 2, 3).expand(2, 3, 2, 3), (2, 2, 2), 1, 1)]
+            tg.max_pool3d(x.reshape(1, 1, 2, 3).expand(2, 3, 2, 3), (2, 2, 2), 1, 1),
+            tg.conv_transpose3d(x.reshape(1, 1, 1, 2, 3).expand(1, 1, 2, 2, 3),
+                                w.reshape(1, 1, 3, 1, 1), None, 2, 1, 1)]
 
 
 PROGRAMS = [

@@ -168,3 +168,55 @@ def _depth_offset(x, kk, out, k, s, p, d, ceil_mode):
         parts_i.append(O.zeros((n, rest) + tail, dtype=D.int64))
     v, i = (O.cat(parts, 1) if len(parts) > 1 else parts[0] for parts in (parts_v, parts_i))
     return O.permute(v, (0, 2, 1, 3, 4)), O.permute(i, (0, 2, 1, 3, 4))
+
+
+def conv_transpose3d(input, weight, bias=None, stride=1, padding=0, output_padding=0,
+                     groups=1, dilation=1):
+    """Transposed 3-D convolution: input (N, Cin, D, H, W) or (Cin, D, H, W), weight
+    (Cin, Cout / groups, kd, kh, kw). Each kernel depth offset `k` is a `conv_transpose2d`
+    of every input plane, placed at output depth `i * stride + k * dilation`; the planes
+    are summed and `padding` cropped from both ends of the depth.
+
+    >>> conv_transpose3d(tracegrad.ones(1, 2, 3, 3, 3), tracegrad.ones(2, 4, 2, 2, 2)).shape
+    torch.Size([1, 4, 4, 4, 4])
+    """
+    from .functional import conv_transpose2d, pad
+    if input.ndim not in (4, 5):
+        raise op_error(TracegradRuntimeError, "conv_transpose3d", "Expected 4D (unbatched) or "
+                       f"5D (batched) input to conv_transpose3d, but got input of size: "
+                       f"{list(input.shape)}")
+    if weight.ndim != 5:
+        raise op_error(TracegradRuntimeError, "conv_transpose3d", "expected a 5D weight, but "
+                       f"got weight of size {list(weight.shape)}")
+    unbatched = input.ndim == 4
+    x = O.unsqueeze(input, 0) if unbatched else input
+    s, p, op, d = (_triple(v, name) for v, name in ((stride, "stride"), (padding, "padding"),
+                                                    (output_padding, "output_padding"),
+                                                    (dilation, "dilation")))
+    if op[0] >= s[0] and op[0] >= d[0]:
+        raise op_error(TracegradRuntimeError, "conv_transpose3d", "output padding must be "
+                       f"smaller than either stride or dilation, but got output_padding_depth: "
+                       f"{op[0]} stride_depth: {s[0]} dilation_depth: {d[0]}")
+    n, cin, depth, h, w = x.shape
+    kd = weight.shape[2]
+    full = (depth - 1) * s[0] + d[0] * (kd - 1) + 1 + op[0]
+    planes = O.reshape(O.permute(x, (0, 2, 1, 3, 4)), (n * depth, cin, h, w))
+    out = None
+    for k in range(kd):
+        y = conv_transpose2d(planes, O.select(weight, 2, k), None, s[1:], p[1:], op[1:],
+                             groups, d[1:])
+        y = O.permute(O.reshape(y, (n, depth) + tuple(y.shape[1:])), (0, 2, 1, 3, 4))
+        if s[0] > 1:                        # input plane i lands at depth i * stride
+            y = O.stack([y] + [O.zeros_like(y)] * (s[0] - 1), dim=3)
+            y = O.reshape(y, y.shape[:2] + (depth * s[0],) + tuple(y.shape[4:]))
+            y = O.narrow(y, 2, 0, (depth - 1) * s[0] + 1)
+        before = k * d[0]
+        y = pad(y, (0, 0, 0, 0, before, full - before - y.shape[2]))
+        out = y if out is None else O.add(out, y)
+    size = full - 2 * p[0]
+    if size < 1:
+        raise op_error(TracegradRuntimeError, "conv_transpose3d", "Output size is too small")
+    out = O.narrow(out, 2, p[0], size)
+    if bias is not None:
+        out = O.add(out, O.reshape(bias, (-1, 1, 1, 1)))
+    return O.squeeze(out, 0) if unbatched else out

@@ -199,7 +199,7 @@ def cosine_embedding_loss(input1, input2, target, margin=0.0, reduction=0):
 
 
 # same signature as F's: the function itself
-SAME = """conv1d conv2d conv3d conv_transpose1d conv_transpose2d pixel_shuffle pixel_unshuffle
+SAME = """conv1d conv2d conv3d conv_transpose1d conv_transpose2d conv_transpose3d pixel_shuffle pixel_unshuffle
 channel_shuffle hardshrink prelu avg_pool1d adaptive_avg_pool1d cosine_similarity
 pairwise_distance pdist bilinear""".split()
 OWN = """dropout dropout_ alpha_dropout alpha_dropout_ feature_alpha_dropout
