@@ -527,6 +527,7 @@ FUNCTIONAL = [
 ]
 
 
+@pytest.mark.filterwarnings("ignore:Using padding='same'")     # PyTorch's, for conv3d
 @pytest.mark.parametrize("name,fn,arrays", FUNCTIONAL, ids=[f[0] for f in FUNCTIONAL])
 def test_functional_spellings_match_torch(name, fn, arrays):
     outs, ins = [], []
@@ -625,8 +626,11 @@ def _program_functional(x, w, p):
             tg.threshold(x, 0.1, -1.0), tg.hardshrink(x), tg.kl_div(x.log_softmax(1), p),
             tg.binary_cross_entropy_with_logits(x, p, None, None, 2),
             tg.constant_pad_nd(x, [1, 1], 2.0), tg.dropout(x, 0.3, False),
-            tg.cosine_similarity(x, p), tg.max_pool1d(x.unsqueeze(0), 2),
-            tg.conv3d(x.reshape(1, 1, 1, 2, 3).expand(1, 1, 3, 2, 3), w.reshape(1, 1, 1, 1, 3),
+            tg.cosine_similarity(x, p), tg.max_pool1d(x.unsqueeze(0), 2)]
+
+
+def _program_3d(x, w, p):
+    return [tg.conv3d(x.reshape(1, 1, 1, 2, 3).expand(1, 1, 3, 2, 3), w.reshape(1, 1, 1, 1, 3),
                       None, 1, (1, 0, 1)),
             tg.max_pool3d(x.reshape(1, 1, 2, 3).expand(2, 3, 2, 3), (2, 2, 2), 1, 1),
             tg.conv_transpose3d(x.reshape(1, 1, 1, 2, 3).expand(1, 1, 2, 2, 3),
@@ -638,7 +642,13 @@ PROGRAMS = [
     ("aliases", _program_aliases, lambda: [R.standard_normal((2, 3)), R.standard_normal((2, 3))]),
     ("functional", _program_functional,
      lambda: [R.standard_normal((2, 3)), R.standard_normal(3), R.uniform(0.1, 0.9, (2, 3))]),
+    ("3d", _program_3d,
+     lambda: [R.standard_normal((2, 3)), R.standard_normal(3), R.uniform(0.1, 0.9, (2, 3))]),
 ]
+# JAX compiles the 3-D programs' many small ops slowly: that pair runs with the slow tests
+CASES = [pytest.param(*prog, backend, id=f"{prog[0]}-{backend}",
+                      marks=[pytest.mark.slow] if (prog[0], backend) == ("3d", "jax") else [])
+         for prog in PROGRAMS for backend in ("numpy", "jax")]
 
 
 def _loss(outs):
@@ -646,8 +656,7 @@ def _loss(outs):
                 if o.dtype.is_floating_point and o.requires_grad), tg.tensor(0.0))
 
 
-@pytest.mark.parametrize("backend", ["numpy", "jax"])
-@pytest.mark.parametrize("name,fn,make", PROGRAMS, ids=[p[0] for p in PROGRAMS])
+@pytest.mark.parametrize("name,fn,make,backend", CASES)
 def test_compiled_matches_eager(name, fn, make, backend):
     if backend == "jax":
         pytest.importorskip("jax")
