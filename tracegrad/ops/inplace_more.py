@@ -3,9 +3,18 @@
 
 Each is the out-of-place op written into the tensor by `write_result` (composite_missing.py),
 the mechanism `frac_` and `lerp_` use: PyTorch's cast and broadcast errors, one version
-bump, and `copy_`'s leaf, view (CopySlices) and overlap rules. No new primitives: tracing,
+bump, and `copy_`'s view (CopySlices) rules. Before computing, the target is checked as
+every in-place op checks it (leaf that requires grad, inference tensor: `_check_target`)
+and a tensor operand against it (partial overlap: `_overlap.check_overlap`); the op then
+reads a clone of the target when autograd records (`_source`). No new primitives: tracing,
 gradients to any order and the JAX lowering come from the ops composed. Where an in-place
 primitive already exists (`mul_`, `sub_`, `div_`) the alias calls it instead.
+
+Differences from PyTorch, all towards working: `acosh_`, `asinh_`, `atanh_` (and arc-
+spellings) are differentiable (PyTorch raises NotImplementedError at backward); an
+operand equal to the target (`x.atan2_(x)`) is differentiated (PyTorch's saved value goes
+stale); `logical_not_` / `logical_and_` / `logical_or_` / `logical_xor_` on a leaf that
+requires grad raise like every other in-place op (PyTorch lets them through).
 
 >>> x = tensor([-1.0, 4.0]); x.abs_().sqrt_()
 tensor([1., 2.])
