@@ -34,6 +34,10 @@ linalg = __import__("importlib").import_module(".linalg", __name__)
 from .random import get_rng_state, set_rng_state  # noqa: F401
 from ._settings import *  # noqa: F401,F403
 from ._format import set_printoptions  # noqa: F401
+from .ops.aliases import *  # noqa: F401,F403,E402  (ravel, msort, argwhere, ...)
+from ._torch_misc import *  # noqa: F401,F403,E402  (asarray, broadcast_shapes, range, ...)
+globals().update(__import__("importlib").import_module(  # torch.abs_, torch.relu_, ...
+    ".ops.inplace_more", __name__).functions())
 
 
 def _svg(obj):
@@ -76,6 +80,8 @@ def __getattr__(name):
     if name in ("nn", "optim", "func", "viz", "utils", "cuda", "backends", "amp",
                 "distributions", "_dynamo", "special"):
         return importlib.import_module(f".{name}", __name__)
+    if name == "vmap":
+        return importlib.import_module(".func", __name__).vmap
     if name == "autocast":
         return importlib.import_module(".amp", __name__).autocast
     if name in ("save", "load", "serialization"):
@@ -83,5 +89,9 @@ def __getattr__(name):
         return serialization if name == "serialization" else getattr(serialization, name)
     raise AttributeError(f"module 'tracegrad' has no attribute {name!r}")
 
+
+from .nn._torch_spellings import names as _spellings  # noqa: E402
+globals().update(_spellings())          # torch.conv2d, torch.layer_norm, torch.dropout, ...
+del _spellings
 
 __version__ = "0.1.0"

@@ -76,6 +76,11 @@ Tensor.where = lambda self, condition, other: E.where(condition, self, other)
 Tensor.multiply, Tensor.subtract, Tensor.divide, Tensor.true_divide = E.mul, E.sub, E.div, E.div
 Tensor.greater, Tensor.less, Tensor.absolute = E.gt, E.lt, E.abs
 Tensor.sum_to_size = lambda self, *size: S.sum_to(self, S._shape_args(size))
+from .ops import inplace_more as _IM  # noqa: E402
+for _name, _fn in _IM.METHODS.items():       # abs_, sqrt_, eq_, cumsum_, ... (write_result)
+    setattr(Tensor, _name, _fn)
+from .ops import aliases as _AL  # noqa: E402
+_AL.install(Tensor)                          # ravel, positive, msort, nbytes, mH, ...
 
 
 def _inplace(prim):

@@ -373,6 +373,8 @@ __all__ += ["pairwise_distance", "triplet_margin_loss", "margin_ranking_loss",
             "pixel_unshuffle", "adaptive_avg_pool1d"]
 from ._conv_transpose_1d import conv_transpose1d  # noqa: E402,F401
 __all__ += ["conv_transpose1d"]
+from ._functional_3d import conv3d, conv_transpose3d, max_pool3d  # noqa: E402,F401
+__all__ += ["conv3d", "conv_transpose3d", "max_pool3d"]
 from ._embedding_bag import embedding_bag  # noqa: E402,F401
 __all__ += ["embedding_bag"]
 from ._fold import fold, unfold  # noqa: E402,F401
