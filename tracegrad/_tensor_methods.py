@@ -544,3 +544,8 @@ _attach("""inverse det logdet slogdet cholesky_solve matrix_exp pinverse matrix_
 cholesky_inverse""".split())
 Tensor.cholesky = lambda self, upper=False: O.cholesky(self, upper)
 Tensor.addmm = O.addmm
+# linear-algebra composites (ops/linalg_more.py)
+from .ops import linalg_more as _LM  # noqa: E402
+_attach("""mv addmv addmv_ addr addr_ addbmm addbmm_ baddbmm_ addmm_ inner vdot dist cov corrcoef
+trace diag_embed diagflat cross""".split(), _LM)
+Tensor.ger = O.ger

@@ -53,5 +53,8 @@ from .shift_prim import bitwise_left_shift, bitwise_right_shift  # noqa: F401
 from .composite_missing import sgn, frac, frac_, fmax, fmin, swapdims  # noqa: F401
 from .scatter_reduce import scatter_reduce  # noqa: F401
 from .as_strided import as_strided  # noqa: F401
+from .linalg_more import (mv, addmv, addmv_, addr, addbmm, inner, vdot, dist, cov,  # noqa
+                          corrcoef, diag_embed, diagflat, chain_matmul, cross, vander,
+                          frobenius_norm, nuclear_norm)
 # float16 kernels computed in float32 (Note [Half precision computed in float])
 from . import half_precision as _half_precision  # noqa: F401,E402
