@@ -95,6 +95,49 @@ CASES = [
     ("vander", lambda m, x: m.vander(x), (_n(4),)),
     ("vander_inc", lambda m, x: m.vander(x, N=3, increasing=True), (_n(4),)),
     ("vander_int", lambda m, x: m.vander(x), (np.array([1, 2, 3], np.int32),)),
+    # elementwise math
+    ("hypot", lambda m, a, b: m.hypot(a, b), (_n(3, 4), _n(4))),
+    ("hypot_mixed", lambda m, a, b: a.hypot(b), (_n(3).astype(np.float32), _n(3))),
+    ("hypot_", lambda m, a, b: (a * 1).hypot_(b), (_n(3), _n(3))),
+    ("copysign", lambda m, a, b: m.copysign(a, b),
+     (np.array([0.0, -2.0, 3.0, 1.0, NAN]), np.array([-1.0, 1.0, -0.0, NAN, -1.0]))),
+    ("copysign_scalar", lambda m, a: a.copysign(-0.0), (_n(4),)),
+    ("copysign_int", lambda m, a, b: m.copysign(a, b), (np.array([1, -2]), np.array([-3, 4]))),
+    ("copysign_", lambda m, a, b: (a * 1).copysign_(b), (_n(4), _n(4))),
+    ("heaviside", lambda m, a, b: m.heaviside(a, b),
+     (np.array([-1.0, 0.0, 2.0, NAN]), np.array([0.5]))),
+    ("heaviside_int", lambda m, a, b: a.heaviside(b), (np.array([-1, 0, 3]), np.array([7]))),
+    ("heaviside_", lambda m, a, b: a.clone().heaviside_(b), (np.array([-1, 0, 3]),
+                                                            np.array([7, 8, 9]))),
+    ("gcd", lambda m, a, b: m.gcd(a, b), (np.array([4, -6, 0, 7]), np.array([6, 4, 0, -21]))),
+    ("lcm", lambda m, a, b: a.lcm(b), (np.array([4, -6, 0, 7]), np.array([6, 4, 0, -21]))),
+    ("gcd_int32", lambda m, a, b: m.gcd(a, b), (np.array([12, 9], np.int32), np.array([8, 6]))),
+    ("gcd_", lambda m, a, b: a.clone().gcd_(b), (np.array([12, 9]), np.array([8, 6]))),
+    ("lcm_fn_", lambda m, a, b: m.lcm_(a.clone(), b), (np.array([12, 9]), np.array([8, 6]))),
+    ("float_power", lambda m, a, b: m.float_power(a, b),
+     (np.abs(_n(4)).astype(np.float32), np.array([1, 2, 3, 4]))),
+    ("float_power_scalar", lambda m, a: a.float_power(2.5), (np.abs(_n(4)),)),
+    ("float_power_int", lambda m, a: m.float_power(a, 2), (np.array([1, -2, 3]),)),
+    ("float_power_", lambda m, a: (a * 1).float_power_(3), (_n(4),)),
+    ("frexp", lambda m, a: m.frexp(a),
+     (np.array([0.0, 1.5, -8.0, np.inf, NAN, 1e-310, 3.25]),)),
+    ("frexp_f32", lambda m, a: a.frexp(), (_n(5).astype(np.float32) * 100,)),
+    ("ldexp", lambda m, a, b: m.ldexp(a, b), (_n(4), np.array([1, -2, 0, 5]))),
+    ("ldexp_int", lambda m, a, b: a.ldexp(b), (np.array([1, -3]), np.array([2, 1]))),
+    ("ldexp_", lambda m, a, b: (a * 1).ldexp_(b), (_n(3), np.array([1, 2, 3]))),
+    ("nextafter", lambda m, a, b: m.nextafter(a, b), (_n(4), _n(4))),
+    ("nextafter_f32", lambda m, a, b: a.nextafter(b), (np.ones(3, np.float32),
+                                                       np.zeros(3, np.float32))),
+    ("nextafter_", lambda m, a, b: (a * 1).nextafter_(b), (_n(3), _n(3))),
+    ("signbit", lambda m, a: m.signbit(a), (np.array([-0.0, 0.0, -1.0, NAN, -NAN, np.inf]),)),
+    ("signbit_int", lambda m, a: a.signbit(), (np.array([-1, 0, 2]),)),
+    ("signbit_bool", lambda m, a: a.signbit(), (np.array([True, False]),)),
+    ("deg2rad", lambda m, a: m.deg2rad(a), (_n(4) * 90,)),
+    ("deg2rad_int", lambda m, a: a.deg2rad(), (np.array([180, -90]),)),
+    ("rad2deg", lambda m, a: a.rad2deg(), (_n(4),)),
+    ("rad2deg_f32", lambda m, a: m.rad2deg(a), (_n(4).astype(np.float32),)),
+    ("deg2rad_", lambda m, a: (a * 1).deg2rad_(), (_n(4),)),
+    ("rad2deg_fn_", lambda m, a: m.rad2deg_(a * 1), (_n(4),)),
 ]
 
 
@@ -123,7 +166,10 @@ def test_values_match_torch(name, fn, arrays):
 
 # PyTorch 2.13's vander raises in backward (its in-place cumprod trips the version check);
 # tracegrad's differentiates (checked against finite differences below)
-NO_TORCH_GRAD = {"vander", "vander_inc"}
+# PyTorch 2.13's heaviside has no derivative (an error test checks that it raises); its
+# ldexp gradient is grad * 2^other in integer arithmetic, 0 for a negative exponent, where
+# tracegrad's is 2^other (checked against finite differences below)
+NO_TORCH_GRAD = {"vander", "vander_inc", "heaviside", "ldexp"}
 
 
 def _grad_cases():
@@ -176,6 +222,12 @@ FD = [
     ("diag_embed", lambda a: tg.diag_embed(a, -1), lambda: [_f64(2, 3)]),
     ("cross", lambda a, b: tg.cross(a, b, dim=0), lambda: [_f64(3, 2), _f64(3, 2)]),
     ("vander", lambda x: tg.vander(x, 4), lambda: [_f64(3)]),
+    ("hypot", tg.hypot, lambda: [_f64(4), _f64(4)]),
+    ("copysign", lambda a, b: tg.copysign(a, b), lambda: [_distinct(4), _f64(4)]),
+    ("frexp", lambda a: tg.frexp(a * 3).mantissa, lambda: [_f64(5)]),
+    ("ldexp", lambda a: tg.ldexp(a, tg.tensor([1, -1, 2])), lambda: [_f64(3)]),
+    ("float_power", lambda a, b: tg.float_power(a, b), lambda: [_distinct(3), _f64(3)]),
+    ("deg2rad", tg.deg2rad, lambda: [_f64(3)]),
 ]
 
 
@@ -210,6 +262,20 @@ ERRORS = [
     ("vander_2d", lambda m: m.vander(m.ones(2, 2))),
     ("vander_neg", lambda m: m.vander(m.ones(2), N=-1)),
     ("chain_matmul_3d", lambda m: m.chain_matmul(m.ones(2, 2), m.ones(2, 2, 2))),
+    ("hypot_int", lambda m: m.hypot(m.tensor([1]), m.tensor([2]))),
+    ("hypot_scalar", lambda m: m.hypot(m.ones(2), 2.0)),
+    ("heaviside_dtypes", lambda m: m.heaviside(m.ones(2), m.ones(2, dtype=m.float64))),
+    ("heaviside_backward", lambda m: m.heaviside(m.ones(2, requires_grad=True),
+                                                 m.tensor(0.5)).sum().backward()),
+    ("gcd_float", lambda m: m.gcd(m.ones(2), m.ones(2))),
+    ("gcd_scalar", lambda m: m.gcd(m.tensor([4]), 2)),
+    ("lcm__float_into_int", lambda m: m.tensor([4]).lcm_(m.tensor([2.0]))),
+    ("float_power__float32", lambda m: m.ones(2).float_power_(2)),
+    ("frexp_int", lambda m: m.frexp(m.tensor([1, 2]))),
+    ("nextafter_int", lambda m: m.nextafter(m.tensor([1]), m.tensor([2]))),
+    ("copysign__int", lambda m: m.tensor([1, 2]).copysign_(m.tensor([-1, 1]))),
+    ("deg2rad__int", lambda m: m.tensor([1, 2]).deg2rad_()),
+    ("ldexp__int", lambda m: m.tensor([1, 2]).ldexp_(m.tensor([1, 1]))),
 ]
 
 
@@ -270,7 +336,21 @@ def _program_linalg(i, a, v, b):
             tg.addbmm(a, a.unsqueeze(0).expand(2, 3, 4), tg.stack([a.t() @ a, a.t() @ a]))]
 
 
+def _program_elementwise(x, y, i, j):
+    z, w = x * 1, x * 1
+    z.copysign_(y)
+    w.hypot_(y).deg2rad_()
+    k = i.clone()
+    k.gcd_(j)
+    m, e = tg.frexp(x * 7)
+    return [tg.hypot(x, y), tg.copysign(x, y), x.copysign(-0.0), tg.heaviside(i, j),
+            tg.gcd(i, j), tg.lcm(i, j), k, tg.float_power(x, 2), m, e, tg.ldexp(x, i),
+            tg.nextafter(x, y), tg.signbit(y), tg.deg2rad(x), tg.rad2deg(i), z, w]
+
+
 PROGRAMS = [
+    ("elementwise", _program_elementwise,
+     lambda: [_f64(4), _f64(4), tg.tensor(R.integers(-9, 9, 4)), tg.tensor(R.integers(-9, 9, 4))]),
     ("linalg", _program_linalg, lambda: [_f64(3), _f64(3, 4), _f64(4), _f64(3, 2)]),
 ]
 

@@ -549,3 +549,8 @@ from .ops import linalg_more as _LM  # noqa: E402
 _attach("""mv addmv addmv_ addr addr_ addbmm addbmm_ baddbmm_ addmm_ inner vdot dist cov corrcoef
 trace diag_embed diagflat cross""".split(), _LM)
 Tensor.ger = O.ger
+# elementwise math (ops/elementwise_more.py)
+from .ops import elementwise_more as _EM  # noqa: E402
+_attach("""hypot hypot_ copysign copysign_ heaviside heaviside_ gcd gcd_ lcm lcm_ float_power
+float_power_ frexp ldexp ldexp_ nextafter nextafter_ signbit deg2rad deg2rad_ rad2deg
+rad2deg_""".split(), _EM)

@@ -56,5 +56,8 @@ from .as_strided import as_strided  # noqa: F401
 from .linalg_more import (mv, addmv, addmv_, addr, addbmm, inner, vdot, dist, cov,  # noqa
                           corrcoef, diag_embed, diagflat, chain_matmul, cross, vander,
                           frobenius_norm, nuclear_norm)
+from .elementwise_more import (hypot, copysign, heaviside, gcd, gcd_, lcm, lcm_,  # noqa
+                               float_power, frexp, ldexp, ldexp_, nextafter, signbit, deg2rad,
+                               deg2rad_, rad2deg, rad2deg_)
 # float16 kernels computed in float32 (Note [Half precision computed in float])
 from . import half_precision as _half_precision  # noqa: F401,E402

@@ -22,6 +22,7 @@ from . import elementwise as E
 from . import reduction as R
 from . import shape as S
 from .diagonal_view import diagonal as _diagonal
+from .elementwise_more import in_place
 from .linalg import dot, matmul, mm, outer
 
 __all__ = ["mv", "addmv", "addmv_", "addr", "addbmm", "inner", "vdot", "dist", "cov",
@@ -114,36 +115,31 @@ def addbmm(input, batch1, batch2, *, beta=1, alpha=1):
                        beta, alpha)
 
 
-def _write(op, self, res):
-    from .composite_missing import write_result
-    return write_result(op, self, res)
-
-
 def addmv_(input, mat, vec, *, beta=1, alpha=1):
     """`addmv` in place."""
-    return _write("addmv_", input, addmv(input, mat, vec, beta=beta, alpha=alpha))
+    return in_place("addmv_", input, addmv, mat, vec, beta=beta, alpha=alpha)
 
 
 def addr_(input, vec1, vec2, *, beta=1, alpha=1):
     """`addr` in place."""
-    return _write("addr_", input, addr(input, vec1, vec2, beta=beta, alpha=alpha))
+    return in_place("addr_", input, addr, vec1, vec2, beta=beta, alpha=alpha)
 
 
 def addbmm_(input, batch1, batch2, *, beta=1, alpha=1):
     """`addbmm` in place."""
-    return _write("addbmm_", input, addbmm(input, batch1, batch2, beta=beta, alpha=alpha))
+    return in_place("addbmm_", input, addbmm, batch1, batch2, beta=beta, alpha=alpha)
 
 
 def addmm_(input, mat1, mat2, *, beta=1, alpha=1):
     """`addmm` in place."""
     from .linear import addmm
-    return _write("addmm_", input, addmm(input, mat1, mat2, beta=beta, alpha=alpha))
+    return in_place("addmm_", input, addmm, mat1, mat2, beta=beta, alpha=alpha)
 
 
 def baddbmm_(input, batch1, batch2, *, beta=1, alpha=1):
     """`baddbmm` in place."""
     from .baddbmm import baddbmm
-    return _write("baddbmm_", input, baddbmm(input, batch1, batch2, beta=beta, alpha=alpha))
+    return in_place("baddbmm_", input, baddbmm, batch1, batch2, beta=beta, alpha=alpha)
 
 
 def inner(input, other):
