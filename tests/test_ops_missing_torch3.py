@@ -138,6 +138,60 @@ CASES = [
     ("rad2deg_f32", lambda m, a: m.rad2deg(a), (_n(4).astype(np.float32),)),
     ("deg2rad_", lambda m, a: (a * 1).deg2rad_(), (_n(4),)),
     ("rad2deg_fn_", lambda m, a: m.rad2deg_(a * 1), (_n(4),)),
+    # shape and selection
+    ("unfold", lambda m, a: a.unfold(1, 2, 1), (_n(2, 5, 3),)),
+    ("unfold_step", lambda m, a: a.unfold(-1, 3, 2), (_n(3, 8),)),
+    ("unfold_0d", lambda m, a: a.unfold(0, 1, 1), (np.array(2.5),)),
+    ("unfold_of_transpose", lambda m, a: a.t().unfold(0, 2, 3), (_n(3, 7),)),
+    ("tensor_split_sections", lambda m, a: m.tensor_split(a, 3), (_n(7, 2),)),
+    ("tensor_split_indices", lambda m, a: a.tensor_split([1, 4, 2, 10], dim=1), (_n(2, 6),)),
+    ("tensor_split_tensor_idx", lambda m, a, i: m.tensor_split(a, i), (_n(7), np.array([2, 5]))),
+    ("tensor_split_tensor_0d", lambda m, a, i: m.tensor_split(a, i), (_n(7), np.array(3))),
+    ("hsplit", lambda m, a: m.hsplit(a, 2), (_n(3, 4),)),
+    ("hsplit_1d", lambda m, a: a.hsplit([1, 3]), (_n(5),)),
+    ("vsplit", lambda m, a: m.vsplit(a, [1]), (_n(3, 4),)),
+    ("dsplit", lambda m, a: a.dsplit(2), (_n(2, 3, 4),)),
+    ("atleast_1d", lambda m, a: m.atleast_1d(a), (np.array(1.5),)),
+    ("atleast_2d_many", lambda m, a, b: m.atleast_2d(a, b), (np.array(1.5), _n(3))),
+    ("atleast_3d_list", lambda m, a, b, c: m.atleast_3d([a, b, c]), (np.array(1.5), _n(3),
+                                                                      _n(2, 3))),
+    ("column_stack", lambda m, a, b, c: m.column_stack([a, b, c]), (_n(3), _n(3, 2), _n(3))),
+    ("row_stack", lambda m, a, b: m.row_stack((a, b)), (_n(3), _n(2, 3))),
+    ("dstack", lambda m, a, b: m.dstack([a, b]), (_n(2, 3), _n(2, 3, 2))),
+    ("take", lambda m, a, i: m.take(a, i), (_n(3, 4), np.array([[0, -1], [5, 5]]))),
+    ("take_method", lambda m, a, i: a.take(i), (_n(6), np.array([3, 1]))),
+    ("take_along_dim", lambda m, a, i: m.take_along_dim(a, i, 1),
+     (_n(3, 4), np.array([[0, 3], [1, 1], [2, 0]]))),
+    ("take_along_dim_bcast", lambda m, a, i: a.take_along_dim(i, dim=0),
+     (_n(3, 4), np.array([[2], [0]]))),
+    ("take_along_dim_flat", lambda m, a, i: m.take_along_dim(a, i), (_n(3, 4), np.array([11, 0]))),
+    ("take_along_dim_int32_flat", lambda m, a, i: m.take_along_dim(a, i),
+     (_n(3), np.array([2, 0], np.int32))),
+    ("unravel_index", lambda m, i: m.unravel_index(i, (2, 3)), (np.array([-1, 5, 7, 0]),)),
+    ("unravel_index_0d", lambda m, i: m.unravel_index(i, (4, 5, 6)), (np.array(77),)),
+    ("slice_scatter", lambda m, a, b: m.slice_scatter(a, b, start=1, end=3), (_n(4, 3), _n(2, 3))),
+    ("slice_scatter_step", lambda m, a, b: a.slice_scatter(b, dim=1, step=2),
+     (_n(2, 5), _n(2, 3))),
+    ("select_scatter", lambda m, a, b: m.select_scatter(a, b, 1, -1), (_n(4, 3), _n(4))),
+    ("diagonal_scatter", lambda m, a, b: m.diagonal_scatter(a, b, 1), (_n(3, 4), _n(3))),
+    ("diagonal_scatter_dims", lambda m, a, b: a.diagonal_scatter(b, -1, 0, 2),
+     (_n(3, 2, 3), _n(2, 2))),
+    ("as_strided_scatter", lambda m, a, b: m.as_strided_scatter(a, b, (2, 2), (1, 3), 1),
+     (_n(3, 3), _n(2, 2))),
+    ("combinations", lambda m, a: m.combinations(a), (_n(4),)),
+    ("combinations_r3_repl", lambda m, a: m.combinations(a, 3, with_replacement=True), (_n(3),)),
+    ("combinations_r0", lambda m, a: m.combinations(a, 0), (np.arange(3),)),
+    ("combinations_too_long", lambda m, a: m.combinations(a, 3), (np.arange(2),)),
+    ("aminmax", lambda m, a: m.aminmax(a), (np.array([1.0, 3, 3, 2, -1, -1]),)),
+    ("aminmax_dim", lambda m, a: a.aminmax(dim=1, keepdim=True), (_n(3, 4),)),
+    ("aminmax_all_keepdim", lambda m, a: m.aminmax(a, keepdim=True), (_n(3, 4),)),
+    ("aminmax_int", lambda m, a: m.aminmax(a, dim=0), (np.array([[3, 1], [2, 5]]),)),
+    ("cumulative_trapezoid", lambda m, y: m.cumulative_trapezoid(y), (_n(3, 5),)),
+    ("cumulative_trapezoid_dx", lambda m, y: m.cumulative_trapezoid(y, dx=0.5, dim=0),
+     (_n(3, 5),)),
+    ("cumulative_trapezoid_x", lambda m, y, x: m.cumulative_trapezoid(y, x), (_n(2, 4), _n(4))),
+    ("trapz", lambda m, y, x: m.trapz(y, x), (_n(2, 4), _n(4))),
+    ("trapz_dx", lambda m, y: m.trapz(y, dx=2.0, dim=0), (_n(3, 2),)),
 ]
 
 
@@ -169,7 +223,9 @@ def test_values_match_torch(name, fn, arrays):
 # PyTorch 2.13's heaviside has no derivative (an error test checks that it raises); its
 # ldexp gradient is grad * 2^other in integer arithmetic, 0 for a negative exponent, where
 # tracegrad's is 2^other (checked against finite differences below)
-NO_TORCH_GRAD = {"vander", "vander_inc", "heaviside", "ldexp"}
+# as_strided_scatter's input gradient is 1 at the overwritten positions and 0 elsewhere
+# (the reverse of the truth, which tracegrad's is)
+NO_TORCH_GRAD = {"vander", "vander_inc", "heaviside", "ldexp", "as_strided_scatter"}
 
 
 def _grad_cases():
@@ -228,6 +284,18 @@ FD = [
     ("ldexp", lambda a: tg.ldexp(a, tg.tensor([1, -1, 2])), lambda: [_f64(3)]),
     ("float_power", lambda a, b: tg.float_power(a, b), lambda: [_distinct(3), _f64(3)]),
     ("deg2rad", tg.deg2rad, lambda: [_f64(3)]),
+    ("unfold", lambda a: a.unfold(1, 3, 1), lambda: [_f64(2, 5)]),
+    ("unfold_gap", lambda a: a.unfold(0, 2, 3), lambda: [_f64(8)]),
+    ("slice_scatter", lambda a, b: tg.slice_scatter(a, b, 1, 0, 4, 2),
+     lambda: [_f64(2, 4), _f64(2, 2)]),
+    ("diagonal_scatter", lambda a, b: tg.diagonal_scatter(a, b), lambda: [_f64(3, 3), _f64(3)]),
+    ("as_strided_scatter", lambda a, b: tg.as_strided_scatter(a, b, (2, 2), (1, 3), 1),
+     lambda: [_f64(3, 3), _f64(2, 2)]),
+    ("take_along_dim", lambda a: tg.take_along_dim(a, tg.tensor([[1], [0]]), 1),
+     lambda: [_f64(2, 3)]),
+    ("aminmax", lambda a: tg.aminmax(a, dim=0).max, lambda: [_distinct(6).reshape(3, 2)]),
+    ("cumulative_trapezoid", lambda y, x: tg.cumulative_trapezoid(y, x),
+     lambda: [_f64(2, 4), _f64(4)]),
 ]
 
 
@@ -276,6 +344,29 @@ ERRORS = [
     ("copysign__int", lambda m: m.tensor([1, 2]).copysign_(m.tensor([-1, 1]))),
     ("deg2rad__int", lambda m: m.tensor([1, 2]).deg2rad_()),
     ("ldexp__int", lambda m: m.tensor([1, 2]).ldexp_(m.tensor([1, 1]))),
+    ("unfold_too_big", lambda m: m.ones(3).unfold(0, 4, 1)),
+    ("unfold_step0", lambda m: m.ones(3).unfold(0, 2, 0)),
+    ("unfold_bad_dim", lambda m: m.ones(3).unfold(2, 1, 1)),
+    ("tensor_split_0", lambda m: m.tensor_split(m.ones(3), 0)),
+    ("tensor_split_0d", lambda m: m.tensor_split(m.tensor(1.0), 1)),
+    ("tensor_split_float_tensor", lambda m: m.tensor_split(m.ones(3), m.tensor([1.0]))),
+    ("hsplit_indivisible", lambda m: m.hsplit(m.ones(2, 3), 2)),
+    ("vsplit_1d", lambda m: m.vsplit(m.ones(3), 1)),
+    ("dsplit_2d", lambda m: m.dsplit(m.ones(3, 2), 1)),
+    ("take_oob", lambda m: m.take(m.ones(6), m.tensor([10]))),
+    ("take_float_index", lambda m: m.take(m.ones(6), m.tensor([1.0]))),
+    ("take_along_dim_ndim", lambda m: m.take_along_dim(m.ones(2, 3), m.tensor([0]), 1)),
+    ("take_along_dim_float", lambda m: m.take_along_dim(m.ones(3), m.tensor([0.0]))),
+    ("take_along_dim_int32", lambda m: m.take_along_dim(m.ones(3), m.tensor([0], dtype=m.int32),
+                                                        0)),
+    ("unravel_index_float", lambda m: m.unravel_index(m.tensor([1.0]), (2, 3))),
+    ("slice_scatter_shape", lambda m: m.slice_scatter(m.zeros(4, 3), m.ones(3), start=1, end=3)),
+    ("select_scatter_shape", lambda m: m.select_scatter(m.zeros(4, 3), m.ones(3), 1, 0)),
+    ("diagonal_scatter_shape", lambda m: m.diagonal_scatter(m.zeros(3, 3), m.ones(2))),
+    ("combinations_2d", lambda m: m.combinations(m.ones(2, 2))),
+    ("aminmax_empty", lambda m: m.aminmax(m.ones(0))),
+    ("column_stack_mismatch", lambda m: m.column_stack([m.tensor(1.0), m.ones(2)])),
+    ("column_stack_tensor", lambda m: m.column_stack(m.ones(2, 2))),
 ]
 
 
@@ -348,7 +439,21 @@ def _program_elementwise(x, y, i, j):
             tg.nextafter(x, y), tg.signbit(y), tg.deg2rad(x), tg.rad2deg(i), z, w]
 
 
+def _program_shape(x, y, i):
+    u = x.unfold(1, 2, 1)
+    v = x * 1
+    v.unfold(0, 2, 2).mul_(2)               # a write through the view reaches v
+    a, b, c = tg.tensor_split(x, 3, dim=1)
+    mn, mx = tg.aminmax(x, dim=1)
+    return [u * 3, v, a, b, c, *tg.hsplit(y, 2), tg.atleast_3d(y), tg.column_stack([y, y]),
+            tg.dstack([x, x]), tg.take(x, i), tg.take_along_dim(x, i.reshape(2, 1) % 3, 1),
+            *tg.unravel_index(i, (2, 4)), tg.slice_scatter(x, y[:, :2], 1, 1, 3),
+            tg.select_scatter(x, y[0], 0, 1), tg.diagonal_scatter(x, y[0, :2]),
+            tg.combinations(y[0]), mn, mx, tg.cumulative_trapezoid(x), tg.trapz(x, dx=0.5)]
+
+
 PROGRAMS = [
+    ("shape", _program_shape, lambda: [_f64(2, 4), _f64(2, 4), tg.tensor([5, -1])]),
     ("elementwise", _program_elementwise,
      lambda: [_f64(4), _f64(4), tg.tensor(R.integers(-9, 9, 4)), tg.tensor(R.integers(-9, 9, 4))]),
     ("linalg", _program_linalg, lambda: [_f64(3), _f64(3, 4), _f64(4), _f64(3, 2)]),
@@ -396,3 +501,27 @@ def test_compiled_matches_eager(name, fn, make, backend):
     assert cf.stats.eager_calls == 0
     if backend == "jax":
         assert _jax_program_used(cf)
+
+
+def test_unfold_is_a_view_as_in_torch():
+    outs = []
+    for m in (torch, tg):
+        x = m.arange(10.0).reshape(2, 5)
+        u = x.unfold(1, 2, 2)
+        u[1, 0].fill_(-1.0)                    # writes x[1, 0:2]
+        outs.append((x.numpy().copy(), x._version, u._version, u.is_contiguous()))
+        x.add_(1.0)                            # and the view sees the input's writes
+        outs[-1] += (u.numpy().copy(),)
+    for a, b in zip(*outs):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+def test_unfold_of_a_leaf_that_requires_grad_writes_through_copyslices():
+    grads = []
+    for m in (torch, tg):
+        w = m.tensor(np.arange(6.0), requires_grad=True)
+        x = w * 1
+        x.unfold(0, 3, 3)[1].mul_(2.0)
+        (x * m.arange(6.0)).sum().backward()
+        grads.append(w.grad.numpy())
+    np.testing.assert_array_equal(grads[0], grads[1])

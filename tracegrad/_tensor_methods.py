@@ -554,3 +554,7 @@ from .ops import elementwise_more as _EM  # noqa: E402
 _attach("""hypot hypot_ copysign copysign_ heaviside heaviside_ gcd gcd_ lcm lcm_ float_power
 float_power_ frexp ldexp ldexp_ nextafter nextafter_ signbit deg2rad deg2rad_ rad2deg
 rad2deg_""".split(), _EM)
+# shape and selection (ops/shape_more.py)
+from .ops import shape_more as _SHM  # noqa: E402
+_attach("""unfold tensor_split hsplit vsplit dsplit take take_along_dim slice_scatter select_scatter
+diagonal_scatter as_strided_scatter aminmax""".split(), _SHM)

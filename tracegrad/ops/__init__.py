@@ -59,5 +59,10 @@ from .linalg_more import (mv, addmv, addmv_, addr, addbmm, inner, vdot, dist, co
 from .elementwise_more import (hypot, copysign, heaviside, gcd, gcd_, lcm, lcm_,  # noqa
                                float_power, frexp, ldexp, ldexp_, nextafter, signbit, deg2rad,
                                deg2rad_, rad2deg, rad2deg_)
+from .shape_more import (tensor_split, hsplit, vsplit, dsplit, atleast_1d,  # noqa: F401
+                         atleast_2d, atleast_3d, column_stack, row_stack, dstack, take,
+                         take_along_dim, unravel_index, slice_scatter, select_scatter,
+                         diagonal_scatter, as_strided_scatter, combinations, aminmax,
+                         cumulative_trapezoid, trapz)
 # float16 kernels computed in float32 (Note [Half precision computed in float])
 from . import half_precision as _half_precision  # noqa: F401,E402

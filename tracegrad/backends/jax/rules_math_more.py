@@ -1,9 +1,12 @@
-"""Lowering rules of the elementwise primitives of ops/elementwise_more.py: signbit, copysign, gcd,
-lcm, nextafter, heaviside and frexp's exponent, each one jnp call as the numpy kernel."""
+"""Lowering rules of the primitives of ops/elementwise_more.py (signbit, copysign, gcd, lcm,
+nextafter, heaviside, frexp's exponent: each one jnp call as the numpy kernel) and of
+ops/shape_more.py's `unfold` view (a gather of the positions its kernel reads)."""
 import jax.numpy as jnp
+import numpy as np
 
 from ...ops import elementwise_more as EM
-from .table import simple
+from ...ops import shape_more as SM
+from .table import register, simple
 
 simple(EM.SIGNBIT, lambda x: jnp.signbit(x.astype(jnp.int8) if x.dtype == jnp.bool_ else x))
 for _p, _f in ((EM.GCD, jnp.gcd), (EM.LCM, jnp.lcm), (EM.NEXTAFTER, jnp.nextafter),
@@ -11,3 +14,11 @@ for _p, _f in ((EM.GCD, jnp.gcd), (EM.LCM, jnp.lcm), (EM.NEXTAFTER, jnp.nextafte
     simple(_p, _f)          # (the in-place forms lower as these)
 simple(EM.HEAVISIDE, lambda x, v: jnp.where(x == 0, v, x > 0).astype(jnp.result_type(x, v)))
 simple(EM.FREXP_EXPONENT, lambda x: jnp.frexp(x)[1].astype(jnp.int32))
+
+
+@register(SM.UNFOLD)
+def _unfold(ctx, node, x):
+    # the flat positions the windows read, found with the numpy kernel at lowering time
+    a = node.attrs
+    pos = np.asarray(SM.UNFOLD.kernel(np.arange(x.size).reshape(x.shape), **a))
+    return x.reshape(-1)[jnp.asarray(pos.reshape(-1))].reshape(pos.shape)
