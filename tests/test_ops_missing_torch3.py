@@ -192,7 +192,32 @@ CASES = [
     ("cumulative_trapezoid_x", lambda m, y, x: m.cumulative_trapezoid(y, x), (_n(2, 4), _n(4))),
     ("trapz", lambda m, y, x: m.trapz(y, x), (_n(2, 4), _n(4))),
     ("trapz_dx", lambda m, y: m.trapz(y, dx=2.0, dim=0), (_n(3, 2),)),
+    # scans and order statistics
+    ("cummax", lambda m, a: m.cummax(a, 0), (np.array([1.0, 3, 3, 2, NAN, 5, NAN]),)),
+    ("cummin", lambda m, a: a.cummin(0), (np.array([3.0, 1, 1, 2, NAN, 0, NAN]),)),
+    ("cummax_2d", lambda m, a: a.cummax(dim=-1), (_n(3, 5),)),
+    ("cummin_int", lambda m, a: m.cummin(a, 1), (np.array([[3, 1, 2], [0, 5, -1]]),)),
+    ("cummax_0d", lambda m, a: m.cummax(a, 0), (np.array(2.0),)),
+    ("logcumsumexp", lambda m, a: m.logcumsumexp(a, 1), (_n(3, 5) * 3,)),
+    ("logcumsumexp_wide", lambda m, a: a.logcumsumexp(0),
+     (np.array([-1000.0, 0.0, -np.inf, 5.0]),)),
+    ("logcumsumexp_f32", lambda m, a: a.logcumsumexp(-1), (_n(2, 4).astype(np.float32),)),
+    ("kthvalue", lambda m, a: m.kthvalue(a, 2), (_n(3, 5),)),
+    ("kthvalue_dim_keep", lambda m, a: a.kthvalue(3, 0, True), (_n(4, 2),)),
+    ("kthvalue_nan", lambda m, a: m.kthvalue(a, 4), (np.array([3.0, 1, NAN, 2]),)),
+    ("nanmedian", lambda m, a: m.nanmedian(a), (np.array([NAN, 3.0, 1, NAN, 2, 7]),)),
+    ("nanmedian_dim", lambda m, a: a.nanmedian(1),
+     (np.array([[NAN, NAN, NAN], [1.0, NAN, 4], [3, 2, 5]]),)),
+    ("nanmedian_keepdim", lambda m, a: m.nanmedian(a, 0, keepdim=True), (_n(4, 3),)),
+    ("nanquantile", lambda m, a: m.nanquantile(a, 0.3), (np.array([NAN, 3.0, 1, NAN, 2, 7]),)),
+    ("nanquantile_dim", lambda m, a: a.nanquantile(m.tensor([0.0, 0.25, 0.5, 1.0],
+                                                            dtype=m.float64), 1, True),
+     (np.array([[NAN, NAN, NAN], [1.0, NAN, 4], [3, 2, 5]]),)),
 ]
+for _interp in ("lower", "higher", "midpoint", "nearest"):
+    CASES.append((f"nanquantile_{_interp}",
+                  lambda m, a, i=_interp: m.nanquantile(a, 0.4, 0, interpolation=i),
+                  (np.array([[NAN, 1.0], [2.0, 5], [4.0, NAN], [3.0, 0.5]]),)))
 
 
 def _same(a, b, rtol=1e-6, atol=1e-7):
@@ -251,7 +276,8 @@ def test_gradients_match_torch(name, fn, arrays):
             if a.grad is None:
                 assert b.grad is None or not np.any(b.grad.numpy())
                 continue
-            np.testing.assert_allclose(b.grad.numpy(), a.grad.numpy(), rtol=1e-6, atol=1e-9)
+            tol = 1e-6 if a.dtype == torch.float64 else 1e-5
+            np.testing.assert_allclose(b.grad.numpy(), a.grad.numpy(), rtol=tol, atol=1e-9)
 
 
 # ---------------- float64 finite differences, first and second order ----------------
@@ -296,6 +322,10 @@ FD = [
     ("aminmax", lambda a: tg.aminmax(a, dim=0).max, lambda: [_distinct(6).reshape(3, 2)]),
     ("cumulative_trapezoid", lambda y, x: tg.cumulative_trapezoid(y, x),
      lambda: [_f64(2, 4), _f64(4)]),
+    ("cummax", lambda a: tg.cummax(a, 1).values, lambda: [_distinct(8).reshape(2, 4)]),
+    ("logcumsumexp", lambda a: tg.logcumsumexp(a, 1), lambda: [_f64(2, 4)]),
+    ("kthvalue", lambda a: tg.kthvalue(a, 2, 0).values, lambda: [_distinct(6).reshape(3, 2)]),
+    ("nanquantile", lambda a: tg.nanquantile(a, 0.3, 0), lambda: [_distinct(6).reshape(3, 2)]),
 ]
 
 
@@ -367,6 +397,15 @@ ERRORS = [
     ("aminmax_empty", lambda m: m.aminmax(m.ones(0))),
     ("column_stack_mismatch", lambda m: m.column_stack([m.tensor(1.0), m.ones(2)])),
     ("column_stack_tensor", lambda m: m.column_stack(m.ones(2, 2))),
+    ("logcumsumexp_int", lambda m: m.logcumsumexp(m.tensor([1, 2]), 0)),
+    ("cummax_bad_dim", lambda m: m.cummax(m.ones(2), 1)),
+    ("kthvalue_k", lambda m: m.kthvalue(m.ones(3), 4)),
+    ("kthvalue_k0", lambda m: m.kthvalue(m.ones(3), 0)),
+    ("nanmedian_empty_dim", lambda m: m.nanmedian(m.ones(2, 0), 1)),
+    ("nanquantile_int", lambda m: m.nanquantile(m.tensor([1, 2]), 0.5)),
+    ("nanquantile_q", lambda m: m.nanquantile(m.ones(3), 1.5)),
+    ("nanquantile_interp", lambda m: m.nanquantile(m.ones(3), 0.5, interpolation="x")),
+    ("nanquantile_q_dtype", lambda m: m.nanquantile(m.ones(3), m.tensor([0.5], dtype=m.float64))),
 ]
 
 
@@ -452,7 +491,19 @@ def _program_shape(x, y, i):
             tg.combinations(y[0]), mn, mx, tg.cumulative_trapezoid(x), tg.trapz(x, dx=0.5)]
 
 
+def _program_scans(x, y):
+    mx, imx = tg.cummax(x, 1)
+    mn, imn = x.cummin(0)
+    k = tg.kthvalue(x, 2, 1)
+    return [mx, imx, mn, imn, tg.logcumsumexp(x, 1), k.values, k.indices, tg.nanmedian(y),
+            *tg.nanmedian(y, 0), tg.nanquantile(y, 0.3, 1), tg.nanquantile(y, 0.5)]
+
+
 PROGRAMS = [
+    ("scans", _program_scans, lambda: [tg.tensor(_distinct(8).detach().numpy().reshape(2, 4),
+                                                 requires_grad=True),
+                                       tg.tensor([[NAN, 1.0, 2.0], [3.0, NAN, NAN]],
+                                                 requires_grad=True)]),
     ("shape", _program_shape, lambda: [_f64(2, 4), _f64(2, 4), tg.tensor([5, -1])]),
     ("elementwise", _program_elementwise,
      lambda: [_f64(4), _f64(4), tg.tensor(R.integers(-9, 9, 4)), tg.tensor(R.integers(-9, 9, 4))]),

@@ -558,3 +558,6 @@ rad2deg_""".split(), _EM)
 from .ops import shape_more as _SHM  # noqa: E402
 _attach("""unfold tensor_split hsplit vsplit dsplit take take_along_dim slice_scatter select_scatter
 diagonal_scatter as_strided_scatter aminmax""".split(), _SHM)
+# running extremes and NaN-aware order statistics (ops/scan_more.py)
+from .ops import scan_more as _SCM  # noqa: E402
+_attach("cummax cummin logcumsumexp kthvalue nanmedian nanquantile".split(), _SCM)

@@ -64,5 +64,7 @@ from .shape_more import (tensor_split, hsplit, vsplit, dsplit, atleast_1d,  # no
                          take_along_dim, unravel_index, slice_scatter, select_scatter,
                          diagonal_scatter, as_strided_scatter, combinations, aminmax,
                          cumulative_trapezoid, trapz)
+from .scan_more import (cummax, cummin, logcumsumexp, kthvalue, nanmedian,  # noqa: F401
+                        nanquantile)
 # float16 kernels computed in float32 (Note [Half precision computed in float])
 from . import half_precision as _half_precision  # noqa: F401,E402

@@ -1,10 +1,13 @@
 """Lowering rules of the primitives of ops/elementwise_more.py (signbit, copysign, gcd, lcm,
 nextafter, heaviside, frexp's exponent: each one jnp call as the numpy kernel) and of
-ops/shape_more.py's `unfold` view (a gather of the positions its kernel reads)."""
+ops/shape_more.py's `unfold` view (a gather of the positions its kernel reads) and of
+ops/scan_more.py (the running extremes' indices, logcumsumexp)."""
 import jax.numpy as jnp
 import numpy as np
+from jax import lax
 
 from ...ops import elementwise_more as EM
+from ...ops import scan_more as SC
 from ...ops import shape_more as SM
 from .table import register, simple
 
@@ -22,3 +25,33 @@ def _unfold(ctx, node, x):
     a = node.attrs
     pos = np.asarray(SM.UNFOLD.kernel(np.arange(x.size).reshape(x.shape), **a))
     return x.reshape(-1)[jnp.asarray(pos.reshape(-1))].reshape(pos.shape)
+
+
+def _extreme_indices(better):
+    def rule(ctx, node, x):
+        d = node.attrs["dim"]
+        if x.ndim == 0:
+            return jnp.zeros((), jnp.int64)
+        acc = lax.associative_scan(better, x, axis=d)      # NaN propagates, as numpy's
+        hit = x == acc
+        if jnp.issubdtype(x.dtype, jnp.floating):
+            hit = hit | jnp.isnan(x)
+        shape = [1] * x.ndim
+        shape[d] = x.shape[d]
+        pos = jnp.where(hit, jnp.arange(x.shape[d]).reshape(shape), 0)
+        return lax.associative_scan(jnp.maximum, pos, axis=d).astype(jnp.int64)
+    return rule
+
+
+register(SC.CUMMAX_INDICES)(_extreme_indices(jnp.maximum))
+register(SC.CUMMIN_INDICES)(_extreme_indices(jnp.minimum))
+
+
+@register(SC.LOGCUMSUMEXP)
+def _logcumsumexp(ctx, node, x):
+    if x.ndim == 0:
+        return x
+    d = node.attrs["dim"]
+    if x.dtype == jnp.float16:
+        return lax.cumlogsumexp(x.astype(jnp.float32), axis=d).astype(jnp.float16)
+    return lax.cumlogsumexp(x, axis=d)
