@@ -213,6 +213,55 @@ CASES = [
     ("nanquantile_dim", lambda m, a: a.nanquantile(m.tensor([0.0, 0.25, 0.5, 1.0],
                                                             dtype=m.float64), 1, True),
      (np.array([[NAN, NAN, NAN], [1.0, NAN, 4], [3, 2, 5]]),)),
+    # index writes, renorm, counting
+    ("put", lambda m, a, i, s: m.put(a, i, s), (_n(2, 3), np.array([0, -1, 4]), _n(3))),
+    ("put_acc", lambda m, a, i, s: a.put(i, s, accumulate=True),
+     (_n(2, 3), np.array([[0, 0], [5, 1]]), _n(2, 2))),
+    ("put_", lambda m, a, i, s: (a * 1).put_(i, s), (_n(2, 3), np.array([2, 3]), _n(2))),
+    ("put__acc_t", lambda m, a, i, s: (a * 1).t().put_(i, s, True),
+     (_n(2, 3), np.array([1, 1, 4]), _n(3))),
+    ("masked_scatter", lambda m, a, k, s: m.masked_scatter(a, k, s),
+     (_n(2, 3), np.array([True, False, True]), _n(5))),
+    ("masked_scatter_bcast_input", lambda m, a, k, s: a.masked_scatter(k, s),
+     (_n(3), np.array([[True, False, True], [False, False, True]]), _n(4))),
+    ("masked_scatter_", lambda m, a, k, s: (a * 1).masked_scatter_(k, s),
+     (_n(2, 3), np.array([[True, False, True], [False, True, False]]), _n(2, 3))),
+    ("renorm", lambda m, a: m.renorm(a, 2, 0, 1.0), (_n(3, 4),)),
+    ("renorm_p1_dim1", lambda m, a: a.renorm(1, 1, 0.7), (_n(3, 4),)),
+    ("renorm_", lambda m, a: (a * 1).renorm_(3, -1, 0.5), (_n(2, 3, 2),)),
+    ("histc", lambda m, a: m.histc(a, 4), (np.array([1.0, 2, 1, 5]),)),
+    ("histc_nan_ranged", lambda m, a: m.histc(a, 4, 0, 4), (np.array([1.0, 2, 1, NAN, 4, 7]),)),
+    ("histc_range", lambda m, a: a.histc(bins=5, min=-1, max=1), (_n(50),)),
+    ("histc_equal", lambda m, a: m.histc(a, 4), (np.array([1.0, 1.0]),)),
+    ("histc_f32", lambda m, a: m.histc(a, 7, 0, 0), (_n(40).astype(np.float32),)),
+    ("histogram", lambda m, a: m.histogram(a, 3), (np.array([1.0, 2, 1, 5]),)),
+    ("histogram_weight_density", lambda m, a, w: m.histogram(a, 3, weight=w, density=True),
+     (np.array([1.0, 2, 1, 5]), np.array([1.0, 2, 3, 4]))),
+    ("histogram_range", lambda m, a: a.histogram(4, range=(-1.0, 1.0)), (_n(30),)),
+    ("histogram_edges", lambda m, a, e: m.histogram(a, e), (_n(30), np.array([-1.0, 0, 0.5, 2]))),
+    ("histogram_equal", lambda m, a: m.histogram(a, 4), (np.array([1.0, 1.0]),)),
+    ("unique_consecutive", lambda m, a: m.unique_consecutive(a, return_inverse=True,
+                                                             return_counts=True),
+     (np.array([1, 1, 2, 2, 3, 1]),)),
+    ("unique_consecutive_2d", lambda m, a: a.unique_consecutive(), (np.array([[1, 1], [2, 1]]),)),
+    ("unique_consecutive_dim", lambda m, a: m.unique_consecutive(a, True, True, dim=0),
+     (np.array([[1, 1], [1, 1], [2, 3], [2, 3], [1, 1]]),)),
+    ("unique_consecutive_dim1", lambda m, a: m.unique_consecutive(a, return_counts=True, dim=1),
+     (np.array([[1, 1, 2], [1, 1, 3]]),)),
+    ("hardshrink_method", lambda m, a: a.hardshrink(0.3), (_n(6),)),
+    ("prelu_method", lambda m, a, w: a.prelu(w), (_n(2, 3, 4), np.array([0.25, 0.5, -1.0]))),
+]
+for _r in ("prod", "mean", "amax", "amin"):
+    for _inc in (True, False):
+        CASES.append((f"index_reduce_{_r}_{_inc}",
+                      lambda m, x, i, s, r=_r, inc=_inc: m.index_reduce(x, 1, i, s, r,
+                                                                        include_self=inc),
+                      (_n(2, 4), np.array([0, 2, 0]), _n(2, 3))))
+CASES += [
+    ("index_reduce_", lambda m, x, i, s: (x * 1).index_reduce_(0, i, s, "amax"),
+     (_n(3, 2), np.array([2, 2, 0, 2]), _n(4, 2))),
+    ("index_reduce_int", lambda m, x, i, s: x.index_reduce(0, i, s, "mean", include_self=False),
+     (np.array([5, 7, 9]), np.array([0, 0, 2]), np.array([1, 4, 3]))),
 ]
 for _interp in ("lower", "higher", "midpoint", "nearest"):
     CASES.append((f"nanquantile_{_interp}",
@@ -250,7 +299,11 @@ def test_values_match_torch(name, fn, arrays):
 # tracegrad's is 2^other (checked against finite differences below)
 # as_strided_scatter's input gradient is 1 at the overwritten positions and 0 elsewhere
 # (the reverse of the truth, which tracegrad's is)
-NO_TORCH_GRAD = {"vander", "vander_inc", "heaviside", "ldexp", "as_strided_scatter"}
+# histogram's outputs require grad in PyTorch (a node whose backward raises); tracegrad's
+# do not
+NO_TORCH_GRAD = {"vander", "vander_inc", "heaviside", "ldexp", "as_strided_scatter",
+                 "histogram", "histogram_weight_density", "histogram_range", "histogram_edges",
+                 "histogram_equal"}
 
 
 def _grad_cases():
@@ -326,6 +379,13 @@ FD = [
     ("logcumsumexp", lambda a: tg.logcumsumexp(a, 1), lambda: [_f64(2, 4)]),
     ("kthvalue", lambda a: tg.kthvalue(a, 2, 0).values, lambda: [_distinct(6).reshape(3, 2)]),
     ("nanquantile", lambda a: tg.nanquantile(a, 0.3, 0), lambda: [_distinct(6).reshape(3, 2)]),
+    ("put_acc", lambda a, s: tg.put(a, tg.tensor([0, 0, 3]), s, True),
+     lambda: [_f64(2, 2), _f64(3)]),
+    ("masked_scatter", lambda a, s: tg.masked_scatter(a, tg.tensor([True, False, True]), s),
+     lambda: [_f64(2, 3), _f64(5)]),
+    ("index_reduce_prod", lambda a, s: tg.index_reduce(a, 0, tg.tensor([1, 1, 0]), s, "prod"),
+     lambda: [_f64(2, 2), _f64(3, 2)]),
+    ("renorm", lambda a: tg.renorm(a, 2, 0, 1.0), lambda: [_f64(3, 2) * 2]),
 ]
 
 
@@ -405,6 +465,27 @@ ERRORS = [
     ("nanquantile_int", lambda m: m.nanquantile(m.tensor([1, 2]), 0.5)),
     ("nanquantile_q", lambda m: m.nanquantile(m.ones(3), 1.5)),
     ("nanquantile_interp", lambda m: m.nanquantile(m.ones(3), 0.5, interpolation="x")),
+    ("put_float_index", lambda m: m.ones(3).put_(m.tensor([0.0]), m.ones(1))),
+    ("put_numel", lambda m: m.ones(3).put_(m.tensor([0, 1]), m.ones(1))),
+    ("put_oob", lambda m: m.ones(3).put(m.tensor([5]), m.ones(1))),
+    ("put_dtype", lambda m: m.ones(3).put_(m.tensor([0]), m.ones(1, dtype=m.float64))),
+    ("put__leaf", lambda m: m.ones(3, requires_grad=True).put_(m.tensor([0]), m.ones(1))),
+    ("masked_scatter_byte", lambda m: m.ones(3).masked_scatter_(
+        m.tensor([1, 0, 1], dtype=m.uint8), m.ones(3))),
+    ("masked_scatter_short", lambda m: m.ones(3).masked_scatter_(
+        m.tensor([True, False, True]), m.ones(1))),
+    ("masked_scatter_dtype", lambda m: m.ones(3).masked_scatter_(
+        m.tensor([True, False, True]), m.ones(3, dtype=m.float64))),
+    ("index_reduce_sum", lambda m: m.ones(3).index_reduce_(0, m.tensor([0]), m.ones(1), "sum")),
+    ("index_reduce_shape", lambda m: m.ones(3, 2).index_reduce(0, m.tensor([0]), m.ones(1, 3),
+                                                               "prod")),
+    ("renorm_1d", lambda m: m.renorm(m.ones(3), 2, 0, 1)),
+    ("renorm_p0", lambda m: m.renorm(m.ones(2, 3), 0, 0, 1)),
+    ("renorm_neg_max", lambda m: m.renorm(m.ones(2, 3), 2, 0, -1)),
+    ("histc_int", lambda m: m.histc(m.tensor([1, 2]), 3)),
+    ("histc_nan_range", lambda m: m.histc(m.tensor([1.0, float("nan")]), 3)),
+    ("histc_min_max", lambda m: m.histc(m.ones(3), 4, min=3, max=1)),
+    ("histogram_int", lambda m: m.histogram(m.tensor([1, 2]), 3)),
     ("nanquantile_q_dtype", lambda m: m.nanquantile(m.ones(3), m.tensor([0.5], dtype=m.float64))),
 ]
 
@@ -499,7 +580,24 @@ def _program_scans(x, y):
             *tg.nanmedian(y, 0), tg.nanquantile(y, 0.3, 1), tg.nanquantile(y, 0.5)]
 
 
+def _program_index(x, s, i):
+    y = x * 1
+    y.put_(i, s[:2], accumulate=True)
+    z = x * 1
+    z.masked_scatter_(x > 0, s)
+    w = x * 1
+    w.index_reduce_(0, i % 3, s[:2].reshape(2, 1).expand(2, 4), "amax", include_self=False)
+    v = x * 1
+    v.renorm_(2, 0, 0.5)
+    return [tg.put(x, i, s[:2]), y, tg.masked_scatter(x, x < 0, s), z, w, v,
+            tg.index_reduce(x, 1, i % 4, s[:6].reshape(3, 2), "mean"),
+            tg.renorm(x, 1, 1, 1.0), tg.histc(x, 5, -1, 1),
+            *tg.histogram(x, 3, range=(-2.0, 2.0)),
+            *tg.unique_consecutive(i, return_inverse=True, return_counts=True)]
+
+
 PROGRAMS = [
+    ("index", _program_index, lambda: [_f64(3, 4), _f64(12), tg.tensor([1, 1])]),
     ("scans", _program_scans, lambda: [tg.tensor(_distinct(8).detach().numpy().reshape(2, 4),
                                                  requires_grad=True),
                                        tg.tensor([[NAN, 1.0, 2.0], [3.0, NAN, NAN]],

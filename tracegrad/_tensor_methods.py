@@ -561,3 +561,22 @@ diagonal_scatter as_strided_scatter aminmax""".split(), _SHM)
 # running extremes and NaN-aware order statistics (ops/scan_more.py)
 from .ops import scan_more as _SCM  # noqa: E402
 _attach("cummax cummin logcumsumexp kthvalue nanmedian nanquantile".split(), _SCM)
+# index writes and counting (ops/index_more.py, ops/histograms.py)
+from .ops import index_more as _IM, histograms as _HI  # noqa: E402
+_attach("""put put_ masked_scatter masked_scatter_ index_reduce index_reduce_ renorm
+renorm_""".split(), _IM)
+_attach("histc histogram unique_consecutive".split(), _HI)
+
+
+def _hardshrink(self, lambd=0.5):
+    from .nn.functional import hardshrink
+    return hardshrink(self, lambd)
+
+
+def _prelu(self, weight):
+    from .nn.functional import prelu
+    return prelu(self, weight)
+
+
+Tensor.hardshrink = _hardshrink
+Tensor.prelu = _prelu
