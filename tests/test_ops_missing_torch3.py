@@ -630,10 +630,13 @@ def test_compiled_matches_eager(name, fn, make, backend):
         return outs, _loss(outs)
 
     cf = tg.compile(step, backend=backend)
+    base = make()           # the same values twice: the second call runs the compiled path
+
+    def fresh():
+        return [tg.tensor(a.detach().numpy().copy(), requires_grad=a.requires_grad)
+                for a in base]
     for call in range(2):
-        args = make()
-        ref_args = [tg.tensor(a.detach().numpy().copy(), requires_grad=a.requires_grad)
-                    for a in args]
+        args, ref_args = fresh(), fresh()
         outs, loss = cf(*args)
         ref_outs, ref_loss = step(*ref_args)
         for o, r in zip(outs, ref_outs):
@@ -647,7 +650,7 @@ def test_compiled_matches_eager(name, fn, make, backend):
                 if r.requires_grad:
                     np.testing.assert_allclose(a.grad.numpy(), r.grad.numpy(), rtol=1e-5,
                                                atol=1e-6)
-    assert cf.stats.eager_calls == 0
+    assert cf.stats.eager_calls == 0 and cf.stats.traces == 1
     if backend == "jax":
         assert _jax_program_used(cf)
 
@@ -674,3 +677,43 @@ def test_unfold_of_a_leaf_that_requires_grad_writes_through_copyslices():
         (x * m.arange(6.0)).sum().backward()
         grads.append(w.grad.numpy())
     np.testing.assert_array_equal(grads[0], grads[1])
+
+
+@pytest.mark.parametrize("some", [True, False])
+def test_old_style_svd_and_qr_match_torch_up_to_signs(some):
+    a = _n(4, 3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for m in (torch, tg):
+            U, S, V = m.svd(m.tensor(a), some=some)
+            Ut, St, Vt = torch.svd(torch.tensor(a), some=some)
+            assert tuple(U.shape) == tuple(Ut.shape) and tuple(V.shape) == tuple(Vt.shape)
+            np.testing.assert_allclose(S.numpy(), St.numpy(), rtol=1e-10)
+            k = S.shape[0]
+            np.testing.assert_allclose((U[:, :k] * S) @ V[:, :k].T if m is torch else
+                                       (U[:, :k] * S) @ V[:, :k].t(), a, atol=1e-12)
+            Q, R = m.tensor(a).qr(some=some)
+            Qt, Rt = torch.qr(torch.tensor(a), some=some)
+            assert tuple(Q.shape) == tuple(Qt.shape) and tuple(R.shape) == tuple(Rt.shape)
+            np.testing.assert_allclose(np.abs(R.numpy()), np.abs(Rt.numpy()), atol=1e-12)
+        U, S, V = tg.svd(tg.tensor(a), compute_uv=False)
+        assert tuple(U.shape) == (4, 4) and tuple(V.shape) == (3, 3) and not U.numpy().any()
+        r = tg.svd(tg.tensor(a))
+        assert r.V is r[2] and "torch.return_types.svd" in repr(r)
+
+
+def test_old_style_svd_gradient_of_singular_values_matches_torch():
+    a = _n(4, 3)
+    grads = []
+    for m in (torch, tg):
+        x = m.tensor(a, requires_grad=True)
+        m.svd(x)[1].sum().backward()
+        grads.append(x.grad.numpy())
+    np.testing.assert_allclose(grads[1], grads[0], rtol=1e-8, atol=1e-12)
+
+
+def test_trace_of_a_tensor_is_torch_trace_and_of_a_function_the_ir_tracer():
+    a = _n(3, 4)
+    _same(torch.trace(torch.tensor(a)), tg.trace(tg.tensor(a)))
+    g = tg.trace(lambda x: (x * 2).sum(), tg.ones(3))
+    assert isinstance(g, tg.ir.Graph)

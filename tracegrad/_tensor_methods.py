@@ -580,3 +580,6 @@ def _prelu(self, weight):
 
 Tensor.hardshrink = _hardshrink
 Tensor.prelu = _prelu
+# the older decomposition spellings (ops/linalg_legacy.py)
+from .ops import linalg_legacy as _LL  # noqa: E402
+_attach(["svd", "qr"], _LL)
