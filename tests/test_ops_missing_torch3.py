@@ -28,6 +28,9 @@ def _n(*shape):
     return R.standard_normal(shape)
 
 
+_A = [0.3, 1.0, 2.5, 7.0, 0.05, 12.0]        # igamma's first argument (no gradient in torch)
+
+
 def _lib(m, a, grad=False):
     if not isinstance(a, np.ndarray):
         return a
@@ -250,6 +253,13 @@ CASES = [
      (np.array([[1, 1, 2], [1, 1, 3]]),)),
     ("hardshrink_method", lambda m, a: a.hardshrink(0.3), (_n(6),)),
     ("prelu_method", lambda m, a, w: a.prelu(w), (_n(2, 3, 4), np.array([0.25, 0.5, -1.0]))),
+    ("igamma", lambda m, x: m.igamma(m.tensor(_A, dtype=m.float64), x), (np.abs(_n(6)) * 4,)),
+    ("igammac", lambda m, x: m.tensor(_A, dtype=m.float64).igammac(x), (np.abs(_n(6)) * 4,)),
+    ("igamma_f32", lambda m, a, x: m.igamma(a, x),
+     (np.array([0.5, 2, 30], np.float32), np.array([0.1, 3, 25], np.float32))),
+    ("igamma_special", lambda m, a, x: m.igammac(a, x),
+     (np.array([0.0, 0, -1, 2, np.inf, 3, 5, NAN]), np.array([1.0, 0, 1, -1, 2, np.inf, 0, 1]))),
+    ("igamma_", lambda m, x: m.tensor(_A, dtype=m.float64).igamma_(x), (np.abs(_n(6)),)),
 ]
 for _r in ("prod", "mean", "amax", "amin"):
     for _inc in (True, False):
@@ -303,7 +313,7 @@ def test_values_match_torch(name, fn, arrays):
 # do not
 NO_TORCH_GRAD = {"vander", "vander_inc", "heaviside", "ldexp", "as_strided_scatter",
                  "histogram", "histogram_weight_density", "histogram_range", "histogram_edges",
-                 "histogram_equal"}
+                 "histogram_equal", "igamma_f32", "igamma_special"}
 
 
 def _grad_cases():
@@ -386,6 +396,8 @@ FD = [
     ("index_reduce_prod", lambda a, s: tg.index_reduce(a, 0, tg.tensor([1, 1, 0]), s, "prod"),
      lambda: [_f64(2, 2), _f64(3, 2)]),
     ("renorm", lambda a: tg.renorm(a, 2, 0, 1.0), lambda: [_f64(3, 2) * 2]),
+    ("igamma", lambda x: tg.igamma(tg.tensor(_A[:4], dtype=tg.float64), x),
+     lambda: [_distinct(4)]),
 ]
 
 
@@ -484,6 +496,9 @@ ERRORS = [
     ("renorm_neg_max", lambda m: m.renorm(m.ones(2, 3), 2, 0, -1)),
     ("histc_int", lambda m: m.histc(m.tensor([1, 2]), 3)),
     ("histc_nan_range", lambda m: m.histc(m.tensor([1.0, float("nan")]), 3)),
+    ("igamma_int", lambda m: m.igamma(m.tensor([1, 2]), m.tensor([1, 2]))),
+    ("igamma_grad_a", lambda m: m.igamma(m.tensor([1.0, 2.0], requires_grad=True),
+                                         m.tensor([0.5, 3.0])).sum().backward()),
     ("histc_min_max", lambda m: m.histc(m.ones(3), 4, min=3, max=1)),
     ("histogram_int", lambda m: m.histogram(m.tensor([1, 2]), 3)),
     ("nanquantile_q_dtype", lambda m: m.nanquantile(m.ones(3), m.tensor([0.5], dtype=m.float64))),
@@ -554,7 +569,8 @@ def _program_elementwise(x, y, i, j):
     k = i.clone()
     k.gcd_(j)
     m, e = tg.frexp(x * 7)
-    return [tg.hypot(x, y), tg.copysign(x, y), x.copysign(-0.0), tg.heaviside(i, j),
+    return [tg.igamma(x.detach().abs() + 0.5, y.abs() + 0.1), tg.igammac(x.abs().detach() + 0.5, y.abs()),
+            tg.hypot(x, y), tg.copysign(x, y), x.copysign(-0.0), tg.heaviside(i, j),
             tg.gcd(i, j), tg.lcm(i, j), k, tg.float_power(x, 2), m, e, tg.ldexp(x, i),
             tg.nextafter(x, y), tg.signbit(y), tg.deg2rad(x), tg.rad2deg(i), z, w]
 

@@ -583,3 +583,5 @@ Tensor.prelu = _prelu
 # the older decomposition spellings (ops/linalg_legacy.py)
 from .ops import linalg_legacy as _LL  # noqa: E402
 _attach(["svd", "qr"], _LL)
+from .ops import igamma_prim as _IG  # noqa: E402
+_attach("igamma igammac igamma_ igammac_".split(), _IG)

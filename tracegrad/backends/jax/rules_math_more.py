@@ -1,12 +1,13 @@
 """Lowering rules of the primitives of ops/elementwise_more.py (signbit, copysign, gcd, lcm,
 nextafter, heaviside, frexp's exponent: each one jnp call as the numpy kernel) and of
 ops/shape_more.py's `unfold` view (a gather of the positions its kernel reads) and of
-ops/scan_more.py (the running extremes' indices, logcumsumexp)."""
+ops/scan_more.py (the running extremes' indices, logcumsumexp) and ops/igamma_prim.py."""
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
 from ...ops import elementwise_more as EM
+from ...ops import igamma_prim as IG
 from ...ops import scan_more as SC
 from ...ops import shape_more as SM
 from .table import register, simple
@@ -55,3 +56,7 @@ def _logcumsumexp(ctx, node, x):
     if x.dtype == jnp.float16:
         return lax.cumlogsumexp(x.astype(jnp.float32), axis=d).astype(jnp.float16)
     return lax.cumlogsumexp(x, axis=d)
+
+
+simple(IG.IGAMMA, lax.igamma)
+simple(IG.IGAMMAC, lax.igammac)
