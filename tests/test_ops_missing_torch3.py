@@ -733,3 +733,43 @@ def test_trace_of_a_tensor_is_torch_trace_and_of_a_function_the_ir_tracer():
     _same(torch.trace(torch.tensor(a)), tg.trace(tg.tensor(a)))
     g = tg.trace(lambda x: (x * 2).sum(), tg.ones(3))
     assert isinstance(g, tg.ir.Graph)
+
+
+def test_binomial_draws_reproducible_with_the_right_mean_and_compiled_equals_eager():
+    count = tg.full((4000,), 10.0)
+    prob = tg.full((4000,), 0.3)
+    tg.manual_seed(3)
+    a = tg.binomial(count, prob)
+    tg.manual_seed(3)
+    b = tg.binomial(count, prob)
+    np.testing.assert_array_equal(a.numpy(), b.numpy())
+    assert a.dtype == tg.float32 and abs(float(a.mean()) - 3.0) < 0.1
+    assert float(a.min()) >= 0 and float(a.max()) <= 10
+    r = tg.binomial(tg.tensor([0.0, 4.0, -2.0, 3.0]), tg.tensor([0.5, 1.0, 0.5, 1.5]))
+    np.testing.assert_array_equal(r.numpy()[:3], [0.0, 4.0, 0.0])
+    assert np.isnan(r.numpy()[3])
+
+    cf = tg.compile(lambda c, p: tg.binomial(c, p) * 2)
+    outs = []
+    for _ in range(2):
+        tg.manual_seed(5)
+        ref = tg.binomial(count, prob) * 2
+        tg.manual_seed(5)
+        outs.append((cf(count, prob).numpy(), ref.numpy()))
+    for got, ref in outs:
+        np.testing.assert_array_equal(got, ref)
+
+
+@pytest.mark.parametrize("case", ["int_count", "dtype", "backward"])
+def test_binomial_errors_match_torch_types(case):
+    def run(m):
+        if case == "int_count":
+            return m.binomial(m.tensor([5]), m.tensor([0.5]))
+        if case == "dtype":
+            return m.binomial(m.tensor([5.0]), m.tensor([0.5], dtype=m.float64))
+        return m.binomial(m.tensor([5.0], requires_grad=True), m.tensor([0.5])).sum().backward()
+    with pytest.raises(Exception) as te:
+        run(torch)
+    with pytest.raises(Exception) as ge:
+        run(tg)
+    assert isinstance(ge.value, type(te.value)), (te.value, ge.value)

@@ -46,7 +46,7 @@ from .linalg_functions import (matrix_exp, pinverse, matrix_power,  # noqa: F401
 from .special_prim import lgamma, digamma, polygamma, erfc, erfinv, mvlgamma  # noqa: F401
 from .special_more import sinc, exp2  # noqa: F401
 from .mode import mode  # noqa: F401
-from .random_dists import poisson  # noqa: F401
+from .random_dists import poisson, binomial  # noqa: F401
 from .special_bessel import i0  # noqa: F401
 from .householder import geqrf, householder_product as orgqr  # noqa: F401
 from .shift_prim import bitwise_left_shift, bitwise_right_shift  # noqa: F401
