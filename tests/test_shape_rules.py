@@ -322,6 +322,35 @@ from tracegrad.ops import random_dists as D  # noqa: E402
 EXTRA["special"] = (_special, _special_inputs)
 
 
+def _missing_ops3(x, s):
+    """The primitives of ops/elementwise_more.py, shape_more.py (unfold), scan_more.py,
+    igamma_prim.py and binomial, with the in-place forms."""
+    i, j = tg.tensor([[4, -6, 0], [9, 5, 7]]), tg.tensor([[6, 4, 0], [3, 10, -14]])
+    k, m = i.clone(), i.clone()
+    k.gcd_(j)
+    m.lcm_(j)
+    xd = x.detach()
+    h = xd.clone()
+    h.heaviside_(tg.tensor(0.5, dtype=xd.dtype))
+    y, z, a, b = x * 1.0, x * 1.0, xd.abs() + 0.5, x.abs() + 0.1
+    y.copysign_(s[:, :3])
+    z.nextafter_(s[:, :3])
+    p, q = a.clone(), a.clone()
+    p.igamma_(b.detach())
+    q.igammac_(b.detach())
+    mx, imx = tg.cummax(x, 1)
+    mn, imn = tg.cummin(x, 0)
+    mant, ex = tg.frexp(x)
+    return [tg.signbit(x).double(), tg.gcd(i, j).double(), tg.lcm(i, j).double(), k.double(),
+            m.double(), tg.heaviside(xd, xd[0]), h, tg.copysign(x, s[:, :3]), y,
+            tg.nextafter(x, s[:, :3]), z, mant, ex.double(), x.unfold(1, 2, 1), mx,
+            imx.double(), mn, imn.double(), tg.logcumsumexp(x, 1), tg.igamma(a, b),
+            tg.igammac(a, b), p, q, tg.binomial(xd.abs() * 3, xd.sigmoid())]
+
+
+EXTRA["missing_ops3"] = (_missing_ops3, lambda: [_t(2, 3), _t(2, 4, seed=1)])
+
+
 def extra_prims(name):
     if ("extra", name) in _CHECKED:
         return _CHECKED["extra", name]
