@@ -593,7 +593,8 @@ def _program_scans(x, y):
     mn, imn = x.cummin(0)
     k = tg.kthvalue(x, 2, 1)
     return [mx, imx, mn, imn, tg.logcumsumexp(x, 1), k.values, k.indices, tg.nanmedian(y),
-            *tg.nanmedian(y, 0), tg.nanquantile(y, 0.3, 1), tg.nanquantile(y, 0.5)]
+            *tg.nanmedian(y, 0), tg.nanquantile(y, 0.3, 1), tg.nanquantile(y, 0.5),
+            *tg.cummax(y, 1), *tg.cummin(y.flip(1), 1)]
 
 
 def _program_index(x, s, i):
