@@ -482,6 +482,10 @@ ERRORS = [
     ("put_oob", lambda m: m.ones(3).put(m.tensor([5]), m.ones(1))),
     ("put_dtype", lambda m: m.ones(3).put_(m.tensor([0]), m.ones(1, dtype=m.float64))),
     ("put__leaf", lambda m: m.ones(3, requires_grad=True).put_(m.tensor([0]), m.ones(1))),
+    ("put__overlap", lambda m: (x := m.arange(6.0)).put_(m.tensor([0, 1]), x[2:4])),
+    ("put__acc_overlap", lambda m: (x := m.arange(6.0)).put_(m.tensor([0, 1]), x[2:4], True)),
+    ("index_reduce__overlap", lambda m: (x := m.arange(6.0)).index_reduce_(
+        0, m.arange(6), x, "amax")),
     ("masked_scatter_byte", lambda m: m.ones(3).masked_scatter_(
         m.tensor([1, 0, 1], dtype=m.uint8), m.ones(3))),
     ("masked_scatter_short", lambda m: m.ones(3).masked_scatter_(

@@ -6,7 +6,8 @@ Composites of `index_put` (a write through an index: PyTorch's overlap refusal c
 its primitive, Note [Overlapping in-place operands] in _overlap.py), `scatter_reduce` (the 1-D
 index spread over `source`'s shape, as index_add does) and norms, so gradients, tracing and
 both backends are theirs. `masked_scatter` reads the number of True mask entries as a Python
-int (a guard under `compile`, as any data-dependent shape).
+int (a guard under `compile`, as any data-dependent shape). Unlike PyTorch, `masked_scatter_`
+refuses a `source` overlapping the target (PyTorch reads elements it has already written).
 """
 from .. import _dtype as D
 from .._errors import (TracegradIndexError, TracegradRuntimeError, TracegradTypeError,
@@ -57,6 +58,10 @@ def put_(input, index, source, accumulate=False):
     `accumulate=True` adds, repeats included. Returns `input`."""
     from .index_writes import index_put_
     _put_check("put_", input, index, source)
+    if accumulate:      # an add_ underneath, which would allow what PyTorch's put_ refuses
+        from types import SimpleNamespace
+        from .._overlap import check_overlap
+        check_overlap(SimpleNamespace(name="put_", writes="indexed"), (input, source), {})
     if not input.is_contiguous():       # no flat view to write through: write the result
         from .composite_missing import write_result
         return write_result("put_", input, put(input, index, source, accumulate))
