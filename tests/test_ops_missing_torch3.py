@@ -778,3 +778,82 @@ def test_binomial_errors_match_torch_types(case):
     with pytest.raises(Exception) as ge:
         run(tg)
     assert isinstance(ge.value, type(te.value)), (te.value, ge.value)
+
+
+def _lu_inputs():
+    rng = np.random.default_rng(4)
+    return rng.standard_normal((2, 4, 4)), rng.standard_normal((2, 4, 3)), \
+        rng.standard_normal((2, 4, 4))
+
+
+def test_lu_family_matches_torch_values_pivots_and_gradients():
+    a, b, w = _lu_inputs()
+    res = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for m in (torch, tg):
+            A, B = m.tensor(a, requires_grad=True), m.tensor(b, requires_grad=True)
+            LU, piv = m.lu(A)
+            P, L, U = m.lu_unpack(LU, piv)
+            x = m.lu_solve(B, LU, piv)
+            F, fp = m.linalg.lu_factor(A)
+            ((LU * m.tensor(w)).sum() + (x ** 2).sum() + (L * U).sum()).backward()
+            res.append([LU, piv, P, L, U, x, F, fp, A.grad, B.grad])
+    for t, g in zip(*res):
+        _same(t, g, rtol=1e-9, atol=1e-12)
+    r = _n(3, 5)
+    for t, g in zip(torch.lu_unpack(*torch.linalg.lu_factor(torch.tensor(r))),
+                    tg.lu_unpack(*tg.linalg.lu_factor(tg.tensor(r)))):
+        _same(t, g, atol=1e-12)
+
+
+def test_lu_infos_and_errors_as_torch():
+    s = np.array([[[1.0, 2], [2, 4]], [[0, 1], [1, 0]]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for t, g in zip(torch.lu(torch.tensor(s), get_infos=True),
+                        tg.lu(tg.tensor(s), get_infos=True)):
+            _same(t, g)
+        for m in (torch, tg):
+            with pytest.raises(RuntimeError):
+                m.lu(m.ones(2, 2), pivot=False)
+            with pytest.raises(RuntimeError):
+                m.lu(m.ones(3, dtype=m.float64))
+
+
+def test_lu_gradcheck():
+    a = tg.tensor(_n(3, 3) + 2 * np.eye(3), requires_grad=True)
+    assert gradcheck(lambda x: tg.linalg.lu_factor(x).LU, [a])
+    assert gradgradcheck(lambda x: tg.linalg.lu_factor(x).LU, [a])
+    b = tg.tensor(_n(3, 2), requires_grad=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert gradcheck(lambda x, y: tg.lu_solve(y, *tg.linalg.lu_factor(x)), [a, b])
+
+
+@pytest.mark.parametrize("backend", ["numpy", "jax"])
+def test_lu_compiled_matches_eager(backend):
+    if backend == "jax":
+        pytest.importorskip("jax")
+    a, b, w = _lu_inputs()
+
+    def f(A, B):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            LU, piv = tg.lu(A)
+            P, L, U = tg.lu_unpack(LU, piv)
+            x = tg.lu_solve(B, LU, piv)
+        return [LU, piv, P, x], (LU * tg.tensor(w)).sum() + (x ** 2).sum() + (L * U).sum()
+    cf = tg.compile(f, backend=backend)
+    for _ in range(2):
+        A, B = tg.tensor(a, requires_grad=True), tg.tensor(b, requires_grad=True)
+        A2, B2 = tg.tensor(a, requires_grad=True), tg.tensor(b, requires_grad=True)
+        outs, loss = cf(A, B)
+        ref, rloss = f(A2, B2)
+        loss.backward()
+        rloss.backward()
+        for o, r in zip(outs + [A.grad, B.grad], ref + [A2.grad, B2.grad]):
+            assert o.dtype == r.dtype
+            np.testing.assert_allclose(o.detach().numpy(), r.detach().numpy(), rtol=1e-10,
+                                       atol=1e-12)
+    assert cf.stats.eager_calls == 0

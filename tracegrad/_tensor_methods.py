@@ -585,3 +585,6 @@ from .ops import linalg_legacy as _LL  # noqa: E402
 _attach(["svd", "qr"], _LL)
 from .ops import igamma_prim as _IG  # noqa: E402
 _attach("igamma igammac igamma_ igammac_".split(), _IG)
+from .ops import lu_factorization as _LU  # noqa: E402
+Tensor.lu = _LU.lu
+Tensor.lu_solve = lambda self, LU_data, LU_pivots: _LU.lu_solve(self, LU_data, LU_pivots)

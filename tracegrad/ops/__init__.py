@@ -70,5 +70,6 @@ from .index_more import put, masked_scatter, index_reduce, renorm  # noqa: F401
 from .histograms import histc, histogram, unique_consecutive  # noqa: F401
 from .linalg_legacy import svd, qr  # noqa: F401
 from .igamma_prim import igamma, igammac  # noqa: F401
+from .lu_factorization import lu, lu_unpack, lu_solve  # noqa: F401
 # float16 kernels computed in float32 (Note [Half precision computed in float])
 from . import half_precision as _half_precision  # noqa: F401,E402

@@ -1,8 +1,8 @@
 """PyTorch's older spellings of decompositions, over `tracegrad.linalg`: `svd(input,
 some=True, compute_uv=True)` returning (U, S, V) with V (not Vh), and `qr(input, some=True)`
 (deprecated in PyTorch, which warns once). Gradients and limits are linalg.svd's and
-linalg.qr's (ops/linalg_decomp.py). `lu`, `lu_solve` and `lu_unpack` are not here: tracegrad
-has no LU factorization with pivots yet.
+linalg.qr's (ops/linalg_decomp.py). `lu`, `lu_solve` and `lu_unpack` live in
+lu_factorization.py.
 """
 from . import creation as C
 from . import shape as S

@@ -109,6 +109,8 @@ def _host(ctx, node, a):
 
 
 # matrix_exp's kernel computes in float64 (Pade, then squaring) whatever the dtype
-for _p in (LD.QR, LD.EIGH, LD.SVD, LF.MATRIX_EXP, LS.INV_INFO, LS.CHOLESKY_INFO):
+from ...ops import lu_factorization as LUF  # noqa: E402
+for _p in (LD.QR, LD.EIGH, LD.SVD, LF.MATRIX_EXP, LS.INV_INFO, LS.CHOLESKY_INFO,
+           LUF.LU_FACTOR, LUF.LU_PIVOTS, LUF.LU_ROW_ORDER):
     register(_p)(_host)
 register(LD.QR_R_ONLY)(lambda ctx, node, r: r)
