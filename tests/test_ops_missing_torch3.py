@@ -573,7 +573,8 @@ def _program_elementwise(x, y, i, j):
     k = i.clone()
     k.gcd_(j)
     m, e = tg.frexp(x * 7)
-    return [tg.igamma(x.detach().abs() + 0.5, y.abs() + 0.1), tg.igammac(x.abs().detach() + 0.5, y.abs()),
+    return [tg.igamma(x.detach().abs() + 0.5, y.abs() + 0.1),
+            tg.igammac(x.abs().detach() + 0.5, y.abs()),
             tg.hypot(x, y), tg.copysign(x, y), x.copysign(-0.0), tg.heaviside(i, j),
             tg.gcd(i, j), tg.lcm(i, j), k, tg.float_power(x, 2), m, e, tg.ldexp(x, i),
             tg.nextafter(x, y), tg.signbit(y), tg.deg2rad(x), tg.rad2deg(i), z, w]
@@ -857,3 +858,12 @@ def test_lu_compiled_matches_eager(backend):
             np.testing.assert_allclose(o.detach().numpy(), r.detach().numpy(), rtol=1e-10,
                                        atol=1e-12)
     assert cf.stats.eager_calls == 0
+
+
+def test_writes_into_overlapping_unfold_windows_raise():
+    x = tg.arange(5.0)
+    for write in (lambda: x.unfold(0, 2, 1).mul_(2), lambda: x.unfold(0, 3, 2).fill_(1.0)):
+        with pytest.raises(RuntimeError, match="single memory location"):
+            write()
+    np.testing.assert_array_equal(x.numpy(), np.arange(5.0))
+    assert not x.unfold(0, 2, 1).is_contiguous() and x.unfold(0, 2, 2).numpy().flags.writeable

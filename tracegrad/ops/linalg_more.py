@@ -15,7 +15,7 @@ import warnings
 import numpy as np
 
 from .. import _dtype as D
-from .._errors import TracegradRuntimeError, TracegradTypeError, op_error
+from .._errors import TracegradRuntimeError, op_error
 from .._tensor import Tensor, _wrap_dim
 from . import creation as C
 from . import elementwise as E
@@ -398,8 +398,3 @@ def nuclear_norm(input, dim=None, keepdim=False, *, out=None):
     res = matrix_norm(input, "nuc", tuple(dim), keepdim)
     return res if out is None else out.copy_(res)
 
-
-def _check_tensor(op, name, pos, v):
-    if not isinstance(v, Tensor):
-        raise TracegradTypeError(f"{op}(): argument '{name}' (position {pos}) must be Tensor, "
-                                 f"not {type(v).__name__}")

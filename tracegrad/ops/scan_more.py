@@ -15,8 +15,8 @@ table in tracegrad ops so it differentiates again.
 `kthvalue`, `nanmedian` and `nanquantile` sort (NaN last) and pick, so their gradients flow
 through sort's VJP to the picked elements (Note [Order statistics by sort] in
 composite_math.py); a tensor `q` is not differentiated (PyTorch's linear interpolation
-weight gives `q` a gradient). A tie in `kthvalue` may name another of the equal elements than PyTorch's
-quickselect does (same value).
+weight gives `q` a gradient). A tie in `kthvalue` may name another of the equal elements
+than PyTorch's quickselect does (same value).
 """
 import math
 

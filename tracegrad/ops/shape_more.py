@@ -9,8 +9,9 @@ pieces are narrow/slice views), so gradients and both compiled backends come wit
 of the input (memory shared; writes through it reach the input, eagerly by CopySlices and in
 compiled code by `view_scatter`), and its gradient adds each window's gradient back into
 the positions it read (overlapping windows accumulate) with `index_add`, so it
-differentiates again. Unlike PyTorch, an in-place write into overlapping windows is not
-refused (the last write wins).
+differentiates again. Overlapping windows (step < size) are a read-only view: an in-place
+write into them raises "more than one element of the written-to tensor refers to a single
+memory location", where PyTorch writes the shared elements once per window.
 """
 import itertools
 import math
@@ -47,9 +48,9 @@ def _unfold_kernel(x, dim, size, step):
     shape = x.shape[:dim] + (n,) + x.shape[dim + 1:] + (size,)
     st = x.strides
     strides = st[:dim] + (st[dim] * step,) + st[dim + 1:] + (st[dim],)
-    v = np.lib.stride_tricks.as_strided(x, shape=shape, strides=strides,
-                                        writeable=x.flags.writeable)
-    return v
+    overlapping = step < size and n > 1
+    return np.lib.stride_tricks.as_strided(x, shape=shape, strides=strides,
+                                           writeable=x.flags.writeable and not overlapping)
 
 
 def _unfold_shape(shapes, attrs):
