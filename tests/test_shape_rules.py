@@ -10,6 +10,7 @@
 - Every primitive declares a rule, except an explicit allowlist of data-dependent ones.
 Hand-written edge cases per category, against numpy and PyTorch: test_shape_rules_cases.py.
 """
+import warnings
 import zlib
 
 import numpy as np
@@ -320,6 +321,46 @@ def _special_inputs():
 
 from tracegrad.ops import random_dists as D  # noqa: E402
 EXTRA["special"] = (_special, _special_inputs)
+
+
+def _missing_ops3(x, s):
+    """The primitives of ops/elementwise_more.py, shape_more.py (unfold), scan_more.py,
+    igamma_prim.py, lu_factorization.py and binomial, with the in-place forms."""
+    i, j = tg.tensor([[4, -6, 0], [9, 5, 7]]), tg.tensor([[6, 4, 0], [3, 10, -14]])
+    k, m = i.clone(), i.clone()
+    k.gcd_(j)
+    m.lcm_(j)
+    xd = x.detach()
+    h = xd.clone()
+    h.heaviside_(tg.tensor(0.5, dtype=xd.dtype))
+    y, z, a, b = x * 1.0, x * 1.0, xd.abs() + 0.5, x.abs() + 0.1
+    y.copysign_(s[:, :3])
+    z.nextafter_(s[:, :3])
+    p, q = a.clone(), a.clone()
+    p.igamma_(b.detach())
+    q.igammac_(b.detach())
+    mx, imx = tg.cummax(x, 1)
+    mn, imn = tg.cummin(x, 0)
+    mant, ex = tg.frexp(x)
+    return [tg.signbit(x).double(), tg.gcd(i, j).double(), tg.lcm(i, j).double(), k.double(),
+            m.double(), tg.heaviside(xd, xd[0]), h, tg.copysign(x, s[:, :3]), y,
+            tg.nextafter(x, s[:, :3]), z, mant, ex.double(), x.unfold(1, 2, 1), mx,
+            imx.double(), mn, imn.double(), tg.logcumsumexp(x, 1), tg.igamma(a, b),
+            tg.igammac(a, b), p, q, tg.binomial(xd.abs() * 3, xd.sigmoid()),
+            *_lu_parts(x[:, :2] + 2 * tg.eye(2, dtype=x.dtype), s[:, :2])]
+
+
+def _lu_parts(a, b):
+    """ops/lu_factorization.py: the factor, its pivots and row orders (also in backward)."""
+    LU, piv = tg.linalg.lu_factor(a)
+    P, L, U = tg.lu_unpack(LU, piv)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        x = tg.lu_solve(b, LU, piv)
+    return [LU, piv.double(), P, L, U, x]
+
+
+EXTRA["missing_ops3"] = (_missing_ops3, lambda: [_t(2, 3), _t(2, 4, seed=1)])
 
 
 def extra_prims(name):

@@ -24,7 +24,21 @@ __import__("importlib").import_module("._numpy_names", __name__).install(globals
 from . import autograd  # noqa: F401
 from .autograd.anomaly_mode import is_anomaly_enabled, is_anomaly_check_nan_enabled  # noqa
 from .compiler import compile  # noqa: F401,A004
-from .tracing import trace  # noqa: F401
+from .tracing import trace as _trace_graph  # noqa: E402
+
+
+def trace(fn, *example_args, **example_kwargs):
+    """`trace(fn, *example_args)`: run `fn` on the examples and return the recorded IR Graph
+    (tracing.trace). `trace(tensor)`: the sum of a matrix's main diagonal, as `torch.trace`.
+
+    >>> g = tracegrad.trace(lambda x: (x * 2).sum(), tracegrad.ones(3))
+    """
+    if isinstance(fn, Tensor):
+        from .ops.linalg_more import trace as matrix_trace
+        return matrix_trace(fn, *example_args, **example_kwargs)
+    return _trace_graph(fn, *example_args, **example_kwargs)
+
+
 from .codegen import build  # noqa: F401
 from . import ir, passes  # noqa: F401
 from . import random  # noqa: F401,A004

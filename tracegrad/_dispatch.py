@@ -502,8 +502,13 @@ def _rebase_view(prim, args, attrs, view, needs, old):
 
 def _read_only_error(prim, data):
     """In-place write into memory numpy marks read-only: an expanded (stride 0) view, as
-    PyTorch refuses it, or a tensor wrapping a read-only numpy array."""
-    if any(st == 0 and n > 1 for st, n in zip(data.strides, data.shape)):
+    PyTorch refuses it, a view whose elements overlap (`unfold` with step < size: refused
+    here, where PyTorch's result depends on its element loop), or a tensor wrapping a
+    read-only numpy array."""
+    span = sum((n - 1) * abs(st) for st, n in zip(data.strides, data.shape)) + data.itemsize
+    if any(st == 0 and n > 1 for st, n in zip(data.strides, data.shape)) or (
+            data.size > 1 and span < data.size * data.itemsize):     # overlapping windows
+        # (unfold with step < size): PyTorch writes shared elements repeatedly
         return op_error(TracegradRuntimeError, prim.name,
                         "unsupported operation: more than one element of the written-to "
                         "tensor refers to a single memory location (it is an expand or "
@@ -511,7 +516,8 @@ def _read_only_error(prim, data):
                         "operation.")
     return op_error(TracegradRuntimeError, prim.name,
                     "the written-to tensor's memory is read-only (it wraps a read-only numpy "
-                    "array).", "clone() the tensor first, or pass a writable array.")
+                    "array, or it is a view into overlapping `unfold` windows).",
+                    "clone() the tensor first, or pass a writable array.")
 
 
 _NUMBER_TYPES = (Tensor, np.ndarray, np.generic, int, float, complex)

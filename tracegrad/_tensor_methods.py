@@ -565,3 +565,47 @@ _attach("""inverse det logdet slogdet cholesky_solve matrix_exp pinverse matrix_
 cholesky_inverse""".split())
 Tensor.cholesky = lambda self, upper=False: O.cholesky(self, upper)
 Tensor.addmm = O.addmm
+# linear-algebra composites (ops/linalg_more.py)
+from .ops import linalg_more as _LM  # noqa: E402
+_attach("""mv addmv addmv_ addr addr_ addbmm addbmm_ baddbmm_ addmm_ inner vdot dist cov corrcoef
+trace diag_embed diagflat cross""".split(), _LM)
+Tensor.ger = O.ger
+# elementwise math (ops/elementwise_more.py)
+from .ops import elementwise_more as _EM  # noqa: E402
+_attach("""hypot hypot_ copysign copysign_ heaviside heaviside_ gcd gcd_ lcm lcm_ float_power
+float_power_ frexp ldexp ldexp_ nextafter nextafter_ signbit deg2rad deg2rad_ rad2deg
+rad2deg_""".split(), _EM)
+# shape and selection (ops/shape_more.py)
+from .ops import shape_more as _SHM  # noqa: E402
+_attach("""unfold tensor_split hsplit vsplit dsplit take take_along_dim slice_scatter select_scatter
+diagonal_scatter as_strided_scatter aminmax""".split(), _SHM)
+# running extremes and NaN-aware order statistics (ops/scan_more.py)
+from .ops import scan_more as _SCM  # noqa: E402
+_attach("cummax cummin logcumsumexp kthvalue nanmedian nanquantile".split(), _SCM)
+# index writes and counting (ops/index_more.py, ops/histograms.py)
+from .ops import index_more as _IM, histograms as _HI  # noqa: E402
+_attach("""put put_ masked_scatter masked_scatter_ index_reduce index_reduce_ renorm
+renorm_""".split(), _IM)
+_attach("histc histogram unique_consecutive".split(), _HI)
+
+
+def _hardshrink(self, lambd=0.5):
+    from .nn.functional import hardshrink
+    return hardshrink(self, lambd)
+
+
+def _prelu(self, weight):
+    from .nn.functional import prelu
+    return prelu(self, weight)
+
+
+Tensor.hardshrink = _hardshrink
+Tensor.prelu = _prelu
+# the older decomposition spellings (ops/linalg_legacy.py)
+from .ops import linalg_legacy as _LL  # noqa: E402
+_attach(["svd", "qr"], _LL)
+from .ops import igamma_prim as _IG  # noqa: E402
+_attach("igamma igammac igamma_ igammac_".split(), _IG)
+from .ops import lu_factorization as _LU  # noqa: E402
+Tensor.lu = _LU.lu
+Tensor.lu_solve = lambda self, LU_data, LU_pivots: _LU.lu_solve(self, LU_data, LU_pivots)

@@ -120,3 +120,7 @@ from .ops.linalg_functions import (matrix_exp, pinv, lstsq, matrix_power,  # noq
 __all__ += ["matrix_exp", "pinv", "lstsq", "matrix_power", "multi_dot"]
 from .ops.householder import householder_product  # noqa: E402,F401
 __all__ += ["householder_product"]
+from .ops.linalg_more import linalg_cross as cross  # noqa: E402,F401
+__all__ += ["cross"]
+from .ops.lu_factorization import lu_factor  # noqa: E402,F401
+__all__ += ["lu_factor"]

@@ -46,13 +46,31 @@ from .linalg_functions import (matrix_exp, pinverse, matrix_power,  # noqa: F401
 from .special_prim import lgamma, digamma, polygamma, erfc, erfinv, mvlgamma  # noqa: F401
 from .special_more import sinc, exp2  # noqa: F401
 from .mode import mode  # noqa: F401
-from .random_dists import poisson  # noqa: F401
+from .random_dists import poisson, binomial  # noqa: F401
 from .special_bessel import i0  # noqa: F401
 from .householder import geqrf, householder_product as orgqr  # noqa: F401
 from .shift_prim import bitwise_left_shift, bitwise_right_shift  # noqa: F401
 from .composite_missing import sgn, frac, frac_, fmax, fmin, swapdims  # noqa: F401
 from .scatter_reduce import scatter_reduce  # noqa: F401
 from .as_strided import as_strided  # noqa: F401
+from .linalg_more import (mv, addmv, addmv_, addr, addbmm, inner, vdot, dist, cov,  # noqa
+                          corrcoef, diag_embed, diagflat, chain_matmul, cross, vander,
+                          frobenius_norm, nuclear_norm)
+from .elementwise_more import (hypot, copysign, heaviside, gcd, gcd_, lcm, lcm_,  # noqa
+                               float_power, frexp, ldexp, ldexp_, nextafter, signbit, deg2rad,
+                               deg2rad_, rad2deg, rad2deg_)
+from .shape_more import (tensor_split, hsplit, vsplit, dsplit, atleast_1d,  # noqa: F401
+                         atleast_2d, atleast_3d, column_stack, row_stack, dstack, take,
+                         take_along_dim, unravel_index, slice_scatter, select_scatter,
+                         diagonal_scatter, as_strided_scatter, combinations, aminmax,
+                         cumulative_trapezoid, trapz)
+from .scan_more import (cummax, cummin, logcumsumexp, kthvalue, nanmedian,  # noqa: F401
+                        nanquantile)
+from .index_more import put, masked_scatter, index_reduce, renorm  # noqa: F401
+from .histograms import histc, histogram, unique_consecutive  # noqa: F401
+from .linalg_legacy import svd, qr  # noqa: F401
+from .igamma_prim import igamma, igammac  # noqa: F401
+from .lu_factorization import lu, lu_unpack, lu_solve  # noqa: F401
 # float16 kernels computed in float32 (Note [Half precision computed in float])
 from . import half_precision as _half_precision  # noqa: F401,E402
 from . import grad_scale as _grad_scale  # noqa: F401,E402  (nn.functional.embedding)

@@ -1,12 +1,14 @@
 """Draws whose distribution reads tensor parameters: `poisson(input)` (torch.poisson) and
-`_standard_gamma(input)` (torch._standard_gamma, Gamma(input, 1) draws), from tracegrad's
+`_standard_gamma(input)` (torch._standard_gamma, Gamma(input, 1) draws) and
+`binomial(count, prob)` (torch.binomial), from tracegrad's
 generators, so `manual_seed` reproduces them (the numbers differ from PyTorch's).
 
 Each is a primitive taking the generator as an explicit operand and marked impure, as
 `multinomial` in sampling.py: a compiled program draws anew on every call. numpy's samplers
 use rejection, so how many raw numbers a draw consumes depends on the parameters: the jax
 backend does not lower them (the path runs on the numpy backend, still correct).
-Poisson draws pass a zero gradient to a rate that requires grad (as PyTorch). Gamma draws
+Poisson draws pass a zero gradient to a rate that requires grad (as PyTorch); binomial
+draws record a node whose backward raises (as PyTorch's). Gamma draws
 are differentiable in the concentration by the implicit reparameterization gradient
 dx/dalpha = -(dP/dalpha) / pdf
 (`standard_gamma_grad`, computed exactly by a series; PyTorch approximates it to ~1e-4),
@@ -22,7 +24,7 @@ from . import special_kernels as K
 from .creation import default_generator
 from .primitive import Primitive
 
-__all__ = ["poisson"]
+__all__ = ["poisson", "binomial"]
 
 
 def _poisson_kernel(gen, rate):
@@ -98,3 +100,45 @@ def _standard_gamma(input, generator=None):
     first order only, as PyTorch's)."""
     _float_only(input, "_standard_gamma", "gamma_cpu")
     return dispatch(STANDARD_GAMMA, (generator or default_generator, input))
+
+
+def _binomial_kernel(gen, count, prob):
+    c, p = np.broadcast_arrays(np.asarray(count, np.float64), np.asarray(prob, np.float64))
+    bad = ~((p >= 0) & (p <= 1))
+    n = np.where(c > 0, np.floor(np.where(np.isfinite(c), c, 0)), 0).astype(np.int64)
+    out = gen._rng.binomial(n, np.where(bad, 0.0, p)).astype(count.dtype)
+    return np.where(bad, np.nan, out).astype(count.dtype)
+
+
+def _binomial_vjp(g, ins, out, n):
+    # PyTorch records a node (the result requires grad) whose backward refuses to run
+    raise op_error(TracegradRuntimeError, None, "derivative for aten::binomial is not "
+                   "implemented")
+
+
+def _broadcast12(shapes, attrs):
+    return SR.broadcast(shapes[1:], attrs)
+
+
+BINOMIAL = Primitive("binomial", _binomial_kernel, impure=True, shape_rule=_broadcast12,
+                     vjp=_binomial_vjp, grad_fn_name="NotImplemented")
+
+
+def binomial(count, prob, generator=None):
+    """Binomial draws: successes in `count` trials of probability `prob` (broadcast), in
+    count's dtype; NaN where prob is outside [0, 1]. Not differentiable (backward raises).
+
+    >>> tracegrad.binomial(tensor([0., 4.]), tensor([0.5, 1.0])).tolist()
+    [0.0, 4.0]
+    """
+    if not count.is_floating_point():
+        from .._dtype import scalar_type_name
+        from .._errors import TracegradValueError
+        raise op_error(TracegradValueError, None, "binomial only supports floating-point "
+                       f"dtypes for count, got: {scalar_type_name(count.dtype)}")
+    if prob.dtype is not count.dtype:
+        from .._dtype import scalar_type_name
+        raise op_error(TracegradRuntimeError, None, f"Found dtype "
+                       f"{scalar_type_name(prob.dtype)} but expected "
+                       f"{scalar_type_name(count.dtype)}")
+    return dispatch(BINOMIAL, (generator or default_generator, count, prob))

@@ -46,6 +46,7 @@ from ...ops import creation as K
 from ...ops.dropout import DROPOUT_NOISE
 from . import rules_elementwise, rules_misc, rules_reduction, rules_shape  # noqa: F401
 from . import rules_fused, rules_more, rules_linalg, rules_special  # noqa: F401
+from . import rules_math_more  # noqa: F401,E402
 from ...tracing.custom_function import OPAQUE
 from .callback import opaque_rule
 from .rules_more import scan_needs_x64

@@ -109,6 +109,26 @@ def _host(ctx, node, a):
 
 
 # matrix_exp's kernel computes in float64 (Pade, then squaring) whatever the dtype
-for _p in (LD.QR, LD.EIGH, LD.SVD, LF.MATRIX_EXP, LS.INV_INFO, LS.CHOLESKY_INFO):
+from ...ops import lu_factorization as LUF  # noqa: E402
+for _p in (LD.QR, LD.EIGH, LD.SVD, LF.MATRIX_EXP, LS.INV_INFO, LS.CHOLESKY_INFO,
+           LUF.LU_FACTOR, LUF.LU_PIVOTS):
     register(_p)(_host)
+
+
+@register(LUF.LU_ROW_ORDER)
+def _lu_row_order(ctx, node, piv):
+    # the pivots' row swaps replayed in jnp (an int64 host result would meet jax's int32
+    # canonicalization when x64 is off)
+    m, inverse = node.attrs["m"], node.attrs["inverse"]
+    p = piv.astype(jnp.int32) - 1
+    rows = jnp.arange(m, dtype=jnp.int32)
+    perm = jnp.broadcast_to(rows, p.shape[:-1] + (m,))
+    for j in range(p.shape[-1]):
+        pj = p[..., j:j + 1]
+        a = perm[..., j:j + 1]
+        b = jnp.take_along_axis(perm, pj, -1)
+        perm = jnp.where(rows == j, b, jnp.where(rows == pj, a, perm))
+    if inverse:
+        perm = jnp.argsort(perm, axis=-1)
+    return perm.astype(jnp.int64)
 register(LD.QR_R_ONLY)(lambda ctx, node, r: r)

@@ -109,11 +109,12 @@ def _mode_values(ctx, node, x):
     return v if node.attrs["keepdim"] else jnp.squeeze(v, d)
 
 
-from ...ops.random_dists import POISSON, STANDARD_GAMMA, STANDARD_GAMMA_GRAD  # noqa: E402
+from ...ops.random_dists import (POISSON, STANDARD_GAMMA, STANDARD_GAMMA_GRAD,  # noqa: E402
+                                 BINOMIAL)
 from .table import Unsupported  # noqa: E402
 
 
-@register(POISSON, STANDARD_GAMMA)
+@register(POISSON, STANDARD_GAMMA, BINOMIAL)
 def _rejection_draw(ctx, node, gen, params):
     # numpy's rejection samplers consume a data-dependent count of raw numbers: no host draw
     # of a fixed shape reproduces them, so the path runs on the numpy backend
