@@ -201,6 +201,11 @@ EXTRA = {
     "logic": (_logic, lambda: [_t(2, 3), _t(2, 3, seed=1)]),
     "unary_extras": (_unary_extras, lambda: [_t(2, 3)]),
     "nograd_writes": (_nograd_writes, lambda: [_t(2, 3), _t(2, 3, grad=False)]),
+    # Embedding(scale_grad_by_freq=True): grad_scaled, its backward primitive through a
+    # create_graph gradient
+    "grad_scaled": (lambda w: [tg.autograd.grad(
+        tg.nn.functional.embedding(tg.tensor([[0, 1, 1]]), w, scale_grad_by_freq=True)
+        .pow(2).sum(), w, create_graph=True)[0]], lambda: [_t(3, 2)]),
     "multinomial": (lambda p: [tg.multinomial(p.softmax(-1), 2),
                                tg.multinomial(p[0].exp(), 5, True)], lambda: [_t(2, 3)]),
 }
