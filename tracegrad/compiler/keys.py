@@ -81,7 +81,7 @@ def key_source(key, args, miss="return False"):
         return None
     n = len(args)
     env = {"_root": _root, "_ak": attrs_key, "_ge": _mode.grad_enabled,
-           "_lv": _func_levels.active,
+           "_lv": _func_levels._levels.get,   # `active()`, without its frame
            "_ie": _mode.inference_enabled, "_dd": _dtype.get_default_dtype, "_G": grad,
            "_I": inference, "_DD": default_dtype, "_ga": getattr,
            "_dds": _dtype._state, "_f32": _dtype.float32}
