@@ -10,7 +10,7 @@ True
 """
 import contextlib
 
-from .ops.creation import default_generator, initial_seed, manual_seed, seed  # noqa: F401
+from .ops.generator import default_generator, initial_seed, manual_seed, seed  # noqa: F401
 
 __all__ = ["set_rng_state", "get_rng_state", "manual_seed", "seed", "initial_seed",
            "fork_rng"]

@@ -82,11 +82,11 @@ def checked_call(cf, args, kwargs):
     if trace_hook.get() is not None:     # inside another function's trace: the call runs
         with _inside():                  # inline (recorded once), nothing to compare
             return cf(*args, **kwargs)
-    from ..ops.creation import _entropy_replay
+    from ..ops.generator import _entropy_replay
     from .state_iterators import advanced
     tensors, places, gens, owners, iterators = _involved(cf, args, kwargs)
     snap = _Snapshot(tensors, places, gens, owners, _argument_containers(args, kwargs))
-    with _entropy_replay() as seeds:      # Note [Fresh entropy in check mode] (creation.py)
+    with _entropy_replay() as seeds:      # Note [Fresh entropy in check mode] (ops/generator.py)
         eager = _record(lambda: cf.fn(*args, **kwargs), tensors)
     moved = advanced(iterators)
     if moved is not None:
@@ -118,7 +118,7 @@ def checked_call(cf, args, kwargs):
 def _involved(cf, args, kwargs):
     """([(name, tensor)] without repeats: argument leaves, then state the scan finds;
     the scan's guarded places of Python state; random generators the call may draw from)."""
-    from ..ops.creation import Generator, default_generator
+    from ..ops.generator import Generator, default_generator
     found, seen, gens = [], set(), {id(default_generator): default_generator}
 
     def add(name, t):
@@ -195,7 +195,7 @@ def _method_owners(values):
 
 
 def _walk(x, name, add, seen, depth):
-    from ..ops.creation import Generator
+    from ..ops.generator import Generator
     if isinstance(x, (Tensor, Generator)):
         add(name, x)
         return

@@ -489,7 +489,7 @@ def rng_states(path):
     if not gens:
         if gens is not None:
             return ()
-        from ..ops.creation import Generator
+        from ..ops.generator import Generator
         found = {id(a): a for n in path.part.forward.nodes if n.prim.impure
                  for a in n.inputs if isinstance(a, Generator)}
         gens = path._generators = list(found.values())

@@ -10,7 +10,7 @@ from .shape import (sum_to, expand, broadcast_to, broadcast_tensors, view, resha
                     contiguous, to_dtype, cat, concat, concatenate, stack, repeat, getitem,
                     setitem, narrow, select, split, chunk, unbind, nonzero)
 from .creation import *  # noqa: F401,F403
-from .creation import Generator, default_generator  # noqa: F401
+from .generator import Generator, default_generator, initial_seed, manual_seed, seed  # noqa: F401
 from .conv import im2col, col2im  # noqa: F401
 from . import loss as _loss  # noqa: F401  (primitives used by nn.functional's losses)
 from .gather_scatter import (gather, scatter, scatter_add, index_select, masked_fill,  # noqa: F401

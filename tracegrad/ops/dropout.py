@@ -11,7 +11,8 @@ import numpy as np
 from .._dispatch import dispatch
 from .._rng_guard import check_draw as _check_draw
 from . import shape_rules as SR
-from .creation import _rand_kernel, default_generator
+from .creation import _rand_kernel
+from .generator import default_generator
 from .primitive import Primitive
 
 

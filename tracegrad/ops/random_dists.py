@@ -21,7 +21,7 @@ from .._errors import TracegradNotImplementedError, TracegradRuntimeError, op_er
 from . import elementwise as E
 from . import shape_rules as SR
 from . import special_kernels as K
-from .creation import default_generator
+from .generator import default_generator
 from .primitive import Primitive
 
 __all__ = ["poisson", "binomial"]

@@ -10,7 +10,7 @@ import numpy as np
 from .._dispatch import dispatch
 from .._rng_guard import check_draw as _check_draw
 from .._errors import TracegradNotImplementedError, TracegradRuntimeError, op_error
-from .creation import default_generator
+from .generator import default_generator
 from .primitive import Primitive
 
 

@@ -70,7 +70,7 @@ def vjp(g, wrt=None, values=None, out_mask=None):
 @contextlib.contextmanager
 def _generators_untouched():
     """Within the block draw freely: every tracegrad generator is put back on leaving it."""
-    from ..ops.creation import _live_generators
+    from ..ops.generator import _live_generators
     snap = [(gen, gen._rng, gen._rng.bit_generator.state, gen._seed)
             for gen in _live_generators()]
     try:

@@ -203,7 +203,7 @@ def _forward(cls, ctx, args, fill_ctx=True):
 def _generator_states():
     """What changes when any tracegrad generator draws (the default one or a user's
     `Generator` the forward closes over) or is seeded again."""
-    from ..ops.creation import _live_generators
+    from ..ops.generator import _live_generators
     return {id(g): (id(g._rng), g._rng.bit_generator.state) for g in _live_generators()}
 
 

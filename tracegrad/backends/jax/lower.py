@@ -43,6 +43,7 @@ import numpy as np
 from ...ir.graph import Value
 from ...ir.interpret import guard_outcome, same_outcome
 from ...ops import creation as K
+from ...ops import generator as G
 from ...ops.dropout import DROPOUT_NOISE
 from . import rules_elementwise, rules_misc, rules_reduction, rules_shape  # noqa: F401
 from . import rules_fused, rules_more, rules_linalg, rules_special  # noqa: F401
@@ -52,7 +53,7 @@ from .callback import opaque_rule
 from .rules_more import scan_needs_x64
 from .table import DRAWS, RULES, Unsupported
 
-HOST_PRIMS = frozenset([K.RAND, K.RANDN, K.RANDINT, K.RANDPERM, K.SEED, DROPOUT_NOISE])
+HOST_PRIMS = frozenset([K.RAND, K.RANDN, K.RANDINT, K.RANDPERM, G.SEED, DROPOUT_NOISE])
 _WIDE = ("float64", "int64")
 
 
@@ -147,7 +148,7 @@ class Lowered:
 
     def generators(self):
         return list({id(a): a for n in self.host_nodes for a in n.inputs
-                     if isinstance(a, K.Generator)}.values())
+                     if isinstance(a, G.Generator)}.values())
 
     def fn(self, *arrays):
         g = self.graph

@@ -5,7 +5,8 @@ import math
 import warnings
 
 from ..._errors import TracegradValueError
-from ...ops.creation import default_generator, randperm
+from ...ops.creation import randperm
+from ...ops.generator import default_generator
 
 
 class SizeMismatchError(TracegradValueError, AssertionError):

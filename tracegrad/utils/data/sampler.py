@@ -5,7 +5,8 @@ for a fixed order, or leave it None to draw a fresh seed from the default genera
 `tg.manual_seed(s)` makes every epoch's order reproducible, as in PyTorch).
 """
 from ..._errors import TracegradTypeError, TracegradValueError
-from ...ops.creation import Generator, default_generator, randint, randperm
+from ...ops.creation import randint, randperm
+from ...ops.generator import Generator, default_generator
 
 
 class Sampler:
