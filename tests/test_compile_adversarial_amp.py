@@ -108,3 +108,51 @@ def test_optimizers_without_lerp_step_on_after_the_model_changed_dtype_like_torc
         np.testing.assert_allclose(got[0], want[0], rtol=1e-6)
         for a, b in zip(got[1], want[1]):
             np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+# --- a GradScaler read inside a compiled function (compiler/state_kinds.py
+#     `_WALKED_LIBRARY`, amp/grad_scaler.py `get_scale`) ---
+
+def _scaler_read_program(load_at=None):
+    """A compiled forward returning the loss with `scaler.get_scale()` and
+    `scaler.state_dict()` (for logging); scale, step and update run outside it, the
+    scale growing every call. `load_at`: the scaler is reloaded from a state dict there."""
+    scalers = []
+
+    def make(comp):
+        m = _mlp(tg)
+        opt = tg.optim.SGD(m.parameters(), lr=0.1)
+        sc = tg.amp.GradScaler("cpu", init_scale=4.0, growth_interval=1)
+        scalers[:] = [sc]
+
+        def forward(x, y):
+            loss = F.cross_entropy(m(x), y)
+            return loss, sc.get_scale(), sc.state_dict()
+        return comp(forward), dict(m=m, opt=opt)
+
+    def calls(f, objs, i):
+        sc, opt = scalers[0], objs["opt"]
+        if i == load_at:
+            sc.load_state_dict({**sc.state_dict(), "scale": 2.0 ** 10})
+        opt.zero_grad()
+        loss, scale, sd = f(*_data(tg, i))
+        sc.scale(loss).backward()
+        sc.step(opt)
+        sc.update()
+        return loss, scale, type(scale).__name__, sd, sc.state_dict()
+    return make, calls
+
+
+@pytest.mark.parametrize("load_at", [None, 0, 3])
+def test_get_scale_inside_a_compiled_function_reads_the_scalers_current_scale(load_at):
+    """The scaler makes its scale tensor lazily, at the first `scale()`: a compiled
+    function traced before that returned `init_scale` from `get_scale()` on every later
+    call (the scaler's attributes were not guarded: `tracegrad.amp` objects were not
+    walked as optimizers are), while eager returned the grown scale. Now its attributes
+    are guarded, and `get_scale()` (and the state dict's scale and growth tracker) is a
+    value read per call, as the user's own `.item()` is: the scale changing every call
+    re-traces nothing (nor does `update()`, which clears its per-optimizer dict in place
+    rather than rebinding it; a `load_state_dict` after the first `scale()` re-traces
+    once, for the `init_scale` it rewrites)."""
+    stats = compare(*_scaler_read_program(load_at), n=6)
+    assert stats.traces <= 2 + (load_at == 3) and stats.eager_calls == 0, stats
