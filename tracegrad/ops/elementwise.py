@@ -975,7 +975,7 @@ _CPP_NAMES = {"float16": "c10::Half", "float32": "float", "float64": "double",
               "bool": "bool"}        # PyTorch's C++ names of its dtypes, in some messages
 
 
-def check_lerp_dtypes(input, end, weight=None):
+def _check_lerp_dtypes(input, end, weight=None):
     """PyTorch's lerp kernel's dtype check: `end` (and a dimensioned tensor `weight`) of
     `input`'s dtype. Optimizers updating their state with lerp (Adam's `exp_avg`) run it
     too: a model moved to another dtype after its optimizer made state is an error there."""
@@ -989,7 +989,7 @@ def lerp(input, end, weight):
     """`input + weight * (end - input)`; PyTorch's kernel takes floating operands of one
     dtype only (a dimensioned `weight` too), where promotion would hide a mixed-precision
     mistake."""
-    check_lerp_dtypes(input, end, weight)
+    _check_lerp_dtypes(input, end, weight)
     if not input.dtype.is_floating_point:
         from .._errors import TracegradNotImplementedError, op_error
         kind = "tensor" if isinstance(weight, Tensor) else "scalar"

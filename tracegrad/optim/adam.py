@@ -11,7 +11,7 @@ Per parameter, with t the step count (a 0-d float tensor in the state, as in PyT
 from .. import _dtype as D
 from .. import ops as O
 from .._errors import TracegradValueError
-from ..ops.elementwise import check_lerp_dtypes
+from ..ops.elementwise import _check_lerp_dtypes  # (shared with ops.lerp)
 from . import _fast
 from .._effects import as_scalar_for, hyper
 from .._tensor import Tensor
@@ -25,7 +25,7 @@ def _lerp_(t, end, weight):
     gradient's dtype is not the state's (a model moved to float64 or float16 after its
     optimizer made float32 state), so these optimizers do too, rather than step on in a
     precision PyTorch never computes in."""
-    check_lerp_dtypes(t, end)
+    _check_lerp_dtypes(t, end)
     diff = O.sub(end, t)
     if abs(weight) < 0.5:
         return t.add_(O.mul(diff, as_scalar_for(weight, diff)))
