@@ -161,6 +161,30 @@ def test_get_scale_inside_a_compiled_function_reads_the_scalers_current_scale(lo
     assert stats.traces <= 2 + (load_at == 3) and stats.eager_calls == 0, stats
 
 
+def _unscale_half_head(lib):
+    """A model whose head was moved to float16: unscale_ meets a float16 gradient."""
+    m = lib.nn.Sequential(lib.nn.Linear(3, 2), lib.nn.Linear(2, 2))
+    with lib.no_grad():
+        for p in m.parameters():
+            p.fill_(0.5)
+    m[1].half()
+    opt = lib.optim.SGD(m.parameters(), lr=0.1)
+    sc = lib.amp.GradScaler("cpu", init_scale=8.0)
+    sc.scale(m[1](m[0](lib.ones(4, 3)).half()).float().sum()).backward()
+    with pytest.raises(ValueError, match="Attempting to unscale FP16 gradients."):
+        sc.unscale_(opt)
+    return [p.grad.float().numpy() for p in m.parameters()]
+
+
+def test_unscale_raising_on_a_float16_gradient_leaves_every_gradient_scaled_like_torch():
+    """PyTorch checks every gradient's dtype before unscaling any; tracegrad unscaled the
+    float32 gradients it met before the float16 one, then raised: the gradients a caller
+    catching the error saw were half unscaled."""
+    torch = pytest.importorskip("torch")
+    for a, b in zip(_unscale_half_head(tg), _unscale_half_head(torch)):
+        np.testing.assert_array_equal(a, b)
+
+
 # --- PyTorch names AMP and checkpointing programs use that tracegrad lacked ---
 
 def _autocast_queries(lib):

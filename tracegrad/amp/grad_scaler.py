@@ -103,16 +103,14 @@ class GradScaler:
             raise TracegradRuntimeError("unscale_() is being called after step().")
         inv = float(np.float32(1.0 / np.float64(self._scale.item())))
         found = False
+        grads = [p.grad for group in optimizer.param_groups for p in group["params"]
+                 if p.grad is not None]
+        if any(g.dtype.name == "float16" for g in grads):     # before any is unscaled,
+            raise ValueError("Attempting to unscale FP16 gradients.")   # as PyTorch
         with _mode.no_grad():
-            for group in optimizer.param_groups:
-                for p in group["params"]:
-                    g = p.grad
-                    if g is None:
-                        continue
-                    if g.dtype.name == "float16":
-                        raise ValueError("Attempting to unscale FP16 gradients.")
-                    found = found or not bool(g.isfinite().all())   # before scaling
-                    g.mul_(inv)
+            for g in grads:
+                found = found or not bool(g.isfinite().all())   # before scaling
+                g.mul_(inv)
         st["found_inf"] = found
         st["stage"] = _UNSCALED
 
