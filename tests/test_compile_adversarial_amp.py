@@ -161,6 +161,47 @@ def test_get_scale_inside_a_compiled_function_reads_the_scalers_current_scale(lo
     assert stats.traces <= 2 + (load_at == 3) and stats.eager_calls == 0, stats
 
 
+@pytest.mark.parametrize("backend", ["numpy", pytest.param("jax", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("scaled_before", [False, True])
+def test_scale_in_a_compiled_forward_and_backward_stays_compiled(scaled_before, backend):
+    """Gradient accumulation with AMP: the compiled function runs forward and
+    `scaler.scale(loss / 2).backward()`; `step`, `update` and `zero_grad` run outside every
+    other call, an inf batch skipping a step. `scale()` was a reported effect, so every
+    call ran eagerly (with a warning) though all it does is multiply by the scale tensor,
+    which a compiled call reads as it is (its first use making that tensor is seen by the
+    next call's guards)."""
+    if backend == "jax":
+        pytest.importorskip("jax")
+    dt = _dt(backend)
+    scalers = []
+
+    def make(comp):
+        m = _mlp(tg, dt)
+        opt = tg.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
+        sc = tg.amp.GradScaler("cpu", init_scale=2.0 ** 8, growth_interval=2)
+        if scaled_before:
+            sc.scale(tg.ones(()))
+        scalers[:] = [sc]
+
+        def fwd_bwd(x, y):
+            loss = F.cross_entropy(m(x), y) / 2
+            sc.scale(loss).backward()
+            return loss
+        return comp(fwd_bwd), dict(m=m, opt=opt)
+
+    def calls(f, objs, i):
+        sc, opt = scalers[0], objs["opt"]
+        x, y = _data(tg, i, dt)
+        out = f(x * float("inf") if i == 3 else x, y)
+        if i % 2 == 1:
+            sc.step(opt)
+            sc.update()
+            opt.zero_grad()
+        return out, sc.state_dict()
+    stats = compare(make, calls, n=10, backend=backend)
+    assert stats.eager_calls == 0 and stats.traces <= 3, stats
+
+
 def _unscale_half_head(lib):
     """A model whose head was moved to float16: unscale_ meets a float16 gradient."""
     m = lib.nn.Sequential(lib.nn.Linear(3, 2), lib.nn.Linear(2, 2))

@@ -9,11 +9,14 @@ unscale_ -> step -> update is checked with PyTorch's errors. Device "cuda" (no G
 disables the scaler with PyTorch's warning; disabled, every method is a pass-through
 (`step` just calls `opt.step()`), which is what AMP scripts rely on without a GPU.
 
-Inside a compiled function an enabled scaler's methods are reported effects (Note
-[Effects]): their Python bookkeeping (which optimizers were unscaled or stepped, the growth
-count) is not something a compiled program replays, and a cached call skipping it would
-unscale twice or step on stale decisions. Such calls run eagerly, with a warning. A
-disabled scaler has no state and stays compiled. Reading an enabled scaler stays compiled:
+Inside a compiled function an enabled scaler's `unscale_`, `step` and `update` are
+reported effects (Note [Effects]): their Python bookkeeping (which optimizers were unscaled
+or stepped, the growth count) is not something a compiled program replays, and a cached
+call skipping it would unscale twice or step on stale decisions. Such calls run eagerly,
+with a warning. `scale(loss)` has no bookkeeping (its product with the scale tensor, read
+per call, is all it does; the scale made at its first use is Python state the trace writes
+and the next call's guards see), so a compiled forward-and-backward of gradient
+accumulation stays compiled. A disabled scaler has no state and stays compiled. Reading an enabled scaler stays compiled:
 its attributes are guarded like an optimizer's (compiler/state_kinds.py), and
 `get_scale()` and the state dict's numbers are values read per call, as the user's own
 `.item()` is, so a compiled function logging the scale never returns a stale one.
@@ -71,7 +74,6 @@ class GradScaler:
         """`outputs` (a tensor, or an iterable of them) times the current scale."""
         if not self._enabled:
             return outputs
-        _note("scale")
         if self._scale is None:
             self._lazy_init()
         if isinstance(outputs, Tensor):
