@@ -260,7 +260,9 @@ def test_a_compiled_module_whose_forward_is_patched_retraces_with_that_reason():
 def test_a_model_moved_to_float64_mid_training_steps_like_eager(make_opt):
     """`model.double()` after the optimizer made float32 state: Adam's `exp_avg` lerp met
     the float64 gradient with its runtime weight cast to float32 (eager's Python weight is
-    cast to the float64 operand), so every compiled step drifted from eager by ~1e-10."""
+    cast to the float64 operand), so every compiled step drifted from eager by ~1e-10.
+    (Since then Adam raises there, as PyTorch's lerp_ does: compiled raises the same error
+    and leaves the same state; SGD steps on.)"""
     def make(compiled):
         m = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 1))
         opt = make_opt(m.parameters())
@@ -279,7 +281,10 @@ def test_a_model_moved_to_float64_mid_training_steps_like_eager(make_opt):
         for i in range(5):
             if i == 2:
                 m.double()
-            out.append(f(_x(i).double() if i >= 2 else _x(i)).detach().numpy())
+            try:
+                out.append(f(_x(i).double() if i >= 2 else _x(i)).detach().numpy())
+            except RuntimeError as e:
+                out.append(str(e).split("\n")[0])
         return out + [p.detach().numpy() for p in m.parameters()] + [
             t.numpy() for s in opt.state.values() for t in s.values()]
     eager, compiled = _eager_and_compiled(make, calls)

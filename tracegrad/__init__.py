@@ -96,8 +96,8 @@ def __getattr__(name):
         return importlib.import_module(f".{name}", __name__)
     if name == "vmap":
         return importlib.import_module(".func", __name__).vmap
-    if name == "autocast":
-        return importlib.import_module(".amp", __name__).autocast
+    if name in ("autocast", "is_autocast_enabled", "get_autocast_dtype"):
+        return getattr(importlib.import_module(".amp", __name__), name)
     if name in ("save", "load", "serialization"):
         serialization = importlib.import_module(".serialization", __name__)
         return serialization if name == "serialization" else getattr(serialization, name)

@@ -271,6 +271,22 @@ def item(self):
     if not getattr(tracer, "item_numbers", False) or not _effects._is_user_frame(
             sys._getframe(1)):           # tracegrad's own `.item()`s keep their guards
         return _scalar(self, "item")
+    return _item_number(hook, tracer, self)
+
+
+def item_for_user(t):
+    """`t.item()` of a value a library method hands straight back to its caller as the
+    user's own `.item()` would (`GradScaler.get_scale()`): inside a compiled function's
+    trace, a `Number` read per call rather than a guard on the value (Note [Numbers taken
+    from tensors] in tracing/numbers.py), so a scale that grows every few hundred steps
+    does not re-trace the step each time."""
+    hook = trace_hook.get()
+    if hook is None or not getattr(hook.__self__, "item_numbers", False):
+        return t.item()
+    return _item_number(hook, hook.__self__, t)
+
+
+def _item_number(hook, tracer, self):
     value = _scalar_value(self, "item")
     if _func_levels.batched_tensors():
         _vmap_check(hook, self, "item")

@@ -6,7 +6,8 @@ script does on a machine without a GPU); `GradScaler("cpu")` scales, unscales an
 steps on non-finite gradients exactly as PyTorch's; CPU autocast (computing in lower
 precision) is not supported and says so.
 """
-from .autocast_mode import autocast, is_autocast_available  # noqa: F401
+from .autocast_mode import (autocast, custom_bwd, custom_fwd, get_autocast_dtype,  # noqa: F401
+                            is_autocast_available, is_autocast_enabled)
 from .grad_scaler import GradScaler  # noqa: F401
 
-__all__ = ["autocast", "GradScaler", "is_autocast_available"]
+__all__ = ["autocast", "GradScaler", "is_autocast_available", "custom_fwd", "custom_bwd"]

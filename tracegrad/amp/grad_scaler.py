@@ -9,11 +9,17 @@ unscale_ -> step -> update is checked with PyTorch's errors. Device "cuda" (no G
 disables the scaler with PyTorch's warning; disabled, every method is a pass-through
 (`step` just calls `opt.step()`), which is what AMP scripts rely on without a GPU.
 
-Inside a compiled function an enabled scaler's methods are reported effects (Note
-[Effects]): their Python bookkeeping (which optimizers were unscaled or stepped, the growth
-count) is not something a compiled program replays, and a cached call skipping it would
-unscale twice or step on stale decisions. Such calls run eagerly, with a warning. A
-disabled scaler has no state and stays compiled.
+Inside a compiled function an enabled scaler's `unscale_`, `step` and `update` are
+reported effects (Note [Effects]): their Python bookkeeping (which optimizers were unscaled
+or stepped, the growth count) is not something a compiled program replays, and a cached
+call skipping it would unscale twice or step on stale decisions. Such calls run eagerly,
+with a warning. `scale(loss)` has no bookkeeping (its product with the scale tensor, read
+per call, is all it does; the scale made at its first use is Python state the trace writes
+and the next call's guards see), so a compiled forward-and-backward of gradient
+accumulation stays compiled. A disabled scaler has no state and stays compiled. Reading an enabled scaler stays compiled:
+its attributes are guarded like an optimizer's (compiler/state_kinds.py), and
+`get_scale()` and the state dict's numbers are values read per call, as the user's own
+`.item()` is, so a compiled function logging the scale never returns a stale one.
 """
 import warnings
 
@@ -22,6 +28,7 @@ import numpy as np
 from .. import _effects, _mode
 from .._errors import TracegradError, TracegradRuntimeError
 from .._tensor import Tensor
+from .._tensor_methods import item_for_user as _item_for_user
 
 _READY, _UNSCALED, _STEPPED = 0, 1, 2
 
@@ -67,7 +74,6 @@ class GradScaler:
         """`outputs` (a tensor, or an iterable of them) times the current scale."""
         if not self._enabled:
             return outputs
-        _note("scale")
         if self._scale is None:
             self._lazy_init()
         if isinstance(outputs, Tensor):
@@ -99,16 +105,14 @@ class GradScaler:
             raise TracegradRuntimeError("unscale_() is being called after step().")
         inv = float(np.float32(1.0 / np.float64(self._scale.item())))
         found = False
+        grads = [p.grad for group in optimizer.param_groups for p in group["params"]
+                 if p.grad is not None]
+        if any(g.dtype.name == "float16" for g in grads):     # before any is unscaled,
+            raise ValueError("Attempting to unscale FP16 gradients.")   # as PyTorch
         with _mode.no_grad():
-            for group in optimizer.param_groups:
-                for p in group["params"]:
-                    g = p.grad
-                    if g is None:
-                        continue
-                    if g.dtype.name == "float16":
-                        raise ValueError("Attempting to unscale FP16 gradients.")
-                    found = found or not bool(g.isfinite().all())   # before scaling
-                    g.mul_(inv)
+            for g in grads:
+                found = found or not bool(g.isfinite().all())   # before scaling
+                g.mul_(inv)
         st["found_inf"] = found
         st["stage"] = _UNSCALED
 
@@ -165,12 +169,16 @@ class GradScaler:
                 else:
                     tracker += 1
                 self._growth_tracker.fill_(tracker)
-        self._per_optimizer_states = {}
+        # cleared in place: a compiled function reading the scaler (`get_scale()`) guards
+        # this dict's identity, and a new one every step would re-trace it every call
+        self._per_optimizer_states.clear()
 
     def get_scale(self):
         if not self._enabled:
             return 1.0
-        return self._init_scale if self._scale is None else self._scale.item()
+        if self._scale is None:
+            return self._init_scale
+        return _item_for_user(self._scale)
 
     def get_growth_factor(self):
         return self._growth_factor
@@ -188,7 +196,7 @@ class GradScaler:
                 "backoff_factor": self._backoff_factor,
                 "growth_interval": self._growth_interval,
                 "_growth_tracker": (self._init_growth_tracker if self._growth_tracker is None
-                                    else int(self._growth_tracker.item()))}
+                                    else _item_for_user(self._growth_tracker))}   # an int32
 
     def load_state_dict(self, state_dict):
         if not self._enabled:

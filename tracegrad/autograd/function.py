@@ -234,7 +234,8 @@ class Function(metaclass=_FunctionMeta):
                 if u.ctx is not None:        # forward already ran: never twice
                     out = u.out
             _effects.note("function", f"custom autograd.Function {cls.__name__}.apply() "
-                          "(several outputs, keyword arguments, mark_dirty or randomness)")
+                          "(several outputs, keyword arguments, mark_dirty, randomness or the "
+                          "autocast dtype)")
         if out is _NOT_RUN:
             with _mode.no_grad():
                 if kwargs or MEMO.get() is None:

@@ -10,8 +10,9 @@ from .state_slots import slot_names
 MAX_ITEMS = 4096        # larger containers are not walked
 MAX_DEPTH = 3           # user functions reached through user functions
 MAX_NEST = 4            # containers and objects reached through containers and objects
-_WALKED_LIBRARY = ("tracegrad.optim", "tracegrad.utils",        # their objects hold user
-                   "tracegrad.distributions")                  # state (parameters)
+# their objects hold user state (parameters; a GradScaler's scale, made at its first use)
+_WALKED_LIBRARY = ("tracegrad.optim", "tracegrad.utils", "tracegrad.distributions",
+                   "tracegrad.amp")
 
 
 def _dotted(where, k):

@@ -975,14 +975,21 @@ _CPP_NAMES = {"float16": "c10::Half", "float32": "float", "float64": "double",
               "bool": "bool"}        # PyTorch's C++ names of its dtypes, in some messages
 
 
-def lerp(input, end, weight):
-    """`input + weight * (end - input)`; PyTorch's kernel takes floating operands of one
-    dtype only (a dimensioned `weight` too), where promotion would hide a mixed-precision
-    mistake."""
+def _check_lerp_dtypes(input, end, weight=None):
+    """PyTorch's lerp kernel's dtype check: `end` (and a dimensioned tensor `weight`) of
+    `input`'s dtype. Optimizers updating their state with lerp (Adam's `exp_avg`) run it
+    too: a model moved to another dtype after its optimizer made state is an error there."""
     for name, t in (("end", end), ("weight", weight)):
         if isinstance(t, Tensor) and t.dtype is not input.dtype and (name == "end" or t.ndim):
             raise _err("lerp", f"expected dtype {_CPP_NAMES[input.dtype.name]} for `{name}` "
                        f"but got dtype {_CPP_NAMES[t.dtype.name]}")
+
+
+def lerp(input, end, weight):
+    """`input + weight * (end - input)`; PyTorch's kernel takes floating operands of one
+    dtype only (a dimensioned `weight` too), where promotion would hide a mixed-precision
+    mistake."""
+    _check_lerp_dtypes(input, end, weight)
     if not input.dtype.is_floating_point:
         from .._errors import TracegradNotImplementedError, op_error
         kind = "tensor" if isinstance(weight, Tensor) else "scalar"

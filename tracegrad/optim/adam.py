@@ -11,6 +11,7 @@ Per parameter, with t the step count (a 0-d float tensor in the state, as in PyT
 from .. import _dtype as D
 from .. import ops as O
 from .._errors import TracegradValueError
+from ..ops.elementwise import _check_lerp_dtypes  # (shared with ops.lerp)
 from . import _fast
 from .._effects import as_scalar_for, hyper
 from .._tensor import Tensor
@@ -19,11 +20,12 @@ from .optimizer import (Optimizer, check_flags, check_step_flags, check_tensor_l
 
 
 def _lerp_(t, end, weight):
-    """In-place `t + weight * (end - t)`, evaluated the way PyTorch's lerp kernel does.
-    The weight meets `end - t`, whose dtype is not `t`'s when the gradient `end` is wider
-    than the state `t` (a model moved to float64 after its optimizer made float32 state):
-    eager casts a Python weight to that operand's dtype, so the runtime weight of a
-    compiled step is cast to it too (Note [Hyper-parameters meet zero-dim tensors])."""
+    """In-place `t + weight * (end - t)`, evaluated the way PyTorch's lerp kernel does,
+    with its dtype check: PyTorch's `exp_avg.lerp_(grad, 1 - beta1)` raises when the
+    gradient's dtype is not the state's (a model moved to float64 or float16 after its
+    optimizer made float32 state), so these optimizers do too, rather than step on in a
+    precision PyTorch never computes in."""
+    _check_lerp_dtypes(t, end)
     diff = O.sub(end, t)
     if abs(weight) < 0.5:
         return t.add_(O.mul(diff, as_scalar_for(weight, diff)))

@@ -24,8 +24,9 @@ So the whole call is recorded as one node of a primitive made for the class:
   effects happen when a backward program is compiled, not on each compiled call.
 Supported: positional arguments that are tensors or plain Python values, one floating
 tensor result, a deterministic forward. A Function that returns several tensors, marks
-inputs dirty or outputs non-differentiable, or draws random numbers in `forward` runs
-eagerly for such calls, with a warning (Note [Effects] in _effects.py).
+inputs dirty or outputs non-differentiable, draws random numbers or asks
+`get_autocast_dtype` in `forward` runs eagerly for such calls, with a warning (Note
+[Effects] in _effects.py).
 """
 import numpy as np
 
@@ -55,11 +56,14 @@ def apply_traced(cls, args, ctx):
     from .. import _effects
     if not all(isinstance(a, Tensor) or _simple(a) for a in args):
         raise Unsupported()
+    from ..amp.autocast_mode import READS as autocast_reads
     needs = ctx.needs_input_grad
+    asked = autocast_reads[0]
     out = _forward(cls, ctx, args)
     arrays = [a._data for a in args if isinstance(a, Tensor)]
-    if not _supported(ctx, out) or any(np.shares_memory(out._data, a) for a in arrays):
-        raise Unsupported(ctx, out)
+    if not _supported(ctx, out) or any(np.shares_memory(out._data, a) for a in arrays) \
+            or autocast_reads[0] != asked:      # Note [Autocast dtype read in a compiled
+        raise Unsupported(ctx, out)             # function] in amp/autocast_mode.py
     template = CtxTemplate.of(ctx, args, out)
     attrs = {"needs": needs}
     saves_out = template is not None and "out" in (template.saved or ())

@@ -25,7 +25,7 @@ from .. import _effects, _mode
 from .._tensor import Tensor
 from ..autograd.function import Function
 
-__all__ = ["checkpoint"]
+__all__ = ["checkpoint", "checkpoint_sequential"]
 
 
 def noop_context_fn():
@@ -131,3 +131,38 @@ def _bind(recompute, node):
         recompute.node = node
         recompute(grads)
     return hook
+
+
+def checkpoint_sequential(functions, segments, input, use_reentrant=None, **kwargs):
+    """Run `functions` (a list of modules or functions, or an `nn.Sequential`) in order
+    on `input`, checkpointing the first `segments - 1` of `segments` equal runs of them
+    (the last run, with the remainder, is not checkpointed), as PyTorch does."""
+    if use_reentrant is None:
+        warnings.warn("torch.utils.checkpoint.checkpoint_sequential: the use_reentrant "
+                      "parameter should be passed explicitly. In version 2.9 we will raise "
+                      "an exception if use_reentrant is not passed. use_reentrant=False is "
+                      "recommended, but if you need to preserve the current default "
+                      "behavior, you can pass use_reentrant=True. Refer to docs for more "
+                      "details on the differences between the two variants.", stacklevel=2)
+        use_reentrant = True
+    preserve = kwargs.pop("preserve_rng_state", True)
+    if kwargs:
+        raise ValueError("Unexpected keyword arguments: " + ",".join(kwargs))
+    from ..nn import Sequential
+    if isinstance(functions, Sequential):
+        functions = list(functions.children())
+    size = len(functions) // segments
+    end = -1
+    for start in range(0, size * (segments - 1), size):
+        end = start + size - 1
+        input = checkpoint(_run(functions, start, end), input, use_reentrant=use_reentrant,
+                           preserve_rng_state=preserve)
+    return _run(functions, end + 1, len(functions) - 1)(input)
+
+
+def _run(functions, start, end):
+    def forward(input):
+        for j in range(start, end + 1):
+            input = functions[j](input)
+        return input
+    return forward
