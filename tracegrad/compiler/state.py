@@ -189,6 +189,10 @@ class _Scanner:
         self.generators = []             # [(generator, where, state)] (Note [Foreign
         #                                  generators] in foreign_rng.py)
         self.plain_attrs = []            # [(object, attribute, its guards)]: plain data
+        self.method_attrs = []           # [(library object, attribute, its guards)]: those
+        #                                  its class says only some methods read (Note
+        #                                  [Attributes only some methods read])
+        self.again = set()               # ids of what the walk reached more than once
         self.optimizers = []             # optimizers walked (Note [Hyper-parameters unread])
         self.hook_guards = {}            # {id(leaf): (leaf, [its hooks' guards])}
         self.classes = set()             # ids of the classes whose methods are guarded
@@ -311,6 +315,7 @@ class _Scanner:
             self.guard(holder, key, (v, v.copy()), "array", where)
             return
         if id(v) in self.seen:
+            self.again.add(id(v))
             self.guard(holder, key, v, "is", where)
             return
         if isinstance(v, abc.Iterator):
@@ -452,12 +457,15 @@ class _Scanner:
         if _is_user_class(type(v)):          # Note [Slots] in state_slots.py
             view = SlotView(v)
             places += [(view, k, view.get(k, _MISSING)) for k in slot_names(type(v))]
+        declared = getattr(type(v), "_attribute_reads", {})
         for holder, k, x in places:
             if not k.startswith("__"):
                 n = len(self.guards)
                 self.value_in(holder, k, x, f"{where}.{k}", depth, nest=nest - 1)
                 if _pure(x, nest - 1):       # Note [Unread attributes]
                     self.plain_attrs.append((v, k, self.guards[n:]))
+                if k in declared and holder is d:
+                    self.method_attrs.append((v, k, self.guards[n:]))
         cls = type(v)
         self.class_methods(cls)
         self.instance_class_attrs(cls, depth)
