@@ -283,3 +283,93 @@ def test_declared_step_reads_hold_for_every_optimizer():
     for cls in classes:
         for c in _codes_of(cls, "step"):
             assert c is wrapper or not _names_word(c, "defaults"), (cls, c)
+
+
+# -- modules: `training` where no code that ran names it, Linear's sizes ---------------------
+
+def _module_twins(make_model, fn, between, n=5):
+    """`fn(model, x)` eagerly and compiled on twin models, `between(i, model)` before call
+    i; results, parameters and `.grad` compared. Returns the compiled function."""
+    runs = []
+    for compiled in (False, True):
+        tg.manual_seed(0)
+        model = make_model().double()
+        f = (lambda x: fn(model, x))
+        f = tg.compile(f) if compiled else f
+        outs = []
+        for i in range(n):
+            between(i, model)
+            tg.manual_seed(10 + i)
+            x = tg.tensor(np.random.RandomState(i).randn(6, 4))
+            out = f(x)
+            outs.append(out.detach().numpy().copy())
+            out.sum().backward()
+            outs += [p.grad.numpy().copy() for p in model.parameters()]
+            model.zero_grad()
+        runs.append((outs, f))
+    for a, b in zip(runs[0][0], runs[1][0]):
+        np.testing.assert_array_equal(a, b)
+    return runs[1][1]
+
+
+def _mlp():
+    return nn.Sequential(nn.Linear(4, 5), nn.ReLU(), nn.Linear(5, 3))
+
+
+def test_linear_relu_not_guarded_on_training_or_sizes():
+    def between(i, model):
+        model.train(i % 2 == 0)
+        model[0].in_features = 40 + i
+        model[2].out_features = 7 * i
+    f = _module_twins(_mlp, lambda m, x: m(x), between)
+    text = "\n".join(_guards(f))
+    assert ".training" not in text and "_features" not in text, text
+    assert f.stats.traces == 1, str(f.stats)
+
+
+def test_dropout_and_batchnorm_read_training():
+    def make():
+        return nn.Sequential(nn.Linear(4, 5), nn.BatchNorm1d(5), nn.Dropout(0.5),
+                             nn.Linear(5, 3))
+
+    def between(i, model):
+        model.train(i in (0, 1, 4))
+    f = _module_twins(make, lambda m, x: m(x), between)
+    assert any("training" in str(r) for r in f.stats.retraces), str(f.stats)
+
+
+def test_training_read_by_user_code_retraces():
+    def fn(m, x):
+        y = m(x)
+        return y * 2.0 if m.training else y
+
+    def between(i, model):
+        model.train(i < 2)
+    f = _module_twins(_mlp, fn, between)
+    assert any("training" in str(r) for r in f.stats.retraces), str(f.stats)
+
+
+def test_sizes_read_by_user_code_are_seen():
+    def between(i, model):
+        if i == 2:
+            model[0].in_features = 40
+    _module_twins(_mlp, lambda m, x: m(x) * m[0].in_features, between)
+
+
+def test_sizes_read_by_repr_are_seen():
+    def between(i, model):
+        if i == 3:
+            model[2].out_features = 300
+    f = _module_twins(_mlp, lambda m, x: m(x) * len(repr(m[2])), between)
+    assert len(f.stats.retraces) == 1, str(f.stats)
+
+
+def test_sizes_read_by_a_computed_name_stay_guarded():
+    name = ["in_features"]
+
+    def fn(m, x):
+        return m(x) * getattr(m[0], name[0])
+
+    def between(i, model):
+        model[0].in_features = 40 + i
+    _module_twins(_mlp, fn, between)

@@ -55,6 +55,7 @@ from .state_iterators import progress
 from .state_kinds import (MAX_DEPTH, MAX_ITEMS, MAX_NEST, _dotted, _is_compiled_function,
                           _is_library_name, _is_module,
                           _is_plain_object, _is_user, _is_user_class, _names, _plain_data, _pure)
+from .state_method_reads import declared_reads
 from .state_slots import SlotView, slot_names
 
 # nn.Module's own registries: walked above (parameters, buffers, submodules, hooks) or not
@@ -457,7 +458,7 @@ class _Scanner:
         if _is_user_class(type(v)):          # Note [Slots] in state_slots.py
             view = SlotView(v)
             places += [(view, k, view.get(k, _MISSING)) for k in slot_names(type(v))]
-        declared = getattr(type(v), "_attribute_reads", {})
+        declared = declared_reads(type(v))
         for holder, k, x in places:
             if not k.startswith("__"):
                 n = len(self.guards)
@@ -582,9 +583,13 @@ class _Scanner:
                 self.container(hooks, f"{where}.{reg}", depth, 1)
                 for k, h in list(hooks.items()):
                     self.callable_state(h, f"{where}.{reg}[{k}]", depth)
+        declared = declared_reads(type(m))
         for k, x in d.items():              # `training` and `self._scale` too
             if k not in _MODULE_INTERNALS and not k.startswith("__"):
+                n = len(self.guards)
                 self.value_in(d, k, x, f"{where}.{k}", depth, name=_dotted(where, k))
+                if k in declared:            # Note [Attributes only some methods read]
+                    self.method_attrs.append((m, k, self.guards[n:]))
         cls = type(m)
         self.class_methods(cls)
         self.instance_class_attrs(cls, depth)

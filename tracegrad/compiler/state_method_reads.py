@@ -14,9 +14,10 @@ such an attribute's guards are dropped when
   whose code the trace ran (called from anywhere: user code, `GradScaler.step`, a
   scheduler) read what they declare: `step` keeps the guards on `defaults` itself and on
   `defaults["differentiable"]`, the other items are dropped;
-- no other code the trace ran, of any library, names it (a name, or a word inside a string
-  constant: `d.get("_optimizer_state_dict_pre_hooks")`); a scheduler built inside the step
-  reads `optimizer.defaults` so;
+- no other code the trace ran, of any library, names it (a name, or a string constant
+  spelling it: `d.get("_optimizer_state_dict_pre_hooks")`); a scheduler built inside the
+  step reads `optimizer.defaults` so, and the forwards of Dropout or BatchNorm read
+  `self.training`;
 - the Note [Unread attributes] conditions hold for the user's code: it does not name the
   attribute, names no way to reach attributes by computed names (`_DYNAMIC`), and calls no
   other library's code;
@@ -34,6 +35,23 @@ import types
 from .state_guards import _SCALARS
 from .state_kinds import MAX_ITEMS, _is_user_class
 from .state_unread import _DYNAMIC, _method_codes, all_names
+
+
+_DECLARED = {}
+
+
+def declared_reads(cls):
+    """{attribute: {method: items read or None}}: the `_attribute_reads` of the library
+    classes along `cls`'s MRO, a subclass's over its bases' (cached per class)."""
+    out = _DECLARED.get(cls)
+    if out is None:
+        out = {}
+        for k in reversed(cls.__mro__):
+            reads = vars(k).get("_attribute_reads")
+            if isinstance(reads, dict) and not _is_user_class(k):
+                out.update(reads)
+        _DECLARED[cls] = out
+    return out
 
 
 def _tree(x, out):
@@ -71,14 +89,15 @@ def _codes_of(cls, method):
 
 
 def _names_word(code, word):
-    """Whether `code` or the code nested in it names `word`, or spells it in a string."""
+    """Whether `code` or the code nested in it names `word`, or spells it as a string
+    (`d.get("training")`, `attrgetter("0.training")`; not a word of prose: a docstring)."""
     stack = [code]
     while stack:
         c = stack.pop()
         if word in c.co_names:
             return True
         for k in c.co_consts:
-            if type(k) is str and word in k:
+            if type(k) is str and word in k and (k == word or word in k.split(".")):
                 return True
             if isinstance(k, types.CodeType):
                 stack.append(k)
@@ -104,7 +123,7 @@ def unread_method_attr_guards(scanned, watch, classes=()):
         key = (cls, k)
         if key not in declared:
             explained, items = set(), set()
-            for method, reads in cls._attribute_reads[k].items():
+            for method, reads in declared_reads(cls)[k].items():
                 codes = _codes_of(cls, method)
                 explained.update(codes)
                 if items is not None and ran.intersection(codes):
