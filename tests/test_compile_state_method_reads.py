@@ -373,3 +373,26 @@ def test_sizes_read_by_a_computed_name_stay_guarded():
     def between(i, model):
         model[0].in_features = 40 + i
     _module_twins(_mlp, fn, between)
+
+
+# -- Note [Guard lines]: value guards on True/False/None are identity lines -------------------
+
+@pytest.mark.parametrize("first,then", [(False, 0), (True, 1), (None, False), (False, 0.0),
+                                        (True, np.True_)])
+def test_singleton_value_guards_still_see_equal_values_of_other_types(first, then):
+    from tracegrad.compiler.state_guards import checker
+    cfg = {"flag": first}
+
+    def f(x):
+        return x * 2.0 if cfg["flag"] else x * 3.0
+    g = tg.compile(f)
+    x = tg.tensor([1.0, 2.0])
+    g(x)
+    g(x)
+    guards = [s for e in g.entries.values() for p in e.paths for s in p.state_guards]
+    check = checker(guards)
+    assert check()
+    cfg["flag"] = then
+    assert not check()
+    np.testing.assert_array_equal(g(x).numpy(), f(x).numpy())
+    assert len(g.stats.retraces) == 1, str(g.stats)
