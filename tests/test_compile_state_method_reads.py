@@ -396,3 +396,20 @@ def test_singleton_value_guards_still_see_equal_values_of_other_types(first, the
     assert not check()
     np.testing.assert_array_equal(g(x).numpy(), f(x).numpy())
     assert len(g.stats.retraces) == 1, str(g.stats)
+
+
+def test_a_user_step_patched_onto_the_library_class_is_user_code(monkeypatch):
+    orig = tg.optim.SGD.step
+
+    def my_step(self, closure=None):
+        with tg.no_grad():
+            for p in self.param_groups[0]["params"]:
+                p.sub_(p.grad * self.defaults["lr"])
+
+    monkeypatch.setattr(tg.optim.SGD, "step", my_step)
+
+    def between(i, model, opt):
+        opt.defaults["lr"] = 0.5 * i
+    f = _twins(_train, between)
+    assert any("defaults" in str(r) for r in f.stats.retraces), str(f.stats)
+    assert tg.optim.SGD.step is my_step and orig is not my_step

@@ -33,7 +33,7 @@ False)`, so a `defaults` without that key keeps every guard (adding one must re-
 import types
 
 from .state_guards import _SCALARS
-from .state_kinds import MAX_ITEMS, _is_user_class
+from .state_kinds import MAX_ITEMS, _is_user, _is_user_class
 from .state_unread import _DYNAMIC, _method_codes, all_names
 
 
@@ -82,8 +82,8 @@ def _codes_of(cls, method):
         f = getattr(f, "__func__", f)
         while f is not None:
             code = getattr(f, "__code__", None)
-            if isinstance(code, types.CodeType):
-                out.append(code)
+            if isinstance(code, types.CodeType) and not _is_user(f):
+                out.append(code)     # (a user's function patched onto the class: its names)
             f = getattr(f, "__wrapped__", None)
     return out
 
