@@ -32,7 +32,9 @@ not guarded: pass such values as arguments. A function
 that changes number state it reads (a call counter, a running loss) reads it per call and
 writes it back after each cached call (Note [Numbers written to Python state] in
 place_writes.py); one that changes other state it reads runs eagerly after two such traces. After the trace, guards on what
-user code cannot have read are dropped (compiler/state_unread.py).
+user code cannot have read are dropped (compiler/state_unread.py), and those on the
+attributes of library objects that only methods the trace did not run read
+(compiler/state_method_reads.py).
 
 This file is the walk; the guards and their per-call check are compiler/state_guards.py,
 what the walk meets (user or library code, plain data) compiler/state_kinds.py, iterators

@@ -6,13 +6,16 @@ The scan (Note [Captured state] in state.py) guards every attribute of the libra
 it walks. An optimizer holds some that only a few of its methods read: `defaults` (read by
 `add_param_group`, `__getstate__`; `step` reads only its `differentiable` flag) and its
 hook registries (`state_dict()` runs the state-dict hooks, `load_state_dict()` the
-load hooks). A training step calling `opt.zero_grad()` and `opt.step()` read none of it,
-yet checked 19 guards on it every call. Python code reads an attribute by naming it, so
-such an attribute's guards are dropped when
+load hooks). Modules too: `training` is read only by the forwards that name it (Dropout,
+BatchNorm) and `train()`, a Linear's `in_features`/`out_features` only by `extra_repr`. A
+training step calling `opt.zero_grad()` and `opt.step()` on a Linear/ReLU model read none
+of it, yet checked 26 guards on it every call (17 on the optimizer). Python code reads an
+attribute by naming it, so such an attribute's guards are dropped when
 - its class declares, as `_attribute_reads` ({attribute: {method: items read, or None for
   all of it}}, next to the methods), which of its methods read it; the declared methods
   whose code the trace ran (called from anywhere: user code, `GradScaler.step`, a
-  scheduler) read what they declare: `step` keeps the guards on `defaults` itself and on
+  scheduler; the library's definitions along the MRO and the functions they wrap) read
+  what they declare: `step` keeps the guards on `defaults` itself and on
   `defaults["differentiable"]`, the other items are dropped;
 - no other code the trace ran, of any library, names it (a name, or a string constant
   spelling it: `d.get("_optimizer_state_dict_pre_hooks")`); a scheduler built inside the
@@ -29,6 +32,9 @@ such an attribute's guards are dropped when
   change and do not count.
 Declared items must exist when the scan runs: `step` reads `defaults.get("differentiable",
 False)`, so a `defaults` without that key keeps every guard (adding one must re-trace).
+Not seen: this library's code reading such an attribute by a computed name (iterating
+`vars(obj)`); none of it does today (tests/test_compile_state_method_reads.py checks that
+no optimizer's `step` names `defaults` but the grad-mode wrapper).
 """
 import types
 
