@@ -607,6 +607,11 @@ class watch_python:
                 and not self.tracer.replaying and not code.co_filename.startswith(_HARMLESS)):
             self.foreign_calls.add(code)
 
+    def ran(self):
+        """The code objects of every Python function the trace called (user code, this
+        library's, others'), replayed calls included."""
+        return self._kinds.keys()
+
     def names(self):
         """The attribute and global names of the user code the trace ran outside replayed
         calls, and its string constants that could be names (`getattr(s, "last_epoch")`)."""

@@ -32,7 +32,9 @@ not guarded: pass such values as arguments. A function
 that changes number state it reads (a call counter, a running loss) reads it per call and
 writes it back after each cached call (Note [Numbers written to Python state] in
 place_writes.py); one that changes other state it reads runs eagerly after two such traces. After the trace, guards on what
-user code cannot have read are dropped (compiler/state_unread.py).
+user code cannot have read are dropped (compiler/state_unread.py), and those on the
+attributes of library objects that only methods the trace did not run read
+(compiler/state_method_reads.py).
 
 This file is the walk; the guards and their per-call check are compiler/state_guards.py,
 what the walk meets (user or library code, plain data) compiler/state_kinds.py, iterators
@@ -55,6 +57,7 @@ from .state_iterators import progress
 from .state_kinds import (MAX_DEPTH, MAX_ITEMS, MAX_NEST, _dotted, _is_compiled_function,
                           _is_library_name, _is_module,
                           _is_plain_object, _is_user, _is_user_class, _names, _plain_data, _pure)
+from .state_method_reads import declared_reads
 from .state_slots import SlotView, slot_names
 
 # nn.Module's own registries: walked above (parameters, buffers, submodules, hooks) or not
@@ -189,6 +192,10 @@ class _Scanner:
         self.generators = []             # [(generator, where, state)] (Note [Foreign
         #                                  generators] in foreign_rng.py)
         self.plain_attrs = []            # [(object, attribute, its guards)]: plain data
+        self.method_attrs = []           # [(library object, attribute, its guards)]: those
+        #                                  its class says only some methods read (Note
+        #                                  [Attributes only some methods read])
+        self.again = set()               # ids of what the walk reached more than once
         self.optimizers = []             # optimizers walked (Note [Hyper-parameters unread])
         self.hook_guards = {}            # {id(leaf): (leaf, [its hooks' guards])}
         self.classes = set()             # ids of the classes whose methods are guarded
@@ -311,6 +318,7 @@ class _Scanner:
             self.guard(holder, key, (v, v.copy()), "array", where)
             return
         if id(v) in self.seen:
+            self.again.add(id(v))
             self.guard(holder, key, v, "is", where)
             return
         if isinstance(v, abc.Iterator):
@@ -452,12 +460,15 @@ class _Scanner:
         if _is_user_class(type(v)):          # Note [Slots] in state_slots.py
             view = SlotView(v)
             places += [(view, k, view.get(k, _MISSING)) for k in slot_names(type(v))]
+        declared = declared_reads(type(v))
         for holder, k, x in places:
             if not k.startswith("__"):
                 n = len(self.guards)
                 self.value_in(holder, k, x, f"{where}.{k}", depth, nest=nest - 1)
                 if _pure(x, nest - 1):       # Note [Unread attributes]
                     self.plain_attrs.append((v, k, self.guards[n:]))
+                if k in declared and holder is d:
+                    self.method_attrs.append((v, k, self.guards[n:]))
         cls = type(v)
         self.class_methods(cls)
         self.instance_class_attrs(cls, depth)
@@ -574,9 +585,13 @@ class _Scanner:
                 self.container(hooks, f"{where}.{reg}", depth, 1)
                 for k, h in list(hooks.items()):
                     self.callable_state(h, f"{where}.{reg}[{k}]", depth)
+        declared = declared_reads(type(m))
         for k, x in d.items():              # `training` and `self._scale` too
             if k not in _MODULE_INTERNALS and not k.startswith("__"):
+                n = len(self.guards)
                 self.value_in(d, k, x, f"{where}.{k}", depth, name=_dotted(where, k))
+                if k in declared:            # Note [Attributes only some methods read]
+                    self.method_attrs.append((m, k, self.guards[n:]))
         cls = type(m)
         self.class_methods(cls)
         self.instance_class_attrs(cls, depth)

@@ -131,7 +131,8 @@ def checker_source(guards, miss="return False", prefix=""):
             get = f"{h}.get({key}, _M)"
         else:
             get = f"{h}[{key}]"
-        if g.mode == "is":
+        if g.mode == "is" or g.mode == "eq" and _singleton(g.expected):
+            # (Note [Guard lines]: the value guard on True, False or None is an identity)
             lines.append(f"        if {get} is not {e}: {miss}")
             continue
         if g.key is _LEN and type(g.expected) is int:    # `len` gives an int: `!=` is exact
@@ -174,8 +175,17 @@ def _same_float(v, e):
 # as a constant (`len` always gives an int, so `!=` answers as the generic test does); and
 # the ~40 "still empty" guards (a module's hook dicts, `_buffers`, ...) on builtin
 # containers, whose truth is their length, are tested together, `if h1 or h2 or ...:
-# return False`. About a third of the check's time on the tiny training step.
+# return False`. About a third of the check's time on the tiny training step. A value
+# guard expecting True, False or None (`nesterov`, `foreach`, a module's `weight`) is an
+# identity line: no other value of their types exists, so "the same type and equal" is
+# "is".
 _PLAIN_DICTS = (dict, collections.OrderedDict)
+
+
+def _singleton(x):
+    """True, False or None: the only values of their types, so a value of the same type
+    and equal is this very object (Note [Guard lines])."""
+    return x is True or x is False or x is None
 _TRUTH_IS_LEN = (dict, collections.OrderedDict, collections.defaultdict, list, tuple)
 
 

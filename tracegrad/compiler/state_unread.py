@@ -34,8 +34,9 @@ from .state_kinds import _is_user_class
 #   object handed to it); tracegrad's own functions read tensors and modules. The traced
 #   function and the methods of module classes from installed packages count as user
 #   code (a model from a package reads `self.config.dropout`).
-# Modules' attributes are always guarded (their library forward methods read them), and
-# so is any container another kept guard also holds.
+# Modules' attributes are always guarded (their library forward methods read them) but for
+# those their classes declare only some methods read (Note [Attributes only some methods
+# read] in state_method_reads.py), and so is any container another kept guard also holds.
 _DYNAMIC = frozenset(("__dict__", "vars", "getattr", "dir", "setattr", "delattr",
                       "__getattribute__", "format", "format_map", "attrgetter",
                       "__reduce_ex__", "__getstate__"))

@@ -30,6 +30,7 @@ from .caller_arrays import returns_callers_array, written_array
 from .dynamic_numbers import REAL_NUMBER_ONLY, compares_number_identity
 from .foreign_rng import drawn
 from .state_iterators import advanced
+from .state_method_reads import unread_method_attr_guards
 from .state_unread import (all_names, keys_user_code_may_read, names_type,
                            unread_attribute_guards, unread_hyper_guards,
                            unread_state_guards)
@@ -92,8 +93,10 @@ def unread_guards(tracer, scanned, watch, appends, containers):
     `scanned.unread_hyper`); return the hyper-parameter keys user code may read."""
     replay_reads(tracer, watch)
     functions = {CLASS_OF.get(n.prim) for n in tracer.graph.nodes}
-    scanned.unread = {id(g) for g in unread_attribute_guards(
-        scanned, watch, [c for c in functions if c is not None])}
+    classes = [c for c in functions if c is not None]
+    scanned.unread = {id(g) for g in unread_attribute_guards(scanned, watch, classes)}
+    # Note [Attributes only some methods read] in state_method_reads.py
+    scanned.unread |= {id(g) for g in unread_method_attr_guards(scanned, watch, classes)}
     lists = [a for a, _ in appends]      # Note [Appends to the caller's lists]
     lists += append_replay.unread_lists(watch, scanned.guards, set(containers), lists)
     if lists:

@@ -39,6 +39,10 @@ class Linear(Module):
     and bias ~ U(-1/sqrt(in), 1/sqrt(in)).
     """
 
+    # its forward reads neither size (Note [Attributes only some methods read])
+    _attribute_reads = {"in_features": {"extra_repr": None},
+                        "out_features": {"extra_repr": None}}
+
     def __init__(self, in_features, out_features, bias=True, device=None, dtype=None):
         super().__init__()
         self.in_features = in_features

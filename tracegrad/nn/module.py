@@ -38,6 +38,12 @@ class Module:
 
     training: bool
     _version = 1          # state_dict format version, saved in `state_dict()._metadata`
+    # What library code reads of the attributes below, by method (Note [Attributes only
+    # some methods read] in compiler/state_method_reads.py): `training` is read by the
+    # forwards that name it (Dropout, BatchNorm, ...) and by train()/eval(); a compiled
+    # function whose trace ran no code naming it is not guarded on it. Subclasses add
+    # theirs (merged along the MRO).
+    _attribute_reads = {"training": {"train": None}}
 
     def __init__(self, *args, **kwargs):
         if args or kwargs:

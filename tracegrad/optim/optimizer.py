@@ -130,6 +130,25 @@ class Optimizer(HookMethods):
     # group options its traced step reads only through `_effects.hyper` (per call, never a
     # guard): Note [Hyper-parameters unread] in compiler/state_unread.py
     _runtime_keys = ()
+    # What library code reads of the attributes below: the methods that read each (the
+    # items listed, or all of it: None). A compiled function is guarded on them only where
+    # the code its trace ran read them (Note [Attributes only some methods read] in
+    # compiler/state_method_reads.py); any other code naming one reads all of it.
+    _attribute_reads = {
+        # the step reads only the flag choosing its grad mode (`grad_mode_of_step`)
+        "defaults": {"step": ("differentiable",), "add_param_group": None,
+                     "__getstate__": None},
+        "_optimizer_step_pre_hooks": {"step": None, "register_step_pre_hook": None},
+        "_optimizer_step_post_hooks": {"step": None, "register_step_post_hook": None},
+        "_optimizer_state_dict_pre_hooks": {"state_dict": None,
+                                            "register_state_dict_pre_hook": None},
+        "_optimizer_state_dict_post_hooks": {"state_dict": None,
+                                             "register_state_dict_post_hook": None},
+        "_optimizer_load_state_dict_pre_hooks": {"load_state_dict": None,
+                                                 "register_load_state_dict_pre_hook": None},
+        "_optimizer_load_state_dict_post_hooks": {"load_state_dict": None,
+                                                  "register_load_state_dict_post_hook": None},
+    }
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
