@@ -227,3 +227,118 @@ def test_conv_rank_messages_name_the_op_and_the_ranks():
     with pytest.raises(RuntimeError, match=r"expected a 5D weight \(out_channels, "
                        r"in_channels/groups, kD, kH, kW\), but got weight of size \[1, 1, 1, 1\]"):
         F.conv3d(tg.ones(1, 1, 3, 3, 3), tg.ones(1, 1, 1, 1))
+
+
+# ---------------- CTC loss ----------------
+
+def _log_softmax(x):
+    return x - np.log(np.exp(x).sum(-1, keepdims=True))
+
+
+_LP = _log_softmax(_n(6, 3, 5))
+_PADDED = np.array([[1, 2, 2], [3, 1, 0], [4, 4, 4]])
+_CONCAT = np.array([1, 2, 2, 3, 1, 4, 4, 4])
+_IMPOSSIBLE = np.array([[1, 2, 2], [3, 3, 3], [4, 4, 4]])     # 3 3 3 needs 5 frames
+
+CTC = [
+    ("mean", _LP, _PADDED, (6, 5, 6), (3, 2, 3), {}),
+    ("none", _LP, _PADDED, (6, 5, 6), (3, 2, 3), dict(reduction="none")),
+    ("sum_unnormalised", _n(6, 3, 5), _PADDED, (6, 5, 6), (3, 2, 3), dict(reduction="sum")),
+    ("tensor_lengths_empty_target", _LP, _PADDED, np.array([6, 5, 6]), np.array([3, 2, 0]),
+     {}),
+    ("concatenated", _LP, _CONCAT, (6, 5, 6), (3, 2, 3), dict(reduction="none")),
+    ("concatenated_tensor_lengths", _LP, _CONCAT, np.array([6, 5, 6]), np.array([3, 2, 3]),
+     dict(reduction="none")),
+    ("infinite", _LP, _IMPOSSIBLE, (6, 3, 6), (3, 3, 3), dict(reduction="none")),
+    ("zero_infinity", _LP, _IMPOSSIBLE, (6, 3, 6), (3, 3, 3), dict(reduction="none",
+                                                                   zero_infinity=True)),
+    ("zero_infinity_mean", _LP, _IMPOSSIBLE, (6, 3, 6), (3, 3, 3), dict(zero_infinity=True)),
+    ("blank_last", _LP, np.array([[0, 2, 2], [3, 0, 3], [1, 1, 1]]), (6, 3, 6), (3, 3, 3),
+     dict(reduction="none", blank=4)),
+    ("unbatched", _LP[:, 0], np.array([1, 2, 2]), (6,), (3,), dict(reduction="none")),
+    ("unbatched_tensor_lengths", _LP[:, 0], np.array([1, 2, 2]), np.array(6), np.array(3), {}),
+]
+
+
+def _as(m, v):
+    return m.tensor(v) if isinstance(v, np.ndarray) else v
+
+
+@pytest.mark.parametrize("name,lp,targets,il,tl,kw", CTC, ids=[c[0] for c in CTC])
+def test_ctc_loss_matches_torch(name, lp, targets, il, tl, kw):
+    """Values and gradients (PyTorch's: exp(log_probs) - posterior; NaN for an infinite
+    loss on the frames used), with F.ctc_loss and nn.CTCLoss."""
+    for module in (False, True):
+        lt, lg = _pair(lp)
+        if module:
+            ot = torch.nn.CTCLoss(**kw)(lt, _as(torch, targets), _as(torch, il), _as(torch, tl))
+            og = nn.CTCLoss(**kw)(lg, _as(tg, targets), _as(tg, il), _as(tg, tl))
+        else:
+            ot = torch.nn.functional.ctc_loss(lt, _as(torch, targets), _as(torch, il),
+                                              _as(torch, tl), **kw)
+            og = F.ctc_loss(lg, _as(tg, targets), _as(tg, il), _as(tg, tl), **kw)
+        assert tuple(og.shape) == tuple(ot.shape)
+        _close(ot, og)
+        _backward_both(ot, og)
+        np.testing.assert_allclose(lg.grad.numpy(), lt.grad.numpy(), rtol=1e-9, atol=1e-9)
+
+
+@pytest.mark.parametrize("reduction", ["none", "mean"])
+def test_ctc_loss_gradcheck_after_log_softmax(reduction):
+    x = tg.tensor(_n(5, 2, 4), requires_grad=True)
+
+    def f(a):
+        return F.ctc_loss(a.log_softmax(2), tg.tensor([[1, 2], [3, 3]]), (5, 4), (2, 2),
+                          reduction=reduction)
+    assert gradcheck(f, (x,))
+    assert gradgradcheck(f, (x,))
+
+
+def test_ctc_loss_gradient_is_torchs_not_the_log_probs_one():
+    """Note [PyTorch's CTC gradient]: a frame no alignment can use still gets exp(lp)."""
+    lt, lg = _pair(_LP)
+    torch.nn.functional.ctc_loss(lt, torch.tensor(_PADDED), (4, 5, 6), (3, 2, 3),
+                                 reduction="sum").backward()
+    F.ctc_loss(lg, tg.tensor(_PADDED), (4, 5, 6), (3, 2, 3), reduction="sum").backward()
+    np.testing.assert_allclose(lg.grad.numpy(), lt.grad.numpy(), rtol=1e-9, atol=1e-9)
+    assert np.all(lg.grad.numpy()[4:, 0] == 0)         # past input_lengths[0]: no gradient
+
+
+def test_ctc_module_repr_and_attributes():
+    m = nn.CTCLoss(blank=2, reduction="sum", zero_infinity=True)
+    assert repr(m) == repr(torch.nn.CTCLoss()) == "CTCLoss()"
+    assert (m.blank, m.reduction, m.zero_infinity) == (2, "sum", True)
+
+
+CTC_ERRORS = [
+    ("input_too_long", lambda m: m.nn.functional.ctc_loss(
+        m.zeros(5, 2, 4), m.tensor([[1, 1], [1, 2]]), (6, 5), (1, 2))),
+    ("target_too_long", lambda m: m.nn.functional.ctc_loss(
+        m.zeros(5, 2, 4), m.tensor([[1, 1], [1, 2]]), (5, 5), (3, 2))),
+    ("lengths_size", lambda m: m.nn.functional.ctc_loss(
+        m.zeros(5, 2, 4), m.tensor([[1, 1], [1, 2]]), (5,), (1, 2))),
+    ("negative_target_length", lambda m: m.nn.functional.ctc_loss(
+        m.zeros(5, 2, 4), m.tensor([[1, 1], [1, 2]]), (5, 5), (1, -1))),
+    ("blank_range", lambda m: m.nn.functional.ctc_loss(
+        m.zeros(5, 2, 4), m.tensor([[1, 1], [1, 2]]), (5, 5), (1, 2), blank=4)),
+    ("reduction", lambda m: m.nn.functional.ctc_loss(
+        m.zeros(5, 2, 4), m.tensor([[1, 1], [1, 2]]), (5, 5), (1, 2), reduction="foo")),
+]
+
+
+@pytest.mark.parametrize("name,fn", CTC_ERRORS, ids=[e[0] for e in CTC_ERRORS])
+def test_ctc_errors_match_torch_types(name, fn):
+    with pytest.raises(Exception) as want:
+        fn(torch)
+    with pytest.raises(want.type):
+        fn(tg)
+
+
+def _ctc_program(lp):
+    return F.ctc_loss(lp.log_softmax(2), tg.tensor(_PADDED), tg.tensor([6, 5, 6]), (3, 2, 3),
+                      reduction="none", zero_infinity=True) * 1.0
+
+
+@pytest.mark.parametrize("backend", ["numpy", "jax"])
+def test_ctc_compiled_matches_eager(backend):
+    _compiled_matches_eager(_ctc_program, [_n(6, 3, 5)], backend)

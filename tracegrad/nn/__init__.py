@@ -61,4 +61,5 @@ from ._functional_pool_shuffle import ChannelShuffle, LPPool1d, LPPool2d  # noqa
 from ._random_layers import AlphaDropout, FeatureAlphaDropout, RReLU  # noqa: F401,E402
 from ._layers_3d import (AdaptiveAvgPool3d, AvgPool3d, Conv3d,  # noqa: F401,E402
                          ConvTranspose3d, MaxPool3d)
+from ._functional_ctc import CTCLoss  # noqa: F401,E402
 from . import modules  # noqa: F401,E402

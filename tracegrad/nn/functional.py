@@ -370,6 +370,8 @@ from ._functional_3d import conv3d, conv_transpose3d, max_pool3d  # noqa: E402,F
 from ._functional_pool_3d import avg_pool3d, adaptive_avg_pool3d  # noqa: E402,F401
 __all__ += ["conv3d", "conv_transpose3d", "max_pool3d", "avg_pool3d", "adaptive_avg_pool3d"]
 from ._embedding_bag import embedding_bag  # noqa: E402,F401
+from ._functional_ctc import ctc_loss  # noqa: E402,F401
+__all__ += ["ctc_loss"]
 __all__ += ["embedding_bag"]
 from ._fold import fold, unfold  # noqa: E402,F401
 from ._norm_more import rms_norm, instance_norm  # noqa: E402,F401
