@@ -342,3 +342,160 @@ def _ctc_program(lp):
 @pytest.mark.parametrize("backend", ["numpy", "jax"])
 def test_ctc_compiled_matches_eager(backend):
     _compiled_matches_eager(_ctc_program, [_n(6, 3, 5)], backend)
+
+
+# ---------------- div rounding modes, tensor-only arguments ----------------
+
+DIV_CASES = [
+    ("tensor_tensor", lambda m, a, b, r: m.div(a, b, rounding_mode=r)),
+    ("tensor_scalar", lambda m, a, b, r: m.div(a, 0.7, rounding_mode=r) * b),
+    ("method_bcast", lambda m, a, b, r: a.div(b[:1], rounding_mode=r)),
+    ("inplace", lambda m, a, b, r: (a * 1).div_(b, rounding_mode=r)),
+    ("divide", lambda m, a, b, r: m.divide(a, b, rounding_mode=r)),
+]
+
+
+@pytest.mark.parametrize("mode", ["floor", "trunc"])
+@pytest.mark.parametrize("name,fn", DIV_CASES, ids=[c[0] for c in DIV_CASES])
+def test_div_rounding_mode_values_and_zero_gradients_as_torch(name, fn, mode):
+    """PyTorch's DivBackward2 gives zeros for a rounded quotient (`//` has no gradient)."""
+    (at, ag), (bt, bg) = _pair(np.array([1.5, -2.5, 3.0, -7.25])), _pair(
+        np.array([0.7, 2.0, -1.0, -0.5]))
+    ot, og = fn(torch, at, bt, mode), fn(tg, ag, bg, mode)
+    _close(ot, og)
+    _backward_both(ot, og)
+    for t, g in ((at, ag), (bt, bg)):
+        _close(t.grad, g.grad)
+    assert not ag.grad.numpy().any()
+    if name != "inplace":
+        assert og.grad_fn.name() == ot.grad_fn.name()
+
+
+@pytest.mark.parametrize("mode", ["floor", "trunc"])
+def test_div_rounding_mode_integers_exact_and_zero_division_as_torch(mode):
+    a, b = [7, -7, 7, -7, 2 ** 40 + 1], [2, 2, -2, -2, 3]
+    want = torch.div(torch.tensor(a), torch.tensor(b), rounding_mode=mode)
+    got = tg.div(tg.tensor(a), tg.tensor(b), rounding_mode=mode)
+    assert got.dtype == tg.int64 and got.tolist() == want.tolist()
+    with pytest.raises(RuntimeError):
+        torch.div(torch.tensor([1]), 0, rounding_mode=mode)
+    with pytest.raises(RuntimeError):
+        tg.div(tg.tensor([1]), 0, rounding_mode=mode)
+
+
+def test_floor_divide_operator_still_has_no_derivative_as_torch():
+    x = tg.tensor([1.5, 2.5], requires_grad=True)
+    with pytest.raises(RuntimeError, match="floor_divide is not implemented"):
+        (x // 2).sum().backward()
+
+
+def _rounded(x, y):
+    return (tg.div(x, y, rounding_mode="floor") * x + tg.div(x * 3, 0.7, rounding_mode="trunc")
+            + x.div(y, rounding_mode="trunc").sum())
+
+
+@pytest.mark.parametrize("backend", ["numpy", "jax"])
+def test_div_rounding_compiled_matches_eager(backend):
+    _compiled_matches_eager(_rounded, [_n(3, 4), _n(4)], backend)
+
+
+# (name, call): TypeError in PyTorch for a Python number where a Tensor is required
+TENSOR_ONLY = [(f, lambda m, f=f: getattr(m, f)(m.tensor([1.0, 2.0]), 1.5)) for f in
+               "atan2 arctan2 maximum minimum igamma igammac logaddexp logaddexp2 dist "
+               "hypot fmax fmin nextafter".split()]
+TENSOR_ONLY += [(f + "_reversed", lambda m, f=f: getattr(m, f)(1.5, m.tensor([1.0, 2.0])))
+                for f in "atan2 maximum eq ne lt le gt ge greater less_equal not_equal fmod "
+                         "clamp_min logical_and".split()]
+TENSOR_ONLY += [(f + "_method", lambda m, f=f: getattr(m.tensor([1.0, 2.0]), f)(1.5))
+                for f in "atan2 maximum minimum logaddexp dist igamma atan2_ igamma_".split()]
+SCALAR_OK = [(f, lambda m, f=f: getattr(m, f)(m.tensor([1.0, 2.0]), 1.5)) for f in
+             "fmod remainder copysign xlogy eq lt clamp_min pow float_power div".split()]
+SCALAR_OK += [(f + "_reversed", lambda m, f=f: getattr(m, f)(1.5, m.tensor([1.0, 2.0])))
+              for f in "remainder xlogy pow float_power".split()]
+
+
+@pytest.mark.parametrize("name,fn", TENSOR_ONLY, ids=[c[0] for c in TENSOR_ONLY])
+def test_python_numbers_where_torch_requires_a_tensor_raise_type_error(name, fn):
+    with pytest.raises(TypeError):
+        fn(torch)
+    with pytest.raises(TypeError, match="must be Tensor, not float"):
+        fn(tg)
+
+
+@pytest.mark.parametrize("name,fn", SCALAR_OK, ids=[c[0] for c in SCALAR_OK])
+def test_python_numbers_where_torch_has_a_scalar_overload_still_work(name, fn):
+    np.testing.assert_allclose(np.asarray(fn(tg).tolist(), dtype=float),
+                               np.asarray(fn(torch).tolist(), dtype=float))
+
+
+# ---------------- embedding_bag ----------------
+
+_BAG_IDX = np.array([1, 2, 4, 5, 4, 3, 2, 0, 4])
+_BAG_OFF = np.array([0, 2, 2, 5])
+
+BAG_CASES = [(f"{mode}_{name}", mode, kw) for mode in ("sum", "mean", "max") for name, kw in (
+    ("offsets", dict(input=_BAG_IDX, offsets=_BAG_OFF)),
+    ("padding", dict(input=_BAG_IDX, offsets=_BAG_OFF, padding_idx=2)),
+    ("last_offset_short", dict(input=_BAG_IDX, offsets=_BAG_OFF, include_last_offset=True)),
+    ("last_offset_exact", dict(input=_BAG_IDX, offsets=np.array([0, 2, 2, 9]),
+                               include_last_offset=True)),
+    ("2d", dict(input=_BAG_IDX[:8].reshape(2, 4))),
+    ("2d_negative_padding", dict(input=_BAG_IDX[:8].reshape(2, 4), padding_idx=-2)),
+    ("max_norm", dict(input=_BAG_IDX, offsets=_BAG_OFF, max_norm=1.0)),
+)] + [("sum_per_sample_weights", "sum", dict(input=_BAG_IDX, offsets=_BAG_OFF,
+                                              per_sample_weights=R.random(9), padding_idx=4)),
+      ("sum_per_sample_weights_2d", "sum", dict(input=_BAG_IDX[:8].reshape(4, 2),
+                                                 per_sample_weights=R.random((4, 2))))]
+
+
+@pytest.mark.parametrize("name,mode,kw", BAG_CASES, ids=[c[0] for c in BAG_CASES])
+def test_embedding_bag_matches_torch(name, mode, kw):
+    weight = _n(6, 3)
+    (wt, wg) = _pair(weight)
+    ot = torch.nn.functional.embedding_bag(
+        weight=wt, mode=mode, **{k: _as(torch, v) for k, v in kw.items()})
+    og = F.embedding_bag(weight=wg, mode=mode, **{k: _as(tg, v) for k, v in kw.items()})
+    _close(ot, og)
+    _backward_both(ot, og)
+    _close(wt.grad, wg.grad)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("mode", [0, 1, 2])
+@pytest.mark.parametrize("extra", [(), (False, None, False, 2), (False, None, True, 2),
+                                   (False, None, True)])
+def test_torch_embedding_bag_returns_torchs_tuple(dtype, mode, extra):
+    if extra == (False, None, True) and mode == 1 and dtype == "float32":
+        pytest.skip("known gap: PyTorch's fast path divides the sum of the bag cut at the "
+                    "last offset by the uncut bag's size")
+    weight = _n(6, 3).astype(dtype)
+    args = (_BAG_IDX, _BAG_OFF, False, mode) + extra
+    want = torch.embedding_bag(torch.tensor(weight, requires_grad=True),
+                               *[_as(torch, a) for a in args])
+    got = tg.embedding_bag(tg.tensor(weight, requires_grad=True), *[_as(tg, a) for a in args])
+    assert len(got) == 4
+    np.testing.assert_allclose(got[0].detach().numpy(), want[0].detach().numpy(), rtol=1e-6)
+    for g, w in zip(got[1:], want[1:]):
+        assert str(g.dtype) == str(w.dtype) and g.tolist() == w.tolist()
+
+
+def test_embedding_bag_from_pretrained_as_torch():
+    emb = _n(4, 2)
+    mg = nn.EmbeddingBag.from_pretrained(tg.tensor(emb), mode="max", padding_idx=1)
+    mt = torch.nn.EmbeddingBag.from_pretrained(torch.tensor(emb), mode="max", padding_idx=1)
+    assert repr(mg) == repr(mt) and not mg.weight.requires_grad
+    idx = np.array([[0, 1], [3, 2]])
+    _close(mt(torch.tensor(idx)), mg(tg.tensor(idx)))
+    assert nn.EmbeddingBag.from_pretrained(tg.tensor(emb), freeze=False).weight.requires_grad
+
+
+def _bag_program(w, psw):
+    idx, off = tg.tensor(_BAG_IDX), tg.tensor(_BAG_OFF)
+    return (F.embedding_bag(idx, w, off, mode="max", padding_idx=2) +
+            F.embedding_bag(idx, w, off, mode="sum", per_sample_weights=psw) +
+            F.embedding_bag(idx, w, off, mode="mean", include_last_offset=False))
+
+
+@pytest.mark.parametrize("backend", ["numpy", "jax"])
+def test_embedding_bag_compiled_matches_eager(backend):
+    _compiled_matches_eager(_bag_program, [_n(6, 3), _n(9)], backend)
