@@ -499,3 +499,117 @@ def _bag_program(w, psw):
 @pytest.mark.parametrize("backend", ["numpy", "jax"])
 def test_embedding_bag_compiled_matches_eager(backend):
     _compiled_matches_eager(_bag_program, [_n(6, 3), _n(9)], backend)
+
+
+# ---------------- Adafactor, SparseAdam ----------------
+
+ADAFACTOR = [
+    ("defaults", {}, "float64"),
+    ("all_options", dict(lr=0.5, weight_decay=0.1, maximize=True, d=1.5, eps=(1e-20, 1e-2),
+                         beta2_decay=-0.5), "float64"),
+    ("float32", {}, "float32"),
+    ("float32_large_lr", dict(lr=0.3), "float32"),
+    ("tiny_gradients", dict(scale=1e-9), "float64"),        # variances below eps1
+]
+
+
+@pytest.mark.parametrize("name,kw,dtype", ADAFACTOR, ids=[c[0] for c in ADAFACTOR])
+def test_adafactor_matches_torch(name, kw, dtype):
+    kw = dict(kw)
+    scale = kw.pop("scale", 1.0)
+    shapes = [(3, 4), (5,), (2, 3, 4), ()]
+    init = [_n(*s).astype(dtype) for s in shapes]
+    pt = [torch.nn.Parameter(torch.tensor(a)) for a in init]
+    pg = [nn.Parameter(tg.tensor(a)) for a in init]
+    ot, og = torch.optim.Adafactor(pt, **kw), tg.optim.Adafactor(pg, **kw)
+    assert og.state_dict() == {"state": {}, "param_groups": ot.state_dict()["param_groups"]}
+    for step in range(8):
+        grads = [(_n(*s) * scale).astype(dtype) for s in shapes]
+        for params, lib in ((pt, torch), (pg, tg)):
+            for p, g in zip(params, grads):
+                p.grad = None if step == 3 and p.ndim == 1 else lib.tensor(g)
+        ot.step()
+        og.step()
+    tol = 1e-6 if dtype == "float32" else 1e-12
+    for a, b in zip(pt, pg):
+        np.testing.assert_allclose(b.detach().numpy(), a.detach().numpy(), rtol=tol, atol=tol)
+    st, sg = ot.state_dict()["state"], og.state_dict()["state"]
+    assert list(st) == list(sg)
+    for k in st:
+        assert list(st[k]) == list(sg[k])
+        for key in st[k]:
+            assert str(sg[k][key].dtype) == str(st[k][key].dtype)
+            np.testing.assert_allclose(sg[k][key].numpy(), st[k][key].numpy(), rtol=tol)
+    assert repr(og) == repr(ot)
+
+
+ADAFACTOR_ERRORS = [dict(lr=-1), dict(beta2_decay=0.1), dict(eps=(-1, 1e-3)),
+                    dict(eps=(None, -1)), dict(d=0.5), dict(weight_decay=-1)]
+
+
+@pytest.mark.parametrize("kw", ADAFACTOR_ERRORS, ids=[next(iter(k)) + str(i) for i, k in
+                                                      enumerate(ADAFACTOR_ERRORS)])
+def test_adafactor_argument_errors_as_torch(kw):
+    with pytest.raises(ValueError) as want:
+        torch.optim.Adafactor([torch.nn.Parameter(torch.ones(2))], **kw)
+    with pytest.raises(ValueError, match=str(want.value).split(":")[0]):
+        tg.optim.Adafactor([nn.Parameter(tg.ones(2))], **kw)
+
+
+@pytest.mark.parametrize("backend", ["numpy", "jax"])
+def test_adafactor_compiled_training_step_matches_eager(backend):
+    """A scheduler changes lr between steps: runtime values, no retrace after the state
+    exists (the first call makes it)."""
+    if backend == "jax":
+        pytest.importorskip("jax")
+    x, y = tg.tensor(_n(8, 4)), tg.tensor(_n(8, 1))
+
+    def make():
+        tg.manual_seed(0)
+        m = nn.Sequential(nn.Linear(4, 3), nn.Tanh(), nn.Linear(3, 1)).double()
+        opt = tg.optim.Adafactor(m.parameters(), lr=0.05, weight_decay=0.01)
+        return m, opt, tg.optim.lr_scheduler.StepLR(opt, 2, 0.5)
+
+    def step(m, opt, sched):
+        opt.zero_grad()
+        loss = ((m(x) - y) ** 2).mean()
+        loss.backward()
+        opt.step()
+        sched.step()
+        return loss
+    eager, compiled = make(), make()
+    cstep = tg.compile(step, backend=backend)
+    for _ in range(6):
+        want, got = step(*eager), cstep(*compiled)
+        assert abs(float(want) - float(got)) < 1e-12
+    for a, b in zip(eager[0].parameters(), compiled[0].parameters()):
+        if backend == "numpy":                   # the same float64 arithmetic, bit for bit
+            assert np.array_equal(b.detach().numpy(), a.detach().numpy())
+        np.testing.assert_allclose(b.detach().numpy(), a.detach().numpy(), rtol=1e-12,
+                                   atol=1e-14)
+    assert cstep.stats.eager_calls == 0 and cstep.stats.traces <= 2
+
+
+SPARSE_ADAM_ERRORS = [dict(lr=-1), dict(lr=0.0), dict(eps=-1), dict(betas=(1.0, 0.9)),
+                      dict(betas=(0.9, 1.0))]
+
+
+@pytest.mark.parametrize("kw", SPARSE_ADAM_ERRORS, ids=[str(k) for k in SPARSE_ADAM_ERRORS])
+def test_sparse_adam_argument_errors_as_torch(kw):
+    with pytest.raises(ValueError) as want:
+        torch.optim.SparseAdam([torch.nn.Parameter(torch.ones(2))], **kw)
+    with pytest.raises(ValueError, match=str(want.value).replace("(", r"\(").replace(")", r"\)")):
+        tg.optim.SparseAdam([nn.Parameter(tg.ones(2))], **kw)
+
+
+def test_sparse_adam_refuses_dense_gradients_as_torch():
+    pt, pg = torch.nn.Parameter(torch.ones(3)), nn.Parameter(tg.ones(3))
+    ot, og = torch.optim.SparseAdam([pt]), tg.optim.SparseAdam([pg])
+    assert og.state_dict() == ot.state_dict()
+    og.step()                                    # no gradient: nothing to do
+    pt.grad, pg.grad = torch.ones(3), tg.ones(3)
+    with pytest.raises(RuntimeError, match="does not support dense gradients") as want:
+        ot.step()
+    with pytest.raises(type(want.value), match="does not support dense gradients"):
+        og.step()
+    assert pg.tolist() == [1.0, 1.0, 1.0]
