@@ -3,7 +3,6 @@ updates with sparse gradients (`nn.Embedding(sparse=True)`); tracegrad's gradien
 always dense, so `step()` with a gradient raises PyTorch's error for a dense one, loudly
 rather than updating rows PyTorch would leave alone.
 """
-from .. import ops as O  # noqa: F401  (state tensors, were sparse gradients supported)
 from .._errors import TracegradRuntimeError, TracegradValueError
 from .optimizer import Optimizer, check_tensor_lr, grad_mode_of_step
 
