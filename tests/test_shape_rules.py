@@ -206,6 +206,11 @@ EXTRA = {
     "grad_scaled": (lambda w: [tg.autograd.grad(
         tg.nn.functional.embedding(tg.tensor([[0, 1, 1]]), w, scale_grad_by_freq=True)
         .pow(2).sum(), w, create_graph=True)[0]], lambda: [_t(3, 2)]),
+    # div with a rounding_mode: div_floor / div_trunc and their zero backward
+    "div_rounding": (lambda x, y: [tg.div(x, y, rounding_mode="floor"),
+                                   tg.div(x, 0.7, rounding_mode="trunc"),
+                                   tg.div(tg.tensor([7, -7]), 2, rounding_mode="trunc")],
+                     lambda: [_t(2, 3), _t(3, seed=1)]),
     "multinomial": (lambda p: [tg.multinomial(p.softmax(-1), 2),
                                tg.multinomial(p[0].exp(), 5, True)], lambda: [_t(2, 3)]),
 }

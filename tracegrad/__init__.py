@@ -108,4 +108,7 @@ from .nn._torch_spellings import names as _spellings  # noqa: E402
 globals().update(_spellings())          # torch.conv2d, torch.layer_norm, torch.dropout, ...
 del _spellings
 
+# torch.atan2(x, 1.5), torch.eq(1.5, x): TypeError as in PyTorch (no Scalar overload)
+__import__("importlib").import_module("._tensor_only_args", __name__).install(globals(), Tensor)
+
 __version__ = "0.1.0"

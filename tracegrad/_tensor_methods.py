@@ -95,7 +95,17 @@ Tensor.add_ = lambda self, other, *, alpha=1: dispatch(
 Tensor.sub_ = lambda self, other, *, alpha=1: dispatch(
     E.SUB_, (self, other if alpha == 1 else E.mul(other, alpha)))
 Tensor.mul_ = _inplace(E.MUL_)
-Tensor.div_ = _inplace(E.DIV_)
+
+
+def _div_(self, other, *, rounding_mode=None):
+    """`div_`; with a `rounding_mode` ("trunc" / "floor") as `divide_`."""
+    if rounding_mode is None:
+        return dispatch(E.DIV_, (self, other))
+    from .ops.inplace_more import divide_
+    return divide_(self, other, rounding_mode=rounding_mode)
+
+
+Tensor.div_ = _div_
 Tensor.pow_ = E.pow_
 Tensor.exp_ = _inplace(E.EXP_)
 Tensor.relu_ = _inplace(E.RELU_)

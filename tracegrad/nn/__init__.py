@@ -48,7 +48,8 @@ from ._padding_modules import (CircularPad1d, CircularPad2d, CircularPad3d,  # n
                                UpsamplingBilinear2d, UpsamplingNearest2d, ZeroPad1d, ZeroPad2d,
                                ZeroPad3d)
 from ._lazy import (LazyBatchNorm1d, LazyBatchNorm2d, LazyBatchNorm3d,  # noqa: F401,E402
-                    LazyConv1d, LazyConv2d, LazyConvTranspose1d, LazyConvTranspose2d,
+                    LazyConv1d, LazyConv2d, LazyConv3d, LazyConvTranspose1d,
+                    LazyConvTranspose2d, LazyConvTranspose3d,
                     LazyInstanceNorm1d, LazyInstanceNorm2d, LazyInstanceNorm3d, LazyLinear)
 from .parameter import UninitializedBuffer, UninitializedParameter  # noqa: F401,E402
 from ._modules_layers3 import (AdaptiveMaxPool1d, AdaptiveMaxPool2d,  # noqa: F401,E402
@@ -58,4 +59,7 @@ from ._modules_layers3 import (AdaptiveMaxPool1d, AdaptiveMaxPool2d,  # noqa: F4
                                TripletMarginWithDistanceLoss)
 from ._functional_pool_shuffle import ChannelShuffle, LPPool1d, LPPool2d  # noqa: F401,E402
 from ._random_layers import AlphaDropout, FeatureAlphaDropout, RReLU  # noqa: F401,E402
+from ._layers_3d import (AdaptiveAvgPool3d, AvgPool3d, Conv3d,  # noqa: F401,E402
+                         ConvTranspose3d, MaxPool3d)
+from ._functional_ctc import CTCLoss  # noqa: F401,E402
 from . import modules  # noqa: F401,E402

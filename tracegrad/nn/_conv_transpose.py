@@ -10,6 +10,7 @@ from .. import ops as O
 from .._errors import TracegradRuntimeError, TracegradValueError, op_error
 from .. import _dtype as D
 from ..ops import creation as C
+from ._conv_checks import check_conv_ranks
 from .layers import _check_groups, _ntuple, _pair, _reset_weight_and_bias
 from .module import Module
 from .parameter import Parameter
@@ -23,14 +24,7 @@ def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_paddi
     ...                  padding=1).shape
     torch.Size([1, 4, 6, 6])
     """
-    if input.ndim not in (3, 4):
-        raise op_error(TracegradRuntimeError, "conv_transpose2d", "Expected 3D (unbatched) or "
-                       f"4D (batched) input to conv_transpose2d, but got input of size: "
-                       f"{list(input.shape)}")
-    if weight.ndim != 4:
-        raise op_error(TracegradRuntimeError, "conv_transpose2d", "expected a 4D weight, but "
-                       f"got weight of size {list(weight.shape)}")
-    unbatched = input.ndim == 3
+    unbatched = check_conv_ranks("conv_transpose2d", input, weight, 2, transposed=True)
     x = O.unsqueeze(input, 0) if unbatched else input
     s, p, op, d = (_pair(v) for v in (stride, padding, output_padding, dilation))
     n, cin, h, w = x.shape

@@ -3,7 +3,7 @@ transposed convolution on a height of 1, so values, gradients, tracing and JAX a
     L_out = (L - 1) * stride - 2 * padding + dilation * (k - 1) + output_padding + 1
 """
 from .. import ops as O
-from .._errors import TracegradRuntimeError, op_error
+from ._conv_checks import check_conv_ranks
 from ._conv_transpose import _ConvTransposeNd, conv_transpose2d
 
 
@@ -19,13 +19,7 @@ def conv_transpose1d(input, weight, bias=None, stride=1, padding=0, output_paddi
     >>> conv_transpose1d(tracegrad.ones(1, 2, 5), tracegrad.ones(2, 3, 4), stride=2).shape
     torch.Size([1, 3, 12])
     """
-    if input.ndim not in (2, 3):
-        raise op_error(TracegradRuntimeError, "conv_transpose1d", "Expected 2D (unbatched) or "
-                       "3D (batched) input to conv_transpose1d, but got input of size: "
-                       f"{list(input.shape)}")
-    if weight.ndim != 3:
-        raise op_error(TracegradRuntimeError, "conv_transpose1d", "expected a 3D weight, but "
-                       f"got weight of size {list(weight.shape)}")
+    check_conv_ranks("conv_transpose1d", input, weight, 1, transposed=True)
     s, p, o, d = (_single(v)[0] for v in (stride, padding, output_padding, dilation))
     out = conv_transpose2d(O.unsqueeze(input, -2), O.unsqueeze(weight, -2), bias, (1, s),
                            (0, p), (0, o), groups, (1, d))

@@ -7,6 +7,7 @@ from .. import ops as O
 from .._errors import TracegradRuntimeError, op_error
 from . import _functional_extra as FX
 from . import functional as F
+from ._conv_checks import check_conv_ranks
 
 
 def _one(v, name):
@@ -31,10 +32,8 @@ def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     >>> conv1d(tracegrad.ones(1, 2, 8), tracegrad.ones(3, 2, 3), padding=1).shape
     torch.Size([1, 3, 8])
     """
-    x = _to_2d(input, "conv1d")
-    if weight.ndim != 3:
-        raise op_error(TracegradRuntimeError, "conv1d", "expected a 3D weight (out_channels, "
-                       f"in_channels/groups, kW), but got weight of size {list(weight.shape)}")
+    check_conv_ranks("conv1d", input, weight, 1)
+    x = O.unsqueeze(input, -2)
     pad = padding if isinstance(padding, str) else (0, _one(padding, "padding"))
     out = F.conv2d(x, O.unsqueeze(weight, 2), bias, (1, _one(stride, "stride")), pad,
                    (1, _one(dilation, "dilation")), groups)

@@ -11,6 +11,7 @@ torch.Size([1, 3, 2, 2, 2])
 from .. import _dtype as D
 from .. import ops as O
 from .._errors import TracegradRuntimeError, op_error
+from ._conv_checks import check_conv_ranks
 
 
 def _triple(v, name):
@@ -50,15 +51,7 @@ def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     torch.Size([1, 3, 4, 4, 4])
     """
     from .functional import conv2d, pad
-    if input.ndim not in (4, 5):
-        raise op_error(TracegradRuntimeError, "conv3d",
-                       "Expected 4D (unbatched) or 5D (batched) input to conv3d, but got input "
-                       f"of size: {list(input.shape)}")
-    if weight.ndim != 5:
-        raise op_error(TracegradRuntimeError, "conv3d",
-                       "expected a 5D weight (out_channels, in_channels/groups, kD, kH, kW), "
-                       f"but got weight of size {list(weight.shape)}")
-    unbatched = input.ndim == 4
+    unbatched = check_conv_ranks("conv3d", input, weight, 3)
     x = O.unsqueeze(input, 0) if unbatched else input
     stride, dilation = _triple(stride, "stride"), _triple(dilation, "dilation")
     kernel = tuple(weight.shape[2:])
@@ -88,16 +81,16 @@ def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     return O.squeeze(out, 0) if unbatched else out
 
 
-def _pool_triples(kernel_size, stride, padding, dilation):
+def _pool_triples(kernel_size, stride, padding, dilation, op="max_pool3d"):
     k = _triple(kernel_size, "kernel_size")
     s = k if stride is None or stride == () or stride == [] else _triple(stride, "stride")
     p, d = _triple(padding, "padding"), _triple(dilation, "dilation")
     if min(k) <= 0 or min(s) <= 0 or min(d) <= 0:
-        raise op_error(TracegradRuntimeError, "max_pool3d", "kernel size, stride and dilation "
+        raise op_error(TracegradRuntimeError, op, "kernel size, stride and dilation "
                        f"should be greater than zero, but got {list(k)}, {list(s)}, {list(d)}")
     for kk, pp, dd in zip(k, p, d):
         if pp < 0 or pp > ((kk - 1) * dd + 1) // 2:
-            raise op_error(TracegradRuntimeError, "max_pool3d", "pad should be at most half of "
+            raise op_error(TracegradRuntimeError, op, "pad should be at most half of "
                            f"effective kernel size, but got pad={pp}, kernel_size={kk} and "
                            f"dilation={dd}")
     return k, s, p, d
@@ -181,14 +174,7 @@ def conv_transpose3d(input, weight, bias=None, stride=1, padding=0, output_paddi
     torch.Size([1, 4, 4, 4, 4])
     """
     from .functional import conv_transpose2d, pad
-    if input.ndim not in (4, 5):
-        raise op_error(TracegradRuntimeError, "conv_transpose3d", "Expected 4D (unbatched) or "
-                       f"5D (batched) input to conv_transpose3d, but got input of size: "
-                       f"{list(input.shape)}")
-    if weight.ndim != 5:
-        raise op_error(TracegradRuntimeError, "conv_transpose3d", "expected a 5D weight, but "
-                       f"got weight of size {list(weight.shape)}")
-    unbatched = input.ndim == 4
+    unbatched = check_conv_ranks("conv_transpose3d", input, weight, 3, transposed=True)
     x = O.unsqueeze(input, 0) if unbatched else input
     s, p, op, d = (_triple(v, name) for v, name in ((stride, "stride"), (padding, "padding"),
                                                     (output_padding, "output_padding"),

@@ -1,4 +1,4 @@
-"""Lazy modules: `nn.LazyLinear`, `nn.LazyConv1d/2d`, `nn.LazyConvTranspose1d/2d`,
+"""Lazy modules: `nn.LazyLinear`, `nn.LazyConv1d/2d/3d`, `nn.LazyConvTranspose1d/2d/3d`,
 `nn.LazyBatchNorm1d/2d/3d`, `nn.LazyInstanceNorm1d/2d/3d`, whose
 input size (`in_features`, `in_channels`, `num_features`) is read from the first input, as
 PyTorch's lazy modules do (d2l-style model code builds networks this way).
@@ -25,6 +25,7 @@ from .layers import Conv2d, Linear
 from ._conv_transpose import ConvTranspose2d
 from ._conv_transpose_1d import ConvTranspose1d
 from ._layers_1d import Conv1d
+from ._layers_3d import Conv3d, ConvTranspose3d
 from ._norm_more import InstanceNorm1d, InstanceNorm2d, InstanceNorm3d
 from .module import Module
 from .parameter import UninitializedBuffer, UninitializedParameter
@@ -162,6 +163,11 @@ class LazyConv2d(_LazyConvNd, Conv2d):
     cls_to_become = Conv2d
 
 
+class LazyConv3d(_LazyConvNd, Conv3d):
+    """`LazyConv3d(out_channels, kernel_size, ...)`: in_channels from the first input."""
+    cls_to_become = Conv3d
+
+
 class _LazyConvTransposeNd(_LazyConvNd):
     _transposed = True
 
@@ -181,6 +187,11 @@ class LazyConvTranspose1d(_LazyConvTransposeNd, ConvTranspose1d):
 class LazyConvTranspose2d(_LazyConvTransposeNd, ConvTranspose2d):
     """`LazyConvTranspose2d(out_channels, kernel_size, ...)`: in_channels from the input."""
     cls_to_become = ConvTranspose2d
+
+
+class LazyConvTranspose3d(_LazyConvTransposeNd, ConvTranspose3d):
+    """`LazyConvTranspose3d(out_channels, kernel_size, ...)`: in_channels from the input."""
+    cls_to_become = ConvTranspose3d
 
 
 class _LazyBatchNorm(LazyModuleMixin):

@@ -198,6 +198,21 @@ def cosine_embedding_loss(input1, input2, target, margin=0.0, reduction=0):
                                    reduction=_reduction("cosine_embedding_loss", reduction, 5))
 
 
+def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reduction=0,
+             zero_infinity=False):
+    """`F.ctc_loss` with `reduction` as the integer enum."""
+    return F.ctc_loss(log_probs, targets, input_lengths, target_lengths, blank,
+                      _reduction("ctc_loss", reduction, 6), zero_infinity)
+
+
+def embedding_bag(weight, indices, offsets, scale_grad_by_freq=False, mode=0, sparse=False,
+                  per_sample_weights=None, include_last_offset=False, padding_idx=None):
+    """PyTorch's `torch.embedding_bag`: (output, offset2bag, bag_size, max_indices)."""
+    from ._embedding_bag import aten_embedding_bag
+    return aten_embedding_bag(weight, indices, offsets, scale_grad_by_freq, mode, sparse,
+                              per_sample_weights, include_last_offset, padding_idx)
+
+
 # same signature as F's: the function itself
 SAME = """conv1d conv2d conv3d conv_transpose1d conv_transpose2d conv_transpose3d pixel_shuffle pixel_unshuffle
 channel_shuffle hardshrink prelu avg_pool1d adaptive_avg_pool1d cosine_similarity
@@ -206,7 +221,8 @@ OWN = """dropout dropout_ alpha_dropout alpha_dropout_ feature_alpha_dropout
 feature_alpha_dropout_ feature_dropout feature_dropout_ layer_norm group_norm batch_norm
 instance_norm rms_norm embedding celu selu threshold rrelu max_pool1d max_pool2d max_pool3d
 adaptive_max_pool1d constant_pad_nd kl_div binary_cross_entropy_with_logits poisson_nll_loss
-margin_ranking_loss hinge_embedding_loss triplet_margin_loss cosine_embedding_loss""".split()
+margin_ranking_loss hinge_embedding_loss triplet_margin_loss cosine_embedding_loss ctc_loss
+embedding_bag""".split()
 
 
 def names():

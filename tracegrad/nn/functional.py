@@ -14,6 +14,7 @@ from ..ops import elementwise as E
 from ..ops import dropout as _dropout
 from ..ops import linear as _linear
 from .._errors import TracegradRuntimeError, TracegradValueError, op_error
+from ._conv_checks import check_conv_ranks
 from ._losses import cross_entropy, mse_loss, nll_loss  # noqa: F401
 
 __all__ = ["linear", "conv2d", "relu", "relu_", "leaky_relu", "tanh", "sigmoid", "gelu",
@@ -44,15 +45,7 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     >>> conv2d(tracegrad.ones(1, 3, 8, 8), tracegrad.ones(4, 3, 3, 3), padding=1).shape
     torch.Size([1, 4, 8, 8])
     """
-    if input.ndim not in (3, 4):
-        raise op_error(TracegradRuntimeError, "conv2d",
-                       "Expected 3D (unbatched) or 4D (batched) input to conv2d, but got input "
-                       f"of size: {list(input.shape)}")
-    if weight.ndim != 4:
-        raise op_error(TracegradRuntimeError, "conv2d",
-                       f"expected a 4D weight (out_channels, in_channels/groups, kH, kW), but "
-                       f"got weight of size {list(weight.shape)}")
-    unbatched = input.ndim == 3
+    unbatched = check_conv_ranks("conv2d", input, weight, 2)
     if unbatched:
         input = O.unsqueeze(input, 0)
     stride, dilation = _conv_arg(stride, "stride"), _conv_arg(dilation, "dilation")
@@ -374,8 +367,11 @@ __all__ += ["pairwise_distance", "triplet_margin_loss", "margin_ranking_loss",
 from ._conv_transpose_1d import conv_transpose1d  # noqa: E402,F401
 __all__ += ["conv_transpose1d"]
 from ._functional_3d import conv3d, conv_transpose3d, max_pool3d  # noqa: E402,F401
-__all__ += ["conv3d", "conv_transpose3d", "max_pool3d"]
+from ._functional_pool_3d import avg_pool3d, adaptive_avg_pool3d  # noqa: E402,F401
+__all__ += ["conv3d", "conv_transpose3d", "max_pool3d", "avg_pool3d", "adaptive_avg_pool3d"]
 from ._embedding_bag import embedding_bag  # noqa: E402,F401
+from ._functional_ctc import ctc_loss  # noqa: E402,F401
+__all__ += ["ctc_loss"]
 __all__ += ["embedding_bag"]
 from ._fold import fold, unfold  # noqa: E402,F401
 from ._norm_more import rms_norm, instance_norm  # noqa: E402,F401

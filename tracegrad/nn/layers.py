@@ -104,7 +104,7 @@ def _check_groups(in_channels, out_channels, groups):
 
 
 class _ConvNd(Module):
-    """What Conv1d and Conv2d share (`_dims` spatial dimensions), as PyTorch's `_ConvNd`:
+    """What Conv1d, Conv2d and Conv3d share (`_dims` spatial dimensions), as PyTorch's `_ConvNd`:
     the constructor's checks and attributes, parameters and init, `forward` through
     `_conv_forward(input, weight, bias)` (which subclasses written for PyTorch call), and
     the repr.
@@ -147,7 +147,7 @@ class _ConvNd(Module):
         _reset_weight_and_bias(self.weight, self.bias)
 
     def _conv_forward(self, input, weight, bias):
-        conv = F.conv2d if self._dims == 2 else F.conv1d
+        conv = {1: F.conv1d, 2: F.conv2d, 3: F.conv3d}[self._dims]
         if self.padding_mode != "zeros":         # Note [Conv padding modes]
             input = F.pad(input, self._reversed_padding_repeated_twice, mode=self.padding_mode)
             return conv(input, weight, bias, self.stride, 0, self.dilation, self.groups)

@@ -286,6 +286,32 @@ def _floor_divide_vjp(g, ins, out, n):
 FLOOR_DIVIDE = Primitive("floor_divide", _int_zero_check("floor_divide", _quiet(_floor_div)),
                          vjp=_floor_divide_vjp, shape_rule=SR.broadcast,
                          dtype_rule=promote, grad_fn_name="NotImplemented", may_raise="integer")
+
+
+def _trunc_div(x, y):
+    """Division rounded toward zero; exact for integers (no float round trip)."""
+    if np.result_type(x, y).kind in "iub":
+        q = np.floor_divide(x, y)
+        return np.where((np.subtract(x, np.multiply(q, y)) != 0) & (q < 0), q + 1, q)
+    return np.trunc(np.true_divide(x, y))
+
+
+def _rounded_div_vjp(g, ins, out, n):
+    # Note [Rounded division]: PyTorch's DivBackward2 for rounding_mode "floor" / "trunc"
+    # gives zero gradients (the quotient is piecewise constant), unlike `//`.
+    a, b = n.needs
+    zero = mul(g, 0.0)
+    return (_st(zero, n.shapes[0]) if a else None, _st(zero, n.shapes[1]) if b else None)
+
+
+DIV_FLOOR = Primitive("div_floor", _int_zero_check("div", _quiet(_floor_div)),
+                      vjp=_rounded_div_vjp, shape_rule=SR.broadcast, dtype_rule=promote,
+                      grad_fn_name="DivBackward2", may_raise="integer",
+                      doc="`div(input, other, rounding_mode='floor')`")
+DIV_TRUNC = Primitive("div_trunc", _int_zero_check("div", _quiet(_trunc_div)),
+                      vjp=_rounded_div_vjp, shape_rule=SR.broadcast, dtype_rule=promote,
+                      grad_fn_name="DivBackward2", may_raise="integer",
+                      doc="`div(input, other, rounding_mode='trunc')`")
 REMAINDER = Primitive("remainder", _int_zero_check("remainder", _quiet(_remainder)), vjp=_rem_vjp,
                       saves=(0, 1), shape_rule=SR.broadcast,
                       dtype_rule=promote, may_raise="integer")
@@ -348,9 +374,9 @@ def div(input, other, *, rounding_mode=None):
     if rounding_mode is None:
         return dispatch(DIV, (input, other))
     if rounding_mode == "floor":
-        return floor_divide(input, other)
+        return dispatch(DIV_FLOOR, (input, other))
     if rounding_mode == "trunc":
-        return trunc_div(input, other)
+        return dispatch(DIV_TRUNC, (input, other))
     from .._errors import TracegradRuntimeError, op_error
     raise op_error(TracegradRuntimeError, "div", "div expected rounding_mode to be one of None, "
                    f"'trunc', or 'floor' but found '{rounding_mode}'")
@@ -369,13 +395,8 @@ def true_divide(input, other):
 
 
 def trunc_div(x, y):
-    dt = promote_dtype_of(x, y)
-    if dt.category == 1:             # exact in integers: the float quotient rounds past 2**24
-        q = floor_divide(x, y)       # (and raises eager's error for a zero divisor)
-        r = sub(x, mul(q, y))        # floor's remainder: nonzero and q < 0 -> one up
-        return where(logical_and(ne(r, 0), lt(q, 0)), add(q, 1), q)
-    q = div(x, y)
-    return where(lt(q, 0), ceil(q), floor(q)).to(dt)
+    """`x / y` rounded toward zero (`div(..., rounding_mode='trunc')`)."""
+    return dispatch(DIV_TRUNC, (x, y))
 
 
 def promote_dtype_of(*args):

@@ -116,7 +116,9 @@ def _int_div(f):
     return rule
 
 
-register(E.FLOOR_DIVIDE)(_int_div(jnp.floor_divide))
+register(E.FLOOR_DIVIDE, E.DIV_FLOOR)(_int_div(jnp.floor_divide))
+register(E.DIV_TRUNC)(_int_div(lambda x, y: lax.div(x, y) if jnp.issubdtype(
+    jnp.result_type(x, y), jnp.integer) else jnp.trunc(jnp.true_divide(x, y))))
 register(E.REMAINDER, E.REMAINDER_TENSOR)(_int_div(jnp.remainder))
 register(FM.FMOD, FM.FMOD_TENSOR)(_int_div(jnp.fmod))
 

@@ -1,0 +1,55 @@
+"""PyTorch's binary functions whose arguments must be Tensors: `torch.atan2(x, 1.5)`,
+`x.maximum(0.5)` and `torch.eq(1.5, x)` raise TypeError in PyTorch (their schemas have
+no Scalar overload), so they do here. Only Python numbers are refused: numpy arrays stay
+accepted as tensor operands, as everywhere in tracegrad. The root package wraps the
+public functions and Tensor methods named below once at import; internal code calls the
+ops directly and may still pass numbers.
+
+>>> tracegrad.atan2(tracegrad.ones(2), 1.5)
+Traceback (most recent call last):
+TypeError: atan2(): argument 'other' (position 2) must be Tensor, not float
+"""
+import functools
+
+from ._errors import TracegradTypeError
+
+# both `input` and `other` must be Tensors (function and method forms)
+BOTH = """atan2 arctan2 maximum minimum igamma igammac logaddexp logaddexp2 dist logical_and
+logical_or logical_xor""".split()
+BOTH_INPLACE = """atan2_ arctan2_ igamma_ igammac_ logical_and_ logical_or_
+logical_xor_""".split()
+# only `input` must be a Tensor (a number `other` is a Scalar overload)
+FIRST = """eq ne lt le gt ge greater less greater_equal less_equal not_equal fmod clamp_min
+clamp_max""".split()
+
+
+def _check(name, value, arg, position):
+    if isinstance(value, (bool, int, float, complex)):
+        raise TracegradTypeError(f"{name}(): argument '{arg}' (position {position}) must be "
+                                 f"Tensor, not {type(value).__name__}")
+
+
+def tensor_only(fn, name, both, method):
+    """`fn` raising PyTorch's TypeError for a non-Tensor `input` (or, with `both`,
+    `other`); the same function otherwise."""
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        first = args[0] if args else kwargs.get("input")
+        second = args[1] if len(args) > 1 else kwargs.get("other", kwargs.get("values"))
+        if not method:
+            _check(name, first, "input", 1)
+        if both and (len(args) > 1 or "other" in kwargs):
+            _check(name, second, "other", 1 if method else 2)
+        return fn(*args, **kwargs)
+    return call
+
+
+def install(namespace, tensor_class):
+    """Wrap the functions of the tables found in `namespace` and the Tensor methods."""
+    for names, both in ((BOTH, True), (FIRST, False), (BOTH_INPLACE, True)):
+        for name in names:
+            if name in namespace and callable(namespace[name]):
+                namespace[name] = tensor_only(namespace[name], name, both, False)
+            if both and name in tensor_class.__dict__:
+                setattr(tensor_class, name,
+                        tensor_only(tensor_class.__dict__[name], name, both, True))
