@@ -21,6 +21,7 @@ def _child(*args):
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow            # ~10 s: a fresh process measuring the remat step
 def test_remat_peak_counts_the_arenas_kept_between_calls():
     """The scratch arenas are allocated on the first run, before tracemalloc starts: the
     figure must add them, or a plan that moves memory into its arena looks free."""

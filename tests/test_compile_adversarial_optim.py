@@ -58,7 +58,7 @@ def test_optimizer_on_jax_equals_eager(name):
     Program.compare(_train(OPTIMIZERS[name]), backend="jax")
 
 
-@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("dtype", ["float64", pytest.param("float32", marks=pytest.mark.slow)])
 @pytest.mark.parametrize("name", list(OPTIMIZERS))
 def test_optimizer_eager_equals_torch(name, dtype):
     _train(OPTIMIZERS[name]).against_torch(dtype)
