@@ -198,3 +198,41 @@ class _nothing:
 
     def __exit__(self, *a):
         return False
+
+
+def test_a_loop_with_changes_between_calls_equals_eager(spy):
+    """Between calls of a speculating loop: an eager in-place write to an input, a changed
+    requires_grad, a backward under no_grad, a retained graph: each call and its gradients
+    stay eager's, whichever route the backward takes."""
+    comp = _speculating(spy)
+    runs = []
+    for fn in (loss_fn, comp):
+        x, w = _leaves()
+        got = []
+        for it in range(8):
+            x.grad = w.grad = None
+            if it == 2:
+                with tg.no_grad():
+                    x.mul_(0.5)              # seen by the next call and its gradients
+            if it == 4:
+                w.requires_grad_(False)
+            if it == 6:
+                w.requires_grad_(True)
+            loss = fn(x, w)
+            if it == 3:
+                with tg.no_grad():
+                    loss.backward()
+            elif it == 5:
+                loss.backward(retain_graph=True)
+            else:
+                loss.backward()
+            got.append((loss.item(), x.grad.numpy().copy(),
+                        None if w.grad is None else w.grad.numpy().copy()))
+        runs.append(got)
+    for (l0, x0, w0), (l1, x1, w1) in zip(*runs):
+        _close(l0, l1)
+        _close(x0, x1)
+        assert (w0 is None) == (w1 is None)
+        if w0 is not None:
+            _close(w0, w1)
+    assert True in spy                       # the short route served some of them

@@ -159,8 +159,9 @@ class JaxProgram:
         (entered when it is not in effect already), small inputs that repeat passed as
         device arrays (Note [Small inputs] in small_inputs.py), the executable's C++ entry
         point (`Compiled._call`, made by its first call), and numpy copies of the first
-        `writable` results, the rest passed on as they are. Same results as `__call__`,
-        which remains the entry point of everything else."""
+        `writable` results (copied out of one buffer when they fit: Note [One result
+        buffer] in result_buffer.py), the rest passed on as they are. Same results as
+        `__call__`, which remains the entry point of everything else."""
         if not self._plain():
             return None
         x64, w, exe = self.lowered.x64, self.writable, self.executable
