@@ -205,3 +205,37 @@ def test_a_hook_registered_on_a_submodule_after_cached_calls_runs():
     finally:
         handle.remove()
     assert comp(x).item() == model(x).sum().item()
+
+
+def test_attribute_guard_lines_read_the_attribute_and_a_deleted_one_fails():
+    """Note [Attribute guard lines]: a guard expecting an object reads `h.name`; the
+    attribute deleted, or a function's `__code__` replaced, fails the check; a guard
+    expecting the attribute missing still passes while it is."""
+    class Cfg:
+        __slots__ = ("scale", "unset")
+
+    from tracegrad.compiler.state_guards import checker_source
+    from tracegrad.compiler.state_slots import SlotView
+    cfg = Cfg()
+    cfg.scale = 2.0
+
+    def fn(x):
+        return x + 1
+
+    code = fn.__code__
+    guards = [StateGuard(SlotView(cfg), "scale", 2.0, "eq", "cfg.scale"),
+              StateGuard(SlotView(cfg), "unset", _MISSING, "is", "cfg.unset"),
+              StateGuard(SlotView(fn), "__code__", code, "is", "fn.__code__")]
+    lines, _ = checker_source(guards)
+    text = "\n".join(lines)
+    assert ".scale" in text and ".__code__" in text and "'unset', _M" in text
+    check = checker(guards)
+    assert check()
+    del cfg.scale
+    assert not check()
+    cfg.scale = 2.0
+    assert check()
+    fn.__code__ = (lambda x: x - 1).__code__
+    assert not check()
+    fn.__code__ = code
+    assert check()

@@ -145,3 +145,33 @@ def test_attributes_of_tensors_inside_containers_are_keyed():
     assert cf([a, b]).tolist() == [3.0, 3.0]
     b.k = 5.0
     assert cf([a, b]).tolist() == f([a, b]).tolist() == [6.0, 6.0]
+
+
+@pytest.mark.parametrize("backend", ["numpy", "jax"])
+def test_a_number_attribute_of_a_leaf_with_grad_is_read_anew(backend):
+    """The last-key check answers "no public attributes" for the engine's own entries
+    (`_grad`, `_accum`) without calling attrs_key: a user's attribute beside them is still
+    keyed by value."""
+    if backend == "jax":
+        pytest.importorskip("jax")
+
+    def scale(x):
+        return (x * x.tag).sum()
+
+    cf = tg.compile(scale, backend=backend)
+    for f in (scale, cf):
+        x = tg.ones(3, requires_grad=True)
+        x.tag = 3.0
+        got = []
+        for i, tag in enumerate([3.0, 3.0, 5.0, 5.0, 2.0]):
+            x.tag = tag
+            x.grad = None
+            f(x).backward()
+            got.append((f(x).item(), x.grad.numpy().copy()))
+        assert set(x.__dict__) >= {"_grad", "_accum", "tag"}
+        if f is scale:
+            ref = got
+    for (a, ga), (b, gb) in zip(ref, got):
+        assert a == b
+        np.testing.assert_array_equal(ga, gb)
+    assert cf.stats.traces == 3

@@ -509,13 +509,21 @@ def register_post_accumulate_grad_hook(self, hook):
 
 
 _autograd_backward = None                # autograd.api.backward, bound on first use
+_from_stash = _stash_node = None         # compiler.stash_backward's function and node type
 
 
 def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
     """Compute gradients of this tensor w.r.t. graph leaves (see autograd.backward)."""
-    global _autograd_backward
+    global _autograd_backward, _from_stash, _stash_node
     if _autograd_backward is None:       # (an import statement per call costs ~1 us)
         from .autograd.api import backward as _autograd_backward
+        from .compiler.stash_backward import CompiledFunctionBackward as _stash_node
+        from .compiler.stash_backward import backward_from_stash as _from_stash
+    fn = self._grad_fn                   # Note [Backward from the stash]
+    if type(fn) is _stash_node and gradient is None and retain_graph is None \
+            and create_graph is False and inputs is None and fn.stash is not None \
+            and _from_stash(self):
+        return
     _autograd_backward(self, gradient, retain_graph, create_graph, inputs=inputs)
 
 

@@ -14,6 +14,9 @@ from .binding import scalar_key
 from .state_kinds import probe
 from .tensor_attrs import attrs_key
 
+# private names the engine keeps on a leaf tensor, none of them keyed (tensor_attrs.py)
+_ENGINE_KEYS = frozenset({"_grad", "_accum"})
+
 
 def entry_key(leaves, struct=None):
     """(key, tensors, aliased): the hashable entry key, the tensor leaves in order, and
@@ -84,7 +87,7 @@ def key_source(key, args, miss="return False"):
            "_lv": _func_levels._levels.get,   # `active()`, without its frame
            "_ie": _mode.inference_enabled, "_dd": _dtype.get_default_dtype, "_G": grad,
            "_I": inference, "_DD": default_dtype, "_ga": getattr,
-           "_dds": _dtype._state, "_f32": _dtype.float32}
+           "_dds": _dtype._state, "_f32": _dtype.float32, "_EK": _ENGINE_KEYS}
     names = [f"a{i}" for i in range(n)]
     lines = [f"    if len(args) != {n}: {miss}"]
     if n:
@@ -112,8 +115,10 @@ def key_source(key, args, miss="return False"):
         if n_tensors > 1:                # the owner's id for the aliasing check below
             lines.append(f"    qa{i} = id(d if d.base is None else _root(d))")
         # still no Python attributes of its own (Note [Attributes of tensor arguments]);
-        # the engine's private ones are in most leaves' __dict__
-        lines.append(f"    if a{i}.__dict__ and _ak(a{i}): {miss}")
+        # the engine's private ones are in most leaves' __dict__: a leaf after backward
+        # holds `_grad` and `_accum` alone, answered by a set comparison without a call
+        lines.append(f"    if a{i}.__dict__ and not a{i}.__dict__.keys() <= _EK and _ak(a{i}): "
+                     f"{miss}")
     # (_dtype.get_default_dtype(), its one line inlined)
     lines.append(f"    if _ge() is not _G or _ie() is not _I or "
                  f"_ga(_dds, 'default', _f32) is not _DD or _lv(): {miss}")

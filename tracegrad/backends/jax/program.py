@@ -40,6 +40,7 @@ from .adopt import adopt, big, replaceable, static_big, taken, to_host
 from .aligned import move_to_aligned
 from .client import device
 from .lower import guard_holds, lower
+from .result_buffer import layout, pack, unpacker
 from .small_inputs import SmallInputs, small_positions
 
 
@@ -79,6 +80,13 @@ class JaxProgram:
         self._line_sites = {}
         fn = self._packing_fn()
         specs, shardings = self._specs()
+        cpu = jax.default_backend() == "cpu"
+        # results handed over without a copy (adopt.py): single-device programs on the CPU
+        self._adopt = cpu and shardings is None and not follow_inputs
+        packed = [k for k, (t, _) in enumerate(getattr(self, "_out_slots", ())) if t != 0]
+        self._bigs = (None if any(k < self.writable for k in packed) else
+                      [static_big(v) for v in graph.outputs[:self.writable]])
+        fn = self._one_buffer(fn, self.writable)     # Note [One result buffer]
         if shardings is not None:
             jitted = jax.jit(fn, in_shardings=shardings)
         elif follow_inputs:                      # see below
@@ -97,19 +105,13 @@ class JaxProgram:
         # `follow_inputs`: the inputs' shardings are XLA's choice (saved values of a sharded
         # forward), so calls go through `jax.jit`, which compiles for the shardings it meets
         self._call = jitted if follow_inputs else self.executable
-        from .aligned import MIN_BYTES
-        cpu = jax.default_backend() == "cpu"     # captured arrays worth moving (aligned.py)
+        from .aligned import MIN_BYTES        # captured arrays worth moving (aligned.py)
         self._movable = [i for i, v in enumerate(graph.inputs) if cpu and v.role == "captured"
                          and v.type.dtype.np.itemsize * int(np.prod(v.type.shape)) >= MIN_BYTES]
-        # results handed over without a copy (adopt.py): single-device programs on the CPU
-        self._adopt = cpu and shardings is None and not follow_inputs
         self._rebind = [(pos, k) for pos, k in mutated
                         if self._adopt and graph.outputs[k] is not None
                         and graph.outputs[k].type.dtype.np.itemsize
                         * int(np.prod(graph.outputs[k].type.shape)) >= ADOPT_BYTES]
-        packed = [k for k, (t, _) in enumerate(getattr(self, "_out_slots", ())) if t != 0]
-        self._bigs = (None if any(k < self.writable for k in packed) else
-                      [static_big(v) for v in graph.outputs[:self.writable]])
         if not self._movable and not self._rebind:   # callers pass arrays: nothing to do
             self.call_tensors = None
         self.fn = self._fast() or self.__call__
@@ -129,6 +131,25 @@ class JaxProgram:
         """The IR values of the first `writable` results."""
         return self.graph.outputs[:self.writable]
 
+    def _one_buffer(self, fn, w):
+        """`fn` returning its first `w` results (the user values) in one buffer when the
+        program is plain and they fit (Note [One result buffer] in result_buffer.py). The
+        choice is made while tracing (whether the program is plain is known once its
+        runtime checks were counted), and sets `_unpack` (None: one result per array)."""
+        self._unpack = None
+        if self.pack_out is not None or self.pack_in is not None:    # (never plain)
+            return fn
+
+        def one_buffer(*arrays):
+            outs, gv, cv = fn(*arrays)
+            lay = layout(self._user_values()) if self._plain() else None
+            if lay is None:
+                self._unpack = None
+                return outs, gv, cv
+            self._unpack = unpacker(lay)
+            return [pack(outs[:w], lay)] + list(outs[w:]), gv, cv
+        return one_buffer
+
     def _fast(self):
         """Note [Plain calls]
         `__call__` asks per call what the program needs (host draws, packing, a memo for
@@ -138,12 +159,14 @@ class JaxProgram:
         (entered when it is not in effect already), small inputs that repeat passed as
         device arrays (Note [Small inputs] in small_inputs.py), the executable's C++ entry
         point (`Compiled._call`, made by its first call), and numpy copies of the first
-        `writable` results, the rest passed on as they are. Same results as `__call__`,
-        which remains the entry point of everything else."""
+        `writable` results (copied out of one buffer when they fit: Note [One result
+        buffer] in result_buffer.py), the rest passed on as they are. Same results as
+        `__call__`, which remains the entry point of everything else."""
         if not self._plain():
             return None
         x64, w, exe = self.lowered.x64, self.writable, self.executable
         state, array, cpp = _X64_STATE, np.array, [None]
+        unpack = self._unpack
         small = small_positions(self._input_types())     # Note [Small inputs]
         swap = SmallInputs(small, device()).swap if small else None
 
@@ -159,6 +182,8 @@ class JaxProgram:
                 cpp[0] = getattr(exe, "_call", None) or exe
             else:
                 outs = call(*arrays)[0]
+            if unpack is not None:               # Note [One result buffer]
+                return unpack(outs[0]) + outs[1:]
             return [array(o) for o in outs[:w]] + outs[w:]
         return fast
 
@@ -284,6 +309,8 @@ class JaxProgram:
                 if not holds:
                     raise GuardFailed(k, actual)
         w = self.writable
+        if self._unpack is not None:             # Note [One result buffer]
+            return self._unpack(outs[0]) + list(outs[1:])
         user = (to_host(outs[:w], arrays, self._bigs) if self._adopt
                 else [None if o is None else np.array(o) for o in outs[:w]])
         if all(o is None for o in user):     # nothing waited for the results: XLA may still

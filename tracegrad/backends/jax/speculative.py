@@ -62,6 +62,10 @@ class SpeculativeProgram(JaxProgram):
                 j += 1
         lf, lb = fwd.lowered, bwd.lowered
         self.lowered_backward = lb
+        self.writable = w + n_g
+        self._bigs = ([static_big(v) for v in fwd.graph.outputs[:w]]
+                      + [static_big(v) for v in bwd.graph.outputs])
+        self._w_fwd = w
 
         def fn(*arrays):
             outs, gv, cv = lf.fn(*arrays)
@@ -72,6 +76,7 @@ class SpeculativeProgram(JaxProgram):
             tail = [bad] if bad is not None else []
             return list(outs[:w]) + list(grads) + list(outs[w:]) + tail, gv, cv
 
+        fn = self._one_buffer(fn, w + n_g)       # Note [One result buffer]
         one = SingleDeviceSharding(device())
         jitted = jax.jit(fn, in_shardings=one, out_shardings=one)
         specs, _ = fwd._specs()
@@ -82,10 +87,6 @@ class SpeculativeProgram(JaxProgram):
             self.executable = traced.lower().compile()
         self.compile_seconds = time.perf_counter() - t0
         self._call = self.executable
-        self.writable = w + n_g
-        self._bigs = ([static_big(v) for v in fwd.graph.outputs[:w]]
-                      + [static_big(v) for v in bwd.graph.outputs])
-        self._w_fwd = w
         self.fn = self._fast() or self.__call__
 
     def _plain(self):

@@ -1,0 +1,139 @@
+"""A plain JAX program's small user results in one buffer (Note [One result buffer] in
+backends/jax/result_buffer.py): the results must be what separate results gave (values,
+shapes, dtypes, fresh writable owning arrays sharing no memory), and programs whose results
+differ in dtype, are large, or are not plain keep one result per array.
+"""
+import numpy as np
+import pytest
+
+jax = pytest.importorskip("jax")
+
+import tracegrad as tg  # noqa: E402
+
+
+def _path(comp):
+    (entry,) = [e for e in comp.entries.values() if e.paths]
+    (path,) = entry.paths
+    return path
+
+
+def _fresh(arrays):
+    for a in arrays:
+        assert type(a) is np.ndarray and a.flags.writeable and a.flags.owndata
+        assert a.flags.c_contiguous and a.base is None
+    for i, a in enumerate(arrays):
+        for b in arrays[i + 1:]:
+            assert not np.shares_memory(a, b)
+
+
+def several(x, w):
+    h = (x * w).sin()
+    return h.sum(), h * 2.0, (h.reshape(2, 3) + 1.0).tanh(), (w * 3.0).exp()
+
+
+def test_several_results_of_one_dtype_equal_eager_and_separate_results():
+    x0 = np.linspace(-1, 1, 6).astype(np.float32)
+    w0 = np.linspace(0.1, 0.6, 6).astype(np.float32)
+    comp = tg.compile(several, backend="jax")
+    for _ in range(3):
+        x, w = tg.tensor(x0, requires_grad=True), tg.tensor(w0, requires_grad=True)
+        outs = comp(x, w)
+        (outs[0] + outs[1].sum() + outs[2].sum() + outs[3].sum()).backward()
+        ex, ew = tg.tensor(x0, requires_grad=True), tg.tensor(w0, requires_grad=True)
+        eouts = several(ex, ew)
+        (eouts[0] + eouts[1].sum() + eouts[2].sum() + eouts[3].sum()).backward()
+        for o, e in zip(outs, eouts):
+            assert o.shape == e.shape and o.dtype == e.dtype
+            np.testing.assert_allclose(o.detach().numpy(), e.detach().numpy(), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(x.grad.numpy(), ex.grad.numpy(), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(w.grad.numpy(), ew.grad.numpy(), rtol=1e-5, atol=1e-6)
+        _fresh([o._data for o in outs] + [x.grad._data, w.grad._data])
+    path = _path(comp)
+    fwd, bwd = path.forward_program, path.backward_program
+    assert fwd._unpack is not None and bwd._unpack is not None
+    # the same program's general call gives the same results
+    args = [x0, w0]
+    a, b = fwd.fn(*args), fwd(*args)
+    for p, q in zip(a[:fwd.writable], b[:fwd.writable]):
+        assert p.shape == q.shape and p.dtype == q.dtype
+        np.testing.assert_array_equal(p, q)
+    _fresh(a[:fwd.writable])
+    _fresh(b[:fwd.writable])
+
+
+def test_writing_into_a_result_does_not_change_another():
+    comp = tg.compile(several, backend="jax")
+    x = tg.tensor(np.linspace(-1, 1, 6).astype(np.float32))
+    w = tg.tensor(np.linspace(0.1, 0.6, 6).astype(np.float32))
+    outs = comp(x, w)
+    before = [o.numpy().copy() for o in outs]
+    outs[1].add_(100.0)
+    outs[0].mul_(0.0)
+    np.testing.assert_array_equal(outs[2].numpy(), before[2])
+    np.testing.assert_array_equal(outs[3].numpy(), before[3])
+    np.testing.assert_array_equal(outs[1].numpy(), before[1] + 100.0)
+
+
+def test_the_speculated_loss_and_gradients_come_in_one_buffer():
+    def loss_fn(x, w):
+        return ((x * w).sin() * 1.5 + w).tanh().sum()
+    x0 = np.linspace(-1, 1, 5).astype(np.float32)
+    w0 = np.linspace(0.2, 0.7, 5).astype(np.float32)
+    comp = tg.compile(loss_fn, backend="jax")
+    x, w = tg.tensor(x0, requires_grad=True), tg.tensor(w0, requires_grad=True)
+    ex, ew = tg.tensor(x0, requires_grad=True), tg.tensor(w0, requires_grad=True)
+    eloss = loss_fn(ex, ew)
+    eloss.backward()
+    for _ in range(4):
+        x.grad = w.grad = None
+        loss = comp(x, w)
+        loss.backward()
+        assert loss.shape == () and loss.dtype == tg.float32
+        np.testing.assert_allclose(loss.item(), eloss.item(), rtol=1e-6)
+        np.testing.assert_allclose(x.grad.numpy(), ex.grad.numpy(), rtol=1e-5, atol=1e-7)
+        np.testing.assert_allclose(w.grad.numpy(), ew.grad.numpy(), rtol=1e-5, atol=1e-7)
+        _fresh([loss._data, x.grad._data, w.grad._data])
+    spec = _path(comp).speculation
+    assert spec.program is not None and spec.program._unpack is not None
+
+
+def test_results_of_two_dtypes_or_large_are_separate():
+    def mixed(x):
+        return x.sum(), (x > 0).sum(), x * 2.0
+
+    def large(x):
+        return x * 2.0, x + 1.0
+
+    x = tg.tensor(np.linspace(-1, 1, 6).astype(np.float32))
+    comp = tg.compile(mixed, backend="jax")
+    got, ref = comp(x), mixed(x)
+    for o, e in zip(got, ref):
+        assert o.dtype == e.dtype
+        np.testing.assert_array_equal(o.numpy(), e.numpy())
+    assert _path(comp).forward_program._unpack is None
+    big = tg.tensor(np.linspace(-1, 1, 4096).astype(np.float32))
+    comp = tg.compile(large, backend="jax")
+    for o, e in zip(comp(big), large(big)):
+        np.testing.assert_array_equal(o.numpy(), e.numpy())
+    assert _path(comp).forward_program._unpack is None
+
+
+@pytest.mark.parametrize("kind", ["int", "bool"])
+def test_integer_and_bool_results_in_one_buffer(kind):
+    def ints(a, b):
+        return a + b, a * b, (a - b).abs() - 1
+
+    def bools(a, b):
+        return a > b, a < b, (a == b).any(0)
+
+    fn = ints if kind == "int" else bools
+    a = tg.tensor(np.array([[1, -2], [3, 4]], np.int32))
+    b = tg.tensor(np.array([[5, 6], [-7, 4]], np.int32))
+    comp = tg.compile(fn, backend="jax")
+    for _ in range(2):
+        got, ref = comp(a, b), fn(a, b)
+        for o, e in zip(got, ref):
+            assert o.dtype == e.dtype and o.shape == e.shape
+            np.testing.assert_array_equal(o.numpy(), e.numpy())
+        _fresh([o._data for o in got])
+    assert _path(comp).forward_program._unpack is not None
