@@ -27,7 +27,9 @@ def _obs(v):
     if isinstance(v, dict):
         return {k: _obs(x) for k, x in v.items()}
     if isinstance(v, BaseException):
-        return ("error", type(v).__name__, str(v))
+        # the builtin PyTorch raises (tracegrad's errors subclass it)
+        kind = next(c for c in type(v).__mro__ if c.__module__ == "builtins")
+        return ("error", kind.__name__, str(v).split("\n")[0])
     return v
 
 
@@ -546,3 +548,36 @@ def test_hook_programs_eager_is_pytorchs(program):
     want, _ = _run(program, torch, None)
     got, _ = _run(program, tg, None)
     _same(got, want)
+
+
+# A post-accumulate-grad hook returning a Tensor (`lambda p: p.grad.clamp_(-1, 1)`, an
+# in-place clip whose result is returned by the lambda): PyTorch's RuntimeError "should
+# return None", eagerly and compiled; it was a TypeError about a 'Variable'.
+def _post_hook_returning(ret):
+    def program(lib, C, log):
+        m = _lin(lib, 4, 3, 0)
+        opt = lib.optim.SGD(m.parameters(), lr=0.1)
+        for p in m.parameters():
+            p.register_post_accumulate_grad_hook(lambda p: ret(p.grad.clamp_(-0.2, 0.2)))
+
+        def step(x):
+            opt.zero_grad()
+            loss = m(x).pow(2).mean()
+            loss.backward()
+            opt.step()
+            return loss
+        s = C(step)
+        for i in range(2):
+            log += [s(_x(lib, i)), m.weight]
+    return program
+
+
+@pytest.mark.parametrize("ret", [lambda g: g, lambda g: (g,), lambda g: None],
+                         ids=["tensor", "tuple", "none"])
+def test_post_accumulate_hook_return_value_is_pytorchs(ret):
+    torch = pytest.importorskip("torch")
+    program = _post_hook_returning(ret)
+    want, _ = _run(program, torch, None)
+    got, _ = _run(program, tg, None)
+    _same(got, want)
+    _assert_compiled_is_eager(program)
