@@ -581,3 +581,178 @@ def test_post_accumulate_hook_return_value_is_pytorchs(ret):
     got, _ = _run(program, tg, None)
     _same(got, want)
     _assert_compiled_is_eager(program)
+
+
+# -- state-dict hooks (they did not exist: AttributeError) --------------------------------
+# Note [State-dict hook registries] in nn/_state_dict_hooks.py
+
+def _state_dict_hooks_eager(lib, C, log):
+    m = lib.nn.Sequential(_lin(lib, 4, 5, 0), lib.nn.BatchNorm1d(5), _lin(lib, 5, 2, 1))
+    rec = []
+    m.register_state_dict_pre_hook(lambda mod, p, kv: rec.append(("pre", type(mod).__name__,
+                                                                  p, kv)))
+    m[0].register_state_dict_pre_hook(lambda mod, p, kv: rec.append(("pre0", p, kv)))
+
+    def post(mod, sd, prefix, meta):
+        rec.append(("post", prefix, sorted(sd), dict(meta)))
+        sd[prefix + "extra"] = lib.ones(1)
+    m[2].register_state_dict_post_hook(post)
+    sd = m.state_dict()
+    log += [sorted(sd), list(rec), sorted(sd._metadata.items())]
+    m._register_state_dict_hook(lambda mod, sd, p, meta: {k: v for k, v in sd.items()
+                                                           if "extra" not in k})
+    log.append(sorted(m.state_dict(keep_vars=True)))
+    h = m.register_state_dict_post_hook(lambda mod, sd, p, meta: {})
+    try:
+        m.state_dict()
+    except Exception as e:                           # noqa: BLE001 - compared
+        log.append(e)
+    h.remove()
+    rec.clear()
+
+    def load_pre(mod, sd, prefix, meta, strict, missing, unexpected, errors):
+        rec.append(("lpre", prefix, sorted(sd), dict(meta), strict, list(missing)))
+        if prefix + "old_w" in sd:                   # renaming an old checkpoint's key
+            sd[prefix + "weight"] = sd.pop(prefix + "old_w")
+    m[0].register_load_state_dict_pre_hook(load_pre)
+    m._register_load_state_dict_pre_hook(lambda *a: rec.append(("private", len(a))))
+    m._register_load_state_dict_pre_hook(
+        lambda *a: rec.append(("with_module", type(a[0]).__name__, len(a))), with_module=True)
+
+    def load_post(mod, incompatible):
+        rec.append(("lpost", type(mod).__name__, list(incompatible.missing_keys),
+                    list(incompatible.unexpected_keys)))
+        incompatible.unexpected_keys[:] = [k for k in incompatible.unexpected_keys
+                                           if not k.endswith("extra")]
+    m.register_load_state_dict_post_hook(load_post)
+    m[1].register_load_state_dict_post_hook(
+        lambda mod, inc: rec.append(("lpost1", list(inc.missing_keys))))
+    sd = {k: v.clone() + 1 for k, v in m.state_dict().items()}
+    sd["0.old_w"] = sd.pop("0.weight")
+    sd["2.extra"] = lib.ones(1)
+    log += [repr(m.load_state_dict(sd)), list(rec), m[0].weight]
+    rec.clear()
+    sd["junk"] = lib.ones(1)
+    try:
+        m.load_state_dict(sd)
+    except Exception as e:                           # noqa: BLE001 - compared
+        log.append(e)
+    log.append(list(rec))
+    m.register_load_state_dict_post_hook(lambda mod, inc: 1)
+    try:
+        m.load_state_dict(sd, strict=False)
+    except AssertionError as e:
+        log.append(("AssertionError", str(e)))
+
+
+def test_state_dict_hooks_are_pytorchs():
+    torch = pytest.importorskip("torch")
+    want, _ = _run(_state_dict_hooks_eager, torch, None)
+    got, _ = _run(_state_dict_hooks_eager, tg, None)
+    _same(got, want)
+
+
+def _state_dict_hooks_around_step(lib, C, log):
+    m = _lin(lib, 4, 3, 0)
+    opt = lib.optim.SGD(m.parameters(), lr=0.1)
+    st = {"pre": 0, "post": 0}
+
+    def sd_pre(mod, prefix, keep_vars):
+        st["pre"] += 1
+
+    def load_post(mod, incompatible):
+        st["post"] += 1
+    m.register_state_dict_pre_hook(sd_pre)
+    m.register_load_state_dict_post_hook(load_post)
+
+    def step(x):
+        opt.zero_grad()
+        loss = m(x).pow(2).mean()
+        loss.backward()
+        opt.step()
+        return loss
+    s = C(step)
+    log.append(s(_x(lib, 0)))
+    sd = {k: v.clone() for k, v in m.state_dict().items()}
+    log += [s(_x(lib, 1)), m.weight]
+    m.load_state_dict(sd)
+    log += [m.weight, s(_x(lib, 2)), m.weight, s(_x(lib, 3)), st["pre"], st["post"]]
+
+
+def _state_dict_hook_inside_function(lib, C, log):
+    m = _lin(lib, 4, 3, 0)
+    st = {"pre": 0}
+
+    def sd_pre(mod, prefix, keep_vars):
+        st["pre"] += 1
+    m.register_state_dict_pre_hook(sd_pre)
+
+    def f(x):
+        return m(x).sum(), m.state_dict()["weight"].sum()
+    cf = C(f)
+    for i in range(3):
+        log += [cf(_x(lib, i)), st["pre"]]
+
+
+def _load_hooks_of_a_compiled_submodule(lib, C, log):
+    m = _mlp(lib)
+    rec = []
+    m[0].register_state_dict_pre_hook(lambda mod, p, kv: rec.append(("pre0", p)))
+    m[2].register_load_state_dict_post_hook(
+        lambda mod, inc: rec.append(("lpost2", list(inc.missing_keys))))
+    m[0].register_load_state_dict_pre_hook(
+        lambda mod, sd, p, *a: rec.append(("lpre0", p, sorted(sd))))
+
+    class Parent(lib.nn.Module):
+        def __init__(self, enc):
+            super().__init__()
+            self.enc = enc
+
+        def forward(self, x):
+            return self.enc(x)
+    parent = Parent(C(m))
+    parent.register_load_state_dict_post_hook(
+        lambda mod, inc: rec.append(("lpost_parent", list(inc.missing_keys))))
+    y = parent(_x(lib, 0))
+    y.sum().backward()
+    log += [y, m[0].weight.grad]
+    sd = {k: v.clone() + 1 for k, v in parent.state_dict().items()}
+    log.append(list(rec))
+    rec.clear()
+    del sd["enc.2.bias"]
+    log += [repr(parent.load_state_dict(sd, strict=False)), list(rec)]
+    log += [parent(_x(lib, 1)), m[0].weight]
+
+
+@pytest.mark.parametrize("program", [_state_dict_hooks_around_step,
+                                     _state_dict_hook_inside_function,
+                                     _load_hooks_of_a_compiled_submodule],
+                         ids=lambda p: p.__name__.strip("_"))
+def test_state_dict_hooks_compiled(program):
+    for c in _assert_compiled_is_eager(program):
+        assert _stats(c).traces <= 3 and _stats(c).eager_calls == 0, _stats(c)
+    torch = pytest.importorskip("torch")
+    want, _ = _run(program, torch, None)
+    got, _ = _run(program, tg, None)
+    _same(got, want)
+
+
+def test_compiled_module_runs_its_own_state_dict_hooks():
+    m = _lin(tg, 4, 3, 0)
+    cm = tg.compile(m)
+    rec = []
+    cm.register_state_dict_pre_hook(lambda mod, p, kv: rec.append(("pre", mod is cm, p)))
+    cm.register_state_dict_post_hook(lambda mod, sd, p, meta: rec.append(("post", sorted(sd))))
+    cm.register_load_state_dict_post_hook(
+        lambda mod, inc: rec.append(("lpost", mod is cm, list(inc.missing_keys))))
+    sd = cm.state_dict()
+    assert sorted(sd) == ["bias", "weight"]
+    assert rec == [("pre", True, ""), ("post", ["bias", "weight"])]
+    rec.clear()
+    sd = {"weight": sd["weight"] + 1}
+    with pytest.raises(RuntimeError, match='Missing key\\(s\\) in state_dict: "bias"'):
+        cm.load_state_dict(sd)
+    assert rec == [("lpost", True, ["bias"])]
+    rec.clear()
+    cm.load_state_dict(sd, strict=False)
+    np.testing.assert_allclose(m.weight.detach().numpy(), sd["weight"].numpy())
