@@ -512,6 +512,28 @@ def _full_backward_hooks_registered_between(lib, C, log):
     log += [x.grad, m[0].weight.grad, st["n"], st["pre"]]
 
 
+def _pre_hook_scales_input_in_place(lib, C, log):
+    m = _lin(lib, 4, 3, 0)
+
+    def pre(mod, args):
+        args[0].mul_(2)
+    m.register_forward_pre_hook(pre)
+    cm = C(m)
+    for i in range(3):
+        x = _x(lib, i)
+        log += [cm(x), x, x._version]
+
+
+def _forward_hook_detaches_a_layer(lib, C, log):
+    m = _mlp(lib)
+    m[0].register_forward_hook(lambda mod, a, o: o.detach())   # freezes the first layer
+    cm = C(m)
+    for i in range(2):
+        y = cm(_x(lib, i))
+        y.sum().backward()
+        log += [y, m[0].weight.grad, m[2].weight.grad]
+
+
 # (program, most traces a compiled object may make; None: not checked)
 _HELD = [
     (_forward_hooks_feature_dict, 4), (_forward_hooks_kwargs_prepend, 2),
@@ -522,6 +544,7 @@ _HELD = [
     (_optimizer_in_backward_step, 1), (_grad_normalising_hook_in_step, 3),
     (_hooks_on_input_and_intermediate_inside, 1), (_hooks_on_input_and_output_outside, 1),
     (_leaf_hook_closure_changes, 1), (_full_backward_hooks_registered_between, 2),
+    (_pre_hook_scales_input_in_place, 1), (_forward_hook_detaches_a_layer, 1),
 ]
 
 
