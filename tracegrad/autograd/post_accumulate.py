@@ -10,13 +10,15 @@ checks on every call that the leaf's hook list is the one it traced with (trace_
 `_hook_checks`), so a post hook registered or removed between calls is a different
 program, never silently skipped. After accumulating, AccumulateGrad calls them in
 registration order with the tensor (`hook(t)`, under the backward's grad mode); a hook
-returning anything but None is PyTorch's TypeError. `autograd.grad` accumulates nothing and
+returning a Tensor is PyTorch's RuntimeError ("should return None"), anything else but None
+its TypeError. `autograd.grad` accumulates nothing and
 so runs none. Inside a traced function, a backward that reaches a leaf with post hooks runs
 them and reports an effect: the calls run eagerly, with a warning (Note [Effects]), since
 what a hook does (often an in-place optimizer step) is arbitrary Python.
 """
 from .. import _effects
-from .._errors import TracegradTypeError
+from .._errors import TracegradRuntimeError, TracegradTypeError
+from .._tensor import Tensor
 
 
 class PostAccumulateHook:
@@ -40,6 +42,8 @@ def run_post_hooks(var, hooks):
                   var)
     for h in posts:
         r = h.fn(var)
+        if isinstance(r, Tensor):
+            raise TracegradRuntimeError("Tensor post accumulate grad hooks should return None.")
         if r is not None:
             raise TracegradTypeError(
                 f"expected Variable, but hook returned '{type(r).__name__}'")

@@ -53,7 +53,7 @@ from .path import CompiledPath, prefix_eq, rewind, rng_states
 from ..passes.vjp import BackwardDecides
 from .pipeline import run_pipeline, stages_for
 from .record import Options
-from .trace_plan import record_from_trace
+from .trace_plan import hooks_changed, record_from_trace
 from .._effects import watch_python
 from .binding import Binder
 from .dynamic_numbers import DynamicFloats, taken_from_tensors
@@ -446,6 +446,12 @@ class CompiledFunction(EagerFallbacks):
             tracer.note_effect("hook", "gradient hooks of a tensor reached only through "
                                "state the scan does not walk", unseen,
                                site=f"{self.name}")
+        changed_hooks = hooks_changed(tracer)    # Note [Hooks changed by the call]
+        if changed_hooks is not None:            # (trace_plan.py)
+            tracer.note_effect("hook", "a gradient hook registered or removed while the "
+                               "function's backward ran (a hook removing itself when it "
+                               "fires), which a compiled program does not replay",
+                               changed_hooks, site=f"{self.name}")
         state_guards, runtime, changed = settle_state(
             tracer, scanned, read_keys, tracer.placed)
         written_before_read(tracer, runtime)   # Note [Hyper-parameters written in a call]

@@ -48,6 +48,8 @@ Calling only `call_with_hooks(mod, forward)` skipped the override, silently. Ins
 `mod.compile()` the wrapper is what the override's `super().__call__` reaches, so there it
 compiles `mod.forward` as usual (as PyTorch's `Module.compile` compiles `_call_impl`).
 """
+from ..nn import _state_dict_hooks as _sdh
+from ..nn._module_helpers import _IncompatibleKeys
 from ..nn.module import Module, call_with_hooks
 from .function import CompiledFunction
 
@@ -124,22 +126,36 @@ class CompiledModule(Module):
         yield from self._orig_mod.named_modules(memo, prefix, remove_duplicate)
 
     def state_dict(self, *, destination=None, prefix="", keep_vars=False):
-        return self._orig_mod.state_dict(destination=destination, prefix=prefix,
-                                         keep_vars=keep_vars)
+        # the wrapper's own state-dict hooks around the original's (Note [State-dict hook
+        # registries] in nn/_state_dict_hooks.py)
+        _sdh.run_state_dict_pre_hooks(self, prefix, keep_vars)
+        out = self._orig_mod.state_dict(destination=destination, prefix=prefix,
+                                        keep_vars=keep_vars)
+        meta = (getattr(out, "_metadata", None) or {}).get(prefix[:-1], {})
+        return _sdh.run_state_dict_post_hooks(self, out, prefix, meta)
 
     def load_state_dict(self, state_dict, strict=True, assign=False):
+        d = self.__dict__
+        if d.get(_sdh.LOAD_PRE) or d.get(_sdh.LOAD_POST):   # the wrapper's own load hooks
+            return Module.load_state_dict(self, state_dict, strict=strict, assign=assign)
         return self._orig_mod.load_state_dict(state_dict, strict=strict, assign=assign)
 
     def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict,
                               missing_keys, unexpected_keys, error_msgs):
-        """Called by a parent's `load_state_dict`: load the original's whole subtree."""
-        def load(m, pre):
-            m._load_from_state_dict(state_dict, pre, dict(local_metadata), strict, missing_keys,
+        """Called by a parent's `load_state_dict`: load the original's whole subtree (each
+        module's load hooks too, its post-hooks after its children's)."""
+        _sdh.run_load_pre_hooks(self, state_dict, prefix, local_metadata, strict,
+                                missing_keys, unexpected_keys, error_msgs)
+
+        def load(m, local, pre):             # (each child its part, as Module's load)
+            m._load_from_state_dict(local, pre, dict(local_metadata), strict, missing_keys,
                                     unexpected_keys, error_msgs)
             for name, child in m._modules.items():
                 if child is not None:
-                    load(child, pre + name + ".")
-        load(self._orig_mod, prefix)
+                    p = pre + name + "."
+                    load(child, {k: v for k, v in local.items() if k.startswith(p)}, p)
+            _sdh.run_load_post_hooks(m, _IncompatibleKeys(missing_keys, unexpected_keys))
+        load(self._orig_mod, state_dict, prefix)
 
     # -- introspection of the compiled function --
     @property

@@ -148,7 +148,7 @@ def plan_from_trace(tracer, out_tensors, grad_sets):
                        enumerate(tracer.captured) if v in tracer.place_sources],
         pre_clear=pre_clear, pre_clear_held=held,
         hook_checks=_hook_checks([o for o, _ in grad_sets] + tracer.leaves_reached,
-                                 position, ref),
+                                 position, ref, tracer.hooks_ran),
         eager_reason=retain_reason or grad_reason)
 
 
@@ -178,17 +178,40 @@ def _held_grads(tracer, inputs, pre_clear):
     return held
 
 
-def _hook_checks(owners, position, ref):
+def _hook_checks(owners, position, ref, hooks_ran):
     """Leaves the trace ran backward into (their `.grad` written inside, or reached by
     `autograd.grad`): the gradient hooks registered on them (`register_hook`, outside the
     function) ran in the trace and are part of the program, so the same hooks must be there
-    on every call (a removed or added hook is another program)."""
+    on every call (a removed or added hook is another program): those the trace ran
+    (`hooks_ran`, Note [Hooks changed by the call]), not those left after it."""
     out, seen = [], set()
     for owner in owners:
         if id(owner) in position and id(owner) not in seen:
             seen.add(id(owner))
-            out.append((ref(owner), leaf_hooks(owner)))
+            hooks = hooks_ran.get(id(owner))
+            out.append((ref(owner), leaf_hooks(owner) if hooks is None else hooks))
     return out
+
+
+# Note [Hooks changed by the call]
+# A gradient hook may remove itself when it fires (a "once" hook: `h.remove()` inside it),
+# or register or remove other hooks; so may the function after its backward. The program
+# holds what the hooks computed, not their changes to the leaf's hook list: checking the
+# hooks left after the trace let the next call (which eagerly runs without the removed
+# hook) run a program with the hook's gradient rule baked in, silently, and a call finding
+# the hook registered again would not remove it. So the path checks the hooks the trace
+# ran (taken when backward first reached the leaf, `Tracer.hooks_ran`), and a call that
+# changed a reached leaf's hooks after that runs eagerly (`hooks_changed`).
+def hooks_changed(tracer):
+    """The first leaf the trace ran backward into whose gradient hooks differ, at the end
+    of the trace, from those the backward ran (Note [Hooks changed by the call])."""
+    for t in tracer.leaves_reached:
+        ran = tracer.hooks_ran.get(id(t))
+        now = leaf_hooks(t)
+        if ran is not None and (len(ran) != len(now) or any(a is not b for a, b in
+                                                             zip(ran, now))):
+            return t
+    return None
 
 
 def leaf_hooks(t):

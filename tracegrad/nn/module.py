@@ -21,7 +21,7 @@ from ._global_hooks import (register_module_forward_hook,  # noqa: F401
                             register_module_full_backward_hook,
                             register_module_full_backward_pre_hook)
 from ._buffer import is_buffer
-from . import _module_paths
+from . import _module_paths, _state_dict_hooks as _sdh
 from .parameter import Parameter
 
 
@@ -109,6 +109,14 @@ class Module:
         module's inputs are computed; may return a new grad_input (Note [Full backward
         hooks])."""
         return _Handle.add(self.__dict__["_backward_hooks"], hook, prepend)
+
+    # Note [State-dict hook registries] in _state_dict_hooks.py
+    register_state_dict_pre_hook = _sdh.register_state_dict_pre_hook
+    register_state_dict_post_hook = _sdh.register_state_dict_post_hook
+    _register_state_dict_hook = _sdh._register_state_dict_hook
+    register_load_state_dict_pre_hook = _sdh.register_load_state_dict_pre_hook
+    _register_load_state_dict_pre_hook = _sdh._register_load_state_dict_pre_hook
+    register_load_state_dict_post_hook = _sdh.register_load_state_dict_post_hook
 
     # ---------------- registration ----------------
     def register_parameter(self, name, param):
@@ -404,9 +412,11 @@ class Module:
         if destination is None:
             destination = OrderedDict()
             destination._metadata = OrderedDict()
+        local_metadata = {"version": self._version}
         meta = getattr(destination, "_metadata", None)
         if meta is not None:
-            meta[prefix[:-1]] = {"version": self._version}
+            meta[prefix[:-1]] = local_metadata
+        _sdh.run_state_dict_pre_hooks(self, prefix, keep_vars)
         for name, p in self._parameters.items():
             if p is not None:
                 destination[prefix + name] = p if keep_vars else p.detach()
@@ -417,11 +427,13 @@ class Module:
             if child is not None:
                 child.state_dict(destination=destination, prefix=prefix + name + ".",
                                  keep_vars=keep_vars)
-        return destination
+        return _sdh.run_state_dict_post_hooks(self, destination, prefix, local_metadata)
 
     def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict,
                               missing_keys, unexpected_keys, error_msgs):
         """Copy this module's own entries from `state_dict` (subclasses may adapt keys)."""
+        _sdh.run_load_pre_hooks(self, state_dict, prefix, local_metadata, strict,
+                                missing_keys, unexpected_keys, error_msgs)
         local = {k: v for k, v in self._parameters.items() if v is not None}
         local.update((k, v) for k, v in self._buffers.items()
                      if v is not None and k not in self._non_persistent_buffers_set)
@@ -467,6 +479,7 @@ class Module:
                 if child is not None:
                     p = prefix + name + "."
                     load(child, {k: v for k, v in local.items() if k.startswith(p)}, p)
+            _sdh.run_load_post_hooks(module, _IncompatibleKeys(missing, unexpected))
 
         load(self, state_dict, "")
         if strict:

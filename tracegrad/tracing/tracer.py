@@ -39,7 +39,9 @@ first one's gradient rules, with its saved tensors as constants. So a backward r
 such a node is an eager effect: those calls run eagerly, with a warning. Nodes are told
 apart by their sequence number (autograd/graph.py): `seq0` is taken when the trace starts.
 A leaf's AccumulateGrad reached (`leaves_reached`) ran that leaf's gradient hooks, which
-the path then checks on every call (compiler/trace_plan.py `_hook_checks`).
+the path then checks on every call (compiler/trace_plan.py `_hook_checks`); the hooks are
+taken when the leaf is first reached, before they run (`hooks_ran`): Note [Hooks changed
+by the call] in compiler/trace_plan.py.
 """
 import weakref
 
@@ -149,6 +151,7 @@ class Tracer:
         self.attr_reads = {}     # (id(tensor), attr) -> (tensor, attr, value): see note_attr_read
         self.seq0 = next(_autograd_seq)  # autograd nodes numbered below: made before the trace
         self.leaves_reached = []  # leaves a backward() inside reached (their hooks ran)
+        self.hooks_ran = {}       # id(leaf) -> its gradient hooks when first reached
 
     # -- inputs --
     def add_arg(self, t, name=None, role="arg"):
@@ -176,6 +179,8 @@ class Tracer:
             if var is not None and all(var is not t for t in self.leaves_reached):
                 self.leaves_reached.append(var)
                 self.keep.append(var)
+                # Note [Hooks changed by the call] in compiler/trace_plan.py
+                self.hooks_ran[id(var)] = tuple(var.__dict__.get("_leaf_hooks") or ())
         elif node.seq < self.seq0 and (applying or _hooked(node)) and not any(
                 e.kind == "outside graph" for e in self.effects):
             what = "backward through" if applying else "the gradient hooks of"
