@@ -193,15 +193,9 @@ def _one_node(root, g, retain_graph, create_graph):
     way, the order cannot be observed). Returns False, having done nothing, when the graph
     is not of that shape."""
     node, nr = root
-    if node.pre_hooks or node.hooks or _ANOMALY["enabled"] or _effects.active() is not None:
+    if node.pre_hooks or node.hooks or _ANOMALY["enabled"] or _effects.active() is not None \
+            or not only_plain_leaves(node):
         return False
-    seen = []
-    for e in node.edges:
-        if e is not None:
-            nxt = e[0]
-            if type(nxt) is not AccumulateGrad or nxt.pre_hooks or nxt in seen:
-                return False
-            seen.append(nxt)
     if node.n_outputs == 1:
         gs = [g]
     else:
@@ -214,15 +208,34 @@ def _one_node(root, g, retain_graph, create_graph):
         out = node.apply(gs) if retain_graph else node.apply_and_release(gs)
         if not retain_graph:
             node.release()
-        for e, g, dt in zip(node.edges, out, node.dtypes):
-            if e is None or g is None:
-                continue
-            if dt is not None and g._data.dtype is not dt and g._data.dtype != dt:
-                g = g.to(_FROM_NP[dt])
-            e[0].accumulate(g, create_graph)
+        accumulate_into_leaves(node, out, create_graph)
     finally:
         _mode._grad_enabled.reset(prev)
     return True
+
+
+def only_plain_leaves(node):
+    """Whether every edge of `node` leads to a distinct leaf accumulator without pre-hooks
+    (then the order of accumulation cannot be observed)."""
+    seen = []
+    for e in node.edges:
+        if e is not None:
+            nxt = e[0]
+            if type(nxt) is not AccumulateGrad or nxt.pre_hooks or nxt in seen:
+                return False
+            seen.append(nxt)
+    return True
+
+
+def accumulate_into_leaves(node, grads, create_graph):
+    """Accumulate `node`'s input gradients `grads` into the leaves its edges lead to, each
+    cast to its input's dtype first."""
+    for e, g, dt in zip(node.edges, grads, node.dtypes):
+        if e is None or g is None:
+            continue
+        if dt is not None and g._data.dtype is not dt and g._data.dtype != dt:
+            g = g.to(_FROM_NP[dt])
+        e[0].accumulate(g, create_graph)
 
 
 def _output_target_error(node, nr, uses):

@@ -29,7 +29,7 @@ always did).
 from .. import _effects, _mode
 from .._dispatch import EAGER_WRITES
 from ..autograd.anomaly_mode import STATE as _ANOMALY
-from ..autograd.graph import AccumulateGrad
+from ..autograd.engine import accumulate_into_leaves, only_plain_leaves
 from .backward_node import CompiledFunctionBackward, _fresh_gradients
 
 _set_grad = _mode._grad_enabled.set
@@ -56,13 +56,8 @@ def backward_from_stash(t):
     for vc, v, _ in node.checks:
         if vc.v != v:
             return False
-    seen = []
-    for e in node.edges:
-        if e is not None:
-            acc = e[0]
-            if type(acc) is not AccumulateGrad or acc.pre_hooks or acc in seen:
-                return False
-            seen.append(acc)
+    if not only_plain_leaves(node):
+        return False
     # the general route from here on, with its answers known
     path.speculation.on = True
     node.stash = None
@@ -72,13 +67,7 @@ def backward_from_stash(t):
         node.release()
     token = _set_grad(False)
     try:
-        for e, g, dt in zip(node.edges, grads, node.dtypes):
-            if e is None or g is None:
-                continue
-            if dt is not None and g._data.dtype is not dt and g._data.dtype != dt:
-                from .._dtype import _FROM_NP
-                g = g.to(_FROM_NP[dt])
-            e[0].accumulate(g, False)
+        accumulate_into_leaves(node, grads, False)
     finally:
         _reset_grad(token)
     return True
