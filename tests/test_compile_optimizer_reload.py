@@ -118,3 +118,36 @@ def test_state_loaded_as_shared_tensors_is_not_rebound():
     make, calls = _program("adamw_amsgrad", edit=edit)
     stats = compare(make, calls, n=16, loud=True)
     assert stats.traces + stats.eager_calls >= 4, str(stats)
+
+
+@pytest.mark.parametrize("write", ["lr", "buffer"])
+def test_a_step_writing_to_the_state_loads_replace(write):
+    """A step that stores into a group or a per-parameter state dict writes, on each cached
+    call, to the dict it was traced with: a path is not re-bound away from it (the call
+    re-traces), so the write lands in the loaded dict as eagerly."""
+    def make(comp):
+        model = tg.nn.Sequential(tg.nn.Linear(3, 4), tg.nn.Tanh(), tg.nn.Linear(4, 1))
+        opt = tg.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+
+        def step(x, y):
+            opt.zero_grad()
+            loss = (model(x) - y).square().mean()
+            loss.backward()
+            opt.step()
+            if write == "lr":
+                opt.param_groups[0]["lr"] = opt.param_groups[0]["lr"] * 0.99
+            else:
+                st = opt.state[model[0].bias]
+                st["momentum_buffer"] = st["momentum_buffer"] * 0.5
+            return loss
+        return comp(step), {"model": model, "opt": opt, "saved": {}}
+
+    def calls(step, objs, i):
+        loss = step(tg.randn(5, 3), tg.randn(5, 1))
+        saved, opt = objs["saved"], objs["opt"]
+        if i == 2:
+            saved["opt"] = copy.deepcopy(opt.state_dict())
+        if saved and i % 2 == 1:
+            opt.load_state_dict(copy.deepcopy(saved["opt"]))
+        return loss
+    compare(make, calls, n=14, loud=True)

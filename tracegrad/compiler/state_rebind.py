@@ -198,7 +198,11 @@ def _captured(path, mapped):
         used.add(id(r))
     for obj, method, a, kw in path.replays:
         used.update(id(x) for x in (obj, *a, *kw.values()))
-    if any(id(o) in used for o in olds):
+    # the places each call writes numbers or tensors to (place_writes.with_writes), and
+    # objects returned as they are
+    used.update(id(w[0]) for w in getattr(path.out_build, "writes", ()))
+    _ids_within(path.out_consts, used, 3)
+    if any(id(o) in used or hasattr(o, "__dict__") and id(vars(o)) in used for o in olds):
         return None
     new = [mapped[id(t)][1] if id(t) in mapped else t for t in path.captured]
     # (input positions: the arguments, then the captured tensors)
@@ -211,6 +215,14 @@ def _captured(path, mapped):
     if _sharing(path.captured, scalar) != _sharing(new, scalar):
         return None
     return new
+
+
+def _ids_within(x, ids, depth):
+    """Add to `ids` those of `x` and of what it holds (`depth` levels of containers)."""
+    ids.add(id(x))
+    if depth and isinstance(x, (list, tuple, dict, set, frozenset)):
+        for v in (list(x.keys()) + list(x.values()) if isinstance(x, dict) else x):
+            _ids_within(v, ids, depth - 1)
 
 
 def _sharing(tensors, skip):
