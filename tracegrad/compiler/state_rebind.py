@@ -20,11 +20,16 @@ captured tensors replaced by their new counterparts, and the holders of the numb
 tensors it reads per call moved too; every moved guard must hold, the captured tensors
 must share memory exactly as the old ones did, and no mapped object may be one the path
 uses otherwise (a `.grad` owner, a hooked leaf, a replayed call's object, the holder of an
-object's attributes). Anything else (a missing `momentum_buffer`, a dtype change, a new
-key, a tensor the path does not capture) leaves the path as it was: the call re-traces,
-as before. The copy replaces the path in its entry, so a later call checks the new
-objects by identity as any path does, and reads nothing stale: the old objects are no
-longer referenced by it.
+object's attributes, a place each call writes a number or tensor to, an object returned
+as it is). Anything else (a missing `momentum_buffer`, a dtype change, a new key, a tensor
+the path does not capture) leaves the path as it was: the call re-traces, as before. The
+copy replaces the path in its entry, so a later call checks the new objects by identity
+as any path does, and reads nothing stale: the old objects are no longer referenced by it.
+Re-binding is tried only when no path of the entry holds as it is, once per call.
+
+Dicts must keep their key order (code iterating one sees it), and the first load does
+not: `load_state_dict` rebuilds each group with `params` last, as PyTorch's does. So the
+first load re-traces once, and every later load of state like it is re-bound.
 """
 import copy
 import logging
