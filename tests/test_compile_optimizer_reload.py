@@ -151,3 +151,36 @@ def test_a_step_writing_to_the_state_loads_replace(write):
             opt.load_state_dict(copy.deepcopy(saved["opt"]))
         return loss
     compare(make, calls, n=14, loud=True)
+
+
+def test_a_state_tensor_also_held_elsewhere_is_not_moved():
+    """The step also reads a momentum buffer through a global the user set after a load:
+    the next load replaces the optimizer's buffer but not the global's, which eager keeps
+    reading, so that path is not re-bound (the global's guard expects the old tensor)."""
+    held = {}
+
+    def make(comp):
+        model = tg.nn.Sequential(tg.nn.Linear(3, 4), tg.nn.Tanh(), tg.nn.Linear(4, 1))
+        opt = tg.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+        held.clear()
+
+        def step(x, y):
+            opt.zero_grad()
+            loss = (model(x) - y).square().mean()
+            loss.backward()
+            opt.step()
+            b = held.get("buf")
+            return loss if b is None else loss + b.sum()
+        return comp(step), {"model": model, "opt": opt, "saved": {}}
+
+    def calls(step, objs, i):
+        loss = step(tg.randn(5, 3), tg.randn(5, 1))
+        saved, opt = objs["saved"], objs["opt"]
+        if i == 2:
+            saved["opt"] = copy.deepcopy(opt.state_dict())
+        if saved and i % 2 == 1:
+            opt.load_state_dict(copy.deepcopy(saved["opt"]))
+        if i == 5:
+            held["buf"] = opt.state[objs["model"][0].bias]["momentum_buffer"]
+        return loss
+    compare(make, calls, n=14, loud=True)
