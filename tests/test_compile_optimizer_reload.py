@@ -68,15 +68,16 @@ def test_reloads_keep_the_step_compiled(opt_name, backend, copies):
     stats = compare(make, calls, n=24, backend=backend)
     # the first trace creates the state (not kept), the second is the path; the first load
     # re-traces once (it reorders the group dicts' keys, as PyTorch's does); every later
-    # load (10 of them) runs the path re-bound to the loaded state
+    # load followed by a call (9 of them) runs the path re-bound to the loaded state
     assert stats.traces <= 3 and stats.eager_calls == 0, str(stats)
-    assert stats.cache_hits >= 21, str(stats)
+    assert stats.cache_hits >= 21 and stats.rebinds == 9, str(stats)
 
 
 def test_reloads_every_call():
     make, calls = _program("adam", every=1)
     stats = compare(make, calls, n=12)
     assert stats.traces <= 3 and stats.eager_calls == 0, str(stats)
+    assert stats.rebinds == 8, str(stats)
 
 
 def _drop_momentum(sd):

@@ -98,6 +98,8 @@ class Stats:
         self.traces = 0
         self.eager_calls = 0
         self.retraces = []          # reasons, in order
+        self.rebinds = 0            # paths re-bound to reloaded optimizer state (Note
+        #                             [Optimizer state reloaded] in state_rebind.py)
 
     def __repr__(self):
         return (f"Stats(calls={self.calls}, cache_hits={self.cache_hits}, traces={self.traces},"
@@ -105,7 +107,8 @@ class Stats:
 
     def __str__(self):
         lines = [f"calls={self.calls} cache_hits={self.cache_hits} traces={self.traces} "
-                 f"eager_calls={self.eager_calls} retraces={len(self.retraces)}"]
+                 f"eager_calls={self.eager_calls} retraces={len(self.retraces)}"
+                 + (f" rebinds={self.rebinds}" if self.rebinds else "")]
         lines += [f"  retrace {k + 1}: {r}" for k, r in enumerate(self.retraces)]
         return "\n".join(lines)
 
@@ -409,6 +412,7 @@ class CompiledFunction(EagerFallbacks):
             fresh = rebind(old)
             if fresh is not None:
                 self._replace_path(entry, old, fresh)
+                self.stats.rebinds += 1
                 return fresh
         return None
 
