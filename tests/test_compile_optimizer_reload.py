@@ -16,7 +16,6 @@ OPTIMIZERS = {
     "adam": lambda ps: tg.optim.Adam(ps, lr=0.01),
     "adamw_amsgrad": lambda ps: tg.optim.AdamW(ps, lr=0.01, amsgrad=True),
 }
-BACKENDS = ["numpy", "jax"]
 
 
 def _program(opt_name, edit=None, model_too=False, every=2, dtype=tg.float32, copies=False):
@@ -56,8 +55,9 @@ def _program(opt_name, edit=None, model_too=False, every=2, dtype=tg.float32, co
     return make, calls
 
 
-@pytest.mark.parametrize("copies", [False, True])
-@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("backend, copies", [
+    ("numpy", False), ("numpy", True), ("jax", False),
+    pytest.param("jax", True, marks=pytest.mark.slow)])
 @pytest.mark.parametrize("opt_name", sorted(OPTIMIZERS))
 def test_reloads_keep_the_step_compiled(opt_name, backend, copies):
     if backend == "jax":
