@@ -171,7 +171,8 @@ def _moved_guards(guards, mapped):
     out = []
     for g in guards:
         h = g.holder
-        if id(h) in attrs or (type(h) is SlotView and id(h.obj) in mapped):
+        if id(h) in attrs or (type(h) is SlotView and id(h.obj) in mapped) \
+                or id(g.key) in mapped:      # (`d[state_tensor]`: looked up by the old one)
             return None
         if g.mode in ("array", "data"):
             if id(h) in mapped or id(g.expected[0]) in mapped:
