@@ -60,6 +60,7 @@ from .dynamic_numbers import DynamicFloats, taken_from_tensors
 from . import append_replay, place_writes, tensor_places
 from ..tracing.numbers import split_outputs
 from .state import optimizer_state_growth, owned_holders, scan
+from .state_rebind import rebind
 from .fallbacks import EagerFallbacks, is_generator_function
 from .fullgraph import fullgraph_class
 from .tensor_attrs import attr_objects, attrs_written
@@ -97,6 +98,8 @@ class Stats:
         self.traces = 0
         self.eager_calls = 0
         self.retraces = []          # reasons, in order
+        self.rebinds = 0            # paths re-bound to reloaded optimizer state (Note
+        #                             [Optimizer state reloaded] in state_rebind.py)
 
     def __repr__(self):
         return (f"Stats(calls={self.calls}, cache_hits={self.cache_hits}, traces={self.traces},"
@@ -104,7 +107,8 @@ class Stats:
 
     def __str__(self):
         lines = [f"calls={self.calls} cache_hits={self.cache_hits} traces={self.traces} "
-                 f"eager_calls={self.eager_calls} retraces={len(self.retraces)}"]
+                 f"eager_calls={self.eager_calls} retraces={len(self.retraces)}"
+                 + (f" rebinds={self.rebinds}" if self.rebinds else "")]
         lines += [f"  retrace {k + 1}: {r}" for k, r in enumerate(self.retraces)]
         return "\n".join(lines)
 
@@ -363,6 +367,7 @@ class CompiledFunction(EagerFallbacks):
         path = entry.last
         tried = set()
         first_bad = None
+        stale = []                       # paths whose Python state no longer holds
         while path is not None:
             tried.add(id(path))
             next_attempt()
@@ -387,11 +392,41 @@ class CompiledFunction(EagerFallbacks):
                 continue
             if bad is not None:
                 first_bad = first_bad or bad
+                if stale is not None:
+                    stale.append(path)
                 path = next((p for p in entry.paths if id(p) not in tried), None)
+                if path is None and stale:   # no path holds as it is: one re-bound to
+                    path = self._rebound(entry, stale)   # reloaded optimizer state?
+                    stale = None             # (once per call)
                 continue
             entry.last = path
             return path.rebuild_outputs(outs), None
         return None, first_bad or getattr(entry, "unstable_reason", "no path")
+
+    def _rebound(self, entry, stale):
+        """The first of the `stale` paths of `entry` that can be re-bound to reloaded
+        optimizer state (Note [Optimizer state reloaded] in state_rebind.py), put in its
+        place in the entry; or None. Its fused check is built again on the entry's next
+        keyed hit (Note [Fused entry])."""
+        for old in stale:
+            fresh = rebind(old)
+            if fresh is not None:
+                self._replace_path(entry, old, fresh)
+                self.stats.rebinds += 1
+                return fresh
+        return None
+
+    def _replace_path(self, entry, old, fresh):
+        with self._trace_lock:
+            entry.paths = [fresh if p is old else p for p in entry.paths]
+            if entry.last is old:
+                entry.last = fresh
+            if entry.solo is old:
+                entry.solo = fresh
+            entry.fast = None
+            entry.check = _UNBUILT
+            if self._hit is entry:
+                self._hit = None
 
     def _log_rerun(self):
         log.info("tracegrad: '%s' failed inside its compiled program before writing into "

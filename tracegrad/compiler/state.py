@@ -20,7 +20,9 @@ It records, as `StateGuard`s checked on every cache hit:
   `lr = 0.01` re-traces, as a changed scalar argument does;
 - *length guards* on the attribute dicts of modules and user objects (Note [New attributes]).
 A failing guard re-traces with a reason naming the place ("global 'scale' changed: 2.0 ->
-5.0"). Arguments that are objects (modules, plain objects, `self` of a compiled method, a
+5.0"), except for an optimizer's state or groups replaced by `load_state_dict` with ones
+of the same structure: the path is re-bound to them (Note [Optimizer state reloaded] in
+state_rebind.py). Arguments that are objects (modules, plain objects, `self` of a compiled method, a
 compiled callable object) are walked the same way, as are class attributes of user classes,
 the attributes a function names in a user module it reads (`cfg.LR`), library callables
 bound to a name (`act = tg.relu`, guarded by identity), numpy arrays (by value), and the
