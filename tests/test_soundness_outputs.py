@@ -175,3 +175,82 @@ def test_torch_size_output_is_a_size():
     outs = [c(tg.ones(2, 3)), c(tg.ones(2, 3)), c(tg.ones(4, 1))]
     assert [tuple(o) for o in outs] == [(2, 3), (2, 3), (4, 1)]
     assert all(type(o).__name__ == type(torch.ones(2).shape).__name__ for o in outs)
+
+
+# -- Note [Containers returned as they are]: an object that existed before the call is
+# returned as that very object, as eager does, never a rebuilt copy
+
+def _returning_existing():
+    """(name, make() -> (fn, args, the object eager returns)) for each place a returned
+    object can come from."""
+    def state_dict_of_optimizer():
+        m = tg.nn.Linear(2, 2)
+        opt = tg.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
+
+        def step(x):
+            opt.zero_grad()
+            m(x).sum().backward()
+            opt.step()
+            return opt.state[m.weight]
+        return step, (tg.ones(2),), lambda: opt.state[m.weight]
+
+    def global_dict():
+        cfg = {"scale": 2.0, "w": tg.ones(2)}
+
+        def f(x):
+            return x * cfg["scale"], cfg
+        return f, (tg.ones(2),), lambda: cfg
+
+    def argument_dict():
+        batch = {"x": tg.ones(2)}
+        return (lambda d: d), (batch,), lambda: batch
+
+    def argument_list_with_output():
+        xs = [tg.ones(2)]
+        return (lambda xs: (xs[0] * 2, xs)), (xs,), lambda: xs
+
+    def user_object():
+        class Box:
+            pass
+        box = Box()
+        box.w = tg.ones(2)
+        return (lambda x: (x + box.w, box)), (tg.ones(2),), lambda: box
+
+    def history_list():
+        hist = []
+
+        def f(x):
+            loss = (x * 2).sum()
+            hist.append(loss.detach())
+            return hist
+        return f, (tg.ones(2),), lambda: hist
+    return [(f.__name__, f) for f in (state_dict_of_optimizer, global_dict, argument_dict,
+                                      argument_list_with_output, user_object, history_list)]
+
+
+def _find(out, obj):
+    if out is obj:
+        return True
+    if isinstance(out, (tuple, list)):
+        return any(_find(o, obj) for o in out)
+    return False
+
+
+@pytest.mark.parametrize("name,make", _returning_existing())
+def test_an_object_that_existed_before_the_call_is_returned_as_that_object(name, make):
+    fn, args, expected = make()
+    assert _find(fn(*args), expected())                # eager: the very object
+    fn2, args2, expected2 = make()
+    c = tg.compile(fn2)
+    with pytest.warns(UserWarning, match="runs eagerly"):   # loud, never a silent copy
+        for _ in range(4):
+            assert _find(c(*args2), expected2()), name  # compiled: the same, every call
+
+
+def test_containers_the_function_builds_stay_compiled_and_fresh():
+    def f(x):
+        return {"y": x * 2}, [x + 1]
+    c = tg.compile(f)
+    outs = [c(tg.ones(2)) for _ in range(3)]
+    assert c.stats.eager_calls == 0 and c.stats.cache_hits == 2
+    assert outs[1][0] is not outs[2][0] and outs[1][1] is not outs[2][1]

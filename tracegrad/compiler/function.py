@@ -616,7 +616,7 @@ class CompiledFunction(EagerFallbacks):
                           before and self.binder.snapshot(args, kwargs), arrays)
         read_keys = unread_guards(tracer, scanned, watch, appends, containers)
         outs, build = outputs_of(self.name, tracer, scanned, out, site, arrays, number_outs,
-                                 appends, stored)
+                                 appends, stored, containers)
         return tracer, scanned, out, outs, build, n_args, read_keys
 
     def _store(self, entry, path, reason):

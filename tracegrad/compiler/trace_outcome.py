@@ -107,7 +107,8 @@ def unread_guards(tracer, scanned, watch, appends, containers):
     return read_keys
 
 
-def outputs_of(name, tracer, scanned, out, site, arrays, number_outs, appends, stored):
+def outputs_of(name, tracer, scanned, out, site, arrays, number_outs, appends, stored,
+               arg_containers=()):
     """`(outs, build)`: the flat outputs of `out` and the builder of the returned structure,
     with the Python-state writes appended; notes outputs a cached call cannot return."""
     try:
@@ -118,6 +119,12 @@ def outputs_of(name, tracer, scanned, out, site, arrays, number_outs, appends, s
         kind = "a numpy array" if any(isinstance(o, np.ndarray) for o in outs) else e.what
         tracer.note_effect("output", f"it returns {kind} (a compiled call would return "
                            "the first call's object every time)", None, site=site)
+    else:
+        kept = _returned_existing(out, scanned.seen | scanned.containers | set(arg_containers))
+        if kept is not None:                 # Note [Containers returned as they are]
+            tracer.note_effect("output", f"it returns {kept} that existed before the call "
+                               "(a compiled call would return a new one rebuilt from its "
+                               "values, not that very object)", None, site=site)
     shared = returns_callers_array(outs, arrays, scanned.guards)
     if shared:                           # Note [Tensors over the caller's arrays]
         tracer.note_effect("numpy", f"it returns a tensor over the memory of {shared} "
@@ -142,6 +149,35 @@ def outputs_of(name, tracer, scanned, out, site, arrays, number_outs, appends, s
 
 def _single(outs):
     return outs[0]
+
+
+# Note [Containers returned as they are]
+# A compiled call rebuilds the structure it returns (Note [Rebuilt outputs] in
+# tracing/flatten.py): right for containers the function builds, wrong for one that existed
+# before the call (`return cfg`, `return opt.state[p]`, `history.append(l); return
+# history`, an argument dict returned): eager returns that very object, and a caller
+# writing into it changes the state it came from. Such a call runs eagerly, with a warning.
+# Pre-existing means walked by the state scan (state.py) or passed in the arguments;
+# tuples are left alone (nothing can be written into one).
+def _returned_existing(out, existing):
+    """A description of the first mutable container or object in the returned structure
+    `out` that is one of `existing` (ids), or None."""
+    stack, seen = [out], set()
+    while stack:
+        x = stack.pop()
+        if id(x) in seen or isinstance(x, (Tensor, str, bytes, int, float, complex)) \
+                or x is None:
+            continue
+        seen.add(id(x))
+        if not isinstance(x, tuple) and id(x) in existing:
+            return f"a {type(x).__name__}"
+        if isinstance(x, dict):
+            stack.extend(x.values())
+        elif isinstance(x, (list, tuple, set, frozenset)):
+            stack.extend(x)
+        elif hasattr(x, "__dict__") and not isinstance(x, type):
+            stack.extend(vars(x).values())
+    return None
 
 
 def _numbers_out(build, positions):
