@@ -7,6 +7,10 @@ array, an ignore_index outside the classes, the row indexes): a specialized kern
 them once when the program is built, and keeps at run time only the checks on values (every
 target in range), falling back to the generic kernel when one fails. Each computes with the
 generic kernel's numpy calls in the same order, so results are the same bits.
+
+The range check reads the targets as uint64 (a negative one is then huge) and takes the
+element at `argmax`: the same maximum as `np.maximum.reduce` (integers: exact, any order),
+in a third of its time on a batch of targets (0.3 us against 1.0 us at 32, numpy 2.4).
 """
 import numpy as np
 
@@ -67,7 +71,8 @@ def _nll_loss_specialize(node):
     mean = reduction == "mean"
 
     def nll_loss(scores, t, w):
-        if int(_max_reduce(t.view(u64))) < classes:      # a negative target reads as huge
+        u = t.view(u64)                                  # a negative target reads as huge
+        if int(u[u.argmax()]) < classes:
             total = _add_reduce(neg(scores[rows, t]), dtype=dt)
             return np.asarray(total / count if mean else total)
         return generic(scores, t, w, reduction, ignore_index)
@@ -97,7 +102,8 @@ def _cross_entropy_backward_specialize(first, second):
     exp, mul, u64 = np.exp, np.multiply, np.uint64
 
     def cross_entropy_backward(g, t, w, y):
-        if int(_max_reduce(t.view(u64))) < classes:
+        u = t.view(u64)
+        if int(u[u.argmax()]) < classes:
             c = mul(coef, g)
             if c < 0:
                 r = exp(y)
