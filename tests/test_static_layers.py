@@ -1,5 +1,5 @@
 """Note [Static kernels] for a dense layer's ops (ops/static_layers.py): the specialized
-`linear` and `threshold_backward` kernels give the generic kernels' bits on operands of their
+`linear`, `relu` and `threshold_backward` kernels give the generic kernels' bits on operands of their
 node's types (any layout, NaN and inf included, with and without `out=`), and decline the
 nodes whose types send the generic kernel down another branch."""
 from types import SimpleNamespace
@@ -68,6 +68,33 @@ def test_static_linear_declines_a_broadcasting_2d_bias():
 @settings(max_examples=150, deadline=None)
 @given(shape=st.sampled_from([(5,), (3, 4), (2, 3, 2)]), seed=st.integers(0, 2 ** 16),
        dtype=st.sampled_from([np.float16, np.float32, np.float64]),
+       layout=st.sampled_from(["c", "t", "strided"]), special=_SPECIAL,
+       into=st.sampled_from([None, "x", "fresh"]))
+def test_static_relu_is_the_generic_kernel(shape, seed, dtype, layout, special, into):
+    rng = np.random.default_rng(seed)
+    x0 = rng.standard_normal(shape).astype(dtype)
+    x0.flat[0] = -0.0
+    if special is not None:
+        x0.flat[-1] = special
+    f = S._relu_specialize(_node("relu", x0))
+    results = []
+    for kernel in (f, _raw("relu")):
+        x = _layout(x0.copy(), layout)
+        out = {None: None, "x": x, "fresh": np.empty(shape, dtype)}[into]
+        r = kernel(x) if out is None else kernel(x, out=out)
+        assert out is None or r is out
+        results.append(_bits(r))
+    assert results[0] == results[1]
+
+
+def test_static_relu_declines_bool_int_and_0d():
+    for x in (np.ones(3, bool), np.ones(3, np.int64), np.float32(1).reshape(())):
+        assert S._relu_specialize(_node("relu", x)) is None
+
+
+@settings(max_examples=150, deadline=None)
+@given(shape=st.sampled_from([(5,), (3, 4), (2, 3, 2)]), seed=st.integers(0, 2 ** 16),
+       dtype=st.sampled_from([np.float16, np.float32, np.float64]),
        layout=st.sampled_from(["c", "t", "strided"]), gspecial=_SPECIAL, yspecial=_SPECIAL,
        into=st.sampled_from([None, "g", "y", "fresh"]))
 def test_static_threshold_backward_is_the_generic_kernel(shape, seed, dtype, layout, gspecial,
@@ -122,3 +149,6 @@ def test_compiled_relu_mlp_uses_the_static_kernels_and_equals_eager():
                if k.startswith(("k_linear_", "k_threshold_backward_"))}
     assert set(kernels.values()) == {"tracegrad.ops.static_layers"}, kernels
     assert any(k.startswith("k_threshold") for k in kernels), kernels
+    relus = [v for path in f.programs for k, v in path.forward_program.fn.__globals__.items()
+             if k.startswith("k_relu_")]
+    assert relus and {v.__module__ for v in relus} == {"tracegrad.ops.static_layers"}

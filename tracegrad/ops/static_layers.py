@@ -1,10 +1,16 @@
 """Static kernels (Note [Static kernels] in primitive.py) for a dense layer's ops: `linear`
-(matmul plus bias) and relu's gradient `threshold_backward`.
+(matmul plus bias), `relu` and relu's gradient `threshold_backward`.
 
 Their generic kernels branch on facts the node's types fix (the bias's rank, whether both
 operands share a dtype and shape that has a same-width integer view); a compiled program
 makes the branch once. Each specialized kernel runs the numpy calls of the branch the
 generic kernel would take on such operands, in the same order: the same bits.
+
+Where the generic kernel compares with the Python number 0, the static one passes a 0-d
+zero of the operand's dtype: numpy converts the Python 0 to exactly that zero (NEP 50: a
+Python scalar takes the array's dtype), so each element meets the same operands, but the
+conversion is made once instead of per call (relu's `maximum` on 32x64 float32: 1.2 us
+against 1.7 us, numpy 2.4).
 """
 import numpy as np
 
@@ -34,6 +40,20 @@ def _linear_specialize(node):
     return linear
 
 
+def _relu_specialize(node):
+    """`relu` of a float operand of rank >= 1: `maximum(x, 0)` (bool keeps the generic
+    kernel's copy, integers and 0-d keep the generic kernel)."""
+    t = _type(node.inputs[0])
+    if t is None or t.dtype.np.kind != "f" or not t.shape:
+        return None
+    zero, maximum = np.zeros((), t.dtype.np), np.maximum
+    zero.flags.writeable = False
+
+    def relu(x, out=None):
+        return maximum(x, zero, out=out)
+    return relu
+
+
 def _threshold_backward_specialize(node):
     """`threshold_backward(g, y)` of operands of one float dtype and one shape of rank >= 1:
     the generic kernel's branch-free integer product (a 0-d `y` compares to a scalar, other
@@ -48,9 +68,11 @@ def _threshold_backward_specialize(node):
         return None
     shape = tuple(g.shape)
     le, lnot, mul, empty = np.less_equal, np.logical_not, np.multiply, np.empty
+    zero = np.zeros((), dt)
+    zero.flags.writeable = False
 
     def threshold_backward(g, y, out=None):
-        keep = le(y, 0)                     # before writing: `out` may be `y`
+        keep = le(y, zero)                  # before writing: `out` may be `y`
         lnot(keep, out=keep)
         if out is None:
             out = empty(shape, dt)
@@ -60,4 +82,5 @@ def _threshold_backward_specialize(node):
 
 
 LN.LINEAR.specialize = _linear_specialize
+E.RELU.specialize = _relu_specialize
 E.THRESHOLD_BACKWARD.specialize = _threshold_backward_specialize
