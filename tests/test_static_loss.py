@@ -13,7 +13,6 @@ import tracegrad as tg
 from tracegrad.ir.types import TensorType, Value
 from tracegrad.ops import REGISTRY
 from tracegrad.ops import fused_pairs as FP
-from tracegrad.ops import loss as L
 from tracegrad.ops import static_loss as S
 
 from training import sgd_step
