@@ -1,7 +1,7 @@
 """Note [Static kernels] for a dense layer's ops (ops/static_layers.py): the specialized
 `linear`, `relu` and `threshold_backward` kernels give the generic kernels' bits on operands
-of their node's types (any layout, NaN and inf included, with and without `out=`), and decline the
-nodes whose types send the generic kernel down another branch."""
+of their node's types (any layout, NaN and inf included, with and without `out=`), and
+decline the nodes whose types send the generic kernel down another branch."""
 from types import SimpleNamespace
 
 import numpy as np
