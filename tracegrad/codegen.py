@@ -332,7 +332,12 @@ def build(graph, name=None, keep_inputs=True, plan=None, poison=False, owned_inp
             second = graph.nodes[j]
             args = [em.operand(a, names) for a in n.inputs]
             args += [em.operand(a, names) for a in second.inputs if a is not n.output]
-            args += em.attrs(n.attrs) + em.attrs(second.attrs)
+            spec = getattr(kernel, "specialize", None)   # Note [Static kernels]
+            static = spec(n, second) if spec is not None else None
+            if static is None:
+                args += em.attrs(n.attrs) + em.attrs(second.attrs)
+            else:
+                kernel = static
             em.quiet = True
             kern = em.bind(kernel, f"k_{kernel.__name__.strip('_')}_")
             lines.append(f"    {names[second.output]} = {kern}({', '.join(args)})"

@@ -74,3 +74,5 @@ from .lu_factorization import lu, lu_unpack, lu_solve  # noqa: F401
 # float16 kernels computed in float32 (Note [Half precision computed in float])
 from . import half_precision as _half_precision  # noqa: F401,E402
 from . import grad_scale as _grad_scale  # noqa: F401,E402  (nn.functional.embedding)
+from . import static_loss as _static_loss  # noqa: F401,E402  (Note [Static kernels])
+from . import static_layers as _static_layers  # noqa: F401,E402  (Note [Static kernels])

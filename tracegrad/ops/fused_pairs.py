@@ -17,7 +17,10 @@ Anything else (class weights, an ignored target, targets out of range, `c >= 0` 
 other dtypes or layouts) runs the two kernels as eager does. `codegen.build` substitutes a
 pair only where the first result feeds nothing but the second, on the next line, with no
 memory-plan decision about either and no guard between them; the graph itself (drawn,
-verified, replayed for double backward) keeps both nodes.
+verified, replayed for double backward) keeps both nodes. A pair kernel may carry
+`specialize(first_node, second_node)`, the pair's form of Note [Static kernels] (in
+primitive.py): a kernel of the two nodes' operands with their attributes baked in, or None
+(the cross-entropy one is in static_loss.py).
 """
 import numpy as np
 
