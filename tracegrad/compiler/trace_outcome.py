@@ -23,7 +23,7 @@ from .._effects import replay_reads
 from .._tensor import Tensor
 from ..tracing import flatten
 from ..tracing.custom_function import CLASS_OF
-from ..tracing.flatten import Unrebuildable
+from ..tracing.flatten import _IMMUTABLE, Unrebuildable
 from . import append_replay, place_writes
 from .binding import changed_argument
 from .caller_arrays import returns_callers_array, written_array
@@ -165,8 +165,7 @@ def _returned_existing(out, existing):
     stack, seen = [out], set()
     while stack:
         x = stack.pop()
-        if id(x) in seen or isinstance(x, (Tensor, str, bytes, int, float, complex)) \
-                or x is None:
+        if id(x) in seen or isinstance(x, _IMMUTABLE):   # returned as they are already
             continue
         seen.add(id(x))
         if not isinstance(x, tuple) and id(x) in existing:
