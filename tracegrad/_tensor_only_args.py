@@ -15,9 +15,11 @@ from ._errors import TracegradTypeError
 
 # both `input` and `other` must be Tensors (function and method forms)
 BOTH = """atan2 arctan2 maximum minimum igamma igammac logaddexp logaddexp2 dist logical_and
-logical_or logical_xor""".split()
+logical_or logical_xor hypot heaviside gcd lcm nextafter ldexp""".split()
 BOTH_INPLACE = """atan2_ arctan2_ igamma_ igammac_ logical_and_ logical_or_
-logical_xor_""".split()
+logical_xor_ hypot_ heaviside_ gcd_ lcm_ nextafter_ ldexp_""".split()
+# the second argument's name where it is not `other`
+_SECOND = {"heaviside": "values", "heaviside_": "values"}
 # only `input` must be a Tensor (a number `other` is a Scalar overload)
 FIRST = """eq ne lt le gt ge greater less greater_equal less_equal not_equal fmod clamp_min
 clamp_max""".split()
@@ -32,14 +34,14 @@ def _check(name, value, arg, position):
 def tensor_only(fn, name, both, method):
     """`fn` raising PyTorch's TypeError for a non-Tensor `input` (or, with `both`,
     `other`); the same function otherwise."""
+    arg = _SECOND.get(name, "other")
+
     @functools.wraps(fn)
     def call(*args, **kwargs):
-        first = args[0] if args else kwargs.get("input")
-        second = args[1] if len(args) > 1 else kwargs.get("other", kwargs.get("values"))
         if not method:
-            _check(name, first, "input", 1)
-        if both and (len(args) > 1 or "other" in kwargs):
-            _check(name, second, "other", 1 if method else 2)
+            _check(name, args[0] if args else kwargs.get("input"), "input", 1)
+        if both and (len(args) > 1 or arg in kwargs):
+            _check(name, args[1] if len(args) > 1 else kwargs[arg], arg, 1 if method else 2)
         return fn(*args, **kwargs)
     return call
 
