@@ -166,3 +166,29 @@ def records(fn, make, calls, backend="numpy", observe=None, backward=False, rng=
 def assert_same_records(eager, compiled):
     for k, (e, c) in enumerate(zip(eager, compiled)):
         assert e == c, f"record {k}: eager {e!r} != compiled {c!r}"
+
+
+# -- an op table's program: compiled outputs and gradients against eager's
+
+def assert_same_outputs_and_grads(outs, loss, args, ref_outs, ref_loss, ref_args, rtol=1e-6):
+    """The compiled call's outputs (dtype, requires_grad, values to `rtol`) equal eager's;
+    when eager's loss has a graph, both losses are backpropagated and every argument's
+    `.grad` (None or not, values to 1e-5) equals eager's."""
+    for o, r in zip(outs, ref_outs):
+        assert o.dtype == r.dtype and o.requires_grad == r.requires_grad
+        np.testing.assert_allclose(o.detach().numpy(), r.detach().numpy(), rtol=rtol,
+                                   atol=1e-6, equal_nan=True)
+    if not ref_loss.requires_grad:
+        return
+    loss.backward()
+    ref_loss.backward()
+    for a, r in zip(args, ref_args):
+        assert (a.grad is None) == (r.grad is None)
+        if r.grad is not None:
+            np.testing.assert_allclose(a.grad.numpy(), r.grad.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def jax_programs_used(cf):
+    """Whether every path of compiled function `cf` runs a JAX program (none fell back)."""
+    from tracegrad.backends.jax.program import JaxProgram
+    return all(isinstance(p.forward_program, JaxProgram) for p in cf.programs)

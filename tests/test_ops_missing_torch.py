@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import tracegrad as tg
+from _differential import assert_same_outputs_and_grads, jax_programs_used
 from tracegrad.autograd import gradcheck, gradgradcheck
 
 torch = pytest.importorskip("torch")
@@ -335,10 +336,6 @@ def test_shape_op_on_a_view_of_a_non_leaf_backpropagates_like_torch():
     np.testing.assert_allclose(grads[1], grads[0])
 
 
-def _jax_program_used(cf):
-    from tracegrad.backends.jax.program import JaxProgram
-    return all(isinstance(p.forward_program, JaxProgram) for p in cf.programs)
-
 
 @pytest.mark.parametrize("backend", ["numpy", "jax"])
 def test_shape_op_inside_compile_falls_back_loudly_to_eager(backend):
@@ -447,20 +444,10 @@ def test_compiled_matches_eager(name, fn, make, backend):
             warnings.simplefilter("error")          # no eager fallback
             outs, loss = cf(*args)
         ref_outs, ref_loss = step(*ref_args)
-        for o, r in zip(outs, ref_outs):
-            assert o.dtype == r.dtype and o.requires_grad == r.requires_grad
-            np.testing.assert_allclose(o.detach().numpy(), r.detach().numpy(), rtol=1e-6,
-                                       atol=1e-6, equal_nan=True)
-        if ref_loss.requires_grad:
-            loss.backward()
-            ref_loss.backward()
-            for a, r in zip(args, ref_args):
-                if r.requires_grad:
-                    np.testing.assert_allclose(a.grad.numpy(), r.grad.numpy(), rtol=1e-5,
-                                               atol=1e-6)
+        assert_same_outputs_and_grads(outs, loss, args, ref_outs, ref_loss, ref_args)
     assert cf.stats.eager_calls == 0
     if backend == "jax":
-        assert _jax_program_used(cf)
+        assert jax_programs_used(cf)
 
 
 # ---------------- as_strided, as_strided_, resize_ ----------------
@@ -584,7 +571,7 @@ def test_as_strided_compiled_matches_eager_with_writes_through_the_view(backend)
         np.testing.assert_allclose(w.grad.numpy(), w2.grad.numpy())
     assert cf.stats.eager_calls == 0
     if backend == "jax":
-        assert _jax_program_used(cf)
+        assert jax_programs_used(cf)
 
 
 @pytest.mark.parametrize("op", [lambda y: y.resize_(3, 2), lambda y: y.as_strided_((3,), (2,))])

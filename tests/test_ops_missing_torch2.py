@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import tracegrad as tg
+from _differential import assert_same_outputs_and_grads, jax_programs_used
 
 torch = pytest.importorskip("torch")
 
@@ -674,21 +675,12 @@ def test_compiled_matches_eager(name, fn, make, backend):
             warnings.simplefilter("error")          # no eager fallback
             outs, loss = cf(*args)
         ref_outs, ref_loss = step(*ref_args)
-        for o, r in zip(outs, ref_outs):
-            assert o.dtype == r.dtype and o.requires_grad == r.requires_grad
-            np.testing.assert_allclose(o.detach().numpy(), r.detach().numpy(), rtol=1e-5,
-                                       atol=1e-6, equal_nan=True)
-        loss.backward()
-        ref_loss.backward()
-        for a, r in zip(args, ref_args):
-            assert (a.grad is None) == (r.grad is None)
-            if r.grad is not None:
-                np.testing.assert_allclose(a.grad.numpy(), r.grad.numpy(), rtol=1e-5,
-                                           atol=1e-6)
+        assert ref_loss.requires_grad
+        assert_same_outputs_and_grads(outs, loss, args, ref_outs, ref_loss, ref_args,
+                                      rtol=1e-5)
     assert cf.stats.eager_calls == 0
     if backend == "jax":
-        from tracegrad.backends.jax.program import JaxProgram
-        assert all(isinstance(p.forward_program, JaxProgram) for p in cf.programs)
+        assert jax_programs_used(cf)
 
 
 @pytest.mark.parametrize("backend", ["numpy", "jax"])

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 import tracegrad as tg
+from _differential import assert_same_outputs_and_grads, jax_programs_used
 from tracegrad.autograd import gradcheck, gradgradcheck
 
 torch = pytest.importorskip("torch")
@@ -636,10 +637,6 @@ def _loss(outs):
                 if o.dtype.is_floating_point and o.requires_grad), tg.tensor(0.0))
 
 
-def _jax_program_used(cf):
-    from tracegrad.backends.jax.program import JaxProgram
-    return all(isinstance(p.forward_program, JaxProgram) for p in cf.programs)
-
 
 @pytest.mark.parametrize("backend", ["numpy", "jax"])
 @pytest.mark.parametrize("name,fn,make", PROGRAMS, ids=[p[0] for p in PROGRAMS])
@@ -661,20 +658,10 @@ def test_compiled_matches_eager(name, fn, make, backend):
         args, ref_args = fresh(), fresh()
         outs, loss = cf(*args)
         ref_outs, ref_loss = step(*ref_args)
-        for o, r in zip(outs, ref_outs):
-            assert o.dtype == r.dtype and o.requires_grad == r.requires_grad
-            np.testing.assert_allclose(o.detach().numpy(), r.detach().numpy(), rtol=1e-6,
-                                       atol=1e-6, equal_nan=True)
-        if ref_loss.requires_grad:
-            loss.backward()
-            ref_loss.backward()
-            for a, r in zip(args, ref_args):
-                if r.requires_grad:
-                    np.testing.assert_allclose(a.grad.numpy(), r.grad.numpy(), rtol=1e-5,
-                                               atol=1e-6)
+        assert_same_outputs_and_grads(outs, loss, args, ref_outs, ref_loss, ref_args)
     assert cf.stats.eager_calls == 0 and cf.stats.traces == 1
     if backend == "jax":
-        assert _jax_program_used(cf)
+        assert jax_programs_used(cf)
 
 
 def test_unfold_is_a_view_as_in_torch():
