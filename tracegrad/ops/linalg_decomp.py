@@ -33,6 +33,7 @@ from . import creation as C
 from . import elementwise as E
 from .linalg_solvers import _check_float, _check_matrix, _check_square, mT
 from .primitive import Primitive
+from .return_types import copy_out
 from .shape import narrow, reshape, unsqueeze
 from .structure import tril
 
@@ -166,7 +167,7 @@ def qr(A, mode="reduced", *, out=None):
     if mode == "r":
         Q = C.zeros(0, dtype=A.dtype)
         R = dispatch(QR_R_ONLY, (R,))          # its backward is PyTorch's error
-    return _copy_out(QRResult((Q, R)), out)
+    return copy_out(QRResult((Q, R)), out)
 
 
 def _r_only_vjp(g, ins, out, n):
@@ -179,14 +180,6 @@ QR_R_ONLY = Primitive("linalg_qr_r_only", lambda r: r.copy(), vjp=_r_only_vjp,
                       shape_rule=lambda shapes, attrs: tuple(shapes[0]),
                       grad_fn_name="LinalgQrBackward0",
                       doc="R of qr(mode='r'): its gradient is PyTorch's error")
-
-
-def _copy_out(res, out):
-    if out is None:
-        return res
-    for o, r in zip(out, res):
-        o.copy_(r)
-    return out
 
 
 # ---- eigh ----
@@ -235,7 +228,7 @@ def eigh(A, UPLO="L", *, out=None):
     _check_eigh("linalg.eigh", A, UPLO)
     n = A.shape[-1]
     w, V = _unpack(dispatch(EIGH, (A,), {"UPLO": UPLO}), ((n,), (n, n)))
-    return _copy_out(EighResult((w, V)), out)
+    return copy_out(EighResult((w, V)), out)
 
 
 def eigvalsh(A, UPLO="L", *, out=None):
@@ -327,7 +320,7 @@ def svd(A, full_matrices=True, *, driver=None, out=None):
     attrs = {"full_matrices": bool(full_matrices)}
     m, n = A.shape[-2:]
     U, S, Vh = _unpack(dispatch(SVD, (A,), attrs), _svd_shapes(m, n, attrs))
-    return _copy_out(SVDResult((U, S, Vh)), out)
+    return copy_out(SVDResult((U, S, Vh)), out)
 
 
 def svdvals(A, *, driver=None, out=None):

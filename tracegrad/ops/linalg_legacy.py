@@ -6,7 +6,7 @@ lu_factorization.py.
 """
 from . import creation as C
 from . import shape as S
-from .return_types import named
+from .return_types import copy_out, named
 
 __all__ = []
 
@@ -25,11 +25,7 @@ def svd(input, some=True, compute_uv=True, *, out=None):
         U, s, Vh = linalg_svd(input, full_matrices=not some)
         res = (U, s, S.transpose(Vh, -2, -1))
     r = named("svd", ("U", "S", "V"), res)
-    if out is not None:
-        for o, t in zip(out, r):
-            o.copy_(t)
-        return out
-    return r
+    return copy_out(r, out)
 
 
 def qr(input, some=True, *, out=None):
@@ -43,8 +39,4 @@ def qr(input, some=True, *, out=None):
                "with\nQ, R = torch.linalg.qr(A, 'reduced' if some else 'complete')")
     Q, R = linalg_qr(input, "reduced" if some else "complete")
     r = named("qr", ("Q", "R"), (Q, R))
-    if out is not None:
-        for o, t in zip(out, r):
-            o.copy_(t)
-        return out
-    return r
+    return copy_out(r, out)

@@ -23,7 +23,7 @@ from . import creation as C
 from . import elementwise as E
 from . import shape as S
 from .primitive import Primitive
-from .return_types import named
+from .return_types import copy_out, named
 
 __all__ = ["lu", "lu_unpack", "lu_solve"]
 
@@ -161,22 +161,14 @@ def _lu(A, pivot, get_infos, out):
     res = (LU, piv)
     if get_infos:
         res = res + (_infos(LU.detach(), piv.shape[-1]),)
-    if out is not None:
-        for o, t in zip(out, res):
-            o.copy_(t)
-        return out
-    return res
+    return copy_out(res, out)
 
 
 def lu_factor(A, *, pivot=True, out=None):
     """`torch.linalg.lu_factor`: (LU, pivots)."""
     LU, piv = _lu(A, pivot, False, None)
     res = named("linalg_lu_factor", ("LU", "pivots"), (LU, piv))
-    if out is not None:
-        for o, t in zip(out, res):
-            o.copy_(t)
-        return out
-    return res
+    return copy_out(res, out)
 
 
 def lu_unpack(LU_data, LU_pivots, unpack_data=True, unpack_pivots=True, *, out=None):
@@ -194,11 +186,7 @@ def lu_unpack(LU_data, LU_pivots, unpack_data=True, unpack_pivots=True, *, out=N
         inv = dispatch(LU_ROW_ORDER, (LU_pivots,), {"m": m, "inverse": True})
         P = E.eq(S.unsqueeze(inv, -1), C.arange(m)).to(LU_data.dtype)
     res = named("lu_unpack", ("P", "L", "U"), (P, L, U))
-    if out is not None:
-        for o, t in zip(out, res):
-            o.copy_(t)
-        return out
-    return res
+    return copy_out(res, out)
 
 
 def lu_solve(b, LU_data, LU_pivots, *, out=None):

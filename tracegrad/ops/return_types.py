@@ -19,3 +19,13 @@ def named(name, fields, values):
         ns.update(__slots__=(), __repr__=rep, _fields=tuple(fields), __module__=__name__)
         cls = _CLASSES[name] = type(name, (tuple,), ns)
     return cls(values)
+
+
+def copy_out(res, out):
+    """`res`, or with an `out=` tuple given, each result copied into its tensor there and
+    `out` returned (the functions returning several tensors)."""
+    if out is None:
+        return res
+    for o, r in zip(out, res):
+        o.copy_(r)
+    return out
