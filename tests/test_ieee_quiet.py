@@ -1,6 +1,6 @@
 """IEEE results without numpy warnings: PyTorch gives inf/nan silently on overflow, invalid
 operations and division by zero, so must tracegrad (Note [Quiet kernels] in
-tracegrad/ops/elementwise.py).
+tracegrad/_quiet.py).
 
 Every op-table entry runs eagerly on inputs holding +-inf, nan, +-huge (1e38 float32, 1e308
 float64) and zeros, forward, backward and double backward, with numpy's RuntimeWarnings

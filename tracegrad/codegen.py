@@ -15,7 +15,7 @@ import numpy as np
 from ._errors import RerunEagerly, TracegradError
 from .ir.graph import Value
 from .ir.interpret import GuardFailed, same_outcome
-from .ops.elementwise import quiet_enter, quiet_exit
+from ._quiet import quiet_enter, quiet_exit
 
 _counter = itertools.count()
 
@@ -385,7 +385,7 @@ def build(graph, name=None, keep_inputs=True, plan=None, poison=False, owned_inp
 
 # Note [Quiet programs]
 # Kernels that must not emit numpy warnings (PyTorch returns inf/nan silently) are wrapped
-# to switch numpy's error state per call (Note [Quiet kernels] in ops/elementwise.py). A
+# to switch numpy's error state per call (Note [Quiet kernels] in _quiet.py). A
 # program calls many of them in a row, so it binds the bare kernels and switches the state
 # once around the whole program instead: the same results, a fraction of the cost.
 

@@ -28,7 +28,7 @@ from .._errors import RerunEagerly
 from .._tensor_storage import _root
 from .._tensor import Tensor, VersionCounter
 from ..ir.interpret import GuardFailed
-from ..ops.elementwise import _IGNORING, _NP_ERRSTATE, _ignoring, quiet_enter, quiet_exit
+from .._quiet import _IGNORING, _NP_ERRSTATE, _ignoring, quiet_enter, quiet_exit
 from .backward_node import consumed_node
 from .tensor_places import read as read_place
 from .state_guards import checker_source

@@ -18,36 +18,9 @@ from .primitive import Primitive, inplace_of, overload_of, promote, promote_floa
 
 
 
-# Note [Quiet kernels]
-# PyTorch returns inf/nan silently where numpy warns, so some kernels run with numpy's
-# warnings off. `with np.errstate(all="ignore")` costs about 1 us per call (it builds a new
-# error-state object each time), more than the kernel itself on small tensors. numpy keeps
-# its error state in a context variable; we set it directly to a cached "ignore all" state
-# derived from the caller's current one (so buffer size and error callback are kept), and
-# restore it after. Where that private variable is missing we use the public errstate.
-try:
-    from numpy._core._ufunc_config import _extobj_contextvar as _NP_ERRSTATE
-except ImportError:                                    # pragma: no cover (other numpy)
-    _NP_ERRSTATE = None
-_IGNORING = {}                   # numpy error state -> the same state with all errors ignored
-
-
-def _ignoring(cur):
-    if len(_IGNORING) > 64:      # states made by many `np.errstate` blocks: don't grow forever
-        _IGNORING.clear()
-    with np.errstate(all="ignore"):
-        ign = _IGNORING[cur] = _NP_ERRSTATE.get()
-    return ign
-
-
-def quiet_enter():
-    """Turn numpy's warnings off until `quiet_exit(token)` (one switch for a whole program)."""
-    cur = _NP_ERRSTATE.get()
-    return _NP_ERRSTATE.set(_IGNORING.get(cur) or _ignoring(cur))
-
-
-def quiet_exit(token):
-    _NP_ERRSTATE.reset(token)
+# Note [Quiet kernels] is in _quiet.py: the warnings switch shared by kernels, dispatch and
+# generated programs.
+from .._quiet import _IGNORING, _NP_ERRSTATE, _ignoring, quiet_enter, quiet_exit  # noqa: F401
 
 
 def _quiet(f):

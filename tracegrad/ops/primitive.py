@@ -56,7 +56,7 @@ class Primitive:
                  "overwrites", "aliases", "is_view", "functional", "node_cls", "nondiff",
                  "shape_rule", "doc", "impure", "elementwise", "float_fast", "saves_for",
                  "_saves_by_need", "specialize", "layout", "may_raise", "half_in_float",
-                 "writes")
+                 "writes", "quiet")
 
     def __init__(self, name, kernel, *, vjp=None, grad_fn_name=None, saves=(), saves_out=False,
                  dtype_rule=None, overwrites=(), aliases=None, is_view=None, functional=None,
@@ -67,6 +67,9 @@ class Primitive:
             raise ValueError(f"primitive {name!r} declared twice")
         self.name = name
         self.kernel = kernel
+        # the kernel without its warnings switch, which dispatch then does itself: one
+        # Python call less per op (Note [Quiet kernels] in _quiet.py)
+        self.quiet = getattr(kernel, "quiet_raw", None)
         self.vjp = vjp
         self.grad_fn_name = grad_fn_name or (_camel(name) + "Backward0")
         self.saves_for = saves_for
