@@ -72,3 +72,45 @@ def run_quiet(f, arrays, attrs, cur, busy=False):
         return f(*arrays, **attrs)
     finally:
         _NP_ERRSTATE.reset(token)
+
+
+def quiet_kernel(f):
+    """Kernel wrapper: IEEE results (inf, nan) without numpy warnings, as PyTorch does."""
+    if _NP_ERRSTATE is None:
+        def k(*a, **kw):
+            with np.errstate(all="ignore"):
+                return f(*a, **kw)
+    else:
+        get = _NP_ERRSTATE.get
+        # ufuncs of one or two operands (most quiet kernels): a fixed signature, no packing
+        if type(f) is np.ufunc and f.nin == 1:
+            def k(x, out=None):
+                cur = get()
+                ctx = _CONTEXTS.get(cur)
+                if ctx is not None:
+                    try:
+                        return ctx.run(f, x) if out is None else ctx.run(f, x, out=out)
+                    except RuntimeError as e:
+                        if not context_busy(e):
+                            raise
+                return run_quiet(f, (x,), {} if out is None else {"out": out}, cur,
+                                 busy=ctx is not None)
+        elif type(f) is np.ufunc and f.nin == 2:
+            def k(x, y, out=None):
+                cur = get()
+                ctx = _CONTEXTS.get(cur)
+                if ctx is not None:
+                    try:
+                        return ctx.run(f, x, y) if out is None else ctx.run(f, x, y, out=out)
+                    except RuntimeError as e:
+                        if not context_busy(e):
+                            raise
+                return run_quiet(f, (x, y), {} if out is None else {"out": out}, cur,
+                                 busy=ctx is not None)
+        else:
+            def k(*a, **kw):
+                return run_quiet(f, a, kw, get())
+        k.quiet_raw = f          # codegen binds `f` and quiets a whole program at once
+    k.__name__ = getattr(f, "__name__", "kernel")
+    k.accepts_out = getattr(f, "accepts_out", False) or type(f) is np.ufunc
+    return k

@@ -20,47 +20,7 @@ from .primitive import Primitive, inplace_of, overload_of, promote, promote_floa
 
 # Note [Quiet kernels] is in _quiet.py: the warnings switch shared by kernels, dispatch and
 # generated programs.
-from .._quiet import _IGNORING, _NP_ERRSTATE, _ignoring, quiet_enter, quiet_exit  # noqa: F401
-
-
-def _quiet(f):
-    """Kernel wrapper: IEEE results (inf, nan) without numpy warnings, as PyTorch does."""
-    if _NP_ERRSTATE is None:
-        def k(*a, **kw):
-            with np.errstate(all="ignore"):
-                return f(*a, **kw)
-    else:
-        get, set_, reset = _NP_ERRSTATE.get, _NP_ERRSTATE.set, _NP_ERRSTATE.reset
-
-        def k(*a, **kw):
-            cur = get()
-            token = set_(_IGNORING.get(cur) or _ignoring(cur))
-            try:
-                return f(*a, **kw)
-            finally:
-                reset(token)
-
-        # ufuncs of one or two operands (most quiet kernels): a fixed signature, no packing
-        if type(f) is np.ufunc and f.nin == 1:
-            def k(x, out=None):
-                cur = get()
-                token = set_(_IGNORING.get(cur) or _ignoring(cur))
-                try:
-                    return f(x) if out is None else f(x, out=out)
-                finally:
-                    reset(token)
-        elif type(f) is np.ufunc and f.nin == 2:
-            def k(x, y, out=None):
-                cur = get()
-                token = set_(_IGNORING.get(cur) or _ignoring(cur))
-                try:
-                    return f(x, y) if out is None else f(x, y, out=out)
-                finally:
-                    reset(token)
-        k.quiet_raw = f          # codegen binds `f` and quiets a whole program at once
-    k.__name__ = getattr(f, "__name__", "kernel")
-    k.accepts_out = getattr(f, "accepts_out", False) or type(f) is np.ufunc
-    return k
+from .._quiet import quiet_kernel as _quiet
 
 
 def _st(g, shape):
