@@ -42,6 +42,7 @@ from .client import device
 from .lower import guard_holds, lower
 from .result_buffer import layout, pack, unpacker
 from .small_inputs import SmallInputs, small_positions
+from .status import with_status
 
 
 try:                                     # the x64 mode in effect (context or global flag)
@@ -87,6 +88,7 @@ class JaxProgram:
         self._bigs = (None if any(k < self.writable for k in packed) else
                       [static_big(v) for v in graph.outputs[:self.writable]])
         fn = self._one_buffer(fn, self.writable)     # Note [One result buffer]
+        fn = with_status(fn, graph.guards)           # Note [One status transfer]
         if shardings is not None:
             jitted = jax.jit(fn, in_shardings=shardings)
         elif follow_inputs:                      # see below
@@ -105,8 +107,9 @@ class JaxProgram:
         # `follow_inputs`: the inputs' shardings are XLA's choice (saved values of a sharded
         # forward), so calls go through `jax.jit`, which compiles for the shardings it meets
         self._call = jitted if follow_inputs else self.executable
-        from .aligned import MIN_BYTES        # captured arrays worth moving (aligned.py)
-        self._movable = [i for i, v in enumerate(graph.inputs) if cpu and v.role == "captured"
+        from .aligned import MIN_BYTES        # arrays worth moving (aligned.py)
+        self._movable = [i for i, v in enumerate(graph.inputs)
+                         if cpu and v.role in ("captured", "arg")
                          and v.type.dtype.np.itemsize * int(np.prod(v.type.shape)) >= MIN_BYTES]
         self._rebind = [(pos, k) for pos, k in mutated
                         if self._adopt and graph.outputs[k] is not None
@@ -296,7 +299,12 @@ class JaxProgram:
                     outs = [rest[j] if t == 0 else bufs[j] for t, j in self._out_slots]
                 else:
                     outs, gvals, cvals = self._call(*arrays)
-            bad = cvals is not None and bool(cvals)  # (waits for every callback's flag)
+            if gvals:                            # Note [One status transfer]
+                bad, look = np.asarray(cvals).tolist()
+                if not look:                     # every guard held
+                    gvals = None
+            else:
+                bad = cvals is not None and bool(cvals)  # (waits for every callback's flag)
         finally:
             if memo is not None:
                 low.memo_cell[0] = None

@@ -23,6 +23,7 @@ from jax.sharding import SingleDeviceSharding
 from .adopt import static_big
 from .client import device
 from .program import JaxProgram
+from .status import with_status
 
 
 def fusable(path):
@@ -77,6 +78,7 @@ class SpeculativeProgram(JaxProgram):
             return list(outs[:w]) + list(grads) + list(outs[w:]) + tail, gv, cv
 
         fn = self._one_buffer(fn, w + n_g)       # Note [One result buffer]
+        fn = with_status(fn, self.graph.guards)  # Note [One status transfer]
         one = SingleDeviceSharding(device())
         jitted = jax.jit(fn, in_shardings=one, out_shardings=one)
         specs, _ = fwd._specs()
