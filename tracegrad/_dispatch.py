@@ -166,6 +166,22 @@ BF16_STORAGE_OPS = set()
 # gradients are used only when no write ran between its forward and its backward (Note
 # [Speculative backward] in compiler/speculation.py).
 EAGER_WRITES = [0]
+# The array owning each eagerly written memory (its `.base` root, by id) -> EAGER_WRITES just
+# after its last write, and the count at which this map was last emptied (it is bounded):
+# Note [Inputs written before a recomputing backward] in compiler/remat_writes.py.
+WRITTEN = {}
+WRITTEN_CLEARED = [0]
+
+
+def note_write(a):
+    """Count an eager in-place write into array `a`."""
+    EAGER_WRITES[0] += 1
+    while isinstance(a.base, np.ndarray):
+        a = a.base
+    if len(WRITTEN) >= 1 << 16:
+        WRITTEN.clear()
+        WRITTEN_CLEARED[0] = EAGER_WRITES[0]
+    WRITTEN[id(a)] = EAGER_WRITES[0]
 
 
 def _bf16_arithmetic(prim):
@@ -448,7 +464,7 @@ def run_inplace(prim, args, attrs):
         raise _read_only_error(prim, tdata) from None
     before = target._vc.v
     target._vc.v += 1
-    EAGER_WRITES[0] += 1
+    note_write(tdata)
     if needs is None:
         return target
     base = target._base

@@ -16,6 +16,7 @@ import numpy as np
 from .. import _mode
 from ..autograd.anomaly_mode import STATE as _ANOMALY
 from ..passes.check_inplace import fresh
+from . import remat_writes
 from .speculation import is_one, unwritten
 from .._errors import TracegradRuntimeError, op_error, user_stacklevel
 from .._tensor import Tensor, edge_of
@@ -91,7 +92,7 @@ _new = object.__new__
 
 class CompiledFunctionBackward(Node):
     __slots__ = ("path", "saved_arrays", "kept_arrays", "checks", "inputs", "out_meta",
-                 "stash", "spec_box")
+                 "stash", "spec_box", "written_at")
     leaf_sink = True                     # Note [One node feeding leaves] in engine.py
 
     def apply(self, grads, consume=False):
@@ -124,6 +125,8 @@ class CompiledFunctionBackward(Node):
                 raise _version_error(t, v, self)
         path = self.path
         part = path.part
+        if path.remat_saved:             # Note [Inputs written before a recomputing backward]
+            remat_writes.check(self, path.name)
         spec = path.speculation
         if spec is not None:                 # Note [Speculative backward] in speculation.py
             stash, self.stash = self.stash, None

@@ -11,10 +11,11 @@ drawings) and for the differentiable backward (replay.py).
 """
 import numpy as np
 
-from .._dispatch import dispatch
+from .._dispatch import EAGER_WRITES, dispatch
 from ..ops.shape import DATA
 from .._tensor import Tensor, edge_of
 from .backward_node import CompiledFunctionBackward, ConsumedBackward
+from .remat_writes import remat_saved
 from .replay import replay_backward
 from .runner import build_runner
 from .speculation import Speculation
@@ -100,6 +101,8 @@ class CompiledPath:
         behind |= {storage.get(v) for v in part.recomputed}
         self.checked_out = {k for k, v in enumerate(fwd_outs)
                             if v is not None and storage.get(v) in behind}
+        self.remat_saved = remat_saved(part)   # Note [Inputs written before a recomputing
+                                               # backward] in remat_writes.py
         # a consumed output's grad_fn leads to the inputs requiring grad it was computed from
         fg, wrt = rec.functional, set(self.wrt)
         self.consumed_leaves = {k: sorted(_inputs_behind(fg, fg.outputs[k]) & wrt)
@@ -325,6 +328,8 @@ class CompiledPath:
         else:
             saved = saved_fwd
         node.saved_arrays = saved
+        if self.remat_saved:             # Note [Inputs written before a recomputing backward]
+            node.written_at = EAGER_WRITES[0]
         node.kept_arrays = [np.asarray(a) for a in kept] if kept else []
         node.inputs = inputs
         node.out_meta = [(o._data.shape, o._data.dtype) for o in outs]

@@ -16,7 +16,7 @@ error messages then apply).
 import numpy as np
 
 from .. import _mode
-from .._dispatch import EAGER_WRITES, _scalar, trace_hook
+from .._dispatch import _scalar, note_write, trace_hook
 from .._tensor import Tensor
 from ..ops.elementwise import _quiet
 
@@ -56,7 +56,7 @@ def _numbers(*xs):
 
 def _bump(t):
     t._vc.v += 1
-    EAGER_WRITES[0] += 1
+    note_write(t._data)
 
 
 def _axpy_(y, x, alpha, dt):
