@@ -4,12 +4,12 @@ counters (Note [Inputs written before a recomputing backward]).
 Note [Inputs written before a recomputing backward]
 A compiled backward may recompute cheap forward values from the call's inputs instead of
 keeping them (passes/remat.py: always on the JAX backend, with `memory="min"` on numpy).
-Eager keeps them: `h = (x * w).tanh()` saves `h` as computed. A write into `w` between the
-call and `backward()` through the tensor itself bumps its version counter, and both raise
-eager's version error. A write through an alias with a counter of its own (`w.data`) passes
-that check: eager's backward then reads the new `w` where it saved `w` itself but the old
-`h`, while the compiled backward would recompute `h` from the new `w`, a silently different
-gradient. So a path that recomputes from inputs remembers which of its saved inputs the
+Eager keeps them: in `(x * w).sin()`, sin saves its input `h = x * w` as computed. A write
+into `w` between the call and `backward()` through the tensor itself bumps its version
+counter, and both raise eager's version error. A write through an alias with a counter of
+its own (`w.data`) passes that check: eager's backward then reads the new `w` where it
+saved `w` itself but the old `h`, while the compiled backward would recompute `h` from the
+new `w`, a silently different gradient. So a path that recomputes from inputs remembers which of its saved inputs the
 recomputation reads (`remat_saved`), each call's node the eager-write count at the call,
 and before backward runs, if eager writes happened since, it looks up each of those inputs'
 arrays in `_dispatch.WRITTEN` (the owning array of every eagerly written memory, by id; an
