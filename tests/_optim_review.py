@@ -187,3 +187,18 @@ def _std(lib, m, opt, x, y):
     loss = _fb(lib, m, x, y)
     opt.step()
     return loss
+
+
+def _closure_step(name, **kw):
+    """The program `opt.step(closure)` with optimizer `name` (keyword arguments `kw`)."""
+    def build(lib, dtype):
+        m = _model(lib, dtype)
+        opt = getattr(lib.optim, name)(m.parameters(), **kw)
+
+        def step(x, y):
+            def closure():
+                opt.zero_grad()
+                return _fb(lib, m, x, y)
+            return opt.step(closure)
+        return step, dict(m=m, opt=opt)
+    return Program(build)

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import tracegrad as tg
-from _optim_review import Program, _data, _fb, _model, _opt, _std, _train
+from _optim_review import Program, _closure_step, _data, _fb, _model, _opt, _std, _train
 
 nn, F = tg.nn, tg.nn.functional
 
@@ -235,19 +235,9 @@ def test_a_compiled_lbfgs_closure_on_jax():
 
 
 def test_an_lbfgs_step_inside_the_compiled_function_runs_eagerly_with_a_warning():
-    def build(lib, dtype):
-        m = _model(lib, dtype)
-        opt = lib.optim.LBFGS(m.parameters(), lr=0.5, max_iter=3,
-                              line_search_fn="strong_wolfe")
-
-        def step(x, y):
-            def closure():
-                opt.zero_grad()
-                return _fb(lib, m, x, y)
-            return opt.step(closure)
-        return step, dict(m=m, opt=opt)
-    Program(build).compare(loud="must")
-    Program(build).against_torch()
+    program = _closure_step("LBFGS", lr=0.5, max_iter=3, line_search_fn="strong_wolfe")
+    program.compare(loud="must")
+    program.against_torch()
 
 # -- defect found: the implementation flags PyTorch users pass (`check_flags`,
 # `check_step_flags`, `grad_mode_of_step` in optim/optimizer.py) --

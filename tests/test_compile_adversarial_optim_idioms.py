@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import tracegrad as tg
-from _optim_review import Program, _data, _fb, _model, _std
+from _optim_review import Program, _closure_step, _data, _fb, _model, _std
 
 nn, F = tg.nn, tg.nn.functional
 
@@ -417,20 +417,6 @@ def _from_torch(name, kw):
             for p, q in zip(m.parameters(), tm.parameters()):
                 p.copy_(lib.tensor(q.detach().numpy().copy()))
         return (lambda x, y: _std(lib, m, opt, x, y)), dict(m=m, opt=opt)
-    return Program(build)
-
-
-def _closure_step(name, **kw):
-    def build(lib, dtype):
-        m = _model(lib, dtype)
-        opt = getattr(lib.optim, name)(m.parameters(), **kw)
-
-        def step(x, y):
-            def closure():
-                opt.zero_grad()
-                return _fb(lib, m, x, y)
-            return opt.step(closure)
-        return step, dict(m=m, opt=opt)
     return Program(build)
 
 

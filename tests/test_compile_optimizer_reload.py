@@ -55,6 +55,18 @@ def _program(opt_name, edit=None, model_too=False, every=2, dtype=tg.float32, co
     return make, calls
 
 
+def _reload_every_other(step, objs, i):
+    """Call i of a step on a (5, 3) batch: the optimizer state saved after call 2 is loaded
+    (a deep copy) after every odd call."""
+    loss = step(tg.randn(5, 3), tg.randn(5, 1))
+    saved, opt = objs["saved"], objs["opt"]
+    if i == 2:
+        saved["opt"] = copy.deepcopy(opt.state_dict())
+    if saved and i % 2 == 1:
+        opt.load_state_dict(copy.deepcopy(saved["opt"]))
+    return loss
+
+
 @pytest.mark.parametrize("backend, copies", [
     ("numpy", False), ("numpy", True), ("jax", False),
     pytest.param("jax", True, marks=pytest.mark.slow)])
@@ -143,15 +155,7 @@ def test_a_step_writing_to_the_state_loads_replace(write):
             return loss
         return comp(step), {"model": model, "opt": opt, "saved": {}}
 
-    def calls(step, objs, i):
-        loss = step(tg.randn(5, 3), tg.randn(5, 1))
-        saved, opt = objs["saved"], objs["opt"]
-        if i == 2:
-            saved["opt"] = copy.deepcopy(opt.state_dict())
-        if saved and i % 2 == 1:
-            opt.load_state_dict(copy.deepcopy(saved["opt"]))
-        return loss
-    compare(make, calls, n=14, loud=True)
+    compare(make, _reload_every_other, n=14, loud=True)
 
 
 def test_a_state_tensor_also_held_elsewhere_is_not_moved():
@@ -175,13 +179,8 @@ def test_a_state_tensor_also_held_elsewhere_is_not_moved():
         return comp(step), {"model": model, "opt": opt, "saved": {}}
 
     def calls(step, objs, i):
-        loss = step(tg.randn(5, 3), tg.randn(5, 1))
-        saved, opt = objs["saved"], objs["opt"]
-        if i == 2:
-            saved["opt"] = copy.deepcopy(opt.state_dict())
-        if saved and i % 2 == 1:
-            opt.load_state_dict(copy.deepcopy(saved["opt"]))
+        loss = _reload_every_other(step, objs, i)
         if i == 5:
-            held["buf"] = opt.state[objs["model"][0].bias]["momentum_buffer"]
+            held["buf"] = objs["opt"].state[objs["model"][0].bias]["momentum_buffer"]
         return loss
     compare(make, calls, n=14, loud=True)

@@ -18,6 +18,7 @@ from ._dtype import (_FROM_NP, BF16_NP, can_cast, is_float_np, python_number, sc
 from ._errors import InplaceError, TracegradRuntimeError, op_error
 from . import _tensor
 from ._tensor import Tensor, edge_of, stale_view_check
+from ._tensor_storage import _root
 
 
 class _layers:
@@ -176,8 +177,7 @@ WRITTEN_CLEARED = [0]
 def note_write(a):
     """Count an eager in-place write into array `a`."""
     EAGER_WRITES[0] += 1
-    while isinstance(a.base, np.ndarray):
-        a = a.base
+    a = _root(a)
     if len(WRITTEN) >= 1 << 16:
         WRITTEN.clear()
         WRITTEN_CLEARED[0] = EAGER_WRITES[0]

@@ -18,10 +18,9 @@ raises, saying how to write instead. Writes through a `numpy()` view are not see
 or here. If the bounded map was emptied since the call, the write cannot be ruled out and
 the backward raises too.
 """
-import numpy as np
-
 from .._dispatch import EAGER_WRITES, WRITTEN, WRITTEN_CLEARED
 from .._errors import TracegradRuntimeError, op_error
+from .._tensor_storage import _root
 
 
 def remat_saved(part):
@@ -44,9 +43,7 @@ def check(node, name):
     if at == EAGER_WRITES[0]:
         return
     for k in node.path.remat_saved:
-        a = node.saved_arrays[k]
-        while isinstance(a.base, np.ndarray):          # (as `_dispatch.note_write`)
-            a = a.base
+        a = _root(node.saved_arrays[k])                # (as `_dispatch.note_write`)
         if WRITTEN.get(id(a), -1) > at or WRITTEN_CLEARED[0] > at:
             pos = node.path.part.saved_from_input[k]
             raise op_error(

@@ -48,6 +48,5 @@ def in_float(kernel):
 
 for _name in HALF_IN_FLOAT:
     _prim = REGISTRY[_name]
-    _prim.kernel = in_float(_prim.kernel)
-    _prim.quiet = getattr(_prim.kernel, "quiet_raw", None)
+    _prim.set_kernel(in_float(_prim.kernel))
     _prim.half_in_float = True
