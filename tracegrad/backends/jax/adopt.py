@@ -70,9 +70,10 @@ def static_big(v):
             and np.dtype(v.type.dtype.np).kind in "biufc")
 
 
-def to_host(outs, args, bigs=None):
+def to_host(outs, args, bigs=None, at=None):
     """Fresh writable numpy arrays for `outs` (None stays None): large results adopted,
-    the rest copied. `bigs`: `big` of each output, known beforehand (`static_big`)."""
+    the rest copied. `bigs`: `big` of each output, known beforehand (`static_big`). `at`:
+    the positions of the only `args` a result can be (None: any)."""
     seen = None
     res = []
     for k, o in enumerate(outs):
@@ -80,7 +81,7 @@ def to_host(outs, args, bigs=None):
             res.append(None)
         elif big(o) if bigs is None else bigs[k]:
             if seen is None:
-                seen = taken(args)
+                seen = taken(args if at is None else [args[i] for i in at])
             o.block_until_ready()
             p = o.unsafe_buffer_pointer()
             if p in seen:

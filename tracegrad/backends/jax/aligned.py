@@ -55,8 +55,9 @@ def aligned(a):
 def move_to_aligned(t):
     """Give tensor `t` an aligned array when that cannot be observed; True when it did."""
     d = t._data
-    if (type(d) is not np.ndarray or d.__array_interface__["data"][0] % _ALIGN == 0
-            or d.base is not None or not d.flags.c_contiguous or not d.flags.writeable
+    if (type(d) is not np.ndarray or d.base is not None     # (first: a moved array's base
+            or d.__array_interface__["data"][0] % _ALIGN == 0   # is its bytearray)
+            or not d.flags.c_contiguous or not d.flags.writeable
             or d.dtype.hasobject or d.nbytes < MIN_BYTES):
         return False
     if sys.getrefcount(d) != 3:          # t's slot, `d`, the call's argument: nothing else

@@ -36,7 +36,7 @@ from jax.sharding import SingleDeviceSharding
 from ...ir.interpret import GuardFailed
 from ...tracing.forward_memo import MEMO, next_attempt
 from .adopt import MIN_BYTES as ADOPT_BYTES
-from .adopt import adopt, big, replaceable, static_big, taken, to_host
+from .adopt import adopt, replaceable, static_big, taken, to_host
 from .aligned import move_to_aligned
 from .client import device
 from .lower import guard_holds, lower
@@ -69,8 +69,10 @@ class JaxProgram:
     fn_is_call = True            # `fn` is `__call__`, or a faster equal (Note [Plain calls])
 
     def __init__(self, graph, name=None, writable=None, data_parallel=False, pack_out=None,
-                 pack_in=None, follow_inputs=False, mutated=()):
+                 pack_in=None, follow_inputs=False, mutated=(), large=False):
         self.graph = graph
+        self.large = large               # Note [Queued dispatch for large programs]
+        self.device = device(large)
         self.name = name or graph.name
         self.lowered = lower(graph)              # raises Unsupported: caller falls back
         self.writable = len(graph.outputs) if writable is None else writable
@@ -94,7 +96,7 @@ class JaxProgram:
         elif follow_inputs:                      # see below
             jitted = jax.jit(fn)
         else:                                    # Note [Synchronous client] in client.py
-            one = SingleDeviceSharding(device())
+            one = SingleDeviceSharding(self.device)
             jitted = jax.jit(fn, in_shardings=one, out_shardings=one)
         t0 = time.perf_counter()
         with jax.enable_x64(self.lowered.x64):
@@ -111,13 +113,34 @@ class JaxProgram:
         self._movable = [i for i, v in enumerate(graph.inputs)
                          if cpu and v.role in ("captured", "arg")
                          and v.type.dtype.np.itemsize * int(np.prod(v.type.shape)) >= MIN_BYTES]
-        self._rebind = [(pos, k) for pos, k in mutated
+        self._rebind = [(pos, k) for pos, k in mutated      # (of the input's own type)
                         if self._adopt and graph.outputs[k] is not None
-                        and graph.outputs[k].type.dtype.np.itemsize
-                        * int(np.prod(graph.outputs[k].type.shape)) >= ADOPT_BYTES]
+                        and graph.outputs[k].type.nbytes >= ADOPT_BYTES
+                        and graph.outputs[k].type.shape == graph.inputs[pos].type.shape
+                        and graph.outputs[k].type.dtype == graph.inputs[pos].type.dtype]
         if not self._movable and not self._rebind:   # callers pass arrays: nothing to do
             self.call_tensors = None
+        self._alias_candidates()
         self.fn = self._fast() or self.__call__
+
+    def _alias_candidates(self):
+        """Note [Results that may be arguments]
+        A result jax forwards from an argument has that argument's memory, so it is copied
+        rather than adopted (Note [Adopted results] in adopt.py), which is asked per call by
+        data address. Only an argument of a result's byte size can be forwarded as that
+        result, so only those addresses are read: `_alias_at` (positions in the executable's
+        arguments) and `_alias_inputs` (positions in the graph's inputs, for `call_tensors`).
+        Reading every argument's address cost about 1 us apiece, twice per call: 20 to 40 us
+        of a training step's 18 arguments, where two or four arguments can be results.
+        None: every argument (the results' sizes are not known: packed user results)."""
+        g = self.graph
+        if self._bigs is None:
+            self._alias_at = self._alias_inputs = None
+            return
+        sizes = {v.type.nbytes for v, b in zip(self._user_values(), self._bigs) if b}
+        sizes.update(g.outputs[k].type.nbytes for _, k in self._rebind)
+        self._alias_at = [i for i, t in enumerate(self._input_types()) if t.nbytes in sizes]
+        self._alias_inputs = [i for i, v in enumerate(g.inputs) if v.type.nbytes in sizes]
 
     def _plain(self):
         """Whether a call is only the executable and numpy copies of the first `writable`
@@ -171,7 +194,7 @@ class JaxProgram:
         state, array, cpp = _X64_STATE, np.array, [None]
         unpack = self._unpack
         small = small_positions(self._input_types())     # Note [Small inputs]
-        swap = SmallInputs(small, device()).swap if small else None
+        swap = SmallInputs(small, self.device).swap if small else None
 
         def fast(*arrays):
             if state.value != x64:               # (rarely: a graph of 64-bit values)
@@ -266,11 +289,13 @@ class JaxProgram:
         res = self.fn(*[t._data for t in inputs])
         seen = None
         for pos, k in swap:                      # a mutated input takes its new value's
-            r, t = res[k], inputs[pos]           # memory (Note [Adopted results])
-            if not big(r) or r.shape != t._data.shape or r.dtype != t._data.dtype:
-                continue
-            if seen is None:
-                seen = taken(t._data for t in inputs)
+            r, t = res[k], inputs[pos]           # memory (Note [Adopted results]); of its
+            if type(r) is np.ndarray:            # type (`_rebind`), unless the call ran
+                continue                         # on numpy
+            if seen is None:                     # Note [Results that may be arguments]
+                at = self._alias_inputs
+                seen = taken(t._data for t in inputs) if at is None else \
+                    taken([inputs[i]._data for i in at])
             r.block_until_ready()
             p = r.unsafe_buffer_pointer()
             if p not in seen:                    # not an argument passed through
@@ -319,7 +344,7 @@ class JaxProgram:
         w = self.writable
         if self._unpack is not None:             # Note [One result buffer]
             return self._unpack(outs[0]) + list(outs[1:])
-        user = (to_host(outs[:w], arrays, self._bigs) if self._adopt
+        user = (to_host(outs[:w], arrays, self._bigs, self._alias_at) if self._adopt
                 else [None if o is None else np.array(o) for o in outs[:w]])
         if all(o is None for o in user):     # nothing waited for the results: XLA may still
             jax.block_until_ready(outs)      # be reading arguments in place (aligned.py)

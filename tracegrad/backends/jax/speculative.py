@@ -21,7 +21,6 @@ import numpy as np
 from jax.sharding import SingleDeviceSharding
 
 from .adopt import static_big
-from .client import device
 from .program import JaxProgram
 from .status import with_status
 
@@ -67,6 +66,7 @@ class SpeculativeProgram(JaxProgram):
         self._bigs = ([static_big(v) for v in fwd.graph.outputs[:w]]
                       + [static_big(v) for v in bwd.graph.outputs])
         self._w_fwd = w
+        self._alias_candidates()                 # (of these results)
 
         def fn(*arrays):
             outs, gv, cv = lf.fn(*arrays)
@@ -79,7 +79,7 @@ class SpeculativeProgram(JaxProgram):
 
         fn = self._one_buffer(fn, w + n_g)       # Note [One result buffer]
         fn = with_status(fn, self.graph.guards)  # Note [One status transfer]
-        one = SingleDeviceSharding(device())
+        one = SingleDeviceSharding(self.device)      # (the forward's)
         jitted = jax.jit(fn, in_shardings=one, out_shardings=one)
         specs, _ = fwd._specs()
         t0 = time.perf_counter()
