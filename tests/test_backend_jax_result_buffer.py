@@ -137,3 +137,66 @@ def test_integer_and_bool_results_in_one_buffer(kind):
             np.testing.assert_array_equal(o.numpy(), e.numpy())
         _fresh([o._data for o in got])
     assert _path(comp).forward_program._unpack is not None
+
+
+# ---- Note [Small results in one buffer]: programs that are not plain ----
+N_BIG = 128 * 256            # float32: 128 KB, a result adopted rather than packed
+
+
+def _mlp_step(compiled):
+    tg.manual_seed(0)
+    model = tg.nn.Sequential(tg.nn.Linear(256, 128), tg.nn.ReLU(), tg.nn.Linear(128, 10))
+    opt = tg.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+
+    def step(x, y):
+        opt.zero_grad()
+        loss = tg.nn.functional.cross_entropy(model(x), y)   # (guards: not plain)
+        loss.backward()
+        opt.step()
+        return loss
+    return (tg.compile(step, backend="jax") if compiled else step), model, opt
+
+
+def test_a_training_step_packs_its_small_results_and_matches_eager():
+    rng = np.random.default_rng(0)
+    batches = [(tg.tensor(rng.standard_normal((64, 256)).astype(np.float32)),
+                tg.tensor(rng.integers(0, 10, 64))) for _ in range(4)]
+    runs = {}
+    for compiled in (False, True):
+        fn, model, opt = _mlp_step(compiled)
+        bias = model[2].bias
+        view = bias.detach().numpy()             # a view the user holds: sees each step
+        ptr = bias.data_ptr()
+        losses = [fn(x, y) for x, y in batches]
+        assert np.shares_memory(view, bias.detach().numpy()) and bias.data_ptr() == ptr
+        runs[compiled] = (losses, model, opt, view)
+    (l0, m0, o0, v0), (l1, m1, o1, v1) = runs[False], runs[True]
+    np.testing.assert_allclose([t.item() for t in l1], [t.item() for t in l0], rtol=1e-5)
+    np.testing.assert_allclose(v1, v0, rtol=1e-4, atol=1e-6)
+    for a, b in zip(m0.parameters(), m1.parameters()):
+        np.testing.assert_allclose(b.detach().numpy(), a.detach().numpy(), rtol=1e-4, atol=1e-6)
+        np.testing.assert_allclose(b.grad.numpy(), a.grad.numpy(), rtol=1e-4, atol=1e-6)
+        assert b._version == a._version
+        np.testing.assert_allclose(o1.state[b]["momentum_buffer"].numpy(),
+                                   o0.state[a]["momentum_buffer"].numpy(), rtol=1e-4, atol=1e-6)
+    small = [t._data for t in (l1[-1], m1[0].bias.grad, m1[2].bias.grad, m1[2].weight.grad)]
+    _fresh(small)                                # owning, writable, sharing nothing
+    for a in small:
+        for p in m1.parameters():
+            assert not np.shares_memory(a, p.detach().numpy())
+    m1[2].bias.grad.add_(1.0)                    # writing one changes nothing else
+    np.testing.assert_allclose(m1[2].bias.detach().numpy(), m0[2].bias.detach().numpy(),
+                               rtol=1e-4, atol=1e-6)
+
+
+def test_the_small_results_buffer_is_used_where_it_applies():
+    fn, model, opt = _mlp_step(True)
+    x, y = tg.randn(64, 256), tg.randint(0, 10, (64,))
+    fn(x, y)
+    fn(x, y)
+    prog = _path(fn).forward_program
+    small = prog._small
+    assert small is not None and 0 in small.positions         # the loss
+    outs = prog.graph.outputs
+    assert all(outs[k].type.nbytes < N_BIG for k in small.positions)
+    assert not prog._plain()

@@ -40,7 +40,7 @@ from .adopt import adopt, replaceable, static_big, taken, to_host
 from .aligned import move_to_aligned
 from .client import device
 from .lower import guard_holds, lower
-from .result_buffer import layout, pack, unpacker
+from .result_buffer import SmallResults, layout, pack, unpacker
 from .small_inputs import SmallInputs, small_positions
 from .status import with_status
 
@@ -90,6 +90,7 @@ class JaxProgram:
         self._bigs = (None if any(k < self.writable for k in packed) else
                       [static_big(v) for v in graph.outputs[:self.writable]])
         fn = self._one_buffer(fn, self.writable)     # Note [One result buffer]
+        fn = self._small_buffer(fn, [k for _, k in mutated])
         fn = with_status(fn, graph.guards)           # Note [One status transfer]
         if shardings is not None:
             jitted = jax.jit(fn, in_shardings=shardings)
@@ -175,6 +176,27 @@ class JaxProgram:
             self._unpack = unpacker(lay)
             return [pack(outs[:w], lay)] + list(outs[w:]), gv, cv
         return one_buffer
+
+    def _small_buffer(self, fn, mutated):
+        """`fn` returning its small user results and small mutated inputs' new values in
+        one buffer when the program is not plain (Note [Small results in one buffer] in
+        result_buffer.py); decided while tracing, as `_one_buffer`, and sets `_small` (None:
+        one result per array)."""
+        self._small = None
+        if self.pack_out is not None or self.pack_in is not None or not self._adopt:
+            return fn
+        plan = SmallResults.plan_for(self.graph.outputs, self.writable, mutated, ADOPT_BYTES)
+        if plan is None:
+            return fn
+
+        def small_buffer(*arrays):
+            outs, gv, cv = fn(*arrays)
+            if self._unpack is not None or self._plain():
+                self._small = None
+                return outs, gv, cv
+            self._small = plan
+            return plan.pack(outs), gv, cv
+        return small_buffer
 
     def _fast(self):
         """Note [Plain calls]
@@ -344,6 +366,8 @@ class JaxProgram:
         w = self.writable
         if self._unpack is not None:             # Note [One result buffer]
             return self._unpack(outs[0]) + list(outs[1:])
+        if self._small is not None:              # Note [Small results in one buffer]
+            outs = self._small.spread(outs)
         user = (to_host(outs[:w], arrays, self._bigs, self._alias_at) if self._adopt
                 else [None if o is None else np.array(o) for o in outs[:w]])
         if all(o is None for o in user):     # nothing waited for the results: XLA may still

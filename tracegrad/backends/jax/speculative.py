@@ -78,6 +78,7 @@ class SpeculativeProgram(JaxProgram):
             return list(outs[:w]) + list(grads) + list(outs[w:]) + tail, gv, cv
 
         fn = self._one_buffer(fn, w + n_g)       # Note [One result buffer]
+        self._small = None                       # (the forward's plan is not for these)
         fn = with_status(fn, self.graph.guards)  # Note [One status transfer]
         one = SingleDeviceSharding(self.device)      # (the forward's)
         jitted = jax.jit(fn, in_shardings=one, out_shardings=one)
