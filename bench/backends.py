@@ -10,7 +10,8 @@ Cases (timed interleaved, bench/_timing.py):
   `optim.SGD(momentum=0.9)`, zero_grad / backward / step inside, the loss returned as is;
   `_mlp.tg_module_step`) at batch 256 784-512-512-10 (ReLU) and 50 layers 512 wide (tanh),
   against hand-written `jax.jit` with momentum (also with the parameters and buffers
-  donated) and hand-written numpy with momentum.
+  donated, and also returning the gradients, as a PyTorch step leaves them in `.grad`:
+  the price of that semantics, measured apart) and hand-written numpy with momentum.
 The hand-written `jax.jit` versions are what a JAX user writes: `jax.value_and_grad` under
 `jax.jit`, parameters kept as device arrays between steps. Results are checked against
 numpy before timing. Also printed: the first-call time (trace + passes + XLA compile) of
@@ -22,8 +23,9 @@ each compiled step.
 process-wide setting that only takes effect before JAX first runs): the hand-written
 `jax.jit` programs above about 1000 flops then run on the calling thread instead of being
 handed to a worker, which on a small machine costs tens of microseconds per call. The
-tracegrad JAX backend's programs run on the calling thread either way (Note [Synchronous
-client] in tracegrad/backends/jax/client.py).
+tracegrad JAX backend's small programs run on the calling thread either way, its large ones
+queued on JAX's default device as JAX does (Notes [Synchronous client] and [Queued dispatch
+for large programs] in tracegrad/backends/jax/client.py).
 """
 import argparse
 import os
@@ -181,13 +183,14 @@ def _jax_act_loss(act):
     return loss_fn
 
 
-def _jax_momentum_step(act, donate):
+def _jax_momentum_step(act, donate, grads=False):
     loss_fn = _jax_act_loss(act)
 
     def step(ps, bufs, x, y):
         loss, gs = jax.value_and_grad(loss_fn)(ps, x, y)
         bufs = [MOMENTUM * b + g for b, g in zip(bufs, gs)]
-        return loss, [p - LR * b for p, b in zip(ps, bufs)], bufs
+        out = loss, [p - LR * b for p, b in zip(ps, bufs)], bufs
+        return out + (gs,) if grads else out      # (gradients kept, as `.grad` keeps them)
     return jax.jit(step, donate_argnums=(0, 1) if donate else ())
 
 
@@ -207,13 +210,15 @@ def module_cases(batch, sizes, act):
         first[b] = time.perf_counter() - t0
     jx, jy = jnp.asarray(x), jnp.asarray(y, dtype=jnp.int32)
     hands, states = {}, {}
-    for name, donate in (("jax.jit (hand)", False), ("jax.jit (hand, donated)", True)):
-        fn = _jax_momentum_step(act, donate)
+    for name, donate, grads in (("jax.jit (hand)", False, False),
+                                ("jax.jit (hand, donated)", True, False),
+                                ("jax.jit (hand, returns grads)", False, True)):
+        fn = _jax_momentum_step(act, donate, grads)
         st = states[name] = {"ps": [jnp.asarray(p) for p in base],
                              "bufs": [jnp.zeros(p.shape, p.dtype) for p in base]}
 
         def run(fn=fn, st=st):
-            loss, st["ps"], st["bufs"] = fn(st["ps"], st["bufs"], jx, jy)
+            loss, st["ps"], st["bufs"], *st["grads"] = fn(st["ps"], st["bufs"], jx, jy)
             return float(loss)
         hands[name] = run
         t0 = time.perf_counter()
@@ -234,6 +239,7 @@ def module_cases(batch, sizes, act):
                              lambda: steps["numpy"](tx, ty), lambda: steps["jax"](tx, ty),
                              hands["jax.jit (hand)"])))
     cases["jax.jit (hand, donated)"] = hands["jax.jit (hand, donated)"]
+    cases["jax.jit (hand, returns grads)"] = hands["jax.jit (hand, returns grads)"]
     return cases, first
 
 

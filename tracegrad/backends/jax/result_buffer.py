@@ -42,7 +42,7 @@ import numpy as np
 from jax import lax
 
 MAX_BYTES = 1024     # larger results are copied one by one (no gain past a few copies)
-SMALL_TOTAL = 1 << 18    # Note [Small results in one buffer]
+SMALL_TOTAL = 1 << 22    # Note [Small results in one buffer]
 
 
 class Layout:
