@@ -23,9 +23,8 @@ each compiled step.
 process-wide setting that only takes effect before JAX first runs): the hand-written
 `jax.jit` programs above about 1000 flops then run on the calling thread instead of being
 handed to a worker, which on a small machine costs tens of microseconds per call. The
-tracegrad JAX backend's small programs run on the calling thread either way, its large ones
-queued on JAX's default device as JAX does (Notes [Synchronous client] and [Queued dispatch
-for large programs] in tracegrad/backends/jax/client.py).
+tracegrad JAX backend's programs run on the calling thread either way (Note [Synchronous
+client] in tracegrad/backends/jax/client.py).
 """
 import argparse
 import os

@@ -28,7 +28,6 @@ def build_path_programs(path, name, data_parallel=False):
     """Set `path.forward_program` / `path.backward_program` to JaxPrograms built from
     `path.part`; returns False (after one warning naming the primitive) when the path must use
     the numpy backend instead."""
-    from .client import is_large
     from .program import JaxProgram
     from .saved import plan_packing
     from .table import Unsupported
@@ -36,13 +35,11 @@ def build_path_programs(path, name, data_parallel=False):
     pack = plan_packing(part)
     mut_start = part.n_user + len(part.saved) - len(part.saved_from_input)
     mutated = [(pos, mut_start + k) for k, (pos, _) in enumerate(part.mutations)]
-    # Note [Queued dispatch for large programs] in client.py: one device for the path
-    large = not data_parallel and is_large(part.forward, part.backward)
     try:
         fwd = JaxProgram(part.forward, name, writable=part.n_user, data_parallel=data_parallel,
-                         pack_out=pack, mutated=mutated, large=large)
+                         pack_out=pack, mutated=mutated)
         bwd = (JaxProgram(part.backward, name + "_backward", pack_in=pack,
-                          follow_inputs=data_parallel, large=large)
+                          follow_inputs=data_parallel)
                if part.backward is not None else None)
     except Unsupported as e:
         _fallback_warning(name, e.prim.name, str(e))
@@ -70,9 +67,6 @@ def report_lines(path):
     if note is None:
         return []
     lines = [f"backend: {note}"]
-    if getattr(path.forward_program, "large", False):
-        lines.append("dispatch: queued on JAX's default device, a large path (Note [Queued "
-                     "dispatch for large programs])")
     for title, prog in (("forward", path.forward_program), ("backward", path.backward_program)):
         if prog is None or not hasattr(prog, "jaxpr"):
             continue

@@ -25,21 +25,14 @@ devices run in parallel anyway). When JAX's default platform is not the CPU, the
 turned async dispatch off already, or this JAX cannot make such a client (the call is a
 private API, `jax._src.lib.xla_client.make_cpu_client`), `device()` is JAX's default device.
 
-Note [Queued dispatch for large programs]
-The handoff costs tens of microseconds; running a large program on the calling thread costs
-more. Measured on 2 cores with the 784-512-512-10 training step written by hand in JAX
-(2.4 ms), compiled for this private synchronous client against JAX's own: 1.05x in paired
-runs alternating with JAX's step, 1.00x to 1.04x alone; for a private client made
-asynchronous, 1.00x. So a path whose programs are large (`is_large`: an estimate of their
-floating-point work from the IR, at least LARGE_FLOPS, about a millisecond here) runs all
-its programs (forward, backward, speculative) on JAX's default device, dispatching as JAX
-does; small paths keep the synchronous client. One path's programs share one device, since
-saved values pass from its forward program to its backward program as device arrays. A
-program reads its results before it returns (program.py), so queued or not, a call is over
-when it returns.
+Tried and dropped (November 2026): running large programs (estimated from the IR at 10^7
+flops or more) queued on JAX's default device instead. Timed as the benchmark times (each
+case repeated, bench/_timing.py), the 784-512-512-10 training step with SGD momentum was 2
+to 5% slower queued, the 50-layer one 1 to 2%; only when alternating call by call with a
+hand-written JAX step on JAX's own client was it faster (2.5%), since two clients' thread
+pools then take turns.
 """
 import logging
-import math
 import threading
 
 import jax
@@ -50,44 +43,8 @@ _lock = threading.Lock()
 _device = None
 
 
-LARGE_FLOPS = 1e7
-_CONTRACTIONS = {"mm", "mm_tn", "matmul", "addmm", "baddbmm", "linear", "linear_nobias",
-                 "dot", "einsum"}
-
-
-def _numel(v):
-    return math.prod(v.type.shape)
-
-
-def flops(graph):
-    """A rough count of `graph`'s floating-point work: an element per output element, and
-    for a contraction 2 * output elements * the contracted length, taken as
-    sqrt(a * b / out) for operands of a and b elements (exact for a matrix product)."""
-    total = 0
-    for node in graph.nodes:
-        out = node.output
-        if out is None or not hasattr(out, "type"):
-            continue
-        n = _numel(out)
-        ins = node.value_inputs()
-        if node.prim.name in _CONTRACTIONS and len(ins) >= 2 and n:
-            a, b = _numel(ins[-2]), _numel(ins[-1])
-            n *= 2 * max(1.0, math.sqrt(a * b / n))
-        total += n
-    return total
-
-
-def is_large(*graphs):
-    """Whether programs of `graphs` (None skipped) run queued on JAX's default device (Note
-    [Queued dispatch for large programs])."""
-    return sum(flops(g) for g in graphs if g is not None) >= LARGE_FLOPS
-
-
-def device(large=False):
-    """The device single-device programs are compiled for (see the Notes): JAX's default
-    device for a large path's programs, the synchronous client's otherwise."""
-    if large:
-        return jax.devices()[0]
+def device():
+    """The device single-device programs are compiled for (see the Note)."""
     global _device
     if _device is None:
         with _lock:

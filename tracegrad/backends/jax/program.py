@@ -69,10 +69,9 @@ class JaxProgram:
     fn_is_call = True            # `fn` is `__call__`, or a faster equal (Note [Plain calls])
 
     def __init__(self, graph, name=None, writable=None, data_parallel=False, pack_out=None,
-                 pack_in=None, follow_inputs=False, mutated=(), large=False):
+                 pack_in=None, follow_inputs=False, mutated=()):
         self.graph = graph
-        self.large = large               # Note [Queued dispatch for large programs]
-        self.device = device(large)
+        self.device = device()           # Note [Synchronous client] in client.py
         self.name = name or graph.name
         self.lowered = lower(graph)              # raises Unsupported: caller falls back
         self.writable = len(graph.outputs) if writable is None else writable
