@@ -27,6 +27,12 @@ from ._errors import TracegradRuntimeError, op_error
 from ._tensor import Tensor, VersionCounter, _wrap_dim
 
 
+# Types of `.base` that are not arrays: an array over one owns its memory, so `_root` is
+# the array itself; generated checks test this first and skip the call (backends register
+# their own: adopt.py's `_Held`)
+OWNER_BASES = {bytearray}
+
+
 def _root(a):
     """The array owning `a`'s memory (numpy's `.base` chain), or `a` itself."""
     while isinstance(a.base, np.ndarray):

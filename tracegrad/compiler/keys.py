@@ -9,7 +9,7 @@ import numpy as np
 
 from .. import _dtype, _func_levels, _mode
 from .._tensor import Tensor
-from .._tensor_storage import _root
+from .._tensor_storage import OWNER_BASES, _root
 from .binding import scalar_key
 from .state_kinds import probe
 from .tensor_attrs import attrs_key
@@ -83,7 +83,7 @@ def key_source(key, args, miss="return False"):
             for p, a in zip(parts, args)):
         return None
     n = len(args)
-    env = {"_root": _root, "_ak": attrs_key, "_ge": _mode.grad_enabled,
+    env = {"_root": _root, "_OWN": OWNER_BASES, "_ak": attrs_key, "_ge": _mode.grad_enabled,
            "_lv": _func_levels._levels.get,   # `active()`, without its frame
            "_ie": _mode.inference_enabled, "_dd": _dtype.get_default_dtype, "_G": grad,
            "_I": inference, "_DD": default_dtype, "_ga": getattr,
@@ -113,7 +113,7 @@ def key_source(key, args, miss="return False"):
         lines += [f"    if type(a{i}) is not T{i}: {miss}",
                   f"    d = a{i}._data", f"    if {cond}: {miss}"]
         if n_tensors > 1:                # the owner's id for the aliasing check below
-            lines.append(f"    qa{i} = id(d if d.base is None else _root(d))")
+            lines.append(f"    qa{i} = id(d if d.base is None or type(d.base) in _OWN else _root(d))")
         # still no Python attributes of its own (Note [Attributes of tensor arguments]);
         # the engine's private ones are in most leaves' __dict__: a leaf after backward
         # holds `_grad` and `_accum` alone, answered by a set comparison without a call

@@ -25,7 +25,7 @@ import numpy as np
 
 from .._effects import is_number
 from .._errors import RerunEagerly
-from .._tensor_storage import _root
+from .._tensor_storage import OWNER_BASES, _root
 from .._tensor import Tensor, VersionCounter
 from ..ir.interpret import GuardFailed
 from .._quiet import _IGNORING, _NP_ERRSTATE, _ignoring, quiet_enter, quiet_exit
@@ -64,7 +64,7 @@ def runner_source(path, miss="return _miss(args)", ret="return outs, None", unpa
     env = {"_fn": prog.fn, "_prog": prog, "_GuardFailed": GuardFailed, "_qe": quiet_enter,
            "_qx": quiet_exit, "_wrap": Tensor._wrap, "_asarray": np.asarray, "_array": np.array,
            "_copyto": np.copyto, "_attach": path._attach,
-           "_miss": path._miss, "_root": _root,
+           "_miss": path._miss, "_root": _root, "_OWN": OWNER_BASES,
            "_f64": _f64, "_i64": _i64, "_consumed": consumed_node, "_number": is_number,
            "_Rerun": RerunEagerly, "_read_place": read_place, "_new": object.__new__,
            "_T": Tensor, "_VC": VersionCounter}
@@ -149,7 +149,7 @@ def runner_source(path, miss="return _miss(args)", ret="return outs, None", unpa
         else:
             lines.append(f"    if {cond}: {miss}")
             if n_args:                   # the id of the array owning its memory, no reference
-                lines.append(f"    q{j} = id(d) if d.base is None else id(_root(d))")
+                lines.append(f"    q{j} = id(d) if d.base is None or type(d.base) in _OWN else id(_root(d))")
         data[f"c{j}"] = f"c{j}._data"
     if tensor_caps:
         lines.append("    d = None")   # no local reference left (JAX: Note [Aligned host arrays])
@@ -164,7 +164,8 @@ def runner_source(path, miss="return _miss(args)", ret="return outs, None", unpa
                 lines.append(f"    if qa{i} in roots: {miss}")
                 continue
             lines += [f"    d = a{i}._data",
-                      f"    if id(d if d.base is None else _root(d)) in roots: {miss}"]
+                      f"    if id(d if d.base is None or type(d.base) in _OWN else _root(d)) in roots: "
+                      f"{miss}"]
         lines.append("    d = None")
     elif keep and tensor_caps:
         env["_seen_new"] = _seen_updater(env, tensor_caps)

@@ -28,6 +28,8 @@ import sys
 
 import numpy as np
 
+from ..._tensor_storage import OWNER_BASES
+
 MIN_BYTES = 1 << 16          # smaller results are copied (as aligned.MIN_BYTES)
 
 
@@ -106,3 +108,4 @@ def replaceable(t):
 
 
 _ROOTS = (type(None), bytearray, _Held)    # bases of arrays owning their memory (aligned.py)
+OWNER_BASES.add(_Held)
