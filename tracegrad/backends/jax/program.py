@@ -10,8 +10,10 @@ thread (Note [Synchronous client] in client.py) under 64-bit mode when the graph
 values (only for the duration of the call: `jax.enable_x64`, never the global flag), walks
 guards and runtime checks (Note [Guards in a jitted program]), and converts the results:
 the first `writable` outputs (what users receive, gradients) become fresh writable numpy
-arrays (large ones without a copy: adopt.py); the rest (saved values, input mutations,
-values kept for double backward) stay jax arrays: the backward program takes saved values
+arrays (large ones without a copy: adopt.py; small ones of a program that is not plain
+copied out of one buffer, with the small new values of mutated inputs as read-only views:
+Note [Small results in one buffer] in result_buffer.py); the rest (saved values, large input
+mutations, values kept for double backward) stay jax arrays: the backward program takes saved values
 as they are, without a round trip through the host (which costs tens of microseconds per
 array), and the compiler's other readers (`np.copyto` of a mutation, `np.asarray` of a kept
 value) accept them.
