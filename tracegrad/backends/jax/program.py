@@ -73,7 +73,7 @@ class JaxProgram:
     def __init__(self, graph, name=None, writable=None, data_parallel=False, pack_out=None,
                  pack_in=None, follow_inputs=False, mutated=()):
         self.graph = graph
-        self.device = device()           # Note [Synchronous client] in client.py
+        self.device = None               # (single-device programs: below)
         self.name = name or graph.name
         self.lowered = lower(graph)              # raises Unsupported: caller falls back
         self.writable = len(graph.outputs) if writable is None else writable
@@ -98,6 +98,7 @@ class JaxProgram:
         elif follow_inputs:                      # see below
             jitted = jax.jit(fn)
         else:                                    # Note [Synchronous client] in client.py
+            self.device = device()
             one = SingleDeviceSharding(self.device)
             jitted = jax.jit(fn, in_shardings=one, out_shardings=one)
         t0 = time.perf_counter()

@@ -29,13 +29,15 @@ parameters and optimizer state, which the runner copies into their tensors' arra
 became a numpy array through its own jax Array conversion, and after a large program that
 Python runs with cold caches: measured on 2 cores after the 784-512-512-10 step's program,
 twenty small numpy operations that take 25 us in a loop took 85 to 150 us. So such a
-program writes its small results of the most common dtype (`SmallResults.plan`: at least
-two, each below the adoption size, adopt.MIN_BYTES, together at most SMALL_TOTAL bytes) into
-one buffer as above, returning None in their places, and the call spreads the buffer back
+program writes its small results of the most common dtype (`SmallResults.plan_for`: at
+least two, each below the adoption size, adopt.MIN_BYTES, together at most SMALL_TOTAL
+bytes) into one buffer as above, returning None in their places, and the call spreads the buffer back
 (`spread`, one conversion): a user result as a fresh owning copy, as `np.array` gave; a
 mutated input's new value as a read-only view, which the runner copies into the input's
 array, as it copied the jax Array before. Saved values stay jax arrays (the backward
-program reads them as they are).
+program reads them as they are). Measured in one process against the same step with one
+result per array: 0 to 3% of the step's time (four runs), its JaxProgram call alone from
+1.09x-1.11x to 1.05x of the hand-written `jax.jit` step.
 """
 import jax.numpy as jnp
 import numpy as np
