@@ -200,3 +200,30 @@ def test_the_small_results_buffer_is_used_where_it_applies():
     outs = prog.graph.outputs
     assert all(outs[k].type.nbytes < N_BIG for k in small.positions)
     assert not prog._plain()
+
+
+def _accumulate(i, acc, facc):
+    acc.add_(i)                          # small mutated inputs of two dtypes, behind a guard
+    facc.add_(1.5)
+    if acc.sum() > 0:
+        return acc * 2, acc.max(), facc.sum(), i + 1, acc
+    return acc, acc.min(), facc.sum(), i, acc
+
+
+def test_guarded_program_with_small_mutations_of_two_dtypes_matches_eager():
+    def fresh():
+        return (tg.tensor(np.arange(6, dtype=np.int64)), tg.tensor(np.zeros(6, np.int64)),
+                tg.tensor(np.zeros(3, np.float32)))
+    comp = tg.compile(_accumulate, backend="jax")
+    (ie, ae, fe), (ij, aj, fj) = fresh(), fresh()
+    view = aj.numpy()                    # held: the array keeps receiving the new values
+    for _ in range(3):
+        want, got = _accumulate(ie, ae, fe), comp(ij, aj, fj)
+        for u, v in zip(want, got):
+            np.testing.assert_array_equal(v.numpy(), u.numpy())
+            assert v.dtype == u.dtype and v._version == u._version
+        assert got[4] is aj                      # the input itself, as eager returns it
+        _fresh([t._data for t in got[:4]])
+    np.testing.assert_array_equal(view, ae.numpy())
+    assert (aj._version, fj._version) == (ae._version, fe._version)
+    assert _path(comp).forward_program._small is not None
