@@ -27,10 +27,10 @@ from ._errors import TracegradRuntimeError, op_error
 from ._tensor import Tensor, VersionCounter, _wrap_dim
 
 
-# Types of `.base` that are not arrays: an array over one owns its memory, so `_root` is
-# the array itself; generated checks test this first and skip the call (backends register
-# their own: adopt.py's `_Held`)
-OWNER_BASES = {bytearray}
+# Types of `.base` of an array owning its memory (none, or a buffer that is no array), so
+# `_root` is the array itself: generated checks test this first and skip the call (backends
+# register their own: adopt.py's `_Held`)
+OWNER_BASES = {type(None), bytearray}
 
 
 def _root(a):

@@ -113,7 +113,7 @@ def key_source(key, args, miss="return False"):
         lines += [f"    if type(a{i}) is not T{i}: {miss}",
                   f"    d = a{i}._data", f"    if {cond}: {miss}"]
         if n_tensors > 1:                # the owner's id for the aliasing check below
-            lines.append(f"    qa{i} = id(d if d.base is None or type(d.base) in _OWN else _root(d))")
+            lines.append(f"    qa{i} = id(d if type(d.base) in _OWN else _root(d))")
         # still no Python attributes of its own (Note [Attributes of tensor arguments]);
         # the engine's private ones are in most leaves' __dict__: a leaf after backward
         # holds `_grad` and `_accum` alone, answered by a set comparison without a call

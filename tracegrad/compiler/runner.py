@@ -149,7 +149,7 @@ def runner_source(path, miss="return _miss(args)", ret="return outs, None", unpa
         else:
             lines.append(f"    if {cond}: {miss}")
             if n_args:                   # the id of the array owning its memory, no reference
-                lines.append(f"    q{j} = id(d) if d.base is None or type(d.base) in _OWN else id(_root(d))")
+                lines.append(f"    q{j} = id(d) if type(d.base) in _OWN else id(_root(d))")
         data[f"c{j}"] = f"c{j}._data"
     if tensor_caps:
         lines.append("    d = None")   # no local reference left (JAX: Note [Aligned host arrays])
@@ -164,8 +164,7 @@ def runner_source(path, miss="return _miss(args)", ret="return outs, None", unpa
                 lines.append(f"    if qa{i} in roots: {miss}")
                 continue
             lines += [f"    d = a{i}._data",
-                      f"    if id(d if d.base is None or type(d.base) in _OWN else _root(d)) in roots: "
-                      f"{miss}"]
+                      f"    if id(d if type(d.base) in _OWN else _root(d)) in roots: {miss}"]
         lines.append("    d = None")
     elif keep and tensor_caps:
         env["_seen_new"] = _seen_updater(env, tensor_caps)

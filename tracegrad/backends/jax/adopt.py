@@ -103,9 +103,8 @@ def replaceable(t):
     C-contiguous and writeable, that nothing but `t` refers to. Asked before the call: jax
     keeps a reference to each numpy argument until the next garbage collection."""
     d = t._data
-    return (type(d) is np.ndarray and type(d.base) in _ROOTS and d.flags.c_contiguous
+    return (type(d) is np.ndarray and type(d.base) in OWNER_BASES and d.flags.c_contiguous
             and d.flags.writeable and sys.getrefcount(d) == 3)  # t's slot, `d`, the argument
 
 
-_ROOTS = (type(None), bytearray, _Held)    # bases of arrays owning their memory (aligned.py)
-OWNER_BASES.add(_Held)
+OWNER_BASES.add(_Held)       # (an adopted array owns its memory, as aligned.py's do)
