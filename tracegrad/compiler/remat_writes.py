@@ -7,16 +7,16 @@ keeping them (passes/remat.py: always on the JAX backend, with `memory="min"` on
 Eager keeps them: in `(x * w).sin()`, sin saves its input `h = x * w` as computed. A write
 into `w` between the call and `backward()` through the tensor itself bumps its version
 counter, and both raise eager's version error. A write through an alias with a counter of
-its own (`w.data`) passes that check: eager's backward then reads the new `w` where it
-saved `w` itself but the old `h`, while the compiled backward would recompute `h` from the
-new `w`, a silently different gradient. So a path that recomputes from inputs remembers which of its saved inputs the
-recomputation reads (`remat_saved`), each call's node the eager-write count at the call,
-and before backward runs, if eager writes happened since, it looks up each of those inputs'
-arrays in `_dispatch.WRITTEN` (the owning array of every eagerly written memory, by id; an
-id is an object's for as long as it lives, and the node keeps the array alive). A match
-raises, saying how to write instead. Writes through a `numpy()` view are not seen, by eager
-or here. If the bounded map was emptied since the call, the write cannot be ruled out and
-the backward raises too.
+its own (`w.data`) passes that check: eager's backward then reads the new `w` where it saved
+`w` itself but the old `h`, while the compiled backward would recompute `h` from the new
+`w`, a silently different gradient. So a path that recomputes from inputs remembers which of
+its saved inputs the recomputation reads (`remat_saved`), each call's node the eager-write
+count at the call, and before backward runs, if eager writes happened since, it looks up
+each of those inputs' arrays in `_dispatch.WRITTEN` (the owning array of every eagerly
+written memory, by id; an id is an object's for as long as it lives, and the node keeps the
+array alive). A match raises, saying how to write instead. Writes through a `numpy()` view
+are not seen, by eager or here. If the bounded map was emptied since the call, the write
+cannot be ruled out and the backward raises too.
 """
 from .._dispatch import EAGER_WRITES, WRITTEN, WRITTEN_CLEARED
 from .._errors import TracegradRuntimeError, op_error

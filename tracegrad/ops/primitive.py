@@ -111,12 +111,12 @@ class Primitive:
         self.node_cls = node_class(self.grad_fn_name)     # see Note [Monomorphic nodes]
         REGISTRY[name] = self
 
-
     def set_kernel(self, kernel):
         """Use `kernel`; `quiet` is it without its warnings switch, which dispatch then does
         itself, one Python call less per op (Note [Quiet kernels] in _quiet.py)."""
         self.kernel = kernel
         self.quiet = getattr(kernel, "quiet_raw", None)
+
     def __repr__(self):
         return f"<primitive {self.name}>"
 

@@ -13,12 +13,13 @@ since writes through `.data` or a `numpy()` view pass every version counter, mea
 faster than uploading: the comparison reads as much memory as the copy.)
 
 So the large captured tensors of a jax-backend path (parameters, buffers, optimizer state:
-they live across calls), and its large argument tensors (a batch used again, a tensor
-passed on every call), get their array moved, once, to 64-byte aligned memory holding the
-same values (an argument seen once costs one copy, as jax's own would). From then on every call reads them in place, and eager code keeps reading and
-writing that same array, so there is no device copy to keep coherent and nothing to
-invalidate: an eager write between calls (in place, through `.data`, through a `numpy()`
-view, `load_state_dict`) is in the memory the next call reads.
+they live across calls), and its large argument tensors (a batch used again, a tensor passed
+on every call), get their array moved, once, to 64-byte aligned memory holding the same
+values (an argument seen once costs one copy, as jax's own would). From then on every call
+reads them in place, and eager code keeps reading and writing that same array, so there is
+no device copy to keep coherent and nothing to invalidate: an eager write between calls (in
+place, through `.data`, through a `numpy()` view, `load_state_dict`) is in the memory the
+next call reads.
 
 Moving must not be observable, so it happens only when nothing but the tensor refers to the
 array (reference count: no view, `.data` or `detach()` tensor, `numpy()` result or other

@@ -31,8 +31,8 @@ Python runs with cold caches: measured on 2 cores after the 784-512-512-10 step'
 twenty small numpy operations that take 25 us in a loop took 85 to 150 us. So such a
 program writes its small results of the most common dtype (`SmallResults.plan_for`: at
 least two, each below the adoption size, adopt.MIN_BYTES, together at most SMALL_TOTAL
-bytes) into one buffer as above, returning None in their places, and the call spreads the buffer back
-(`spread`, one conversion): a user result as a fresh owning copy, as `np.array` gave; a
+bytes) into one buffer as above, returning None in their places, and the call spreads the
+buffer back (`spread`, one conversion): a user result as a fresh owning copy, as `np.array` gave; a
 mutated input's new value as a read-only view, which the runner copies into the input's
 array, as it copied the jax Array before. Saved values stay jax arrays (the backward
 program reads them as they are). Measured in one process against the same step with one
