@@ -85,7 +85,9 @@ def functionalize_with_facts(g, values=None):
     out = g.derive()
     out.values = None
     if values is None and g.values is not None:
-        values = out.values = dict(g.values)
+        # (`items()`: a traced value's array may die during the copy, and the weak
+        # mapping's items() skips it where dict() of it raised KeyError)
+        values = out.values = dict(g.values.items())
     out.inputs = list(g.inputs)
     root, chain, seen_ver = {}, {}, {}
     mapping = {}
