@@ -52,9 +52,15 @@ def _broadcast(a, b):
         return None
 
 
+def _storage(t):
+    return t if t._base is None else t._base
+
+
 def _inplace(t, other, k):
-    """One in-place op on `t` (a view op where `t` is 2-d); `other` may be added."""
-    if k == 0 and _broadcast(t, other) == tuple(t.shape):
+    """One in-place op on `t` (a view op where `t` is 2-d); `other` may be added, unless it
+    overlaps `t` partly (`x.t().add_(x)` is an error, in eager as in PyTorch)."""
+    if k == 0 and _broadcast(t, other) == tuple(t.shape) and (
+            other is t or _storage(t) is not _storage(other)):
         t.add_(other)
     elif k == 1:
         t.tanh_()
